@@ -1,0 +1,157 @@
+//! The scenario as a user writes it. Field names equal the TOML keys, so a `Scenario`
+//! serialised into a result file reads like the file it came from.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One scenario: paths, a timeline of events, and the paper's numbers to compare with.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub duration_s: f64,
+    pub seed: u64,
+    /// Linux congestion-control name; the papers ran Cubic, this kernel defaults to BBR.
+    pub congestion_control: String,
+    #[serde(rename = "path")]
+    pub paths: Vec<PathSpec>,
+    #[serde(rename = "event")]
+    pub events: Vec<Event>,
+    /// The paper's numbers in Mbit/s keyed by scheme name ("tcp:wifi", "mptcp", "fbdt").
+    pub reference: BTreeMap<String, f64>,
+}
+
+/// One emulated link between client and server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathSpec {
+    pub name: String,
+    pub rate: RateSpec,
+    /// One-way delay, applied in each direction.
+    pub delay_ms: f64,
+    /// Per-packet drop probability on the data (server → client) direction.
+    #[serde(default)]
+    pub loss: f64,
+    /// Bottleneck queue in 1500-byte packets.
+    #[serde(default = "default_queue_packets")]
+    pub queue_packets: u32,
+}
+
+pub(crate) fn default_queue_packets() -> u32 {
+    // 1000 packets = 1.5 MB: 6.7 ms at 1.8 Gbit/s, 27 ms at 450 Mbit/s — enough for Cubic to
+    // fill the link without bufferbloat dominating the RTT.
+    1000
+}
+
+pub(crate) fn default_bin_ms() -> f64 {
+    100.0
+}
+
+/// How a path's rate evolves before events are applied. All rates in Mbit/s, unscaled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "model", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RateSpec {
+    /// A fixed rate.
+    Constant { mbps: f64 },
+    /// Piecewise-constant steps; `steps[0].at_s` must be 0. With `period_s` the pattern
+    /// repeats (every `period_s`, which must exceed the last `at_s`), otherwise the last step
+    /// holds to the end.
+    Steps {
+        steps: Vec<RateStep>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        period_s: Option<f64>,
+    },
+    /// A new uniform sample in `[min_mbps, max_mbps]` every `step_s` (seeded).
+    Random { min_mbps: f64, max_mbps: f64, step_s: f64 },
+    /// Line-of-sight / blocked alternation (a robot turning): `high_s` seconds drawn from the
+    /// high range, then `low_s` seconds from the low range, resampled every `step_s`, repeated.
+    Alternating {
+        high_min_mbps: f64,
+        high_max_mbps: f64,
+        high_s: f64,
+        low_min_mbps: f64,
+        low_max_mbps: f64,
+        low_s: f64,
+        step_s: f64,
+        /// Start in the low (nLoS) phase instead of the high one.
+        #[serde(default)]
+        start_low: bool,
+    },
+    /// A mahimahi trace (one line per 1500-byte delivery opportunity, ms), looped and binned
+    /// into `bin_ms` steps. A relative `file` is relative to the scenario file.
+    Trace {
+        file: String,
+        #[serde(default = "default_bin_ms")]
+        bin_ms: f64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateStep {
+    pub at_s: f64,
+    pub mbps: f64,
+}
+
+/// Something that happens to one path. The effect lives in `[at_s, until_s)`; with
+/// `every_s` an outage / scan / rate_factor repeats at `at_s + k·every_s` while that start is
+/// before `until_s` (and before the end of the run).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    pub at_s: f64,
+    pub path: String,
+    #[serde(flatten)]
+    pub kind: EventKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub every_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventKind {
+    /// The path carries nothing (blockage) for `duration_s`; data in flight waits.
+    Outage { duration_s: f64 },
+    /// Replace the model's rate from `at_s` (until `until_s`, or for good).
+    Rate { mbps: f64 },
+    /// Replace the path's loss from `at_s` (until `until_s`, or for good).
+    Loss { loss: f64 },
+    /// Replace the path's one-way delay from `at_s` (until `until_s`, or for good).
+    Delay { delay_ms: f64 },
+    /// WiFi off-channel scan: rate 0 for `duration_s`, but flagged (`Step::scan`) so a
+    /// scan-aware scheduler (MuSher SCAN) can be told in advance.
+    Scan { duration_s: f64 },
+    /// Multiply the rate by `factor` for `duration_s` (contention from other stations).
+    RateFactor { factor: f64, duration_s: f64 },
+}
+
+impl EventKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::Outage { .. } => "outage",
+            EventKind::Rate { .. } => "rate",
+            EventKind::Loss { .. } => "loss",
+            EventKind::Delay { .. } => "delay",
+            EventKind::Scan { .. } => "scan",
+            EventKind::RateFactor { .. } => "rate_factor",
+        }
+    }
+
+    /// Interval events last `duration_s`; the others set a level until `until_s`.
+    pub fn duration_s(&self) -> Option<f64> {
+        match *self {
+            EventKind::Outage { duration_s }
+            | EventKind::Scan { duration_s }
+            | EventKind::RateFactor { duration_s, .. } => Some(duration_s),
+            EventKind::Rate { .. } | EventKind::Loss { .. } | EventKind::Delay { .. } => None,
+        }
+    }
+}
+
+impl Scenario {
+    pub fn path_index(&self, name: &str) -> Option<usize> {
+        self.paths.iter().position(|p| p.name == name)
+    }
+}
