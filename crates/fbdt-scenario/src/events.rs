@@ -15,7 +15,11 @@ pub(crate) struct Instance {
 
 /// Instances of every event on `path` that start before `duration_s`, in file order then
 /// time. Errors (as a message) when an event would repeat more than the step budget allows.
-pub(crate) fn expand(events: &[Event], path: &str, duration_s: f64) -> Result<Vec<Instance>, (usize, String)> {
+pub(crate) fn expand(
+    events: &[Event],
+    path: &str,
+    duration_s: f64,
+) -> Result<Vec<Instance>, (usize, String)> {
     let mut out = Vec::new();
     for (i, ev) in events.iter().enumerate().filter(|(_, e)| e.path == path) {
         let until = ev.until_s.unwrap_or(f64::INFINITY);
@@ -32,7 +36,12 @@ pub(crate) fn expand(events: &[Event], path: &str, duration_s: f64) -> Result<Ve
                 Some(d) => (start + d).min(until),
                 None => until,
             };
-            out.push(Instance { event: i, start, end, kind: ev.kind });
+            out.push(Instance {
+                event: i,
+                start,
+                end,
+                kind: ev.kind,
+            });
             if ev.every_s.is_none() {
                 break;
             }

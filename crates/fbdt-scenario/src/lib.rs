@@ -45,7 +45,9 @@ impl Scenario {
     /// `/` or ending in `.toml` is a file, so a stray file named like a built-in is not
     /// picked up by accident.
     pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
-        let looks_like_file = name_or_path.ends_with(".toml") || name_or_path.contains(std::path::MAIN_SEPARATOR) || name_or_path.contains('/');
+        let looks_like_file = name_or_path.ends_with(".toml")
+            || name_or_path.contains(std::path::MAIN_SEPARATOR)
+            || name_or_path.contains('/');
         if !looks_like_file {
             if let Some(s) = builtin(name_or_path) {
                 return Ok(s);
@@ -55,7 +57,10 @@ impl Scenario {
         if looks_like_file || path.is_file() {
             return parse::from_file(path);
         }
-        Err(ScenarioError::Unknown { name: name_or_path.to_string(), known: builtin_names().join(", ") })
+        Err(ScenarioError::Unknown {
+            name: name_or_path.to_string(),
+            known: builtin_names().join(", "),
+        })
     }
 
     /// Parses and validates scenario TOML. `origin` names the text in messages; a relative
@@ -68,7 +73,10 @@ impl Scenario {
     /// after `duration_s` are allowed: a shortened run just clips them).
     pub fn validate(&self) -> Result<(), ScenarioError> {
         validate::validate(self, false).map_err(|e| ScenarioError::Invalid {
-            at: Origin { file: self.name.clone(), line: None },
+            at: Origin {
+                file: self.name.clone(),
+                line: None,
+            },
             message: format!("{}: {}", schedule::describe(self, &e.loc), e.message),
         })
     }

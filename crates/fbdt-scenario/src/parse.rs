@@ -92,38 +92,71 @@ fn event_from_raw(j: usize, r: RawEvent) -> Result<Event, Invalid> {
         "delay" => &["delay_ms"],
         "rate_factor" => &["factor", "duration_s"],
         other => {
-            return Err(Invalid { loc: Loc::Event(j, "kind"), message: format!("unknown event kind `{other}` (kinds: {KINDS})") })
+            return Err(Invalid {
+                loc: Loc::Event(j, "kind"),
+                message: format!("unknown event kind `{other}` (kinds: {KINDS})"),
+            })
         }
     };
     for (key, v) in fields {
-        let want = wanted.contains(&key);
-        if want && v.is_none() {
+        if wanted.contains(&key) && v.is_none() {
             return Err(Invalid {
                 loc: Loc::Event(j, "kind"),
                 message: format!("a `{}` event needs `{key}`", r.kind),
             });
         }
-        if !want && v.is_some() {
+    }
+    for (key, v) in fields {
+        if !wanted.contains(&key) && v.is_some() {
             return Err(Invalid {
                 loc: Loc::Event(j, key),
-                message: format!("`{key}` does not apply to a `{}` event (it takes: {})", r.kind, wanted.join(", ")),
+                message: format!(
+                    "`{key}` does not apply to a `{}` event (it takes: {})",
+                    r.kind,
+                    wanted.join(", ")
+                ),
             });
         }
     }
-    let get = |k: &str| fields.iter().find(|f| f.0 == k).and_then(|f| f.1).unwrap_or(f64::NAN);
+    let get = |k: &str| {
+        fields
+            .iter()
+            .find(|f| f.0 == k)
+            .and_then(|f| f.1)
+            .unwrap_or(f64::NAN)
+    };
     let kind = match r.kind.as_str() {
-        "outage" => EventKind::Outage { duration_s: get("duration_s") },
-        "scan" => EventKind::Scan { duration_s: get("duration_s") },
+        "outage" => EventKind::Outage {
+            duration_s: get("duration_s"),
+        },
+        "scan" => EventKind::Scan {
+            duration_s: get("duration_s"),
+        },
         "rate" => EventKind::Rate { mbps: get("mbps") },
         "loss" => EventKind::Loss { loss: get("loss") },
-        "delay" => EventKind::Delay { delay_ms: get("delay_ms") },
-        _ => EventKind::RateFactor { factor: get("factor"), duration_s: get("duration_s") },
+        "delay" => EventKind::Delay {
+            delay_ms: get("delay_ms"),
+        },
+        _ => EventKind::RateFactor {
+            factor: get("factor"),
+            duration_s: get("duration_s"),
+        },
     };
-    Ok(Event { at_s: r.at_s, path: r.path, kind, every_s: r.every_s, until_s: r.until_s })
+    Ok(Event {
+        at_s: r.at_s,
+        path: r.path,
+        kind,
+        every_s: r.every_s,
+        until_s: r.until_s,
+    })
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
 /// Offset of `key = …` (bare or quoted) inside `range`, skipping text after a `#` on the line.
@@ -148,43 +181,64 @@ fn find_key(text: &str, range: Range<usize>, key: &str) -> Option<usize> {
 fn line_for(text: &str, skel: &Skeleton, loc: &Loc) -> Option<usize> {
     let table = |list: &[Spanned<IgnoredAny>], i: usize, key: &str| {
         let span = list.get(i).or(list.last())?.span();
-        Some(line_of(text, find_key(text, span.clone(), key).unwrap_or(span.start)))
+        Some(line_of(
+            text,
+            find_key(text, span.clone(), key).unwrap_or(span.start),
+        ))
     };
     match loc {
         Loc::Path(i, key) => table(&skel.path, *i, key),
         Loc::Event(j, key) => table(&skel.event, *j, key),
         Loc::Reference(key) => {
             let span = skel.reference.as_ref()?.span();
-            Some(line_of(text, find_key(text, span.clone(), key).unwrap_or(span.start)))
+            Some(line_of(
+                text,
+                find_key(text, span.clone(), key).unwrap_or(span.start),
+            ))
         }
         Loc::Top(key) => {
             // Top-level keys come before the first table.
-            let first_table = [skel.path.first(), skel.event.first(), skel.reference.as_ref()]
-                .into_iter()
-                .flatten()
-                .map(|s| s.span().start)
-                .min()
-                .unwrap_or(text.len());
+            let first_table = [
+                skel.path.first(),
+                skel.event.first(),
+                skel.reference.as_ref(),
+            ]
+            .into_iter()
+            .flatten()
+            .map(|s| s.span().start)
+            .min()
+            .unwrap_or(text.len());
             find_key(text, 0..first_table, key).map(|o| line_of(text, o))
         }
     }
 }
 
 fn stem(origin: &str) -> String {
-    Path::new(origin).file_stem().map_or_else(|| origin.to_string(), |s| s.to_string_lossy().into_owned())
+    Path::new(origin)
+        .file_stem()
+        .map_or_else(|| origin.to_string(), |s| s.to_string_lossy().into_owned())
 }
 
 pub(crate) fn from_toml_str(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
-    let at = |line| Origin { file: origin.to_string(), line };
+    let at = |line| Origin {
+        file: origin.to_string(),
+        line,
+    };
     if text.len() as u64 > MAX_SCENARIO_BYTES {
-        return Err(ScenarioError::Invalid { at: at(None), message: format!("larger than {MAX_SCENARIO_BYTES} bytes") });
+        return Err(ScenarioError::Invalid {
+            at: at(None),
+            message: format!("larger than {MAX_SCENARIO_BYTES} bytes"),
+        });
     }
     let raw: RawScenario = toml::from_str(text).map_err(|e| ScenarioError::Syntax {
         at: at(e.span().map(|s| line_of(text, s.start))),
         message: e.message().trim_end().to_string(),
     })?;
     let skel: Skeleton = toml::from_str(text).unwrap_or_default();
-    let invalid = |e: Invalid| ScenarioError::Invalid { at: at(line_for(text, &skel, &e.loc)), message: e.message };
+    let invalid = |e: Invalid| ScenarioError::Invalid {
+        at: at(line_for(text, &skel, &e.loc)),
+        message: e.message,
+    };
 
     let events = raw
         .event
@@ -206,10 +260,17 @@ pub(crate) fn from_toml_str(text: &str, origin: &str) -> Result<Scenario, Scenar
     validate::validate(&s, true).map_err(invalid)?;
 
     // A trace named in a file is found next to that file, wherever the binary runs from.
-    let base_dir = Path::new(origin).parent().map(Path::to_path_buf).unwrap_or_default();
+    let base_dir = Path::new(origin)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
     for (i, p) in s.paths.iter_mut().enumerate() {
         if let RateSpec::Trace { file, .. } = &mut p.rate {
-            let resolved: PathBuf = if Path::new(file).is_absolute() { PathBuf::from(&*file) } else { base_dir.join(&*file) };
+            let resolved: PathBuf = if Path::new(file).is_absolute() {
+                PathBuf::from(&*file)
+            } else {
+                base_dir.join(&*file)
+            };
             mahimahi::read(&resolved).map_err(|e| match e {
                 ScenarioError::Io { path, source } => invalid(Invalid {
                     loc: Loc::Path(i, "file"),
@@ -225,8 +286,15 @@ pub(crate) fn from_toml_str(text: &str, origin: &str) -> Result<Scenario, Scenar
 
 pub(crate) fn from_file(path: &Path) -> Result<Scenario, ScenarioError> {
     use std::io::Read;
-    let io = |source| ScenarioError::Io { path: path.to_path_buf(), source };
+    let io = |source| ScenarioError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut text = String::new();
-    std::fs::File::open(path).map_err(io)?.take(MAX_SCENARIO_BYTES + 1).read_to_string(&mut text).map_err(io)?;
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(MAX_SCENARIO_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(io)?;
     from_toml_str(&text, &path.display().to_string())
 }

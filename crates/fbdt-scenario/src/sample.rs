@@ -46,17 +46,29 @@ fn looped(pattern: &[(f64, f64)], period_s: f64, duration_s: f64) -> Series {
     out
 }
 
-pub(crate) fn base_rate(spec: &RateSpec, seed: u64, path_index: usize, duration_s: f64) -> Result<Series, ScenarioError> {
+pub(crate) fn base_rate(
+    spec: &RateSpec,
+    seed: u64,
+    path_index: usize,
+    duration_s: f64,
+) -> Result<Series, ScenarioError> {
     Ok(match spec {
         RateSpec::Constant { mbps } => vec![(0.0, *mbps)],
         RateSpec::Steps { steps, period_s } => {
             let pattern: Vec<(f64, f64)> = steps.iter().map(|s| (s.at_s, s.mbps)).collect();
             match period_s {
                 Some(p) => looped(&pattern, *p, duration_s),
-                None => pattern.into_iter().filter(|&(t, _)| t == 0.0 || t < duration_s).collect(),
+                None => pattern
+                    .into_iter()
+                    .filter(|&(t, _)| t == 0.0 || t < duration_s)
+                    .collect(),
             }
         }
-        RateSpec::Random { min_mbps, max_mbps, step_s } => {
+        RateSpec::Random {
+            min_mbps,
+            max_mbps,
+            step_s,
+        } => {
             let mut r = rng(seed, path_index);
             let mut out = Vec::new();
             let mut k = 0u64;
@@ -66,7 +78,16 @@ pub(crate) fn base_rate(spec: &RateSpec, seed: u64, path_index: usize, duration_
             }
             out
         }
-        RateSpec::Alternating { high_min_mbps, high_max_mbps, high_s, low_min_mbps, low_max_mbps, low_s, step_s, start_low } => {
+        RateSpec::Alternating {
+            high_min_mbps,
+            high_max_mbps,
+            high_s,
+            low_min_mbps,
+            low_max_mbps,
+            low_s,
+            step_s,
+            start_low,
+        } => {
             let mut r = rng(seed, path_index);
             let phases = [
                 (*high_min_mbps, *high_max_mbps, *high_s),
@@ -103,8 +124,13 @@ pub(crate) fn base_rate(spec: &RateSpec, seed: u64, path_index: usize, duration_
             let (period_s, bins) = mahimahi::bin(&ts, *bin_ms, file)?;
             if let Some(&(off, v)) = bins.iter().find(|b| b.1 > MAX_RATE_MBPS) {
                 return Err(ScenarioError::Trace {
-                    at: Origin { file: file.clone(), line: None },
-                    message: format!("{v:.0} Mbit/s in the bin at {off} s exceeds {MAX_RATE_MBPS} Mbit/s"),
+                    at: Origin {
+                        file: file.clone(),
+                        line: None,
+                    },
+                    message: format!(
+                        "{v:.0} Mbit/s in the bin at {off} s exceeds {MAX_RATE_MBPS} Mbit/s"
+                    ),
                 });
             }
             looped(&bins, period_s, duration_s)

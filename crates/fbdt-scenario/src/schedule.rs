@@ -24,7 +24,10 @@ pub struct Step {
 
 impl Step {
     fn same_state(&self, o: &Step) -> bool {
-        self.rate_mbps == o.rate_mbps && self.delay_ms == o.delay_ms && self.loss == o.loss && self.scan == o.scan
+        self.rate_mbps == o.rate_mbps
+            && self.delay_ms == o.delay_ms
+            && self.loss == o.loss
+            && self.scan == o.scan
     }
 }
 
@@ -38,7 +41,10 @@ pub struct PathTimeline {
 impl PathTimeline {
     /// The step in force at `t_s` (the first step for t < 0).
     pub fn at(&self, t_s: f64) -> Step {
-        let i = self.steps.partition_point(|s| s.t_s <= t_s).saturating_sub(1);
+        let i = self
+            .steps
+            .partition_point(|s| s.t_s <= t_s)
+            .saturating_sub(1);
         self.steps[i]
     }
 
@@ -50,7 +56,7 @@ impl PathTimeline {
 
     /// Time-averaged rate over `[0, duration_s]`. For a non-positive duration, the rate at 0.
     pub fn mean_rate_mbps(&self, duration_s: f64) -> f64 {
-        if !(duration_s > 0.0) {
+        if duration_s.is_nan() || duration_s <= 0.0 {
             return self.steps[0].rate_mbps;
         }
         let mut sum = 0.0;
@@ -58,7 +64,10 @@ impl PathTimeline {
             if s.t_s >= duration_s {
                 break;
             }
-            let end = self.steps.get(i + 1).map_or(duration_s, |n| n.t_s.min(duration_s));
+            let end = self
+                .steps
+                .get(i + 1)
+                .map_or(duration_s, |n| n.t_s.min(duration_s));
             sum += s.rate_mbps * (end - s.t_s);
         }
         sum / duration_s
@@ -75,7 +84,10 @@ pub struct Schedule {
 impl Schedule {
     /// Time-averaged sum of the path rates over the run, at scale: the physical limit.
     pub fn capacity_mbps(&self) -> f64 {
-        self.paths.iter().map(|p| p.mean_rate_mbps(self.duration_s)).sum()
+        self.paths
+            .iter()
+            .map(|p| p.mean_rate_mbps(self.duration_s))
+            .sum()
     }
 
     pub fn path(&self, name: &str) -> Option<&PathTimeline> {
@@ -140,17 +152,48 @@ fn levels(inst: &[&Instance], value: impl Fn(&EventKind) -> f64) -> Vec<(f64, Op
     out
 }
 
-fn timeline(s: &Scenario, idx: usize, p: &PathSpec, scale: f64) -> Result<PathTimeline, ScenarioError> {
+fn timeline(
+    s: &Scenario,
+    idx: usize,
+    p: &PathSpec,
+    scale: f64,
+) -> Result<PathTimeline, ScenarioError> {
     let dur = s.duration_s;
     let base = sample::base_rate(&p.rate, s.seed, idx, dur)?;
-    let inst = events::expand(&s.events, &p.name, dur).map_err(|(j, m)| invalid(s, format!("event #{}: {m}", j + 1)))?;
-    let of = |name: &str| -> Vec<&Instance> { inst.iter().filter(|x| x.kind.name() == name).collect() };
+    let inst = events::expand(&s.events, &p.name, dur)
+        .map_err(|(j, m)| invalid(s, format!("event #{}: {m}", j + 1)))?;
+    let of =
+        |name: &str| -> Vec<&Instance> { inst.iter().filter(|x| x.kind.name() == name).collect() };
     let outage = intervals(&of("outage"), |_| 1.0);
     let scan = intervals(&of("scan"), |_| 1.0);
-    let factor = intervals(&of("rate_factor"), |k| if let EventKind::RateFactor { factor, .. } = k { *factor } else { 1.0 });
-    let rate = levels(&of("rate"), |k| if let EventKind::Rate { mbps } = k { *mbps } else { 0.0 });
-    let loss = levels(&of("loss"), |k| if let EventKind::Loss { loss } = k { *loss } else { 0.0 });
-    let delay = levels(&of("delay"), |k| if let EventKind::Delay { delay_ms } = k { *delay_ms } else { 0.0 });
+    let factor = intervals(&of("rate_factor"), |k| {
+        if let EventKind::RateFactor { factor, .. } = k {
+            *factor
+        } else {
+            1.0
+        }
+    });
+    let rate = levels(&of("rate"), |k| {
+        if let EventKind::Rate { mbps } = k {
+            *mbps
+        } else {
+            0.0
+        }
+    });
+    let loss = levels(&of("loss"), |k| {
+        if let EventKind::Loss { loss } = k {
+            *loss
+        } else {
+            0.0
+        }
+    });
+    let delay = levels(&of("delay"), |k| {
+        if let EventKind::Delay { delay_ms } = k {
+            *delay_ms
+        } else {
+            0.0
+        }
+    });
 
     let mut times: Vec<f64> = base.iter().map(|x| x.0).collect();
     for series in [&outage, &scan, &factor, &rate, &loss, &delay] {
@@ -160,7 +203,12 @@ fn timeline(s: &Scenario, idx: usize, p: &PathSpec, scale: f64) -> Result<PathTi
     times.sort_by(f64::total_cmp);
     times.dedup();
 
-    let (mut cb, mut co, mut cs, mut cf) = (Cursor::new(&base), Cursor::new(&outage), Cursor::new(&scan), Cursor::new(&factor));
+    let (mut cb, mut co, mut cs, mut cf) = (
+        Cursor::new(&base),
+        Cursor::new(&outage),
+        Cursor::new(&scan),
+        Cursor::new(&factor),
+    );
     let (mut cr, mut cl, mut cd) = (Cursor::new(&rate), Cursor::new(&loss), Cursor::new(&delay));
     let mut steps: Vec<Step> = Vec::with_capacity(times.len());
     for t in times {
@@ -178,25 +226,39 @@ fn timeline(s: &Scenario, idx: usize, p: &PathSpec, scale: f64) -> Result<PathTi
             steps.push(step);
         }
     }
-    Ok(PathTimeline { name: p.name.clone(), steps })
+    Ok(PathTimeline {
+        name: p.name.clone(),
+        steps,
+    })
 }
 
 fn invalid(s: &Scenario, message: String) -> ScenarioError {
-    ScenarioError::Invalid { at: Origin { file: s.name.clone(), line: None }, message }
+    ScenarioError::Invalid {
+        at: Origin {
+            file: s.name.clone(),
+            line: None,
+        },
+        message,
+    }
 }
 
 pub(crate) fn build(s: &Scenario, scale: f64) -> Result<Schedule, ScenarioError> {
     if !(scale.is_finite() && scale > 0.0) {
         return Err(ScenarioError::Scale(scale));
     }
-    validate::validate(s, false).map_err(|e| invalid(s, format!("{}: {}", describe(s, &e.loc), e.message)))?;
+    validate::validate(s, false)
+        .map_err(|e| invalid(s, format!("{}: {}", describe(s, &e.loc), e.message)))?;
     let paths = s
         .paths
         .iter()
         .enumerate()
         .map(|(i, p)| timeline(s, i, p, scale))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Schedule { duration_s: s.duration_s, scale, paths })
+    Ok(Schedule {
+        duration_s: s.duration_s,
+        scale,
+        paths,
+    })
 }
 
 /// Where a problem is, in words, when there is no file to point into.

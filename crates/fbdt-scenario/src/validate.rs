@@ -27,17 +27,26 @@ pub(crate) struct Invalid {
 type Check = Result<(), Invalid>;
 
 fn bad(loc: Loc, message: impl Into<String>) -> Invalid {
-    Invalid { loc, message: message.into() }
+    Invalid {
+        loc,
+        message: message.into(),
+    }
 }
 
 /// `lo <= v <= hi` (or `< hi` when `open_hi`), finite.
 fn range(loc: Loc, key: &str, v: f64, lo: f64, hi: f64, open_hi: bool) -> Check {
     let close = if open_hi { ")" } else { "]" };
     if !v.is_finite() {
-        return Err(bad(loc, format!("`{key}` must be a finite number, got {v}")));
+        return Err(bad(
+            loc,
+            format!("`{key}` must be a finite number, got {v}"),
+        ));
     }
     if v < lo || v > hi || (open_hi && v >= hi) {
-        return Err(bad(loc, format!("`{key}` must be in [{lo}, {hi}{close}, got {v}")));
+        return Err(bad(
+            loc,
+            format!("`{key}` must be in [{lo}, {hi}{close}, got {v}"),
+        ));
     }
     Ok(())
 }
@@ -45,7 +54,10 @@ fn range(loc: Loc, key: &str, v: f64, lo: f64, hi: f64, open_hi: bool) -> Check 
 /// Strictly positive and at most `hi`.
 fn positive(loc: Loc, key: &str, v: f64, hi: f64) -> Check {
     if !v.is_finite() || v <= 0.0 || v > hi {
-        return Err(bad(loc, format!("`{key}` must be > 0 and <= {hi}, got {v}")));
+        return Err(bad(
+            loc,
+            format!("`{key}` must be > 0 and <= {hi}, got {v}"),
+        ));
     }
     Ok(())
 }
@@ -65,56 +77,112 @@ fn ident(loc: Loc, what: &str, s: &str, max: usize, extra: &[char]) -> Check {
 /// `strict_times`: events must start inside the file's own duration (a file check; a caller
 /// that shortens the run later just gets the later events clipped).
 pub(crate) fn validate(s: &Scenario, strict_times: bool) -> Check {
-    ident(Loc::Top("name"), "scenario name", &s.name, MAX_NAME, &['-', '_', '.'])?;
+    ident(
+        Loc::Top("name"),
+        "scenario name",
+        &s.name,
+        MAX_NAME,
+        &['-', '_', '.'],
+    )?;
     if s.description.len() > MAX_DESCRIPTION {
-        return Err(bad(Loc::Top("description"), format!("`description` is longer than {MAX_DESCRIPTION} bytes")));
+        return Err(bad(
+            Loc::Top("description"),
+            format!("`description` is longer than {MAX_DESCRIPTION} bytes"),
+        ));
     }
-    positive(Loc::Top("duration_s"), "duration_s", s.duration_s, MAX_DURATION_S)?;
+    positive(
+        Loc::Top("duration_s"),
+        "duration_s",
+        s.duration_s,
+        MAX_DURATION_S,
+    )?;
     let cc = &s.congestion_control;
-    if cc.is_empty() || cc.len() > MAX_CC_NAME || !cc.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+    if cc.is_empty()
+        || cc.len() > MAX_CC_NAME
+        || !cc
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    {
         return Err(bad(
             Loc::Top("congestion_control"),
             format!("`congestion_control` `{cc}` must be a Linux congestion-control name (1..={MAX_CC_NAME} of a-z 0-9 _)"),
         ));
     }
     if s.paths.is_empty() {
-        return Err(bad(Loc::Top("path"), "no paths: add at least one [[path]] table"));
+        return Err(bad(
+            Loc::Top("path"),
+            "no paths: add at least one [[path]] table",
+        ));
     }
     if s.paths.len() > MAX_PATHS {
-        return Err(bad(Loc::Path(MAX_PATHS, "name"), format!("more than {MAX_PATHS} paths")));
+        return Err(bad(
+            Loc::Path(MAX_PATHS, "name"),
+            format!("more than {MAX_PATHS} paths"),
+        ));
     }
     if s.events.len() > MAX_EVENTS {
-        return Err(bad(Loc::Event(MAX_EVENTS, "kind"), format!("more than {MAX_EVENTS} events")));
+        return Err(bad(
+            Loc::Event(MAX_EVENTS, "kind"),
+            format!("more than {MAX_EVENTS} events"),
+        ));
     }
     let mut names = HashSet::new();
     for (i, p) in s.paths.iter().enumerate() {
         if !names.insert(p.name.as_str()) {
-            return Err(bad(Loc::Path(i, "name"), format!("duplicate path name `{}`", p.name)));
+            return Err(bad(
+                Loc::Path(i, "name"),
+                format!("duplicate path name `{}`", p.name),
+            ));
         }
         path(i, p, s.duration_s)?;
     }
-    for (j, ev) in s.events.iter().enumerate() {
+    for j in 0..s.events.len() {
         event(j, s, strict_times)?;
-        let _ = ev;
     }
     overlaps(s)?;
     for (key, v) in &s.reference {
         if key.is_empty() || key.len() > MAX_NAME {
-            return Err(bad(Loc::Reference(key.clone()), format!("reference key `{key}` must be 1..={MAX_NAME} characters")));
+            return Err(bad(
+                Loc::Reference(key.clone()),
+                format!("reference key `{key}` must be 1..={MAX_NAME} characters"),
+            ));
         }
-        range(Loc::Reference(key.clone()), key, *v, 0.0, MAX_RATE_MBPS, false)?;
+        range(
+            Loc::Reference(key.clone()),
+            key,
+            *v,
+            0.0,
+            MAX_RATE_MBPS,
+            false,
+        )?;
     }
     Ok(())
 }
 
 fn path(i: usize, p: &PathSpec, duration_s: f64) -> Check {
-    ident(Loc::Path(i, "name"), "path name", &p.name, MAX_PATH_NAME, &['-', '_'])?;
-    range(Loc::Path(i, "delay_ms"), "delay_ms", p.delay_ms, 0.0, MAX_DELAY_MS, false)?;
+    ident(
+        Loc::Path(i, "name"),
+        "path name",
+        &p.name,
+        MAX_PATH_NAME,
+        &['-', '_'],
+    )?;
+    range(
+        Loc::Path(i, "delay_ms"),
+        "delay_ms",
+        p.delay_ms,
+        0.0,
+        MAX_DELAY_MS,
+        false,
+    )?;
     range(Loc::Path(i, "loss"), "loss", p.loss, 0.0, 1.0, true)?;
     if p.queue_packets == 0 || p.queue_packets > MAX_QUEUE_PACKETS {
         return Err(bad(
             Loc::Path(i, "queue_packets"),
-            format!("`queue_packets` must be in [1, {MAX_QUEUE_PACKETS}], got {}", p.queue_packets),
+            format!(
+                "`queue_packets` must be in [1, {MAX_QUEUE_PACKETS}], got {}",
+                p.queue_packets
+            ),
         ));
     }
     rate(i, &p.rate, duration_s)
@@ -124,7 +192,9 @@ fn step_budget(i: usize, key: &'static str, duration_s: f64, step_s: f64) -> Che
     if duration_s / step_s > MAX_STEPS_PER_PATH as f64 {
         return Err(bad(
             Loc::Path(i, key),
-            format!("`{key}` = {step_s} gives more than {MAX_STEPS_PER_PATH} steps in {duration_s} s"),
+            format!(
+                "`{key}` = {step_s} gives more than {MAX_STEPS_PER_PATH} steps in {duration_s} s"
+            ),
         ));
     }
     Ok(())
@@ -137,24 +207,36 @@ fn rate(i: usize, r: &RateSpec, duration_s: f64) -> Check {
         RateSpec::Constant { mbps: v } => mbps("mbps", *v),
         RateSpec::Steps { steps, period_s } => {
             if steps.is_empty() || steps.len() > MAX_RATE_STEPS {
-                return Err(bad(at("steps"), format!("`steps` must have 1..={MAX_RATE_STEPS} entries")));
+                return Err(bad(
+                    at("steps"),
+                    format!("`steps` must have 1..={MAX_RATE_STEPS} entries"),
+                ));
             }
             if steps[0].at_s != 0.0 {
-                return Err(bad(at("steps"), format!("the first step must be at_s = 0, got {}", steps[0].at_s)));
+                return Err(bad(
+                    at("steps"),
+                    format!("the first step must be at_s = 0, got {}", steps[0].at_s),
+                ));
             }
             let mut prev = f64::NEG_INFINITY;
             for st in steps {
                 range(at("steps"), "at_s", st.at_s, 0.0, MAX_DURATION_S, false)?;
                 mbps("steps", st.mbps)?;
                 if st.at_s <= prev {
-                    return Err(bad(at("steps"), format!("step times must increase: {} after {prev}", st.at_s)));
+                    return Err(bad(
+                        at("steps"),
+                        format!("step times must increase: {} after {prev}", st.at_s),
+                    ));
                 }
                 prev = st.at_s;
             }
             if let Some(period) = *period_s {
                 positive(at("period_s"), "period_s", period, MAX_DURATION_S)?;
                 if period <= prev {
-                    return Err(bad(at("period_s"), format!("`period_s` ({period}) must exceed the last step's at_s ({prev})")));
+                    return Err(bad(
+                        at("period_s"),
+                        format!("`period_s` ({period}) must exceed the last step's at_s ({prev})"),
+                    ));
                 }
                 let cycles = (duration_s / period).ceil();
                 if cycles * steps.len() as f64 > MAX_STEPS_PER_PATH as f64 {
@@ -163,16 +245,39 @@ fn rate(i: usize, r: &RateSpec, duration_s: f64) -> Check {
             }
             Ok(())
         }
-        RateSpec::Random { min_mbps, max_mbps, step_s } => {
+        RateSpec::Random {
+            min_mbps,
+            max_mbps,
+            step_s,
+        } => {
             mbps("min_mbps", *min_mbps)?;
             mbps("max_mbps", *max_mbps)?;
             if min_mbps > max_mbps {
-                return Err(bad(at("max_mbps"), format!("`max_mbps` ({max_mbps}) is below `min_mbps` ({min_mbps})")));
+                return Err(bad(
+                    at("max_mbps"),
+                    format!("`max_mbps` ({max_mbps}) is below `min_mbps` ({min_mbps})"),
+                ));
             }
-            range(at("step_s"), "step_s", *step_s, MIN_STEP_S, MAX_DURATION_S, false)?;
+            range(
+                at("step_s"),
+                "step_s",
+                *step_s,
+                MIN_STEP_S,
+                MAX_DURATION_S,
+                false,
+            )?;
             step_budget(i, "step_s", duration_s, *step_s)
         }
-        RateSpec::Alternating { high_min_mbps, high_max_mbps, high_s, low_min_mbps, low_max_mbps, low_s, step_s, .. } => {
+        RateSpec::Alternating {
+            high_min_mbps,
+            high_max_mbps,
+            high_s,
+            low_min_mbps,
+            low_max_mbps,
+            low_s,
+            step_s,
+            ..
+        } => {
             for (k, v) in [
                 ("high_min_mbps", high_min_mbps),
                 ("high_max_mbps", high_max_mbps),
@@ -182,14 +287,41 @@ fn rate(i: usize, r: &RateSpec, duration_s: f64) -> Check {
                 mbps(k, *v)?;
             }
             if high_min_mbps > high_max_mbps {
-                return Err(bad(at("high_max_mbps"), "`high_max_mbps` is below `high_min_mbps`"));
+                return Err(bad(
+                    at("high_max_mbps"),
+                    "`high_max_mbps` is below `high_min_mbps`",
+                ));
             }
             if low_min_mbps > low_max_mbps {
-                return Err(bad(at("low_max_mbps"), "`low_max_mbps` is below `low_min_mbps`"));
+                return Err(bad(
+                    at("low_max_mbps"),
+                    "`low_max_mbps` is below `low_min_mbps`",
+                ));
             }
-            range(at("high_s"), "high_s", *high_s, MIN_STEP_S, MAX_DURATION_S, false)?;
-            range(at("low_s"), "low_s", *low_s, MIN_STEP_S, MAX_DURATION_S, false)?;
-            range(at("step_s"), "step_s", *step_s, MIN_STEP_S, MAX_DURATION_S, false)?;
+            range(
+                at("high_s"),
+                "high_s",
+                *high_s,
+                MIN_STEP_S,
+                MAX_DURATION_S,
+                false,
+            )?;
+            range(
+                at("low_s"),
+                "low_s",
+                *low_s,
+                MIN_STEP_S,
+                MAX_DURATION_S,
+                false,
+            )?;
+            range(
+                at("step_s"),
+                "step_s",
+                *step_s,
+                MIN_STEP_S,
+                MAX_DURATION_S,
+                false,
+            )?;
             // Each dwell starts a fresh sample, so short dwells add steps too.
             step_budget(i, "step_s", duration_s, step_s.min(high_s.min(*low_s)))
         }
@@ -197,7 +329,14 @@ fn rate(i: usize, r: &RateSpec, duration_s: f64) -> Check {
             if file.is_empty() {
                 return Err(bad(at("file"), "`file` is empty"));
             }
-            range(at("bin_ms"), "bin_ms", *bin_ms, MIN_BIN_MS, MAX_BIN_MS, false)?;
+            range(
+                at("bin_ms"),
+                "bin_ms",
+                *bin_ms,
+                MIN_BIN_MS,
+                MAX_BIN_MS,
+                false,
+            )?;
             step_budget(i, "bin_ms", duration_s, bin_ms / 1000.0)
         }
     }
@@ -208,11 +347,24 @@ fn event(j: usize, s: &Scenario, strict_times: bool) -> Check {
     let at = |k| Loc::Event(j, k);
     if s.path_index(&ev.path).is_none() {
         let known: Vec<&str> = s.paths.iter().map(|p| p.name.as_str()).collect();
-        return Err(bad(at("path"), format!("event names unknown path `{}` (paths: {})", ev.path, known.join(", "))));
+        return Err(bad(
+            at("path"),
+            format!(
+                "event names unknown path `{}` (paths: {})",
+                ev.path,
+                known.join(", ")
+            ),
+        ));
     }
     range(at("at_s"), "at_s", ev.at_s, 0.0, MAX_DURATION_S, false)?;
     if strict_times && ev.at_s >= s.duration_s {
-        return Err(bad(at("at_s"), format!("event at {} s starts at or after the end of the run ({} s)", ev.at_s, s.duration_s)));
+        return Err(bad(
+            at("at_s"),
+            format!(
+                "event at {} s starts at or after the end of the run ({} s)",
+                ev.at_s, s.duration_s
+            ),
+        ));
     }
     match ev.kind {
         EventKind::Outage { duration_s } | EventKind::Scan { duration_s } => {
@@ -224,7 +376,14 @@ fn event(j: usize, s: &Scenario, strict_times: bool) -> Check {
         }
         EventKind::Rate { mbps } => range(at("mbps"), "mbps", mbps, 0.0, MAX_RATE_MBPS, false)?,
         EventKind::Loss { loss } => range(at("loss"), "loss", loss, 0.0, 1.0, true)?,
-        EventKind::Delay { delay_ms } => range(at("delay_ms"), "delay_ms", delay_ms, 0.0, MAX_DELAY_MS, false)?,
+        EventKind::Delay { delay_ms } => range(
+            at("delay_ms"),
+            "delay_ms",
+            delay_ms,
+            0.0,
+            MAX_DELAY_MS,
+            false,
+        )?,
     }
     if let Some(every) = ev.every_s {
         let Some(d) = ev.kind.duration_s() else {
@@ -235,13 +394,21 @@ fn event(j: usize, s: &Scenario, strict_times: bool) -> Check {
         };
         positive(at("every_s"), "every_s", every, MAX_DURATION_S)?;
         if d >= every {
-            return Err(bad(at("every_s"), format!("`every_s` ({every}) must exceed `duration_s` ({d}), or the repeats overlap")));
+            return Err(bad(
+                at("every_s"),
+                format!(
+                    "`every_s` ({every}) must exceed `duration_s` ({d}), or the repeats overlap"
+                ),
+            ));
         }
     }
     if let Some(until) = ev.until_s {
         range(at("until_s"), "until_s", until, 0.0, MAX_DURATION_S, false)?;
         if until <= ev.at_s {
-            return Err(bad(at("until_s"), format!("`until_s` ({until}) must be after `at_s` ({})", ev.at_s)));
+            return Err(bad(
+                at("until_s"),
+                format!("`until_s` ({until}) must be after `at_s` ({})", ev.at_s),
+            ));
         }
     }
     Ok(())
@@ -253,7 +420,12 @@ fn overlaps(s: &Scenario) -> Check {
         let mut inst = events::expand(&s.events, &p.name, s.duration_s)
             .map_err(|(j, m)| bad(Loc::Event(j, "every_s"), m))?;
         inst.retain(|x| x.kind.duration_s().is_some());
-        inst.sort_by(|a, b| a.kind.name().cmp(b.kind.name()).then(a.start.total_cmp(&b.start)));
+        inst.sort_by(|a, b| {
+            a.kind
+                .name()
+                .cmp(b.kind.name())
+                .then(a.start.total_cmp(&b.start))
+        });
         for w in inst.windows(2) {
             let (a, b) = (&w[0], &w[1]);
             if a.kind.name() == b.kind.name() && b.start < a.end {

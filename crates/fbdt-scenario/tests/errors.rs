@@ -1,0 +1,355 @@
+//! Every validation error names the file, the line and what is wrong.
+
+use fbdt_scenario::{Scenario, ScenarioError};
+
+const GOOD: &str = r#"description = "two paths"
+duration_s = 30
+seed = 7
+
+[[path]]
+name = "wifi"
+rate = { model = "constant", mbps = 450 }
+delay_ms = 2
+
+[[path]]
+name = "wigig"
+rate = { model = "random", min_mbps = 1250, max_mbps = 1530, step_s = 1.0 }
+delay_ms = 1
+loss = 0.01
+queue_packets = 500
+
+[[event]]
+at_s = 2
+path = "wigig"
+kind = "outage"
+duration_s = 2
+every_s = 4
+
+[reference]
+"tcp:wifi" = 450
+"#;
+
+/// GOOD with the line that starts with `old` replaced by `new`.
+fn edit(old: &str, new: &str) -> String {
+    assert!(GOOD.lines().any(|l| l.starts_with(old)), "no line {old}");
+    GOOD.lines()
+        .map(|l| {
+            if l.starts_with(old) {
+                new.to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn line_of(text: &str, needle: &str) -> usize {
+    let at = text.find(needle).expect(needle);
+    text[..at].matches('\n').count() + 1
+}
+
+/// Parses `text`; asserts it fails on the line containing `at` with a message containing `what`.
+fn fails(text: &str, at: &str, what: &str) {
+    let err = Scenario::from_toml_str(text, "dir/test.toml").expect_err(what);
+    let msg = err.to_string();
+    let line = line_of(text, at);
+    assert_eq!(err.line(), Some(line), "wrong line for `{what}`: {msg}");
+    assert!(msg.starts_with(&format!("dir/test.toml:{line}:")), "{msg}");
+    assert!(msg.contains(what), "expected `{what}` in: {msg}");
+}
+
+#[test]
+fn good_file_parses() {
+    let s = Scenario::from_toml_str(GOOD, "dir/test.toml").unwrap();
+    assert_eq!(s.name, "test");
+    assert_eq!(s.seed, 7);
+    assert_eq!(s.congestion_control, "cubic");
+    assert_eq!(s.paths[0].queue_packets, 1000);
+    assert_eq!(s.paths[0].loss, 0.0);
+    assert_eq!(s.paths[1].queue_packets, 500);
+    assert_eq!(s.path_index("wigig"), Some(1));
+    assert_eq!(s.reference["tcp:wifi"], 450.0);
+}
+
+#[test]
+fn syntax_and_schema_errors() {
+    fails(
+        &edit("seed = 7", "seed = 7\nsede = 3"),
+        "sede",
+        "unknown field `sede`",
+    );
+    fails(
+        &edit("delay_ms = 2", "delay_ms = 2\nbandwidth = 3"),
+        "bandwidth",
+        "unknown field `bandwidth`",
+    );
+    fails(
+        &edit(
+            "rate = { model = \"constant\"",
+            "rate = { model = \"constant\", mbps = 450, foo = 1 }",
+        ),
+        "foo",
+        "unknown field `foo`",
+    );
+    fails(
+        &edit(
+            "rate = { model = \"constant\"",
+            "rate = { model = \"fixed\", mbps = 450 }",
+        ),
+        "fixed",
+        "unknown variant `fixed`",
+    );
+    fails(
+        &edit("delay_ms = 2", "delay_ms = \"2\""),
+        "\"2\"",
+        "invalid type",
+    );
+    fails(&edit("seed = 7", "seed = -7"), "seed", "invalid value");
+    fails(&edit("seed = 7", "seed = = 7"), "seed", "");
+}
+
+#[test]
+fn scenario_level_errors() {
+    fails(
+        &edit("duration_s = 30", "duration_s = 0"),
+        "duration_s = 0",
+        "`duration_s` must be > 0",
+    );
+    fails(
+        &edit("duration_s = 30", "duration_s = 86401"),
+        "duration_s",
+        "86401",
+    );
+    fails(
+        &edit("duration_s = 30", "duration_s = nan"),
+        "duration_s",
+        "NaN",
+    );
+    fails(
+        &edit("duration_s = 30", "duration_s = -inf"),
+        "duration_s",
+        "-inf",
+    );
+    fails(
+        &edit("seed = 7", "seed = 7\ncongestion_control = \"Cubic!\""),
+        "congestion_control",
+        "congestion-control name",
+    );
+    fails(
+        &edit("seed = 7", "seed = 7\nname = \"a b\""),
+        "name = \"a b\"",
+        "scenario name",
+    );
+}
+
+#[test]
+fn path_errors() {
+    fails(
+        &edit("name = \"wigig\"", "name = \"wifi\""),
+        "name = \"wifi\"\nrate = { model = \"random\"",
+        "duplicate path name `wifi`",
+    );
+    fails(
+        &edit("name = \"wigig\"", "name = \"wigig-with-a-long-name\""),
+        "wigig-with",
+        "path name",
+    );
+    fails(
+        &edit("delay_ms = 1", "delay_ms = -1"),
+        "delay_ms = -1",
+        "`delay_ms` must be in [0, 10000]",
+    );
+    fails(
+        &edit("loss = 0.01", "loss = 1.0"),
+        "loss = 1.0",
+        "`loss` must be in [0, 1)",
+    );
+    fails(&edit("loss = 0.01", "loss = nan"), "loss = nan", "finite");
+    fails(
+        &edit("queue_packets = 500", "queue_packets = 0"),
+        "queue_packets",
+        "`queue_packets` must be in [1,",
+    );
+    fails(
+        &edit(
+            "rate = { model = \"constant\"",
+            "rate = { model = \"constant\", mbps = 100001 }",
+        ),
+        "100001",
+        "`mbps` must be in [0, 100000]",
+    );
+    fails(
+        &edit(
+            "rate = { model = \"constant\"",
+            "rate = { model = \"constant\", mbps = inf }",
+        ),
+        "mbps = inf",
+        "finite",
+    );
+    fails(
+        &edit(
+            "rate = { model = \"random\"",
+            "rate = { model = \"random\", min_mbps = 5, max_mbps = 4, step_s = 1 }",
+        ),
+        "min_mbps = 5",
+        "is below",
+    );
+    fails(
+        &edit(
+            "rate = { model = \"random\"",
+            "rate = { model = \"random\", min_mbps = 1, max_mbps = 4, step_s = 0 }",
+        ),
+        "step_s = 0",
+        "`step_s`",
+    );
+    fails(
+        &edit(
+            "rate = { model = \"random\"",
+            "rate = { model = \"steps\", steps = [{ at_s = 1, mbps = 5 }] }",
+        ),
+        "steps",
+        "first step must be at_s = 0",
+    );
+    fails(
+        &edit("rate = { model = \"random\"", "rate = { model = \"steps\", steps = [{ at_s = 0, mbps = 5 }, { at_s = 2, mbps = 1 }], period_s = 2 }"),
+        "period_s",
+        "must exceed the last step",
+    );
+    fails(
+        &edit(
+            "rate = { model = \"random\"",
+            "rate = { model = \"trace\", file = \"no-such.trace\" }",
+        ),
+        "no-such.trace",
+        "cannot read trace",
+    );
+}
+
+#[test]
+fn too_many_paths() {
+    let mut text = String::from("duration_s = 10\n");
+    for i in 0..17 {
+        text.push_str(&format!("\n[[path]]\nname = \"p{i}\"\nrate = {{ model = \"constant\", mbps = 1 }}\ndelay_ms = 1\n"));
+    }
+    fails(&text, "name = \"p16\"", "more than 16 paths");
+}
+
+#[test]
+fn no_paths() {
+    let err = Scenario::from_toml_str("duration_s = 10\n", "empty.toml").unwrap_err();
+    assert!(err.to_string().starts_with("empty.toml: no paths"), "{err}");
+}
+
+#[test]
+fn event_errors() {
+    fails(
+        &edit("path = \"wigig\"", "path = \"wigog\""),
+        "wigog",
+        "unknown path `wigog`",
+    );
+    fails(
+        &edit("kind = \"outage\"", "kind = \"blackout\""),
+        "blackout",
+        "unknown event kind `blackout`",
+    );
+    fails(
+        &edit("kind = \"outage\"", "kind = \"rate\""),
+        "kind = \"rate\"",
+        "a `rate` event needs `mbps`",
+    );
+    fails(
+        &edit("kind = \"outage\"", "kind = \"rate\"\nmbps = 3"),
+        "duration_s = 2\nevery",
+        "does not apply to a `rate` event",
+    );
+    fails(
+        &edit("every_s = 4", "every_s = 2"),
+        "every_s = 2",
+        "must exceed `duration_s`",
+    );
+    fails(
+        &edit("at_s = 2", "at_s = 30"),
+        "at_s = 30",
+        "at or after the end of the run",
+    );
+    fails(
+        &edit("at_s = 2", "at_s = -1"),
+        "at_s = -1",
+        "`at_s` must be in [0,",
+    );
+    fails(
+        &edit("every_s = 4", "every_s = 4\nuntil_s = 1"),
+        "until_s = 1",
+        "must be after `at_s`",
+    );
+    fails(
+        &edit("duration_s = 2", "duration_s = 0"),
+        "duration_s = 0",
+        "`duration_s` must be > 0",
+    );
+    fails(
+        &edit("at_s = 2", "at_s = 2\nat = 3"),
+        "at = 3",
+        "unknown field `at`",
+    );
+}
+
+#[test]
+fn overlapping_events() {
+    let text = format!(
+        "{GOOD}\n[[event]]\nat_s = 7\npath = \"wigig\"\nkind = \"outage\"\nduration_s = 0.5\n"
+    );
+    let text = text.replace("[reference]\n\"tcp:wifi\" = 450\n", "");
+    fails(
+        &text,
+        "at_s = 7",
+        "overlaps the one from event #1 (6 s to 8 s)",
+    );
+    // Different kinds may overlap, and so may level events.
+    let ok = text.replace(
+        "at_s = 7\npath = \"wigig\"\nkind = \"outage\"\nduration_s = 0.5",
+        "at_s = 7\npath = \"wigig\"\nkind = \"rate\"\nmbps = 3",
+    );
+    Scenario::from_toml_str(&ok, "ok.toml").unwrap();
+}
+
+#[test]
+fn repeating_a_level_event_is_refused() {
+    let text = edit("kind = \"outage\"", "kind = \"loss\"\nloss = 0.1")
+        .replace("duration_s = 2\nevery_s = 4", "every_s = 4");
+    fails(&text, "every_s = 4", "cannot repeat");
+}
+
+#[test]
+fn reference_errors() {
+    fails(
+        &edit("\"tcp:wifi\" = 450", "\"tcp:wifi\" = -450"),
+        "-450",
+        "must be in [0,",
+    );
+    fails(
+        &edit("\"tcp:wifi\" = 450", "\"tcp:wifi\" = \"fast\""),
+        "fast",
+        "invalid type",
+    );
+}
+
+#[test]
+fn load_reports_missing_file() {
+    let err = Scenario::load("/nonexistent/dir/x.toml").unwrap_err();
+    assert!(matches!(err, ScenarioError::Io { .. }), "{err}");
+    assert!(err.to_string().contains("/nonexistent/dir/x.toml"));
+}
+
+#[test]
+fn code_built_scenarios_are_checked_by_schedule() {
+    let mut s = Scenario::from_toml_str(GOOD, "t.toml").unwrap();
+    s.paths[0].loss = 2.0;
+    let err = s.schedule(1.0).unwrap_err().to_string();
+    assert!(
+        err.contains("path `wifi`, `loss`") && err.contains("[0, 1)"),
+        "{err}"
+    );
+    assert!(s.validate().is_err());
+}
