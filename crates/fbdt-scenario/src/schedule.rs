@@ -45,7 +45,14 @@ impl PathTimeline {
             .steps
             .partition_point(|s| s.t_s <= t_s)
             .saturating_sub(1);
-        self.steps[i]
+        // A hand-built empty timeline reads as a dead link rather than a panic.
+        self.steps.get(i).copied().unwrap_or(Step {
+            t_s: 0.0,
+            rate_mbps: 0.0,
+            delay_ms: 0.0,
+            loss: 0.0,
+            scan: false,
+        })
     }
 
     /// Start of the first step after `t_s`, if any: when a backend must next update the link.
@@ -57,7 +64,7 @@ impl PathTimeline {
     /// Time-averaged rate over `[0, duration_s]`. For a non-positive duration, the rate at 0.
     pub fn mean_rate_mbps(&self, duration_s: f64) -> f64 {
         if duration_s.is_nan() || duration_s <= 0.0 {
-            return self.steps[0].rate_mbps;
+            return self.at(0.0).rate_mbps;
         }
         let mut sum = 0.0;
         for (i, s) in self.steps.iter().enumerate() {
