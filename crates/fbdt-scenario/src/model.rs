@@ -6,7 +6,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// One scenario: paths, a timeline of events, and the paper's numbers to compare with.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+///
+/// `Deserialize` reads back what `Serialize` wrote (e.g. the scenario embedded in a result
+/// JSON) without checks; user files go through [`Scenario::from_toml_str`] / [`Scenario::load`],
+/// which validate and report lines.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scenario {
     pub name: String,
     pub description: String,
@@ -16,9 +20,10 @@ pub struct Scenario {
     pub congestion_control: String,
     #[serde(rename = "path")]
     pub paths: Vec<PathSpec>,
-    #[serde(rename = "event")]
+    #[serde(rename = "event", default)]
     pub events: Vec<Event>,
     /// The paper's numbers in Mbit/s keyed by scheme name ("tcp:wifi", "mptcp", "fbdt").
+    #[serde(default)]
     pub reference: BTreeMap<String, f64>,
 }
 
@@ -101,19 +106,19 @@ pub struct RateStep {
 /// Something that happens to one path. The effect lives in `[at_s, until_s)`; with
 /// `every_s` an outage / scan / rate_factor repeats at `at_s + k·every_s` while that start is
 /// before `until_s` (and before the end of the run).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub at_s: f64,
     pub path: String,
     #[serde(flatten)]
     pub kind: EventKind,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub every_s: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until_s: Option<f64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventKind {
     /// The path carries nothing (blockage) for `duration_s`; data in flight waits.

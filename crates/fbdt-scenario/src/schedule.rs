@@ -1,7 +1,7 @@
 //! Scenario → Schedule: the base rate series of each path overlaid with its events, every
 //! rate scaled, merged into one list of piecewise-constant steps.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Origin, ScenarioError};
 use crate::events::{self, Instance};
@@ -10,7 +10,7 @@ use crate::sample;
 use crate::validate;
 
 /// The link state from `t_s` until the next step (the last one until the end of the run).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Step {
     pub t_s: f64,
     /// Scaled; 0.0 during an outage or a scan.
@@ -31,7 +31,7 @@ impl Step {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PathTimeline {
     pub name: String,
     /// Sorted by `t_s`, `steps[0].t_s == 0.0`, times distinct, no two consecutive equal states.
@@ -81,7 +81,7 @@ impl PathTimeline {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Schedule {
     pub duration_s: f64,
     pub scale: f64,

@@ -217,3 +217,22 @@ fn scenario_serialises_like_its_toml() {
     let back = Scenario::from_toml_str(&text, "blockage.toml").unwrap();
     assert_eq!(back, s);
 }
+
+#[test]
+fn scenario_and_schedule_round_trip_through_json() {
+    for name in builtin_names() {
+        let s = builtin(name).unwrap();
+        let back: Scenario = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s, "{name}");
+        let sched = s.schedule(0.5).unwrap();
+        let back: Schedule = serde_json::from_str(&serde_json::to_string(&sched).unwrap()).unwrap();
+        // serde_json's default float parser may be off by one ulp; the shape must be exact.
+        assert_eq!(back.paths.len(), sched.paths.len());
+        for (a, b) in back.paths.iter().zip(&sched.paths) {
+            assert_eq!(a.steps.len(), b.steps.len(), "{name}");
+            for (x, y) in a.steps.iter().zip(&b.steps) {
+                assert!(x.t_s == y.t_s && x.scan == y.scan && close(x.rate_mbps, y.rate_mbps), "{name}");
+            }
+        }
+    }
+}
