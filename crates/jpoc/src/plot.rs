@@ -288,10 +288,10 @@ pub fn heatmap(r: &HeatmapReport, path: &Path) -> Result<()> {
     check_png(path)?;
     ensure_font()?;
     let np = r.panels.len().max(1);
-    let (w, h) = (460 * np as u32 + 120, 560);
+    let (w, h) = (460 * np as u32 + 170, 560);
     let root = BitMapBackend::new(path, (w, h)).into_drawing_area();
     root.fill(&WHITE).map_err(pe)?;
-    let (main, bar) = root.split_horizontally(w - 120);
+    let (main, bar) = root.split_horizontally(w - 170);
     let main = main
         .titled(
             &format!(
@@ -333,21 +333,22 @@ pub fn heatmap(r: &HeatmapReport, path: &Path) -> Result<()> {
         chart.draw_series(std::iter::once(Circle::new((r.near_m, 0.0), 5, WHITE.filled()))).map_err(pe)?;
     }
     // Colour bar.
-    let mut cb = ChartBuilder::on(&bar)
+    let cb = ChartBuilder::on(&bar)
         .margin_top(60)
         .margin_bottom(60)
-        .margin_right(50)
-        .y_label_area_size(45)
+        .margin_left(20)
+        .margin_right(90)
+        .y_label_area_size(0)
+        .right_y_label_area_size(45)
         .build_cartesian_2d(0.0f64..1.0, 0.0f64..1.0)
         .map_err(pe)?;
-    cb.configure_mesh()
-        .disable_mesh()
-        .disable_x_axis()
+    let mut cb = cb.set_secondary_coord(0.0f64..1.0, 0.0f64..1.0);
+    cb.configure_secondary_axes()
         .y_labels(6)
         .label_style((FONT, 14))
         .draw()
         .map_err(pe)?;
-    cb.draw_series((0..100).map(|i| {
+    cb.draw_secondary_series((0..100).map(|i| {
         let v = i as f64 / 100.0;
         Rectangle::new([(0.0, v), (1.0, v + 0.01)], ramp(v + 0.005).filled())
     }))
