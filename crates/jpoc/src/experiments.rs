@@ -6,6 +6,7 @@ use crate::metrics::{bracket_of, Summary, BRACKET_LABELS};
 use crate::rng::{stream, Purpose};
 use crate::sim::{simulate, Model, Protocol, RunResult, SimError, TxPolicy};
 use crate::channel::Site;
+use rand::Rng;
 use serde::Serialize;
 use std::f64::consts::PI;
 
@@ -134,6 +135,8 @@ pub struct OverheadReport {
 /// For each client count: JPOC's mean M (its controller targets `p0`), and the smallest
 /// 802.11ad slot count meeting `p0`, found by doubling then bisection (failure falls with
 /// more slots; the repeats use the same seeds at every slot count).
+// One call per figure; the parameters mirror the CLI flags one to one.
+#[allow(clippy::too_many_arguments)]
 pub fn overhead(
     base: &Config,
     p0: f64,
@@ -417,8 +420,6 @@ pub fn heatmap(
         .collect();
     Ok(HeatmapReport { cell_m, near_m, repeat, seed, radius_m: r, panels })
 }
-
-use rand::Rng;
 
 #[cfg(test)]
 mod tests {

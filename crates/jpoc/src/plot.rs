@@ -58,6 +58,9 @@ const C_JPOC: RGBColor = RGBColor(31, 119, 180);
 const C_AD: RGBColor = RGBColor(214, 39, 40);
 const C_THIRD: RGBColor = RGBColor(44, 160, 44);
 
+/// Picks (mean, CI) of one protocol from a fairness point.
+type PointGetter = Box<dyn Fn(&crate::experiments::FairnessPoint) -> (f64, [f64; 2])>;
+
 pub fn fairness(r: &FairnessReport, path: &Path) -> Result<()> {
     check_png(path)?;
     ensure_font()?;
@@ -82,7 +85,7 @@ pub fn fairness(r: &FairnessReport, path: &Path) -> Result<()> {
         .axis_desc_style((FONT, 18))
         .draw()
         .map_err(pe)?;
-    let series: [(&str, RGBColor, Box<dyn Fn(&crate::experiments::FairnessPoint) -> (f64, [f64; 2])>); 2] = [
+    let series: [(&str, RGBColor, PointGetter); 2] = [
         ("JPOC", C_JPOC, Box::new(|p| (p.jain_jpoc, p.jain_jpoc_ci95))),
         ("802.11ad/ay", C_AD, Box::new(|p| (p.jain_80211ad, p.jain_80211ad_ci95))),
     ];
