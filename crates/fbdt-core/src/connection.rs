@@ -1,0 +1,505 @@
+//! One endpoint of an FBDT session: handshake, per-path framing, and the sender and
+//! receiver of the two stream directions.
+//!
+//! # Driving a connection (sans-IO)
+//! The driver owns the sockets and the clock. After *every* input
+//! (`add_path`, `handle_recv`, `path_down`, `handle_timeout`, `write`, `read`, `finish`) it:
+//! 1. calls [`Connection::poll_transmit`] for every path with room, repeatedly, until it
+//!    returns 0, and writes the bytes to that path's connection;
+//! 2. re-arms one timer at [`Connection::poll_timeout`] and calls
+//!    [`Connection::handle_timeout`] when it fires (an early call is a no-op);
+//! 3. drains [`Connection::poll_event`].
+//!
+//! `room` is how many bytes the path's connection can take now; offer at least
+//! [`max_frame_len`] or large DATA frames will wait.
+
+use std::collections::VecDeque;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+
+use crate::config::{Config, MAX_BUFFER};
+use crate::error::ProtocolError;
+use crate::fbdt::{FbdtReceiver, FbdtSender};
+use crate::handshake::SessionKeys;
+use crate::path::{PathId, PathStats};
+use crate::scheme::{StreamReceiver, StreamSender};
+use crate::stats::{ReceiverStats, SenderStats};
+use crate::time::Instant;
+use crate::wire::{self, Close, Frame, Hello, Scheme, WindowMode, MAX_PATHS, MAX_SEGMENT};
+
+/// Largest frame this build emits or accepts.
+pub const fn max_frame_len() -> usize {
+    wire::MAX_FRAME_LEN
+}
+
+/// Smallest receive buffer a peer may announce: two maximal segments, so a window of
+/// at least one segment always fits.
+const MIN_PEER_RECV_BUFFER: u32 = 2 * MAX_SEGMENT as u32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Client,
+    Server,
+}
+
+/// Things the driver should know about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Both HELLOs exchanged; data can flow.
+    Connected,
+    /// A further path was authenticated (server) or its JOIN sent (client).
+    PathJoined(PathId),
+    /// The core gave up on a path; close its connection (and open a new one to re-join).
+    PathFailed(PathId),
+    /// The session ended, by us (`by_peer` false) or by the peer.
+    Closed { code: u16, reason: String, by_peer: bool },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PathState {
+    /// Connected at TCP level, not yet usable (server: awaiting HELLO/JOIN; client: awaiting
+    /// the server's HELLO before it can JOIN).
+    Pending,
+    Up,
+    Down,
+}
+
+struct PathIo {
+    state: PathState,
+    /// Bytes of an incomplete frame (at most one frame).
+    rx: Vec<u8>,
+    hello_due: bool,
+    join_due: bool,
+    close_due: bool,
+}
+
+/// Counters of both directions.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ConnectionStats {
+    pub sender: SenderStats,
+    pub receiver: ReceiverStats,
+    pub forward_path: Option<PathId>,
+}
+
+pub struct Connection {
+    cfg: Config,
+    role: Role,
+    local_key: [u8; 32],
+    local_isn: u32,
+    keys: Option<SessionKeys>,
+    paths: Vec<PathIo>,
+    sender: FbdtSender,
+    receiver: Option<FbdtReceiver>,
+    established: bool,
+    closed: bool,
+    close_reason: Option<(u16, String)>,
+    events: VecDeque<Event>,
+}
+
+impl Connection {
+    pub fn client(cfg: Config) -> Result<Self, crate::config::ConfigError> {
+        Self::new(cfg, Role::Client)
+    }
+
+    pub fn server(cfg: Config) -> Result<Self, crate::config::ConfigError> {
+        Self::new(cfg, Role::Server)
+    }
+
+    fn new(cfg: Config, role: Role) -> Result<Self, crate::config::ConfigError> {
+        cfg.validate()?;
+        // Distinct streams for the two roles even when both ends share a seed (simulator).
+        let mut rng = ChaCha20Rng::seed_from_u64(cfg.seed ^ if role == Role::Client { 0x636c_6965_6e74 } else { 0x7365_7276_6572 });
+        let local_key: [u8; 32] = rng.gen();
+        let local_isn: u32 = rng.gen();
+        Ok(Connection {
+            sender: FbdtSender::new(&cfg, local_isn, 0),
+            cfg,
+            role,
+            local_key,
+            local_isn,
+            keys: None,
+            paths: Vec::new(),
+            receiver: None,
+            established: false,
+            closed: false,
+            close_reason: None,
+            events: VecDeque::new(),
+        })
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+    pub fn is_established(&self) -> bool {
+        self.established
+    }
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+    /// The session token (after the handshake), for a server routing JOINs.
+    pub fn token(&self) -> Option<[u8; 8]> {
+        self.keys.as_ref().map(|k| k.token)
+    }
+    pub fn local_isn(&self) -> u32 {
+        self.local_isn
+    }
+
+    fn hello(&self) -> Hello {
+        let (window_mode, window_bytes) = match self.cfg.window {
+            crate::config::WindowConfig::Fixed(w) => (WindowMode::Fixed, w as u32),
+            crate::config::WindowConfig::Auto { .. } => (WindowMode::Auto, 0),
+        };
+        Hello {
+            scheme: Scheme::Fbdt,
+            window_mode,
+            isn: self.local_isn,
+            recv_buffer: self.cfg.recv_buffer as u32,
+            segment_size: self.cfg.segment_size as u32,
+            window_bytes,
+            key: self.local_key,
+        }
+    }
+
+    /// A new connection for `path` exists. Client: path 0 carries HELLO, others JOIN once
+    /// the session is established. Server: path 0 for a connection that began with HELLO,
+    /// the JOIN's path index otherwise (see `handshake::first_frame`).
+    pub fn add_path(&mut self, path: PathId, now: Instant) -> Result<(), ProtocolError> {
+        if path.index() >= MAX_PATHS {
+            return Err(ProtocolError::TooManyPaths { max: MAX_PATHS });
+        }
+        while self.paths.len() <= path.index() {
+            self.paths.push(PathIo { state: PathState::Down, rx: Vec::new(), hello_due: false, join_due: false, close_due: false });
+        }
+        let io = &mut self.paths[path.index()];
+        *io = PathIo { state: PathState::Pending, rx: Vec::new(), hello_due: false, join_due: false, close_due: false };
+        if self.role == Role::Client {
+            if path.0 == 0 && !self.established {
+                io.hello_due = true;
+            } else if self.established {
+                io.join_due = true;
+                self.mark_up(path, now);
+            }
+        }
+        Ok(())
+    }
+
+    fn mark_up(&mut self, path: PathId, now: Instant) {
+        self.paths[path.index()].state = PathState::Up;
+        self.sender.path_up(path, now);
+        if let Some(r) = self.receiver.as_mut() {
+            r.path_up(path, now);
+        }
+    }
+
+    /// The connection of `path` broke or was closed.
+    pub fn path_down(&mut self, path: PathId, now: Instant) {
+        let Some(io) = self.paths.get_mut(path.index()) else { return };
+        io.state = PathState::Down;
+        io.rx.clear();
+        self.sender.path_down(path, now);
+        if let Some(r) = self.receiver.as_mut() {
+            r.path_down(path, now);
+        }
+    }
+
+    pub fn path_stats(&mut self, path: PathId, stats: PathStats) {
+        self.sender.path_stats(path, stats);
+    }
+
+    /// Bytes arrived on `path`. A path-local error (`is_path_local`) means: close this
+    /// path's connection, the session lives on. Any other error ended the session (a CLOSE
+    /// is queued on the other paths).
+    pub fn handle_recv(&mut self, path: PathId, bytes: &[u8], now: Instant) -> Result<(), ProtocolError> {
+        if self.closed {
+            return Ok(());
+        }
+        let Some(io) = self.paths.get_mut(path.index()) else {
+            return Err(ProtocolError::Unexpected { path, what: "bytes on a path never added" });
+        };
+        if io.state == PathState::Down {
+            return Ok(());
+        }
+        let mut stash = std::mem::take(&mut io.rx);
+        let result = if stash.is_empty() {
+            self.parse_frames(path, bytes, now).map(|used| stash.extend_from_slice(&bytes[used..]))
+        } else {
+            stash.extend_from_slice(bytes);
+            self.parse_frames(path, &stash, now).map(|used| {
+                stash.drain(..used);
+            })
+        };
+        match result {
+            Ok(()) => {
+                if let Some(io) = self.paths.get_mut(path.index()) {
+                    if io.state != PathState::Down {
+                        io.rx = stash;
+                    }
+                }
+                Ok(())
+            }
+            Err(e) if e.is_path_local() => {
+                self.path_down(path, now);
+                Err(e)
+            }
+            Err(e) => {
+                self.fail(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Consumes every complete frame at the front of `buf`; returns the bytes used.
+    fn parse_frames(&mut self, path: PathId, buf: &[u8], now: Instant) -> Result<usize, ProtocolError> {
+        let mut used = 0;
+        while used < buf.len() {
+            match Frame::parse(&buf[used..]) {
+                Ok((frame, n)) => {
+                    self.on_frame(path, frame, now)?;
+                    used += n;
+                    if self.closed || self.paths[path.index()].state == PathState::Down {
+                        break;
+                    }
+                }
+                Err(wire::Error::Incomplete { .. }) => break,
+                Err(source) => return Err(ProtocolError::Wire { path, source }),
+            }
+        }
+        Ok(used)
+    }
+
+    fn on_frame(&mut self, path: PathId, frame: Frame<'_>, now: Instant) -> Result<(), ProtocolError> {
+        let state = self.paths[path.index()].state;
+        match frame {
+            Frame::Close(c) => {
+                self.closed = true;
+                self.events.push_back(Event::Closed { code: c.code, reason: c.reason.clone(), by_peer: true });
+                if c.code != 0 {
+                    return Err(ProtocolError::PeerClosed { code: c.code, reason: c.reason });
+                }
+                Ok(())
+            }
+            Frame::Hello(h) => {
+                let expected = path.0 == 0 && !self.established && (self.role == Role::Server || !self.paths[0].hello_due);
+                if !expected {
+                    return Err(ProtocolError::Unexpected { path, what: "HELLO" });
+                }
+                self.on_hello(&h, now)
+            }
+            Frame::Join(j) => {
+                if self.role != Role::Server || !self.established || state != PathState::Pending || j.path_index != path.0 {
+                    return Err(ProtocolError::Unexpected { path, what: "JOIN" });
+                }
+                let ok = self.keys.as_ref().is_some_and(|k| k.verify(&j));
+                if !ok {
+                    return Err(ProtocolError::BadJoin { path });
+                }
+                self.mark_up(path, now);
+                self.events.push_back(Event::PathJoined(path));
+                Ok(())
+            }
+            _ if state != PathState::Up || !self.established => Err(ProtocolError::Unexpected { path, what: "frame before the handshake completed" }),
+            Frame::Data(d) => self.receiver.as_mut().expect("established").on_data(path, &d, now),
+            Frame::Ack(a) => self.sender.on_ack(path, &a, now),
+            Frame::Align(a) => self.receiver.as_mut().expect("established").on_align(path, &a, now),
+        }
+    }
+
+    fn on_hello(&mut self, h: &Hello, now: Instant) -> Result<(), ProtocolError> {
+        if h.scheme != Scheme::Fbdt {
+            return Err(ProtocolError::BadHello("scheme"));
+        }
+        if h.recv_buffer < MIN_PEER_RECV_BUFFER || h.recv_buffer as usize > MAX_BUFFER {
+            return Err(ProtocolError::BadHello("receive buffer out of range"));
+        }
+        if h.segment_size == 0 || h.segment_size as usize > MAX_SEGMENT {
+            return Err(ProtocolError::BadHello("segment size out of range"));
+        }
+        let keys = match self.role {
+            Role::Client => SessionKeys::derive(&self.local_key, &h.key),
+            Role::Server => SessionKeys::derive(&h.key, &self.local_key),
+        };
+        self.keys = Some(keys);
+        self.sender.set_peer_recv_buffer(u64::from(h.recv_buffer));
+        self.receiver = Some(FbdtReceiver::new(&self.cfg, h.isn));
+        self.established = true;
+        self.events.push_back(Event::Connected);
+        match self.role {
+            Role::Server => self.paths[0].hello_due = true,
+            Role::Client => {
+                for i in 1..self.paths.len() {
+                    if self.paths[i].state == PathState::Pending {
+                        self.paths[i].join_due = true;
+                        self.mark_up(PathId(i as u8), now);
+                    }
+                }
+            }
+        }
+        self.mark_up(PathId(0), now);
+        Ok(())
+    }
+
+    fn fail(&mut self, e: &ProtocolError) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        for io in self.paths.iter_mut().filter(|io| io.state != PathState::Down) {
+            io.close_due = true;
+        }
+        self.close_reason = Some((e.close_code(), e.to_string()));
+        self.events.push_back(Event::Closed { code: e.close_code(), reason: e.to_string(), by_peer: false });
+    }
+
+    /// Ends the session: a CLOSE with `code` (0 = normal) goes out on every live path.
+    pub fn close(&mut self, code: u16, reason: &str) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        for io in self.paths.iter_mut().filter(|io| io.state != PathState::Down) {
+            io.close_due = true;
+        }
+        self.close_reason = Some((code, reason.to_owned()));
+        self.events.push_back(Event::Closed { code, reason: reason.to_owned(), by_peer: false });
+    }
+
+    /// Appends at most one frame for `path` (at most `room` bytes) to `out`; returns its
+    /// length, 0 when the path has nothing to send now.
+    #[must_use]
+    pub fn poll_transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
+        let Some(io) = self.paths.get_mut(path.index()) else { return 0 };
+        if io.state == PathState::Down {
+            return 0;
+        }
+        let control = if io.close_due {
+            let (code, reason) = self.close_reason.clone().unwrap_or((0, String::new()));
+            Some(Frame::Close(Close { code, reason }))
+        } else if io.hello_due {
+            Some(Frame::Hello(self.hello()))
+        } else if io.join_due {
+            self.keys.as_ref().map(|k| Frame::Join(k.join(path.0)))
+        } else {
+            None
+        };
+        if let Some(frame) = control {
+            let len = frame.buffer_len();
+            if len > room {
+                return 0;
+            }
+            frame.emit(out);
+            let io = &mut self.paths[path.index()];
+            match frame {
+                Frame::Close(_) => io.close_due = false,
+                Frame::Hello(_) => io.hello_due = false,
+                Frame::Join(_) => {
+                    io.join_due = false;
+                    self.events.push_back(Event::PathJoined(path));
+                }
+                _ => {}
+            }
+            return len;
+        }
+        if self.closed || !self.established || self.paths[path.index()].state != PathState::Up {
+            return 0;
+        }
+        if let Some(ack) = self.receiver.as_mut().and_then(|r| r.poll_ack(path, now)) {
+            let frame = Frame::Ack(ack);
+            let len = frame.buffer_len();
+            if len <= room {
+                frame.emit(out);
+                return len;
+            }
+            return 0;
+        }
+        let n = self.sender.poll_transmit(path, room, now, out);
+        self.collect_failed_paths(now);
+        n
+    }
+
+    fn collect_failed_paths(&mut self, now: Instant) {
+        while let Some(p) = self.sender.poll_failed_path() {
+            self.path_down(p, now);
+            self.events.push_back(Event::PathFailed(p));
+        }
+    }
+
+    /// When `handle_timeout` should next be called.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.closed || !self.established {
+            return None;
+        }
+        let r = self.receiver.as_ref().and_then(|r| r.poll_timeout());
+        match (self.sender.poll_timeout(), r) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.closed || !self.established {
+            return;
+        }
+        self.sender.handle_timeout(now);
+        if let Some(r) = self.receiver.as_mut() {
+            r.handle_timeout(now);
+        }
+        self.collect_failed_paths(now);
+    }
+
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Writes application bytes; returns how many fit (0 when the send buffer is full or the
+    /// stream was finished). Bytes written before the handshake completes wait.
+    pub fn write(&mut self, data: &[u8]) -> usize {
+        if self.closed {
+            return 0;
+        }
+        self.sender.write(data)
+    }
+
+    /// Bytes `write` would accept now.
+    pub fn send_room(&self) -> usize {
+        if self.closed {
+            0
+        } else {
+            self.sender.send_room()
+        }
+    }
+
+    /// Ends our direction of the stream after the bytes written so far.
+    pub fn finish(&mut self) {
+        self.sender.finish();
+    }
+
+    /// Every byte we wrote (and our stream end, if finished) has been acknowledged.
+    pub fn is_send_done(&self) -> bool {
+        self.sender.is_all_acked()
+    }
+
+    /// Reads in-order bytes of the peer's stream.
+    pub fn read(&mut self, buf: &mut [u8]) -> usize {
+        self.receiver.as_mut().map_or(0, |r| r.read(buf))
+    }
+
+    pub fn readable(&self) -> usize {
+        self.receiver.as_ref().map_or(0, |r| r.readable())
+    }
+
+    /// The peer's stream ended and we read all of it.
+    pub fn is_recv_finished(&self) -> bool {
+        self.receiver.as_ref().is_some_and(|r| r.is_finished())
+    }
+
+    pub fn stats(&self) -> ConnectionStats {
+        ConnectionStats {
+            sender: self.sender.stats(),
+            receiver: self.receiver.as_ref().map(|r| r.stats()).unwrap_or_default(),
+            forward_path: self.sender.forward_path(),
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! Errors that end a path or a session. None of them is ever a panic.
+
+use crate::path::PathId;
+use crate::wire;
+use thiserror::Error;
+
+/// A violation by the peer (or a corrupt byte stream). Fatal for the session unless noted.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ProtocolError {
+    #[error("{path}: undecodable frame: {source}")]
+    Wire { path: PathId, source: wire::Error },
+    #[error("{path}: unexpected {what}")]
+    Unexpected { path: PathId, what: &'static str },
+    #[error("DATA beyond the advertised receive window (offset {end} > limit {limit})")]
+    FlowControl { end: u64, limit: u64 },
+    #[error("DATA beyond the end of the stream")]
+    BeyondFin,
+    #[error("two different stream ends announced")]
+    FinMismatch,
+    #[error("ACK for data that was never sent")]
+    AckOfUnsent,
+    #[error("malformed ALIGN: {0}")]
+    BadAlign(&'static str),
+    #[error("{path}: JOIN failed authentication")]
+    BadJoin { path: PathId },
+    #[error("HELLO parameters refused: {0}")]
+    BadHello(&'static str),
+    #[error("more than {max} paths")]
+    TooManyPaths { max: usize },
+    #[error("peer closed the session with code {code}: {reason}")]
+    PeerClosed { code: u16, reason: String },
+}
+
+impl ProtocolError {
+    /// Errors confined to one path (a bad JOIN): the path is dropped, the session lives on.
+    pub fn is_path_local(&self) -> bool {
+        matches!(self, ProtocolError::BadJoin { .. })
+    }
+
+    /// Code sent in the CLOSE frame for this error.
+    pub fn close_code(&self) -> u16 {
+        match self {
+            ProtocolError::Wire { .. } => 1,
+            ProtocolError::Unexpected { .. } => 2,
+            ProtocolError::FlowControl { .. } | ProtocolError::BeyondFin | ProtocolError::FinMismatch => 3,
+            ProtocolError::AckOfUnsent => 4,
+            ProtocolError::BadAlign(_) => 5,
+            ProtocolError::BadJoin { .. } => 6,
+            ProtocolError::BadHello(_) => 7,
+            ProtocolError::TooManyPaths { .. } => 8,
+            ProtocolError::PeerClosed { code, .. } => *code,
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! What the sender learns about each path from FBDT ACKs: delivery rate, delivered/sent
+//! ratio, ACK round-trip time, stalls. Measured at the FBDT level so the simulator and the
+//! runtime see the same quantities; driver statistics (TCP_INFO) only seed them.
+
+use crate::path::PathStats;
+use crate::time::{Duration, Instant};
+
+/// Rate and ratio samples are taken at most this often; shorter intervals are too noisy
+/// at ACK granularity.
+pub(super) const SAMPLE_INTERVAL: Duration = Duration::from_millis(10);
+/// Weight of a new rate/ratio sample (EWMA); 1/4 follows a blockage within ~4 samples.
+const RATE_GAIN: f64 = 0.25;
+/// Weight of a new RTT sample, as TCP's srtt (RFC 6298).
+const RTT_GAIN: f64 = 0.125;
+/// RTT assumed before any sample or driver estimate.
+pub(super) const DEFAULT_RTT: Duration = Duration::from_millis(50);
+/// A stall halves a path's reliability score for this long (spec decision 8).
+const OUTAGE_MEMORY: Duration = Duration::from_millis(5000);
+
+#[derive(Clone, Debug)]
+pub(super) struct PathEstimate {
+    /// Delivered payload bytes per second (EWMA), once measured.
+    pub rate: Option<f64>,
+    /// Delivered / sent bytes over recent samples (EWMA), 1 when unknown.
+    pub ratio: f64,
+    /// Time from handing a segment to the path until its FBDT ACK (EWMA).
+    pub ack_rtt: Option<Duration>,
+    pub driver: PathStats,
+    pub last_outage: Option<Instant>,
+    sample_rx: u64,
+    sample_sent: u64,
+}
+
+impl PathEstimate {
+    pub fn new() -> Self {
+        PathEstimate {
+            rate: None,
+            ratio: 1.0,
+            ack_rtt: None,
+            driver: PathStats::default(),
+            last_outage: None,
+            sample_rx: 0,
+            sample_sent: 0,
+        }
+    }
+
+    /// Folds in one sampling interval ending with cumulative counters `rx`, `sent`.
+    pub fn sample(&mut self, rx: u64, sent: u64, dt: Duration) {
+        let secs = dt.as_secs_f64();
+        let drx = rx.saturating_sub(self.sample_rx) as f64;
+        let dsent = sent.saturating_sub(self.sample_sent) as f64;
+        if secs > 0.0 {
+            let r = drx / secs;
+            self.rate = Some(match self.rate {
+                Some(old) => old + RATE_GAIN * (r - old),
+                None => r,
+            });
+        }
+        if dsent > 0.0 {
+            let q = (drx / dsent).min(1.0);
+            self.ratio += RATE_GAIN * (q - self.ratio);
+        }
+        self.sample_rx = rx;
+        self.sample_sent = sent;
+    }
+
+    /// Restarts sampling from the current counters (after a path comes back).
+    pub fn rebase(&mut self, rx: u64, sent: u64) {
+        self.sample_rx = rx;
+        self.sample_sent = sent;
+    }
+
+    pub fn rtt_sample(&mut self, rtt: Duration) {
+        self.ack_rtt = Some(match self.ack_rtt {
+            Some(old) => Duration::from_secs_f64(old.as_secs_f64() + RTT_GAIN * (rtt.as_secs_f64() - old.as_secs_f64())),
+            None => rtt,
+        });
+    }
+
+    /// Best available RTT: measured at FBDT level, else the driver's, else a default.
+    pub fn rtt(&self) -> Duration {
+        self.ack_rtt.or(self.driver.srtt).unwrap_or(DEFAULT_RTT)
+    }
+
+    /// Best available rate in bytes/s, if anything is known.
+    pub fn rate_bps(&self) -> Option<f64> {
+        self.rate.or(self.driver.delivery_rate_bps.map(|b| b / 8.0))
+    }
+
+    /// Reliability score (spec decision 8): rate × delivered ratio, halved after an outage.
+    pub fn score(&self, now: Instant) -> f64 {
+        let penalty = match self.last_outage {
+            Some(t) if now.saturating_since(t) < OUTAGE_MEMORY => 0.5,
+            _ => 1.0,
+        };
+        self.rate_bps().unwrap_or(1.0) * self.ratio * penalty
+    }
+}

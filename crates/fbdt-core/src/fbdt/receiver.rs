@@ -1,0 +1,280 @@
+//! FBDT receiver: reassembles segments arriving on any path, discards duplicates by
+//! sequence number, delivers in order, and acknowledges on every live path.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::config::Config;
+use crate::error::ProtocolError;
+use crate::path::PathId;
+use crate::scheme::StreamReceiver;
+use crate::seq::SeqSpace;
+use crate::stats::ReceiverStats;
+use crate::time::{Duration, Instant};
+use crate::wire::{Ack, Align, Data, MAX_ACK_RANGES, MAX_PATHS, NO_PATH};
+
+/// Offsets more than this far below the next expected byte are refused as ambiguous: a
+/// copy that old could be a wrapped sequence number. The sender resets a path long before
+/// it could hold data that old (see `sender::STALE_COPY_LIMIT`).
+const MAX_DUPLICATE_AGE: u64 = 1 << 30;
+
+pub struct FbdtReceiver {
+    space: SeqSpace,
+    capacity: usize,
+    /// Next in-order offset expected.
+    rcv_nxt: u64,
+    /// In-order bytes not yet read by the application.
+    ready: VecDeque<u8>,
+    /// Out-of-order pieces keyed by offset; never overlapping, all within the window.
+    ooo: BTreeMap<u64, Vec<u8>>,
+    ooo_bytes: usize,
+    fin_at: Option<u64>,
+    path_rx: Vec<u64>,
+    alive: u32,
+    frames_since_ack: u32,
+    ack_deadline: Option<Instant>,
+    /// Paths on which an ACK is due (bitmask by path index).
+    ack_pending: u32,
+    advertised: usize,
+    window_end: Option<u64>,
+    ack_every: u32,
+    max_ack_delay: Duration,
+    stats: ReceiverStats,
+}
+
+impl FbdtReceiver {
+    pub fn new(cfg: &Config, peer_isn: u32) -> Self {
+        FbdtReceiver {
+            space: SeqSpace::new(peer_isn),
+            capacity: cfg.recv_buffer,
+            rcv_nxt: 0,
+            ready: VecDeque::new(),
+            ooo: BTreeMap::new(),
+            ooo_bytes: 0,
+            fin_at: None,
+            path_rx: Vec::new(),
+            alive: 0,
+            frames_since_ack: 0,
+            ack_deadline: None,
+            ack_pending: 0,
+            advertised: cfg.recv_buffer,
+            window_end: None,
+            ack_every: cfg.ack_every,
+            max_ack_delay: cfg.max_ack_delay,
+            stats: ReceiverStats::default(),
+        }
+    }
+
+    /// Offset one past the last byte the sender may send (never moves backwards).
+    fn right_edge(&self) -> u64 {
+        self.rcv_nxt + (self.capacity - self.ready.len()) as u64
+    }
+
+    fn ack_now(&mut self) {
+        self.ack_pending = self.alive;
+        self.frames_since_ack = 0;
+        self.ack_deadline = None;
+    }
+
+    /// Stores `payload` (at `start`) except the parts already held; returns the bytes that
+    /// were duplicates.
+    fn insert(&mut self, start: u64, payload: &[u8]) -> u64 {
+        let end = start + payload.len() as u64;
+        let mut cur = start;
+        let mut dup = 0u64;
+        if let Some((&s, v)) = self.ooo.range(..cur).next_back() {
+            let e = s + v.len() as u64;
+            if e > cur {
+                dup += e.min(end) - cur;
+                cur = e;
+            }
+        }
+        while cur < end {
+            let next = self.ooo.range(cur..end).next().map(|(&s, v)| (s, v.len() as u64));
+            let piece_end = next.map_or(end, |(s, _)| s);
+            if piece_end > cur {
+                let piece = &payload[(cur - start) as usize..(piece_end - start) as usize];
+                self.ooo_bytes += piece.len();
+                self.ooo.insert(cur, piece.to_vec());
+            }
+            match next {
+                Some((s, len)) => {
+                    dup += (s + len).min(end) - s;
+                    cur = s + len;
+                }
+                None => cur = end,
+            }
+        }
+        dup
+    }
+
+    fn deliver_in_order(&mut self) {
+        while let Some(piece) = self.ooo.remove(&self.rcv_nxt) {
+            self.ooo_bytes -= piece.len();
+            self.rcv_nxt += piece.len() as u64;
+            self.stats.bytes_delivered += piece.len() as u64;
+            self.ready.extend(piece);
+        }
+    }
+
+    fn ranges(&self) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (&s, v) in &self.ooo {
+            let e = s + v.len() as u64;
+            if let Some(last) = out.last_mut().filter(|l| l.1 == s) {
+                last.1 = e;
+            } else if out.len() == MAX_ACK_RANGES {
+                break;
+            } else {
+                out.push((s, e));
+            }
+        }
+        out
+    }
+
+    fn note_path(&mut self, path: PathId) {
+        if self.path_rx.len() <= path.index() {
+            self.path_rx.resize(path.index() + 1, 0);
+            self.stats.per_path_bytes_received.resize(path.index() + 1, 0);
+        }
+    }
+}
+
+impl StreamReceiver for FbdtReceiver {
+    fn on_data(&mut self, path: PathId, data: &Data<'_>, now: Instant) -> Result<(), ProtocolError> {
+        self.note_path(path);
+        let len = data.payload.len() as u64;
+        self.path_rx[path.index()] += len;
+        self.stats.per_path_bytes_received[path.index()] += len;
+        let start = self
+            .space
+            .offset(data.seq, self.rcv_nxt)
+            .filter(|&o| o + MAX_DUPLICATE_AGE >= self.rcv_nxt)
+            .ok_or(ProtocolError::Unexpected { path, what: "sequence number outside any valid range" })?;
+        let end = start + len;
+        let limit = self.right_edge();
+        if end > limit {
+            return Err(ProtocolError::FlowControl { end, limit });
+        }
+        if let Some(fin) = self.fin_at {
+            if end > fin || (data.fin && end != fin) {
+                return Err(if data.fin { ProtocolError::FinMismatch } else { ProtocolError::BeyondFin });
+            }
+        } else if data.fin {
+            let highest = self.ooo.iter().next_back().map_or(self.rcv_nxt, |(&s, v)| s + v.len() as u64);
+            if end < highest.max(self.rcv_nxt) {
+                return Err(ProtocolError::FinMismatch);
+            }
+            self.fin_at = Some(end);
+        }
+
+        let old = self.rcv_nxt.saturating_sub(start).min(len);
+        let mut dup = old;
+        if end > self.rcv_nxt {
+            let from = start.max(self.rcv_nxt);
+            dup += self.insert(from, &data.payload[(from - start) as usize..]);
+        }
+        self.stats.redundant_bytes_received += dup;
+        let before = self.rcv_nxt;
+        self.deliver_in_order();
+        self.stats.max_out_of_order_bytes = self.stats.max_out_of_order_bytes.max(self.ooo_bytes as u64);
+
+        self.frames_since_ack += 1;
+        let window_done = self.window_end.is_some_and(|w| before < w && self.rcv_nxt >= w);
+        let fin_done = self.fin_at == Some(self.rcv_nxt) && before != self.rcv_nxt;
+        if self.frames_since_ack >= self.ack_every || window_done || fin_done || (len == 0 && data.fin) {
+            self.ack_now();
+        } else if self.ack_deadline.is_none() {
+            self.ack_deadline = Some(now + self.max_ack_delay);
+        }
+        Ok(())
+    }
+
+    fn on_align(&mut self, _path: PathId, a: &Align, _now: Instant) -> Result<(), ProtocolError> {
+        let edge = self.right_edge();
+        let off = |s| self.space.offset(s, self.rcv_nxt).ok_or(ProtocolError::BadAlign("offset before the stream start"));
+        let (start, end) = (off(a.start)?, off(a.end)?);
+        if start > end || end > edge {
+            return Err(ProtocolError::BadAlign("window outside the receive window"));
+        }
+        for l in &a.lanes {
+            let (lo, hi) = (off(l.lo)?, off(l.hi)?);
+            if lo > hi || lo < start || hi > end {
+                return Err(ProtocolError::BadAlign("lane outside its window"));
+            }
+            for p in [l.bottom, l.top] {
+                if p != NO_PATH && p as usize >= MAX_PATHS {
+                    return Err(ProtocolError::BadAlign("lane names an impossible path"));
+                }
+            }
+        }
+        self.window_end = Some(self.window_end.map_or(end, |w| w.max(end)));
+        self.stats.aligns_received += 1;
+        Ok(())
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> usize {
+        let n = buf.len().min(self.ready.len());
+        let (a, b) = self.ready.as_slices();
+        let from_a = n.min(a.len());
+        buf[..from_a].copy_from_slice(&a[..from_a]);
+        buf[from_a..n].copy_from_slice(&b[..n - from_a]);
+        self.ready.drain(..n);
+        self.stats.bytes_read += n as u64;
+        // Reopen the window promptly once the application has drained a quarter of it, so
+        // a sender blocked by flow control is not left waiting for the next data frame.
+        let window = self.capacity - self.ready.len();
+        if window >= self.advertised + self.capacity / 4 {
+            self.ack_now();
+        }
+        n
+    }
+
+    fn readable(&self) -> usize {
+        self.ready.len()
+    }
+
+    fn is_finished(&self) -> bool {
+        self.fin_at == Some(self.rcv_nxt) && self.ready.is_empty()
+    }
+
+    fn path_up(&mut self, path: PathId, _now: Instant) {
+        self.note_path(path);
+        self.alive |= path.bit();
+        self.ack_pending |= path.bit();
+    }
+
+    fn path_down(&mut self, path: PathId, _now: Instant) {
+        self.alive &= !path.bit();
+        self.ack_pending &= !path.bit();
+    }
+
+    fn poll_ack(&mut self, path: PathId, _now: Instant) -> Option<Ack> {
+        if self.ack_pending & path.bit() == 0 {
+            return None;
+        }
+        self.ack_pending &= !path.bit();
+        self.advertised = self.capacity - self.ready.len();
+        self.stats.acks_sent += 1;
+        Some(Ack {
+            cum: self.space.seq(self.rcv_nxt),
+            window: self.advertised as u32,
+            fin: self.fin_at == Some(self.rcv_nxt),
+            path_rx: self.path_rx.clone(),
+            ranges: self.ranges().into_iter().map(|(s, e)| (self.space.seq(s), self.space.seq(e))).collect(),
+        })
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.ack_deadline
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.ack_deadline.is_some_and(|d| d <= now) {
+            self.ack_now();
+        }
+    }
+
+    fn stats(&self) -> ReceiverStats {
+        self.stats.clone()
+    }
+}

@@ -1,0 +1,815 @@
+//! FBDT sender: serves transmission windows from both ends over N paths.
+//!
+//! Life of a byte: the application writes it into the send buffer; when a path asks for
+//! data and the newest window has nothing left to hand out, a new window is loaded (its
+//! size from [`WindowConfig`], its layout from `layout::initial_layout`); the path takes
+//! segments from its lane end (ascending if it serves the bottom, descending if the top);
+//! an idle path joins a lane's free end or splits the slowest lane (a re-alignment, sent to
+//! the receiver as ALIGN). Once every segment of a window has been handed out (the
+//! pointers met), a segment still unacknowledged after `redundancy_wait × RTT` of its
+//! holder is re-sent by another path (the paper's redundant transmission); a segment held
+//! only by dead paths is re-sent at once. Bytes leave the buffer when cumulatively acked.
+//!
+//! Memory is bounded: the send buffer by `Config::send_buffer`, the segment table by the
+//! peer's receive window (windows are only loaded inside it).
+
+use std::collections::VecDeque;
+
+use super::estimate::{PathEstimate, SAMPLE_INTERVAL};
+use super::layout::{initial_layout, split_lane, Assign, End, Lane, Window};
+use crate::config::{Config, WindowConfig};
+use crate::error::ProtocolError;
+use crate::path::{PathId, PathStats};
+use crate::scheme::StreamSender;
+use crate::seq::SeqSpace;
+use crate::stats::SenderStats;
+use crate::time::{Duration, Instant};
+use crate::wire::{Ack, Align, Data, Frame, MAX_PATHS};
+
+/// A path whose oldest undelivered copy is this far behind the cumulative ACK is reset:
+/// were it to deliver that copy after the stream moved on by 2^31 bytes, its 32-bit
+/// sequence number would be ambiguous. 2^29 leaves a factor-4 margin.
+const STALE_COPY_LIMIT: u64 = 1 << 29;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SegState {
+    Unsent,
+    Sent {
+        /// Paths that were handed a copy (bitmask by path index).
+        holders: u32,
+        last_holder: PathId,
+        first_sent: Instant,
+        last_sent: Instant,
+        copies: u8,
+    },
+    Acked,
+}
+
+#[derive(Clone, Debug)]
+struct Seg {
+    off: u64,
+    len: u32,
+    fin: bool,
+    window: u32,
+    state: SegState,
+}
+
+#[derive(Debug)]
+struct PathTx {
+    alive: bool,
+    assign: Option<Assign>,
+    /// A lane reserved in a newer window while the path finishes its current one.
+    next_assign: Option<Assign>,
+    /// Payload bytes handed to this path, and bytes the receiver reports it got there.
+    sent: u64,
+    rx: u64,
+    /// Undelivered copies in path order: (value of `sent` after the copy, stream offset).
+    copies: VecDeque<(u64, u64)>,
+    last_progress: Instant,
+    stalled: bool,
+    est: PathEstimate,
+}
+
+impl PathTx {
+    fn new() -> Self {
+        PathTx {
+            alive: false,
+            assign: None,
+            next_assign: None,
+            sent: 0,
+            rx: 0,
+            copies: VecDeque::new(),
+            last_progress: Instant::ZERO,
+            stalled: false,
+            est: PathEstimate::new(),
+        }
+    }
+    fn in_flight(&self) -> u64 {
+        self.sent.saturating_sub(self.rx)
+    }
+}
+
+pub struct FbdtSender {
+    cfg: Config,
+    space: SeqSpace,
+    /// Bytes `[una, written)`.
+    buf: VecDeque<u8>,
+    una: u64,
+    written: u64,
+    finished: bool,
+    /// Bytes `[.., loaded)` belong to windows.
+    loaded: u64,
+    fin_loaded: bool,
+    fin_acked: bool,
+    segs: VecDeque<Seg>,
+    seg_base: u64,
+    windows: VecDeque<Window>,
+    next_window_id: u32,
+    /// The peer's flow-control limit: never send a byte at or past this offset.
+    right_edge: u64,
+    paths: Vec<PathTx>,
+    forward: Option<PathId>,
+    aligns: VecDeque<Align>,
+    last_sample: Instant,
+    checked_until: Instant,
+    flow_blocked: bool,
+    failed: VecDeque<PathId>,
+    stats: SenderStats,
+}
+
+impl FbdtSender {
+    /// `isn` numbers our direction; `peer_recv_buffer` is the window the peer announced.
+    pub fn new(cfg: &Config, isn: u32, peer_recv_buffer: u64) -> Self {
+        FbdtSender {
+            cfg: cfg.clone(),
+            space: SeqSpace::new(isn),
+            buf: VecDeque::new(),
+            una: 0,
+            written: 0,
+            finished: false,
+            loaded: 0,
+            fin_loaded: false,
+            fin_acked: false,
+            segs: VecDeque::new(),
+            seg_base: 0,
+            windows: VecDeque::new(),
+            next_window_id: 0,
+            right_edge: peer_recv_buffer,
+            paths: Vec::new(),
+            forward: None,
+            aligns: VecDeque::new(),
+            last_sample: Instant::ZERO,
+            checked_until: Instant::ZERO,
+            flow_blocked: false,
+            failed: VecDeque::new(),
+            stats: SenderStats::default(),
+        }
+    }
+
+    /// The peer's receive buffer, learnt from its HELLO: the initial flow-control limit.
+    pub fn set_peer_recv_buffer(&mut self, bytes: u64) {
+        self.right_edge = self.right_edge.max(bytes);
+    }
+
+    /// The forward path of the most recent window (the most reliable one).
+    pub fn forward_path(&self) -> Option<PathId> {
+        self.forward
+    }
+
+    /// A path that had to be reset (its data could no longer be numbered unambiguously);
+    /// the driver should close its connection and open a new one.
+    pub fn poll_failed_path(&mut self) -> Option<PathId> {
+        self.failed.pop_front()
+    }
+
+    fn ensure_path(&mut self, p: PathId) {
+        while self.paths.len() <= p.index() {
+            self.paths.push(PathTx::new());
+            self.stats.per_path_bytes_sent.push(0);
+        }
+    }
+
+    fn alive_mask(&self) -> u32 {
+        self.paths
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.alive)
+            .fold(0, |m, (i, _)| m | (1 << i))
+    }
+
+    fn seg(&self, idx: u64) -> &Seg {
+        &self.segs[(idx - self.seg_base) as usize]
+    }
+
+    fn seg_mut(&mut self, idx: u64) -> &mut Seg {
+        &mut self.segs[(idx - self.seg_base) as usize]
+    }
+
+    fn window_pos(&self, id: u32) -> Option<usize> {
+        let front = self.windows.front()?.id;
+        let pos = id.wrapping_sub(front) as usize;
+        (pos < self.windows.len()).then_some(pos)
+    }
+
+    fn wait_for(&self, holder: PathId) -> Duration {
+        self.paths[holder.index()].est.rtt().mul_f64(self.cfg.redundancy_wait)
+    }
+
+    fn stall_after(&self, p: PathId) -> Duration {
+        let rtt = self.paths[p.index()].est.rtt().mul_f64(self.cfg.stall_rtts);
+        rtt.max(self.cfg.stall_min)
+    }
+
+    /// Rate used for layout decisions: measured, else the driver's, else the mean of the
+    /// others (so an unmeasured path gets a fair share to be measured with).
+    fn layout_rate(&self, p: PathId) -> f64 {
+        let t = &self.paths[p.index()];
+        if t.stalled || !t.alive {
+            return 0.0;
+        }
+        if let Some(r) = t.est.rate_bps() {
+            return r;
+        }
+        let known: Vec<f64> = self.paths.iter().filter(|t| t.alive).filter_map(|t| t.est.rate_bps()).collect();
+        if known.is_empty() {
+            1.0
+        } else {
+            known.iter().sum::<f64>() / known.len() as f64
+        }
+    }
+
+    fn target_window(&self) -> usize {
+        match self.cfg.window {
+            WindowConfig::Fixed(w) => w,
+            WindowConfig::Auto { factor, min, max, initial } => {
+                let mut bdp = 0.0;
+                let mut known = false;
+                for t in self.paths.iter().filter(|t| t.alive) {
+                    if let Some(r) = t.est.rate_bps() {
+                        bdp += r * t.est.rtt().as_secs_f64();
+                        known = true;
+                    }
+                }
+                if known {
+                    ((factor * bdp) as usize).clamp(min, max)
+                } else {
+                    initial
+                }
+            }
+        }
+    }
+
+    /// Live paths ranked by reliability (forward first), with their layout rates.
+    fn ranked_paths(&mut self, requester: PathId, now: Instant) -> Vec<(PathId, f64)> {
+        let mut ranked: Vec<(PathId, f64)> = (0..self.paths.len())
+            .map(|i| PathId(i as u8))
+            .filter(|&p| {
+                let t = &self.paths[p.index()];
+                t.alive && (!t.stalled || p == requester)
+            })
+            .map(|p| (p, self.paths[p.index()].est.score(now)))
+            .collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        if let Some(fwd) = self.forward {
+            if let Some(pos) = ranked.iter().position(|&(p, _)| p == fwd) {
+                if ranked[pos].1 * self.cfg.forward_hysteresis >= ranked[0].1 {
+                    let keep = ranked.remove(pos);
+                    ranked.insert(0, keep);
+                }
+            }
+        }
+        if let Some(&(first, _)) = ranked.first() {
+            if self.forward.is_some_and(|f| f != first) {
+                self.stats.forward_changes += 1;
+            }
+            self.forward = Some(first);
+        }
+        ranked.into_iter().map(|(p, _)| (p, self.layout_rate(p).max(1.0))).collect()
+    }
+
+    /// Most payload bytes `p` may hold undelivered (spec decision 6: the paper's
+    /// per-direction send window = the TCP connection's window, plus a small backlog so the
+    /// pipe never runs dry). Twice the path's window (cwnd, or rate × srtt) plus two
+    /// segments; unlimited while the driver reports nothing.
+    fn path_send_limit(&self, p: PathId) -> Option<u64> {
+        let d = &self.paths[p.index()].est.driver;
+        let bdp = d.delivery_rate_bps.zip(d.srtt).map(|(r, s)| r / 8.0 * s.as_secs_f64());
+        let window = match (d.cwnd_bytes, bdp) {
+            (Some(c), Some(b)) => (c as f64).max(b),
+            (Some(c), None) => c as f64,
+            (None, Some(b)) => b,
+            (None, None) => return None,
+        };
+        Some(2 * window as u64 + 2 * self.cfg.segment_size as u64)
+    }
+
+    fn has_current_work(&self, p: PathId) -> bool {
+        let Some(a) = self.paths[p.index()].assign else { return false };
+        self.window_pos(a.window).is_some_and(|w| {
+            let lane = &self.windows[w].lanes[a.lane];
+            lane.server(a.end) == Some(p) && lane.remaining() > 0
+        })
+    }
+
+    fn queue_align(&mut self, pos: usize) {
+        let w = &self.windows[pos];
+        // Lane bounds of exhausted lanes may name segments already acknowledged and
+        // dropped; those lanes are empty, so any offset inside the window will do.
+        let seq_of_seg = |idx: u64| {
+            let off = if idx >= w.seg_hi {
+                w.off_hi
+            } else if idx < self.seg_base {
+                self.una.clamp(w.off_lo, w.off_hi)
+            } else {
+                self.seg(idx).off
+            };
+            self.space.seq(off)
+        };
+        let align = Align {
+            window_id: w.id,
+            start: seq_of_seg(w.seg_lo),
+            end: seq_of_seg(w.seg_hi),
+            lanes: w.lane_reprs(seq_of_seg),
+        };
+        // Only the newest layout matters to the receiver; drop superseded ones.
+        self.aligns.retain(|a| a.window_id != w.id);
+        self.aligns.push_back(align);
+    }
+
+    /// Loads the next window if data and the peer's receive window allow.
+    fn load_window(&mut self, requester: PathId, now: Instant) -> bool {
+        let avail = self.written - self.loaded;
+        let need_fin = self.finished && !self.fin_loaded;
+        if avail == 0 && !need_fin {
+            return false;
+        }
+        let limit = self.right_edge.saturating_sub(self.loaded);
+        let target = self.target_window() as u64;
+        let wanted = target.min(avail);
+        // The window is cut short by the peer's receive window, or by our own send buffer
+        // being full of unacknowledged data: either way data is held behind a hole, so the
+        // segments at the bottom are worth re-sending (`rescue_segment`).
+        let buffer_full = self.buf.len() + self.cfg.segment_size > self.cfg.send_buffer;
+        let blocked = limit < wanted || (avail < target && buffer_full);
+        if blocked && !self.flow_blocked {
+            self.stats.window_stalls += 1;
+        }
+        self.flow_blocked = blocked;
+        if avail > 0 && limit == 0 {
+            return false;
+        }
+        let size = wanted.min(limit);
+        let id = self.next_window_id;
+        self.next_window_id = self.next_window_id.wrapping_add(1);
+        let seg_lo = self.seg_base + self.segs.len() as u64;
+        let off_lo = self.loaded;
+        let seg_size = self.cfg.segment_size as u64;
+        let mut off = self.loaded;
+        let end = self.loaded + size;
+        loop {
+            let len = (end - off).min(seg_size);
+            let fin = self.finished && off + len == self.written;
+            self.segs.push_back(Seg { off, len: len as u32, fin, window: id, state: SegState::Unsent });
+            off += len;
+            self.fin_loaded |= fin;
+            if off >= end {
+                break;
+            }
+        }
+        self.loaded = end;
+        let seg_hi = self.seg_base + self.segs.len() as u64;
+        let ranked = self.ranked_paths(requester, now);
+        let (lanes, ends) = initial_layout(seg_lo, seg_hi - seg_lo, &ranked);
+        self.windows.push_back(Window {
+            id,
+            seg_lo,
+            seg_hi,
+            off_lo,
+            off_hi: end,
+            lanes,
+            handed_out_at: None,
+            unacked: seg_hi - seg_lo,
+        });
+        for (q, lane, end) in ends {
+            let a = Assign { window: id, lane, end };
+            if q == requester || !self.has_current_work(q) {
+                self.paths[q.index()].assign = Some(a);
+            } else {
+                self.paths[q.index()].next_assign = Some(a);
+            }
+        }
+        self.stats.windows_loaded += 1;
+        let pos = self.windows.len() - 1;
+        self.queue_align(pos);
+        true
+    }
+
+    /// Gives idle path `p` work in the newest window: a free lane end, else part of the
+    /// slowest lane (re-alignment), else a new window.
+    fn find_work(&mut self, p: PathId, now: Instant) -> bool {
+        let Some(pos) = self.windows.len().checked_sub(1).filter(|&i| self.windows[i].has_unsent()) else {
+            return self.load_window(p, now);
+        };
+        let seg_bytes = self.cfg.segment_size as f64;
+        let eta = |s: &Self, l: &Lane| {
+            let rate: f64 = [l.bottom, l.top].iter().flatten().map(|&q| s.layout_rate(q)).sum();
+            l.remaining() as f64 * seg_bytes / rate.max(1e-9)
+        };
+        let w = &self.windows[pos];
+        let free = w
+            .lanes
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.remaining() > 0 && (l.bottom.is_none() || l.top.is_none()))
+            .max_by(|a, b| eta(self, a.1).total_cmp(&eta(self, b.1)).then(b.0.cmp(&a.0)))
+            .map(|(i, _)| i);
+        let id = w.id;
+        let assign = if let Some(i) = free {
+            let lane = &mut self.windows[pos].lanes[i];
+            let end = if lane.bottom.is_none() { End::Bottom } else { End::Top };
+            lane.set_server(end, Some(p));
+            Assign { window: id, lane: i, end }
+        } else {
+            let Some(i) = w
+                .lanes
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.remaining() >= 2)
+                .max_by(|a, b| eta(self, a.1).total_cmp(&eta(self, b.1)).then(b.0.cmp(&a.0)))
+                .map(|(i, _)| i)
+            else {
+                return false;
+            };
+            let lane = &self.windows[pos].lanes[i];
+            let (rb, rt) = (
+                lane.bottom.map_or(0.0, |q| self.layout_rate(q)),
+                lane.top.map_or(0.0, |q| self.layout_rate(q)),
+            );
+            let old_top = lane.top;
+            let rp = self.layout_rate(p).max(1.0);
+            let upper = split_lane(&mut self.windows[pos].lanes[i], rb, rt, rp, p);
+            self.windows[pos].lanes.push(upper);
+            let new_lane = self.windows[pos].lanes.len() - 1;
+            if let Some(q) = old_top {
+                let t = &mut self.paths[q.index()];
+                for a in [&mut t.assign, &mut t.next_assign].into_iter().flatten() {
+                    if a.window == id && a.lane == i && a.end == End::Top {
+                        a.lane = new_lane;
+                    }
+                }
+            }
+            Assign { window: id, lane: i, end: End::Top }
+        };
+        self.paths[p.index()].assign = Some(assign);
+        self.stats.realignments += 1;
+        self.queue_align(pos);
+        true
+    }
+
+    /// The segment `p` should send next from its lane, assigning work if needed.
+    fn lane_segment(&mut self, p: PathId, now: Instant) -> Option<(Assign, u64)> {
+        // Bounded: each round either returns or consumes an assignment; find_work adds one.
+        for _ in 0..4 {
+            if let Some(a) = self.paths[p.index()].assign {
+                if let Some(pos) = self.window_pos(a.window) {
+                    let lane = &self.windows[pos].lanes[a.lane];
+                    if lane.server(a.end) == Some(p) {
+                        if let Some(idx) = lane.peek(a.end) {
+                            return Some((a, idx));
+                        }
+                    }
+                }
+            }
+            let t = &mut self.paths[p.index()];
+            t.assign = t.next_assign.take();
+            if t.assign.is_none() && !self.find_work(p, now) {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// A segment `p` should re-send now (redundant transmission or rescue), lowest first.
+    fn rescue_segment(&self, p: PathId, now: Instant) -> Option<u64> {
+        let alive = self.alive_mask();
+        let me = &self.paths[p.index()].est;
+        for w in self.windows.iter().filter(|w| w.unacked > 0) {
+            for idx in w.seg_lo.max(self.seg_base)..w.seg_hi {
+                let SegState::Sent { holders, last_holder, last_sent, .. } = self.seg(idx).state else {
+                    continue;
+                };
+                if holders & p.bit() != 0 {
+                    continue;
+                }
+                let live = holders & alive;
+                if live == 0 {
+                    return Some(idx);
+                }
+                if let Some(done) = w.handed_out_at {
+                    if now >= done.max(last_sent) + self.wait_for(last_holder) {
+                        return Some(idx);
+                    }
+                }
+                // The receive window is full and this segment may be what holds it: re-send
+                // it if `p` would deliver it sooner than its holder is expected to.
+                if self.flow_blocked {
+                    let h = &self.paths[last_holder.index()];
+                    if h.stalled || now + me.rtt() < last_sent + h.est.rtt() {
+                        return Some(idx);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    fn emit_segment(&mut self, p: PathId, idx: u64, now: Instant, out: &mut Vec<u8>) -> usize {
+        let seg = self.seg(idx).clone();
+        let start = (seg.off - self.una) as usize;
+        let len = seg.len as usize;
+        Data::emit_header(self.space.seq(seg.off), seg.fin, len, out);
+        let (a, b) = self.buf.as_slices();
+        if start + len <= a.len() {
+            out.extend_from_slice(&a[start..start + len]);
+        } else if start >= a.len() {
+            out.extend_from_slice(&b[start - a.len()..start - a.len() + len]);
+        } else {
+            out.extend_from_slice(&a[start..]);
+            out.extend_from_slice(&b[..len - (a.len() - start)]);
+        }
+        let state = match seg.state {
+            SegState::Unsent => {
+                self.stats.bytes_sent += len as u64;
+                SegState::Sent { holders: p.bit(), last_holder: p, first_sent: now, last_sent: now, copies: 1 }
+            }
+            SegState::Sent { holders, first_sent, copies, .. } => {
+                self.stats.redundant_bytes_sent += len as u64;
+                SegState::Sent {
+                    holders: holders | p.bit(),
+                    last_holder: p,
+                    first_sent,
+                    last_sent: now,
+                    copies: copies.saturating_add(1),
+                }
+            }
+            SegState::Acked => unreachable!("acked segments are never selected"),
+        };
+        self.seg_mut(idx).state = state;
+        self.stats.per_path_bytes_sent[p.index()] += len as u64;
+        let t = &mut self.paths[p.index()];
+        if t.in_flight() == 0 {
+            t.last_progress = now;
+        }
+        t.sent += len as u64;
+        if len > 0 {
+            t.copies.push_back((t.sent, seg.off));
+        }
+        Data::OVERHEAD + len
+    }
+
+    fn mark_acked(&mut self, idx: u64, now: Instant) -> Result<(), ProtocolError> {
+        let seg = self.seg(idx);
+        let (window, state) = (seg.window, seg.state);
+        match state {
+            SegState::Acked => return Ok(()),
+            SegState::Unsent => return Err(ProtocolError::AckOfUnsent),
+            SegState::Sent { copies, first_sent, last_holder, .. } => {
+                if copies == 1 {
+                    self.paths[last_holder.index()].est.rtt_sample(now.saturating_since(first_sent));
+                }
+            }
+        }
+        self.seg_mut(idx).state = SegState::Acked;
+        if let Some(pos) = self.window_pos(window) {
+            self.windows[pos].unacked -= 1;
+        }
+        Ok(())
+    }
+
+    fn advance_una(&mut self) {
+        while let Some(front) = self.segs.front() {
+            if front.state != SegState::Acked {
+                break;
+            }
+            let len = front.len as usize;
+            self.fin_acked |= front.fin;
+            self.una += len as u64;
+            self.buf.drain(..len);
+            self.segs.pop_front();
+            self.seg_base += 1;
+        }
+        while self.windows.front().is_some_and(|w| w.unacked == 0 && w.seg_hi <= self.seg_base) {
+            self.windows.pop_front();
+        }
+        self.stats.bytes_acked = self.una;
+    }
+
+    fn update_stalls(&mut self, now: Instant) {
+        for i in 0..self.paths.len() {
+            let p = PathId(i as u8);
+            let stall_after = self.stall_after(p);
+            let t = &mut self.paths[i];
+            if !t.alive {
+                continue;
+            }
+            if !t.stalled && t.in_flight() > 0 && now >= t.last_progress + stall_after {
+                t.stalled = true;
+                t.est.last_outage = Some(now);
+                self.stats.path_stalls += 1;
+            }
+            if t.copies.front().is_some_and(|&(_, off)| off + STALE_COPY_LIMIT < self.una) {
+                self.failed.push_back(p);
+                self.path_down(p, now);
+            }
+        }
+    }
+}
+
+impl StreamSender for FbdtSender {
+    fn write(&mut self, data: &[u8]) -> usize {
+        if self.finished {
+            return 0;
+        }
+        let n = data.len().min(self.send_room());
+        self.buf.extend(&data[..n]);
+        self.written += n as u64;
+        self.stats.bytes_written += n as u64;
+        n
+    }
+
+    fn finish(&mut self) {
+        self.finished = true;
+    }
+
+    fn is_all_acked(&self) -> bool {
+        self.una == self.written && (!self.finished || self.fin_acked)
+    }
+
+    fn send_room(&self) -> usize {
+        if self.finished {
+            0
+        } else {
+            self.cfg.send_buffer.saturating_sub(self.buf.len())
+        }
+    }
+
+    fn path_up(&mut self, path: PathId, now: Instant) {
+        self.ensure_path(path);
+        let t = &mut self.paths[path.index()];
+        t.alive = true;
+        t.stalled = false;
+        t.last_progress = now;
+        t.est.rebase(t.rx, t.sent);
+    }
+
+    fn path_down(&mut self, path: PathId, _now: Instant) {
+        self.ensure_path(path);
+        let t = &mut self.paths[path.index()];
+        t.alive = false;
+        t.stalled = false;
+        t.assign = None;
+        t.next_assign = None;
+        t.copies.clear();
+        // Whatever the connection held is gone; count from what was delivered.
+        t.sent = t.rx;
+        for w in self.windows.iter_mut() {
+            for lane in w.lanes.iter_mut() {
+                for end in [End::Bottom, End::Top] {
+                    if lane.server(end) == Some(path) {
+                        lane.set_server(end, None);
+                    }
+                }
+            }
+        }
+        for seg in self.segs.iter_mut() {
+            if let SegState::Sent { holders, .. } = &mut seg.state {
+                *holders &= !path.bit();
+            }
+        }
+        if self.forward == Some(path) {
+            self.forward = None;
+        }
+    }
+
+    fn path_stats(&mut self, path: PathId, stats: PathStats) {
+        self.ensure_path(path);
+        self.paths[path.index()].est.driver = stats;
+    }
+
+    fn on_ack(&mut self, path: PathId, ack: &Ack, now: Instant) -> Result<(), ProtocolError> {
+        self.ensure_path(path);
+        let cum = self.space.offset(ack.cum, self.una).ok_or(ProtocolError::AckOfUnsent)?;
+        if cum > self.loaded {
+            return Err(ProtocolError::AckOfUnsent);
+        }
+        // An ACK that travelled a slow path may be older than what we know: use only what
+        // moves us forward.
+        self.right_edge = self.right_edge.max(cum + u64::from(ack.window));
+        let mut idx = self.seg_base;
+        while idx < self.seg_base + self.segs.len() as u64 {
+            let s = self.seg(idx);
+            let covered = s.off + u64::from(s.len) <= cum && (s.len > 0 || (ack.fin && s.off == cum));
+            if !covered {
+                break;
+            }
+            self.mark_acked(idx, now)?;
+            idx += 1;
+        }
+        for &(s, e) in &ack.ranges {
+            let (Some(s), Some(e)) = (self.space.offset(s, self.una), self.space.offset(e, self.una)) else {
+                continue;
+            };
+            if s >= e || e > self.loaded {
+                return Err(ProtocolError::AckOfUnsent);
+            }
+            let first = self.seg_base + self.segs.partition_point(|g| g.off < s) as u64;
+            let mut idx = first;
+            while idx < self.seg_base + self.segs.len() as u64 {
+                let g = self.seg(idx);
+                if g.off + u64::from(g.len) > e || g.len == 0 {
+                    break;
+                }
+                self.mark_acked(idx, now)?;
+                idx += 1;
+            }
+        }
+        for (i, &rx) in ack.path_rx.iter().enumerate().take(self.paths.len().min(MAX_PATHS)) {
+            let t = &mut self.paths[i];
+            if rx > t.rx {
+                t.rx = rx.min(t.sent.max(t.rx));
+                t.last_progress = now;
+                t.stalled = false;
+                while t.copies.front().is_some_and(|&(end, _)| end <= t.rx) {
+                    t.copies.pop_front();
+                }
+            }
+        }
+        if now.saturating_since(self.last_sample) >= SAMPLE_INTERVAL {
+            let dt = now.saturating_since(self.last_sample);
+            for t in self.paths.iter_mut().filter(|t| t.alive) {
+                t.est.sample(t.rx, t.sent, dt);
+            }
+            self.last_sample = now;
+        }
+        self.advance_una();
+        self.update_stalls(now);
+        Ok(())
+    }
+
+    fn poll_transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
+        self.ensure_path(path);
+        if !self.paths[path.index()].alive {
+            return 0;
+        }
+        self.checked_until = self.checked_until.max(now);
+        if let Some(a) = self.aligns.front() {
+            let frame = Frame::Align(a.clone());
+            if frame.buffer_len() > room {
+                return 0;
+            }
+            frame.emit(out);
+            self.aligns.pop_front();
+            return frame.buffer_len();
+        }
+        let mut payload_room = room.saturating_sub(Data::OVERHEAD);
+        if let Some(limit) = self.path_send_limit(path) {
+            let allowed = limit.saturating_sub(self.paths[path.index()].in_flight());
+            payload_room = payload_room.min(allowed as usize);
+        }
+        if let Some(idx) = self.rescue_segment(path, now) {
+            if self.seg(idx).len as usize > payload_room || room < Data::OVERHEAD {
+                return 0;
+            }
+            return self.emit_segment(path, idx, now, out);
+        }
+        let Some((a, idx)) = self.lane_segment(path, now) else {
+            return 0;
+        };
+        if self.seg(idx).len as usize > payload_room || room < Data::OVERHEAD {
+            return 0;
+        }
+        let pos = self.window_pos(a.window).expect("lane_segment returns a live window");
+        let taken = self.windows[pos].lanes[a.lane].take(a.end);
+        debug_assert_eq!(taken, Some(idx));
+        if !self.windows[pos].has_unsent() {
+            self.windows[pos].handed_out_at = Some(now);
+        }
+        self.emit_segment(path, idx, now, out)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let alive = self.alive_mask();
+        let mut next: Option<Instant> = None;
+        let mut consider = |t: Instant| {
+            if t > self.checked_until {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        for w in self.windows.iter().filter(|w| w.unacked > 0) {
+            let Some(done) = w.handed_out_at else { continue };
+            for idx in w.seg_lo.max(self.seg_base)..w.seg_hi {
+                if let SegState::Sent { holders, last_holder, last_sent, .. } = self.seg(idx).state {
+                    let live = holders & alive;
+                    if live != 0 && live != alive {
+                        consider(done.max(last_sent) + self.wait_for(last_holder));
+                    }
+                }
+            }
+        }
+        for (i, t) in self.paths.iter().enumerate() {
+            if t.alive && !t.stalled && t.in_flight() > 0 {
+                consider(t.last_progress + self.stall_after(PathId(i as u8)));
+            }
+        }
+        next
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.checked_until = self.checked_until.max(now);
+        self.update_stalls(now);
+    }
+
+    fn stats(&self) -> SenderStats {
+        self.stats.clone()
+    }
+}

@@ -1,0 +1,33 @@
+//! Per-path identity and the statistics a driver may pass in.
+
+use crate::time::Duration;
+use std::fmt;
+
+/// Index of a path within a session (0 = the connection that carried HELLO).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PathId(pub u8);
+
+impl PathId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+    pub(crate) fn bit(self) -> u32 {
+        1u32 << self.0
+    }
+}
+
+impl fmt::Display for PathId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "path{}", self.0)
+    }
+}
+
+/// What the driver knows about a path's TCP connection (TCP_INFO in the runtime, the link
+/// model in the simulator). All optional: the core measures delivery and RTT itself from
+/// FBDT ACKs and uses these only until its own estimates exist.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PathStats {
+    pub srtt: Option<Duration>,
+    pub delivery_rate_bps: Option<f64>,
+    pub cwnd_bytes: Option<u64>,
+}

@@ -1,0 +1,244 @@
+//! Wire format: length-prefixed frames on each TCP connection (docs/protocol.md).
+//!
+//! Every frame starts with a fixed 8-byte header — type, flags, two reserved bytes, and the
+//! body length as a big-endian u32 — followed by the body. Each frame type has a hard upper
+//! bound on its body length, checked from the header alone, so a decoder never buffers or
+//! allocates more than [`MAX_FRAME_LEN`] bytes for one frame, whatever the peer sends.
+//!
+//! No-panic contract (after smoltcp's `wire` module): [`Frame::parse`] on any byte string
+//! returns a frame, [`Error::Incomplete`] or another [`Error`]; it never panics, never
+//! indexes out of bounds and never allocates more than the frame it returns.
+
+mod frames;
+
+pub use frames::{Ack, Align, Close, Data, Hello, Join, LaneRepr, Scheme, WindowMode, NO_PATH};
+
+use thiserror::Error as ThisError;
+
+/// Protocol version carried in HELLO. A peer with another version is refused.
+pub const VERSION: u8 = 1;
+/// First four bytes of every HELLO body.
+pub const MAGIC: [u8; 4] = *b"FBDT";
+/// Bytes of the fixed frame header.
+pub const HEADER_LEN: usize = 8;
+/// Largest DATA payload (one FBDT segment). 256 KiB: well above useful segment sizes
+/// (an MSS up to a few TSO super-packets), small enough to bound per-path buffering.
+pub const MAX_SEGMENT: usize = 256 * 1024;
+/// Most paths a session may have (ACKs carry one counter per path).
+pub const MAX_PATHS: usize = 16;
+/// Most SACK ranges one ACK carries.
+pub const MAX_ACK_RANGES: usize = 32;
+/// Most lanes one ALIGN describes (at most one per path).
+pub const MAX_LANES: usize = MAX_PATHS;
+/// Longest CLOSE reason text.
+pub const MAX_REASON: usize = 256;
+/// Largest frame of any type, header included.
+pub const MAX_FRAME_LEN: usize = HEADER_LEN + frames::DATA_FIXED + MAX_SEGMENT;
+
+/// Frame types. Values are part of the protocol; never reuse one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FrameType {
+    Hello = 1,
+    Join = 2,
+    Data = 3,
+    Ack = 4,
+    Align = 5,
+    Close = 6,
+}
+
+impl FrameType {
+    fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            1 => FrameType::Hello,
+            2 => FrameType::Join,
+            3 => FrameType::Data,
+            4 => FrameType::Ack,
+            5 => FrameType::Align,
+            6 => FrameType::Close,
+            _ => return None,
+        })
+    }
+
+    /// Hard bound on this type's body length.
+    fn max_body(self) -> usize {
+        match self {
+            FrameType::Hello => frames::HELLO_LEN,
+            FrameType::Join => frames::JOIN_LEN,
+            FrameType::Data => frames::DATA_FIXED + MAX_SEGMENT,
+            FrameType::Ack => frames::ACK_FIXED + 8 * MAX_PATHS + 8 * MAX_ACK_RANGES,
+            FrameType::Align => frames::ALIGN_FIXED + frames::LANE_LEN * MAX_LANES,
+            FrameType::Close => frames::CLOSE_FIXED + MAX_REASON,
+        }
+    }
+}
+
+/// Why bytes could not be decoded. Every variant except `Incomplete` is fatal for the path.
+#[derive(Clone, Debug, PartialEq, Eq, ThisError)]
+pub enum Error {
+    #[error("incomplete frame: {needed} more bytes needed")]
+    Incomplete { needed: usize },
+    #[error("unknown frame type {0:#04x}")]
+    UnknownType(u8),
+    #[error("{kind:?} frame body of {len} bytes exceeds the limit of {max}")]
+    TooLong { kind: FrameType, len: usize, max: usize },
+    #[error("malformed {kind:?} frame: {what}")]
+    Malformed { kind: FrameType, what: &'static str },
+    #[error("bad magic in HELLO (not an FBDT peer)")]
+    BadMagic,
+    #[error("unsupported protocol version {0} (this build speaks {VERSION})")]
+    UnsupportedVersion(u8),
+    #[error("reserved header bytes must be zero")]
+    ReservedNonZero,
+}
+
+/// A decoded frame. DATA borrows its payload from the input buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Frame<'a> {
+    Hello(Hello),
+    Join(Join),
+    Data(Data<'a>),
+    Ack(Ack),
+    Align(Align),
+    Close(Close),
+}
+
+impl<'a> Frame<'a> {
+    /// Decodes one frame from the front of `buf`; returns it and the bytes it used.
+    pub fn parse(buf: &'a [u8]) -> Result<(Frame<'a>, usize), Error> {
+        let header = Header::parse(buf)?;
+        let total = HEADER_LEN + header.body_len;
+        let body = buf.get(HEADER_LEN..total).ok_or(Error::Incomplete {
+            needed: total - buf.len(),
+        })?;
+        let frame = match header.kind {
+            FrameType::Hello => Frame::Hello(Hello::parse(body)?),
+            FrameType::Join => Frame::Join(Join::parse(body)?),
+            FrameType::Data => Frame::Data(Data::parse(header.flags, body)?),
+            FrameType::Ack => Frame::Ack(Ack::parse(body)?),
+            FrameType::Align => Frame::Align(Align::parse(body)?),
+            FrameType::Close => Frame::Close(Close::parse(body)?),
+        };
+        if header.kind != FrameType::Data && header.flags != 0 {
+            return Err(Error::Malformed {
+                kind: header.kind,
+                what: "flags must be zero",
+            });
+        }
+        Ok((frame, total))
+    }
+
+    /// Appends the encoded frame to `out`.
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        let (kind, flags) = match self {
+            Frame::Hello(_) => (FrameType::Hello, 0),
+            Frame::Join(_) => (FrameType::Join, 0),
+            Frame::Data(d) => (FrameType::Data, d.flags()),
+            Frame::Ack(_) => (FrameType::Ack, 0),
+            Frame::Align(_) => (FrameType::Align, 0),
+            Frame::Close(_) => (FrameType::Close, 0),
+        };
+        let body_len = self.buffer_len() - HEADER_LEN;
+        Header { kind, flags, body_len }.emit(out);
+        match self {
+            Frame::Hello(f) => f.emit(out),
+            Frame::Join(f) => f.emit(out),
+            Frame::Data(f) => f.emit(out),
+            Frame::Ack(f) => f.emit(out),
+            Frame::Align(f) => f.emit(out),
+            Frame::Close(f) => f.emit(out),
+        }
+    }
+
+    /// Encoded length, header included.
+    pub fn buffer_len(&self) -> usize {
+        HEADER_LEN
+            + match self {
+                Frame::Hello(_) => frames::HELLO_LEN,
+                Frame::Join(_) => frames::JOIN_LEN,
+                Frame::Data(d) => d.body_len(),
+                Frame::Ack(a) => a.body_len(),
+                Frame::Align(a) => a.body_len(),
+                Frame::Close(c) => c.body_len(),
+            }
+    }
+
+    pub fn kind(&self) -> FrameType {
+        match self {
+            Frame::Hello(_) => FrameType::Hello,
+            Frame::Join(_) => FrameType::Join,
+            Frame::Data(_) => FrameType::Data,
+            Frame::Ack(_) => FrameType::Ack,
+            Frame::Align(_) => FrameType::Align,
+            Frame::Close(_) => FrameType::Close,
+        }
+    }
+}
+
+/// The fixed 8-byte header, validated on its own so a bad length is refused before any
+/// body byte is buffered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub kind: FrameType,
+    pub flags: u8,
+    pub body_len: usize,
+}
+
+mod field {
+    use std::ops::Range;
+    pub const TYPE: usize = 0;
+    pub const FLAGS: usize = 1;
+    pub const RESERVED: Range<usize> = 2..4;
+    pub const LENGTH: Range<usize> = 4..8;
+}
+
+impl Header {
+    pub fn parse(buf: &[u8]) -> Result<Header, Error> {
+        let Some(head) = buf.get(..HEADER_LEN) else {
+            return Err(Error::Incomplete {
+                needed: HEADER_LEN - buf.len(),
+            });
+        };
+        let kind = FrameType::from_u8(head[field::TYPE]).ok_or(Error::UnknownType(head[field::TYPE]))?;
+        if head[field::RESERVED] != [0, 0] {
+            return Err(Error::ReservedNonZero);
+        }
+        let body_len = be_u32(&head[field::LENGTH]) as usize;
+        let max = kind.max_body();
+        if body_len > max {
+            return Err(Error::TooLong { kind, len: body_len, max });
+        }
+        Ok(Header {
+            kind,
+            flags: head[field::FLAGS],
+            body_len,
+        })
+    }
+
+    fn emit(&self, out: &mut Vec<u8>) {
+        out.push(self.kind as u8);
+        out.push(self.flags);
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&(self.body_len as u32).to_be_bytes());
+    }
+}
+
+/// Reads a big-endian u32 from exactly four bytes (callers slice with known offsets).
+fn be_u32(b: &[u8]) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[..4]);
+    u32::from_be_bytes(a)
+}
+
+fn be_u16(b: &[u8]) -> u16 {
+    u16::from_be_bytes([b[0], b[1]])
+}
+
+fn be_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_be_bytes(a)
+}
+
+#[cfg(test)]
+mod tests;

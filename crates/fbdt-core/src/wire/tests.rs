@@ -1,0 +1,175 @@
+use super::*;
+use crate::seq::Seq;
+use proptest::prelude::*;
+
+fn encode(f: &Frame) -> Vec<u8> {
+    let mut v = Vec::new();
+    f.emit(&mut v);
+    assert_eq!(v.len(), f.buffer_len());
+    v
+}
+
+fn sample_frames() -> Vec<Frame<'static>> {
+    vec![
+        Frame::Hello(Hello {
+            scheme: Scheme::Fbdt,
+            window_mode: WindowMode::Fixed,
+            isn: 0xdead_beef,
+            recv_buffer: 1 << 25,
+            segment_size: 16384,
+            window_bytes: 65536,
+            key: [7; 32],
+        }),
+        Frame::Join(Join {
+            token: [1, 2, 3, 4, 5, 6, 7, 8],
+            path_index: 3,
+            hmac: [9; 32],
+        }),
+        Frame::Data(Data {
+            seq: Seq(u32::MAX),
+            fin: true,
+            payload: b"hello",
+        }),
+        Frame::Ack(Ack {
+            cum: Seq(5),
+            window: 1000,
+            fin: true,
+            path_rx: vec![1, u64::MAX],
+            ranges: vec![(Seq(10), Seq(20)), (Seq(30), Seq(40))],
+        }),
+        Frame::Align(Align {
+            window_id: 9,
+            start: Seq(0),
+            end: Seq(100),
+            lanes: vec![LaneRepr {
+                lo: Seq(0),
+                hi: Seq(100),
+                bottom: 0,
+                top: NO_PATH,
+            }],
+        }),
+        Frame::Close(Close {
+            code: 2,
+            reason: "flow control violated".into(),
+        }),
+    ]
+}
+
+#[test]
+fn every_frame_roundtrips() {
+    for f in sample_frames() {
+        let bytes = encode(&f);
+        let (g, used) = Frame::parse(&bytes).expect("parse");
+        assert_eq!(used, bytes.len());
+        assert_eq!(f, g);
+    }
+}
+
+#[test]
+fn every_truncation_is_incomplete() {
+    for f in sample_frames() {
+        let bytes = encode(&f);
+        for cut in 0..bytes.len() {
+            match Frame::parse(&bytes[..cut]) {
+                Err(Error::Incomplete { needed }) => assert!(needed > 0 && needed <= bytes.len() - cut),
+                other => panic!("{:?} cut at {cut}: {other:?}", f.kind()),
+            }
+        }
+    }
+}
+
+#[test]
+fn oversized_length_is_refused_from_the_header_alone() {
+    let mut h = vec![FrameType::Data as u8, 0, 0, 0];
+    h.extend_from_slice(&(u32::MAX).to_be_bytes());
+    assert!(matches!(Frame::parse(&h), Err(Error::TooLong { .. })));
+    let mut h = vec![FrameType::Hello as u8, 0, 0, 0];
+    h.extend_from_slice(&57u32.to_be_bytes());
+    assert!(matches!(Frame::parse(&h), Err(Error::TooLong { .. })));
+}
+
+#[test]
+fn unknown_type_reserved_bytes_version_and_magic_are_errors() {
+    assert_eq!(Frame::parse(&[0x7f, 0, 0, 0, 0, 0, 0, 0]), Err(Error::UnknownType(0x7f)));
+    assert_eq!(Frame::parse(&[3, 0, 1, 0, 0, 0, 0, 4]), Err(Error::ReservedNonZero));
+    let hello = encode(&sample_frames()[0]);
+    let mut v2 = hello.clone();
+    v2[HEADER_LEN + 4] = 2;
+    assert_eq!(Frame::parse(&v2), Err(Error::UnsupportedVersion(2)));
+    let mut bad_magic = hello;
+    bad_magic[HEADER_LEN] = b'X';
+    assert_eq!(Frame::parse(&bad_magic), Err(Error::BadMagic));
+}
+
+#[test]
+fn counts_that_disagree_with_length_are_malformed() {
+    let mut ack = encode(&sample_frames()[3]);
+    ack[HEADER_LEN + 9] = 3; // claims three ranges, carries two
+    assert!(matches!(Frame::parse(&ack), Err(Error::Malformed { .. })));
+    let mut align = encode(&sample_frames()[4]);
+    align[HEADER_LEN + 12] = (MAX_LANES + 1) as u8;
+    assert!(matches!(Frame::parse(&align), Err(Error::Malformed { .. })));
+    let mut data = encode(&sample_frames()[2]);
+    data[1] = 0x80; // unknown DATA flag
+    assert!(matches!(Frame::parse(&data), Err(Error::Malformed { .. })));
+    let mut close = encode(&sample_frames()[5]);
+    let n = close.len();
+    close[n - 1] = 0xff; // not UTF-8
+    assert!(matches!(Frame::parse(&close), Err(Error::Malformed { .. })));
+}
+
+#[test]
+fn close_reason_is_cut_on_a_char_boundary() {
+    let f = Frame::Close(Close {
+        code: 1,
+        reason: "é".repeat(200),
+    });
+    let bytes = encode(&f);
+    let (Frame::Close(c), _) = Frame::parse(&bytes).expect("parse") else {
+        panic!("not a close")
+    };
+    assert!(c.reason.len() <= MAX_REASON);
+    assert!(c.reason.chars().all(|ch| ch == 'é'));
+}
+
+proptest! {
+    #[test]
+    fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let _ = Frame::parse(&bytes);
+    }
+
+    #[test]
+    fn garbage_after_a_valid_header_never_panics(kind in 1u8..=6, flags: u8, body in proptest::collection::vec(any::<u8>(), 0..400)) {
+        let mut v = vec![kind, flags, 0, 0];
+        v.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        v.extend_from_slice(&body);
+        if let Ok((f, used)) = Frame::parse(&v) {
+            prop_assert_eq!(used, v.len());
+            // Anything accepted re-encodes to the same bytes.
+            prop_assert_eq!(encode(&f), v);
+        }
+    }
+
+    #[test]
+    fn data_roundtrips(seq: u32, fin: bool, payload in proptest::collection::vec(any::<u8>(), 0..3000)) {
+        let f = Frame::Data(Data { seq: Seq(seq), fin, payload: &payload });
+        let bytes = encode(&f);
+        let mut via_header = Vec::new();
+        Data::emit_header(Seq(seq), fin, payload.len(), &mut via_header);
+        via_header.extend_from_slice(&payload);
+        prop_assert_eq!(&via_header, &bytes);
+        let (g, used) = Frame::parse(&bytes).unwrap();
+        prop_assert_eq!(used, bytes.len());
+        prop_assert_eq!(g, f);
+    }
+
+    #[test]
+    fn ack_roundtrips(cum: u32, window: u32,
+                      rx in proptest::collection::vec(any::<u64>(), 0..=MAX_PATHS),
+                      ranges in proptest::collection::vec((any::<u32>(), any::<u32>()), 0..=MAX_ACK_RANGES)) {
+        let f = Frame::Ack(Ack { cum: Seq(cum), window, fin: window % 2 == 0, path_rx: rx,
+            ranges: ranges.into_iter().map(|(a, b)| (Seq(a), Seq(b))).collect() });
+        let bytes = encode(&f);
+        prop_assert_eq!(Frame::parse(&bytes).unwrap(), (f, bytes.len()));
+    }
+}

@@ -1,0 +1,196 @@
+//! What the simulator drives at each end of the paths: the FBDT core, or a single-path TCP
+//! baseline (the link model itself, no framing).
+
+use fbdt_core::{Config, Connection, ConnectionStats, Event, Instant, PathId, PathStats};
+
+use crate::pattern;
+
+/// Which end of the simulated paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// Sends the download (the papers' direction).
+    Server,
+    /// Receives it.
+    Client,
+}
+
+/// A simulated endpoint: a sans-IO protocol plus the application around it.
+pub trait SimEndpoint {
+    fn recv(&mut self, path: usize, bytes: &[u8], now: Instant) -> Result<(), String>;
+    /// Appends at most one frame of at most `room` bytes for `path`; returns its length.
+    fn transmit(&mut self, path: usize, room: usize, now: Instant, out: &mut Vec<u8>) -> usize;
+    fn timeout(&self) -> Option<Instant>;
+    fn on_timeout(&mut self, now: Instant);
+    /// Runs the application: the server writes what fits, the client reads and checks
+    /// everything available. Returns bytes the application received in order.
+    fn run_app(&mut self, now: Instant) -> Result<u64, String>;
+    /// Protocol events worth logging, with path resets the simulator must carry out.
+    fn take_events(&mut self) -> Vec<Event>;
+    fn path_down(&mut self, path: usize, now: Instant);
+    fn path_up(&mut self, path: usize, now: Instant);
+    /// What the path's TCP connection would report in TCP_INFO.
+    fn path_stats(&mut self, path: usize, stats: PathStats);
+    fn stats(&self) -> Option<ConnectionStats>;
+}
+
+/// Bulk application bytes are produced in pieces of this size.
+const APP_CHUNK: usize = 256 * 1024;
+
+pub struct FbdtEnd {
+    side: Side,
+    conn: Connection,
+    /// Server: next offset to write. Client: next offset to read.
+    offset: u64,
+    scratch: Vec<u8>,
+}
+
+impl FbdtEnd {
+    pub fn new(side: Side, cfg: Config, paths: usize, now: Instant) -> Result<Self, String> {
+        let mut conn = match side {
+            Side::Server => Connection::server(cfg),
+            Side::Client => Connection::client(cfg),
+        }
+        .map_err(|e| e.to_string())?;
+        for p in 0..paths {
+            conn.add_path(PathId(p as u8), now).map_err(|e| e.to_string())?;
+        }
+        Ok(FbdtEnd { side, conn, offset: 0, scratch: vec![0; APP_CHUNK] })
+    }
+}
+
+impl SimEndpoint for FbdtEnd {
+    fn recv(&mut self, path: usize, bytes: &[u8], now: Instant) -> Result<(), String> {
+        self.conn.handle_recv(PathId(path as u8), bytes, now).map_err(|e| e.to_string())
+    }
+
+    fn transmit(&mut self, path: usize, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
+        self.conn.poll_transmit(PathId(path as u8), room, now, out)
+    }
+
+    fn timeout(&self) -> Option<Instant> {
+        self.conn.poll_timeout()
+    }
+
+    fn on_timeout(&mut self, now: Instant) {
+        self.conn.handle_timeout(now);
+    }
+
+    fn run_app(&mut self, _now: Instant) -> Result<u64, String> {
+        match self.side {
+            Side::Server => {
+                loop {
+                    let n = self.conn.send_room().min(APP_CHUNK);
+                    if n == 0 {
+                        return Ok(0);
+                    }
+                    pattern::fill(self.offset, &mut self.scratch[..n]);
+                    let took = self.conn.write(&self.scratch[..n]);
+                    self.offset += took as u64;
+                    if took < n {
+                        return Ok(0);
+                    }
+                }
+            }
+            Side::Client => {
+                let mut got = 0;
+                loop {
+                    let n = self.conn.read(&mut self.scratch);
+                    if n == 0 {
+                        return Ok(got);
+                    }
+                    if !pattern::check(self.offset, &self.scratch[..n]) {
+                        return Err(format!("corrupt stream bytes at offset {}..{}", self.offset, self.offset + n as u64));
+                    }
+                    self.offset += n as u64;
+                    got += n as u64;
+                }
+            }
+        }
+    }
+
+    fn take_events(&mut self) -> Vec<Event> {
+        std::iter::from_fn(|| self.conn.poll_event()).collect()
+    }
+
+    fn path_down(&mut self, path: usize, now: Instant) {
+        self.conn.path_down(PathId(path as u8), now);
+    }
+
+    fn path_up(&mut self, path: usize, now: Instant) {
+        // A fresh connection: the client JOINs on it, the server accepts the JOIN.
+        let _ = self.conn.add_path(PathId(path as u8), now);
+    }
+
+    fn path_stats(&mut self, path: usize, stats: PathStats) {
+        self.conn.path_stats(PathId(path as u8), stats);
+    }
+
+    fn stats(&self) -> Option<ConnectionStats> {
+        Some(self.conn.stats())
+    }
+}
+
+/// Single-path TCP: the server streams pattern bytes onto one path; the client checks them.
+pub struct TcpEnd {
+    side: Side,
+    path: usize,
+    offset: u64,
+    pending: u64,
+    corrupt: Option<u64>,
+}
+
+impl TcpEnd {
+    pub fn new(side: Side, path: usize) -> Self {
+        TcpEnd { side, path, offset: 0, pending: 0, corrupt: None }
+    }
+}
+
+impl SimEndpoint for TcpEnd {
+    fn recv(&mut self, path: usize, bytes: &[u8], _now: Instant) -> Result<(), String> {
+        if self.side == Side::Client && path == self.path {
+            if self.corrupt.is_none() && !pattern::check(self.offset, bytes) {
+                self.corrupt = Some(self.offset);
+            }
+            self.offset += bytes.len() as u64;
+            self.pending += bytes.len() as u64;
+        }
+        Ok(())
+    }
+
+    fn transmit(&mut self, path: usize, room: usize, _now: Instant, out: &mut Vec<u8>) -> usize {
+        if self.side != Side::Server || path != self.path {
+            return 0;
+        }
+        let n = room.min(64 * 1024);
+        let start = out.len();
+        out.resize(start + n, 0);
+        pattern::fill(self.offset, &mut out[start..]);
+        self.offset += n as u64;
+        n
+    }
+
+    fn timeout(&self) -> Option<Instant> {
+        None
+    }
+
+    fn on_timeout(&mut self, _now: Instant) {}
+
+    fn run_app(&mut self, _now: Instant) -> Result<u64, String> {
+        if let Some(at) = self.corrupt {
+            return Err(format!("corrupt TCP bytes at offset {at}"));
+        }
+        Ok(std::mem::take(&mut self.pending))
+    }
+
+    fn take_events(&mut self) -> Vec<Event> {
+        Vec::new()
+    }
+
+    fn path_down(&mut self, _path: usize, _now: Instant) {}
+    fn path_up(&mut self, _path: usize, _now: Instant) {}
+    fn path_stats(&mut self, _path: usize, _stats: PathStats) {}
+
+    fn stats(&self) -> Option<ConnectionStats> {
+        None
+    }
+}

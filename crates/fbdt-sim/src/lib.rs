@@ -1,0 +1,15 @@
+//! fbdt-sim: a seeded, deterministic discrete-event simulator that drives the very same
+//! protocol code as the runtime (fbdt-core) over modelled paths.
+//!
+//! Paths are modelled as ideal TCP connections ([`link`]): a reliable in-order byte pipe
+//! per direction with the scenario's time-varying rate and delay, a bounded backlog, a TCP
+//! window, outages that hold data, and loss folded into a loss-limited rate. No wall clock
+//! is read; the same schedule and configuration give bit-identical results.
+
+pub mod endpoint;
+pub mod link;
+pub mod pattern;
+mod run;
+
+pub use link::LinkParams;
+pub use run::{run, SimError, SimOutcome, SimParams, SimScheme};

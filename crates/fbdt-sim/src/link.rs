@@ -1,0 +1,283 @@
+//! One direction of one path: what an ideal TCP connection offers — a reliable, in-order
+//! byte pipe — with a time-varying rate, one-way delay, a bounded sender-side backlog and
+//! outages that hold data in flight (after picoquic's `sim_link`: a plain object told the
+//! time, with `push`, `next_event` and `pop_arrival`).
+//!
+//! Model, per chunk (one frame as the core wrote it):
+//! - it waits in the backlog (the socket's unsent queue; `room` = cap − backlog) until
+//!   serialised at the current rate;
+//! - serialised bytes count against a TCP window until one RTT later (2 × delay): in-flight
+//!   bytes never exceed `max_window`, so a long path is window-limited as real TCP is
+//!   (`tcp_rmem`/`tcp_wmem` maxima);
+//! - it arrives one delay after serialisation, never before an earlier chunk (in order);
+//! - during an outage nothing is serialised and nothing arrives; held chunks arrive when
+//!   the path comes back (TCP retransmits them, modelled here as instant recovery).
+//! - random loss is not dropped here (the pipe is reliable): it caps the rate at the Mathis
+//!   et al. TCP throughput, MSS/RTT · 1.22/√p, which is what a loss-limited TCP achieves.
+
+use std::collections::VecDeque;
+
+use fbdt_core::Instant;
+
+#[derive(Clone, Debug)]
+pub struct LinkParams {
+    /// Cap of the unsent backlog (the TCP_NOTSENT_LOWAT-like bound the runtime keeps).
+    pub backlog_bytes: usize,
+    /// Most bytes in flight (unacknowledged at TCP level).
+    pub max_window_bytes: u64,
+    /// Segment size for the loss-limited rate.
+    pub mss: usize,
+}
+
+impl Default for LinkParams {
+    fn default() -> Self {
+        LinkParams {
+            backlog_bytes: 256 * 1024,
+            // Linux's default tcp_rmem/tcp_wmem maximum (net.ipv4.tcp_rmem[2] = 6 MiB).
+            max_window_bytes: 6 * 1024 * 1024,
+            mss: 1448,
+        }
+    }
+}
+
+/// Loss-limited TCP throughput in bytes/s (Mathis et al. 1997), `None` without loss.
+pub fn mathis_rate(mss: usize, rtt_s: f64, loss: f64) -> Option<f64> {
+    (loss > 0.0 && rtt_s > 0.0).then(|| mss as f64 / rtt_s * 1.22 / loss.sqrt())
+}
+
+fn secs(t: Instant) -> f64 {
+    t.as_secs_f64()
+}
+
+fn instant_ceil(s: f64) -> Instant {
+    Instant::from_micros((s * 1e6).ceil().max(0.0) as u64)
+}
+
+pub struct Link {
+    params: LinkParams,
+    backlog: VecDeque<Vec<u8>>,
+    backlog_bytes: usize,
+    /// Bytes of the backlog's head already serialised.
+    head_done: f64,
+    in_flight: VecDeque<(Instant, Vec<u8>)>,
+    /// Serialised bytes awaiting their TCP-level ACK: (time of that ACK in s, bytes).
+    window: VecDeque<(f64, usize)>,
+    window_bytes: u64,
+    /// Effective rate in bytes/s; 0 while down.
+    rate: f64,
+    delay_s: f64,
+    up: bool,
+    /// Time (s) up to which serialisation has been computed.
+    clock: f64,
+    last_arrival: Instant,
+    pub bytes_serialised: u64,
+}
+
+impl Link {
+    pub fn new(params: LinkParams) -> Self {
+        Link {
+            params,
+            backlog: VecDeque::new(),
+            backlog_bytes: 0,
+            head_done: 0.0,
+            in_flight: VecDeque::new(),
+            window: VecDeque::new(),
+            window_bytes: 0,
+            rate: 0.0,
+            delay_s: 0.0,
+            up: false,
+            clock: 0.0,
+            last_arrival: Instant::ZERO,
+            bytes_serialised: 0,
+        }
+    }
+
+    /// Bytes the sender may queue now.
+    pub fn room(&self) -> usize {
+        self.params.backlog_bytes.saturating_sub(self.backlog_bytes)
+    }
+
+    pub fn backlog_bytes(&self) -> usize {
+        self.backlog_bytes
+    }
+
+    pub fn is_up(&self) -> bool {
+        self.up
+    }
+
+    /// Current one-way delay in seconds.
+    pub fn delay_s(&self) -> f64 {
+        self.delay_s
+    }
+
+    /// Current effective rate in bytes/s.
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    pub fn push(&mut self, chunk: Vec<u8>) {
+        self.backlog_bytes += chunk.len();
+        self.backlog.push_back(chunk);
+    }
+
+    /// Applies a schedule step at `now` (call `advance(now)` first). `rate_mbps` 0 = outage.
+    pub fn set(&mut self, now: Instant, rate_mbps: f64, delay_ms: f64, loss: f64) {
+        self.clock = self.clock.max(secs(now));
+        self.delay_s = delay_ms / 1e3;
+        self.up = rate_mbps > 0.0;
+        let raw = rate_mbps * 1e6 / 8.0;
+        let limited = mathis_rate(self.params.mss, 2.0 * self.delay_s, loss).map_or(raw, |m| m.min(raw));
+        self.rate = if self.up { limited } else { 0.0 };
+    }
+
+    /// Serialises whatever the rate allows up to `now`.
+    pub fn advance(&mut self, now: Instant) {
+        let now_s = secs(now);
+        loop {
+            while self.window.front().is_some_and(|&(t, _)| t <= self.clock) {
+                let (_, n) = self.window.pop_front().expect("checked");
+                self.window_bytes -= n as u64;
+            }
+            if !self.up || self.rate <= 0.0 || self.backlog.is_empty() {
+                break;
+            }
+            if self.window_bytes >= self.params.max_window_bytes {
+                match self.window.front() {
+                    Some(&(t, _)) if t <= now_s => {
+                        self.clock = self.clock.max(t);
+                        continue;
+                    }
+                    _ => break,
+                }
+            }
+            let head_len = self.backlog.front().map_or(0, |c| c.len());
+            let remaining = head_len as f64 - self.head_done;
+            let finish = self.clock + remaining / self.rate;
+            if finish > now_s {
+                self.head_done += (now_s - self.clock) * self.rate;
+                break;
+            }
+            self.clock = finish;
+            let chunk = self.backlog.pop_front().expect("non-empty");
+            self.backlog_bytes -= chunk.len();
+            self.head_done = 0.0;
+            self.bytes_serialised += chunk.len() as u64;
+            let arrival = instant_ceil(finish + self.delay_s).max(self.last_arrival);
+            self.last_arrival = arrival;
+            self.window.push_back((finish + 2.0 * self.delay_s, chunk.len()));
+            self.window_bytes += chunk.len() as u64;
+            self.in_flight.push_back((arrival, chunk));
+        }
+        self.clock = self.clock.max(now_s);
+    }
+
+    /// The next time something happens on this link (a chunk finishes serialising, the
+    /// window opens, or a chunk arrives), if anything is pending.
+    pub fn next_event(&self) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut consider = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
+        if self.up {
+            if let Some(&(t, _)) = self.in_flight.front() {
+                consider(t);
+            }
+            if let Some(head) = self.backlog.front() {
+                if self.window_bytes >= self.params.max_window_bytes {
+                    if let Some(&(t, _)) = self.window.front() {
+                        consider(instant_ceil(t));
+                    }
+                } else if self.rate > 0.0 {
+                    let remaining = head.len() as f64 - self.head_done;
+                    consider(instant_ceil(self.clock + remaining / self.rate));
+                }
+            }
+        }
+        next
+    }
+
+    /// The next chunk that has arrived by `now`, in order. Nothing arrives while down.
+    pub fn pop_arrival(&mut self, now: Instant) -> Option<Vec<u8>> {
+        if !self.up || self.in_flight.front().is_none_or(|&(t, _)| t > now) {
+            return None;
+        }
+        self.in_flight.pop_front().map(|(_, c)| c)
+    }
+
+    /// Drops everything queued or in flight (the connection was reset).
+    pub fn flush(&mut self) {
+        self.backlog.clear();
+        self.backlog_bytes = 0;
+        self.head_done = 0.0;
+        self.in_flight.clear();
+        self.window.clear();
+        self.window_bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at_ms(ms: u64) -> Instant {
+        Instant::from_micros(ms * 1000)
+    }
+
+    fn drain(link: &mut Link, until: Instant) -> Vec<(Instant, usize)> {
+        let mut got = Vec::new();
+        let mut now = Instant::ZERO;
+        while let Some(t) = link.next_event().filter(|&t| t <= until) {
+            now = now.max(t);
+            link.advance(now);
+            while let Some(c) = link.pop_arrival(now) {
+                got.push((now, c.len()));
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn serialises_at_rate_then_adds_delay() {
+        let mut l = Link::new(LinkParams::default());
+        l.set(Instant::ZERO, 80.0, 10.0, 0.0); // 10 MB/s
+        l.push(vec![0; 10_000]); // 1 ms to serialise
+        l.push(vec![0; 10_000]);
+        let got = drain(&mut l, at_ms(100));
+        assert_eq!(got, vec![(at_ms(11), 10_000), (at_ms(12), 10_000)]);
+    }
+
+    #[test]
+    fn outage_holds_data_until_the_path_returns() {
+        let mut l = Link::new(LinkParams::default());
+        l.set(Instant::ZERO, 80.0, 10.0, 0.0);
+        l.push(vec![0; 10_000]);
+        l.advance(at_ms(5)); // serialised at 1 ms, in flight until 11 ms
+        l.set(at_ms(5), 0.0, 10.0, 0.0);
+        assert_eq!(l.next_event(), None);
+        assert!(l.pop_arrival(at_ms(20)).is_none());
+        l.advance(at_ms(50));
+        l.set(at_ms(50), 80.0, 10.0, 0.0);
+        assert_eq!(l.pop_arrival(at_ms(50)).map(|c| c.len()), Some(10_000));
+    }
+
+    #[test]
+    fn window_limits_a_long_path() {
+        let params = LinkParams { max_window_bytes: 100_000, ..LinkParams::default() };
+        let mut l = Link::new(params);
+        l.set(Instant::ZERO, 800.0, 500.0, 0.0); // 100 MB/s, RTT 1 s
+        for _ in 0..30 {
+            l.push(vec![0; 10_000]);
+        }
+        let got = drain(&mut l, at_ms(1600));
+        // 100 kB per RTT: ten chunks in the first second, ten more one RTT later.
+        assert_eq!(got.iter().filter(|(t, _)| *t < at_ms(1000)).count(), 10);
+        assert_eq!(got.len(), 20);
+    }
+
+    #[test]
+    fn loss_caps_the_rate_like_mathis() {
+        let r = mathis_rate(1448, 0.002, 0.05).expect("lossy");
+        assert!((r * 8.0 / 1e6 - 31.6).abs() < 0.1, "{}", r * 8.0 / 1e6);
+        let mut l = Link::new(LinkParams::default());
+        l.set(Instant::ZERO, 1800.0, 1.0, 0.05);
+        assert!((l.rate() - r).abs() < 1e-6);
+    }
+}

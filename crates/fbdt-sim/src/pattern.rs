@@ -1,0 +1,80 @@
+//! The bytes the simulated application sends: a function of the stream offset, so the
+//! receiver can check every byte it gets — position included — without keeping a copy.
+//!
+//! Byte `i` = `BASE[i mod 4096] XOR k(i div 4096)[i mod 8]` with `k` a 64-bit mix of the
+//! block number: any displacement by a whole number of blocks changes `k`, any other
+//! displacement changes the `BASE` byte with probability 255/256 per byte.
+
+const BLOCK: u64 = 4096;
+
+fn mix(x: u64) -> u64 {
+    // splitmix64 finaliser: a bijection with good avalanche.
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn base() -> &'static [u8; BLOCK as usize] {
+    static BASE: std::sync::OnceLock<[u8; BLOCK as usize]> = std::sync::OnceLock::new();
+    BASE.get_or_init(|| {
+        let mut b = [0u8; BLOCK as usize];
+        for (i, chunk) in b.chunks_mut(8).enumerate() {
+            chunk.copy_from_slice(&mix(0xF0F0 + i as u64).to_le_bytes());
+        }
+        b
+    })
+}
+
+/// Calls `f(block_key, base_slice, out_range)` for each block piece of `[offset, offset+len)`.
+fn for_blocks(offset: u64, len: usize, mut f: impl FnMut([u8; 8], &[u8], std::ops::Range<usize>)) {
+    let base = base();
+    let mut done = 0usize;
+    while done < len {
+        let pos = offset + done as u64;
+        let block = pos / BLOCK;
+        let in_block = (pos % BLOCK) as usize;
+        let n = (BLOCK as usize - in_block).min(len - done);
+        f(mix(block).to_le_bytes(), &base[in_block..in_block + n], done..done + n);
+        done += n;
+    }
+}
+
+/// Fills `buf` with the stream bytes at `offset`.
+pub fn fill(offset: u64, buf: &mut [u8]) {
+    for_blocks(offset, buf.len(), |key, base, range| {
+        let start = range.start as u64 + offset;
+        for (k, (o, b)) in buf[range].iter_mut().zip(base).enumerate() {
+            *o = b ^ key[((start + k as u64) % 8) as usize];
+        }
+    });
+}
+
+/// True if `buf` holds exactly the stream bytes at `offset`.
+pub fn check(offset: u64, buf: &[u8]) -> bool {
+    let mut ok = true;
+    for_blocks(offset, buf.len(), |key, base, range| {
+        let start = range.start as u64 + offset;
+        ok &= buf[range].iter().zip(base).enumerate().all(|(k, (o, b))| *o == b ^ key[((start + k as u64) % 8) as usize]);
+    });
+    ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_then_check_at_any_offset_and_split() {
+        let mut a = vec![0u8; 10_000];
+        fill(12_345, &mut a);
+        assert!(check(12_345, &a));
+        let mut b = vec![0u8; 3_000];
+        fill(12_345 + 7_000, &mut b);
+        assert_eq!(&a[7_000..], &b[..]);
+        assert!(!check(12_345 + 4096, &a));
+        assert!(!check(12_346, &a));
+        a[9_999] ^= 1;
+        assert!(!check(12_345, &a));
+    }
+}
