@@ -1,0 +1,346 @@
+//! The path emulator: one rattan-core instance in the emulator namespace, per path a veth
+//! pair to the client, one to the server, and in each direction rate → delay → loss cells.
+//!
+//! We drive `rattan_core::core::RattanCore` directly instead of `RattanRadix` because the
+//! radix creates its own namespaces (`ns-left-<random>`, …) and addresses; we need names
+//! under our prefix (for cleanup of crashed runs) and N paths between one client and one
+//! server namespace with our own addressing.
+
+use std::{
+    collections::HashSet,
+    net::{IpAddr, Ipv4Addr},
+    sync::{mpsc, Arc, Mutex},
+    time::Duration,
+};
+
+use rand010::{rngs::StdRng, SeedableRng};
+use rattan_core::{
+    cells::{
+        bandwidth::{
+            queue::{DropTailQueue, DropTailQueueConfig},
+            BwCellConfig, BwCellControlInterface, BwType,
+        },
+        delay::{DelayCellConfig, DelayCellControlInterface},
+        external::{VirtualEthernet, VirtualEthernetId},
+        loss::{LossCell, LossCellConfig, LossCellControlInterface},
+        ControlInterface, StdPacket,
+    },
+    core::RattanCore,
+    metal::io::af_packet::AfPacketDriver,
+    netem_trace::Bandwidth,
+};
+use rattan_env::{
+    netns::NetNs,
+    veth::{MacAddr, VethPair, VethPairBuilder},
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    error::{Error, Result},
+    spec::{LinkMode, PathStep, HOLD_RATE_BPS},
+};
+
+type Bw = BwCellControlInterface<StdPacket, DropTailQueue<StdPacket>>;
+
+/// Addresses and names of one path's two veth pairs.
+#[derive(Debug, Clone)]
+pub(crate) struct PairSpec {
+    /// Temporary names while the pairs are created inside the emulator namespace.
+    pub cli_tmp: String,
+    pub emu_c: String,
+    pub emu_s: String,
+    pub srv_tmp: String,
+    pub cli_mac: [u8; 6],
+    pub emu_c_mac: [u8; 6],
+    pub emu_s_mac: [u8; 6],
+    pub srv_mac: [u8; 6],
+    pub cli_ip: Ipv4Addr,
+    pub srv_ip: Ipv4Addr,
+    pub prefix: u8,
+    pub emu_c_ip: Ipv4Addr,
+    pub emu_s_ip: Ipv4Addr,
+    pub queue_packets: usize,
+    pub initial: PathStep,
+    pub seed: u64,
+}
+
+/// Live control of one path's cells.
+pub(crate) struct PathControl {
+    bw_down: Arc<Bw>,
+    bw_up: Arc<Bw>,
+    delay_down: Arc<DelayCellControlInterface>,
+    delay_up: Arc<DelayCellControlInterface>,
+    loss_down: Arc<LossCellControlInterface>,
+    loss_up: Arc<LossCellControlInterface>,
+    /// Last positive rate (bit/s), kept by the rate cell during an outage.
+    last_rate_bps: Mutex<u64>,
+}
+
+fn bps(rate_mbps: f64) -> u64 {
+    // Never 0: rattan-core panics on a 0 bit/s rate (division when rescaling the packet in
+    // flight). Positive rates below the hold rate are clamped up to it.
+    ((rate_mbps * 1e6).round() as u64).max(HOLD_RATE_BPS)
+}
+
+fn emu_err(e: impl std::fmt::Display) -> Error {
+    Error::Emulator(e.to_string())
+}
+
+impl PathControl {
+    /// Applies one step. `loss_both` also drops on the client → server direction.
+    pub fn apply(&self, s: &PathStep, loss_both: bool) -> Result<()> {
+        let delay = Duration::from_secs_f64(s.delay_ms / 1e3);
+        let (rate, loss_down, loss_up) = match s.mode() {
+            LinkMode::Up => {
+                let r = bps(s.rate_mbps);
+                *self.last_rate_bps.lock().unwrap() = r;
+                (r, s.loss, if loss_both { s.loss } else { 0.0 })
+            }
+            LinkMode::Outage => (*self.last_rate_bps.lock().unwrap(), 1.0, 1.0),
+            LinkMode::Hold => (HOLD_RATE_BPS, s.loss, if loss_both { s.loss } else { 0.0 }),
+        };
+        let bw = Bandwidth::from_bps(rate);
+        self.bw_down.set_config(BwCellConfig::new(bw, None, None)).map_err(emu_err)?;
+        self.bw_up.set_config(BwCellConfig::new(bw, None, None)).map_err(emu_err)?;
+        self.delay_down.set_config(DelayCellConfig::new(delay)).map_err(emu_err)?;
+        self.delay_up.set_config(DelayCellConfig::new(delay)).map_err(emu_err)?;
+        self.loss_down.set_config(LossCellConfig::new(vec![loss_down])).map_err(emu_err)?;
+        self.loss_up.set_config(LossCellConfig::new(vec![loss_up])).map_err(emu_err)?;
+        Ok(())
+    }
+}
+
+/// A running emulator. Dropping it stops rattan, closes its sockets and deletes the veths.
+pub(crate) struct Emulator {
+    pub paths: Vec<PathControl>,
+    stop_tx: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// One emulator is built at a time per process, so the AF_PACKET sockets it opens can be
+/// told apart from others (see [`packet_socket_fds`]).
+static BUILD_LOCK: Mutex<()> = Mutex::new(());
+
+/// File descriptors of this process that are AF_PACKET sockets.
+fn packet_socket_fds() -> HashSet<i32> {
+    let mut v = HashSet::new();
+    let Ok(rd) = std::fs::read_dir("/proc/self/fd") else { return v };
+    for e in rd.flatten() {
+        let Some(fd) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let mut dom: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt on an fd number; fails harmlessly (ENOTSOCK/EBADF) if not a socket.
+        let rc = unsafe {
+            libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN, &mut dom as *mut _ as *mut libc::c_void, &mut len)
+        };
+        if rc == 0 && dom == libc::AF_PACKET {
+            v.insert(fd);
+        }
+    }
+    v
+}
+
+impl Emulator {
+    /// Creates the veth pairs (client↔emu, emu↔server per path) and starts rattan inside
+    /// namespace `emu_ns`. `threads`: tokio worker threads of the emulator.
+    pub fn start(
+        cli: Arc<NetNs>,
+        emu: Arc<NetNs>,
+        srv: Arc<NetNs>,
+        emu_name: &str,
+        pairs: Vec<PairSpec>,
+        threads: usize,
+        loss_both: bool,
+    ) -> Result<Self> {
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<Vec<PathControl>>>();
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let emu_name = emu_name.to_string();
+        let thread = std::thread::Builder::new()
+            .name("fbdt-emu".into())
+            .spawn(move || {
+                if let Err(e) = crate::ns::enter(&emu_name) {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+                let guard = BUILD_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+                let before = packet_socket_fds();
+                let built = build(&cli, &emu, &srv, &pairs, threads);
+                let ours: Vec<i32> = packet_socket_fds().difference(&before).copied().collect();
+                drop(guard);
+                let (core, rt, veths, controls) = match built {
+                    Ok(b) => b,
+                    Err((e, veths)) => {
+                        close_fds(&ours);
+                        drop(veths);
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                for (c, p) in controls.iter().zip(&pairs) {
+                    if let Err(e) = c.apply(&p.initial, loss_both) {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
+                let _ = ready_tx.send(Ok(controls));
+                // Run until told to stop (or the testbed is gone).
+                let _ = stop_rx.recv();
+                drop(core);
+                if let Ok(rt) = Arc::try_unwrap(rt) {
+                    rt.shutdown_timeout(Duration::from_secs(2));
+                }
+                // rattan-core 0.1.1 never closes its AF_PACKET sockets; a long-lived process
+                // (the lab runs many testbeds) would run out of fds and keep the namespace alive.
+                close_fds(&ours);
+                drop(veths);
+            })
+            .map_err(|e| Error::Emulator(format!("spawn: {e}")))?;
+        let paths = match ready_rx.recv() {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                return Err(e);
+            }
+            Err(_) => {
+                let _ = thread.join();
+                return Err(Error::Emulator("emulator thread died while starting".into()));
+            }
+        };
+        Ok(Self { paths, stop_tx: Some(stop_tx), thread: Some(thread) })
+    }
+
+    pub fn stop(&mut self) {
+        self.stop_tx.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn close_fds(fds: &[i32]) {
+    let still = packet_socket_fds();
+    for fd in fds {
+        if still.contains(fd) {
+            // SAFETY: an AF_PACKET socket this emulator opened and nobody uses any more.
+            unsafe { libc::close(*fd) };
+        }
+    }
+}
+
+type Built = (RattanCore<AfPacketDriver>, Arc<tokio::runtime::Runtime>, Vec<Arc<VethPair>>, Vec<PathControl>);
+
+fn build(
+    cli: &Arc<NetNs>,
+    emu: &Arc<NetNs>,
+    srv: &Arc<NetNs>,
+    pairs: &[PairSpec],
+    threads: usize,
+) -> std::result::Result<Built, (Error, Vec<Arc<VethPair>>)> {
+    let mut veths: Vec<Arc<VethPair>> = Vec::new();
+    macro_rules! tri {
+        ($e:expr) => {
+            match $e {
+                Ok(v) => v,
+                Err(e) => return Err((emu_err(e), veths)),
+            }
+        };
+    }
+    let mut ve = Vec::new();
+    for p in pairs {
+        let v4 = |ip: Ipv4Addr, pfx: u8| (IpAddr::V4(ip), pfx);
+        // Created inside the emulator namespace (the builder's thread inherits it), so the
+        // temporary names only have to be unique there.
+        let c = tri!(VethPairBuilder::new()
+            .name(p.cli_tmp.clone(), p.emu_c.clone())
+            .mac_addr(MacAddr::new(p.cli_mac), MacAddr::new(p.emu_c_mac))
+            .ip_addr(v4(p.cli_ip, p.prefix), v4(p.emu_c_ip, 32))
+            .namespace(Some(cli.clone()), Some(emu.clone()))
+            .build(0));
+        veths.push(c.clone());
+        let s = tri!(VethPairBuilder::new()
+            .name(p.emu_s.clone(), p.srv_tmp.clone())
+            .mac_addr(MacAddr::new(p.emu_s_mac), MacAddr::new(p.srv_mac))
+            .ip_addr(v4(p.emu_s_ip, 32), v4(p.srv_ip, p.prefix))
+            .namespace(Some(emu.clone()), Some(srv.clone()))
+            .build(0));
+        veths.push(s.clone());
+        ve.push((c.right.clone(), s.left.clone()));
+    }
+    let rt = tri!(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
+        .thread_name("fbdt-emu-rt")
+        .enable_all()
+        .build())
+    .into();
+    let rt: Arc<tokio::runtime::Runtime> = rt;
+    let mut core = RattanCore::<AfPacketDriver>::new(rt.clone(), CancellationToken::new(), CancellationToken::new());
+    let mut controls = Vec::new();
+    for (i, (p, (emu_c, emu_s))) in pairs.iter().zip(ve).enumerate() {
+        let n = i + 1;
+        let mut id_c = VirtualEthernetId::new();
+        id_c.set_ns_id(1);
+        id_c.set_veth_id(n as u8);
+        let mut id_s = VirtualEthernetId::new();
+        id_s.set_ns_id(2);
+        id_s.set_veth_id(n as u8);
+        tri!(core.build_cell(format!("c{n}"), move |h: &tokio::runtime::Handle| {
+            let _g = h.enter();
+            VirtualEthernet::<AfPacketDriver>::new(emu_c, id_c)
+        }));
+        tri!(core.build_cell(format!("s{n}"), move |h: &tokio::runtime::Handle| {
+            let _g = h.enter();
+            VirtualEthernet::<AfPacketDriver>::new(emu_s, id_s)
+        }));
+        let init = p.initial;
+        let q = DropTailQueueConfig::new(p.queue_packets, None, BwType::NetworkLayer);
+        let mk_bw = |q: DropTailQueueConfig| {
+            BwCellConfig::<StdPacket, DropTailQueue<StdPacket>>::new(Bandwidth::from_bps(bps(init.rate_mbps)), q, BwType::NetworkLayer)
+                .into_factory()
+        };
+        let bw_down = tri!(core.build_cell(format!("bwd{n}"), mk_bw(q.clone())));
+        let bw_up = tri!(core.build_cell(format!("bwu{n}"), mk_bw(q)));
+        let d = Duration::from_secs_f64(init.delay_ms / 1e3);
+        let delay_down = tri!(core.build_cell(format!("dld{n}"), DelayCellConfig::new(d).into_factory::<StdPacket>()));
+        let delay_up = tri!(core.build_cell(format!("dlu{n}"), DelayCellConfig::new(d).into_factory::<StdPacket>()));
+        let (seed_d, seed_u) = (p.seed, p.seed ^ 0x5eed_0000_0000_0001);
+        let loss_down = tri!(core.build_cell(format!("lsd{n}"), move |h: &tokio::runtime::Handle| {
+            let _g = h.enter();
+            LossCell::<StdPacket, StdRng>::new(vec![0.0], StdRng::seed_from_u64(seed_d))
+        }));
+        let loss_up = tri!(core.build_cell(format!("lsu{n}"), move |h: &tokio::runtime::Handle| {
+            let _g = h.enter();
+            LossCell::<StdPacket, StdRng>::new(vec![0.0], StdRng::seed_from_u64(seed_u))
+        }));
+        // Data direction (server → client): s → rate → delay → loss → c. ACK direction the same
+        // stages reversed; its loss is 0 unless loss_both.
+        for (a, b) in [
+            (format!("s{n}"), format!("bwd{n}")),
+            (format!("bwd{n}"), format!("dld{n}")),
+            (format!("dld{n}"), format!("lsd{n}")),
+            (format!("lsd{n}"), format!("c{n}")),
+            (format!("c{n}"), format!("bwu{n}")),
+            (format!("bwu{n}"), format!("dlu{n}")),
+            (format!("dlu{n}"), format!("lsu{n}")),
+            (format!("lsu{n}"), format!("s{n}")),
+        ] {
+            core.link_cell(a, b);
+        }
+        controls.push(PathControl {
+            bw_down,
+            bw_up,
+            delay_down,
+            delay_up,
+            loss_down,
+            loss_up,
+            last_rate_bps: Mutex::new(bps(init.rate_mbps)),
+        });
+    }
+    tri!(core.spawn_rattan());
+    tri!(core.start_rattan());
+    Ok((core, rt, veths, controls))
+}

@@ -1,0 +1,38 @@
+//! fbdt-emu: the multi-radio testbed.
+//!
+//! A client namespace with one interface per radio, a server namespace, and between them
+//! N paths emulated in userspace by rattan-core (rate, delay, loss, outages, scans) in a
+//! third namespace. Policy routing sends each client address over its own path; kernel
+//! MPTCP endpoints make an IPPROTO_MPTCP socket use every path. The same links carry FBDT,
+//! kernel MPTCP and single-path TCP.
+//!
+//! ```text
+//!  client ns (fbdt-<pid>-<n>-cli)     emulator ns (…-emu)              server ns (…-srv)
+//!  wifi  10.200.1.1 ──veth── ec1 ⇄ [rate→delay→loss] ⇄ es1 ──veth── wifi  10.200.1.2
+//!  wigig 10.200.2.1 ──veth── ec2 ⇄ [rate→delay→loss] ⇄ es2 ──veth── wigig 10.200.2.2
+//! ```
+//!
+//! Start with [`Testbed::start`]; see docs/testbed.md.
+
+pub mod calibrate;
+mod cleanup;
+mod emu;
+pub mod error;
+pub mod ns;
+pub mod perf;
+pub mod scenario;
+pub mod spec;
+mod testbed;
+
+pub use calibrate::{calibrate, run_calibrate, run_clean, CalibrateArgs, CalibrationReport, CleanArgs, PathCalibration};
+pub use cleanup::{clean_leftovers, cleanup_registered, install_signal_handler, CleanReport};
+pub use error::{Error, Result};
+pub use ns::IfCounters;
+pub use scenario::{default_scale, load_spec, spec_from_schedule};
+pub use spec::{LinkMode, PathPlan, PathStep, TestbedSpec};
+pub use testbed::{AppliedStep, PathCounters, PathInfo, Side, Testbed, TestbedOptions, NS_PREFIX};
+
+/// Why root tests must be skipped here, if they must (not root / no CAP_NET_ADMIN / no `ip`).
+pub fn skip_reason() -> Option<String> {
+    ns::privileged().err()
+}

@@ -1,0 +1,103 @@
+//! From an `fbdt_scenario` scenario to a [`TestbedSpec`], and the default scale.
+
+use crate::{
+    error::{Error, Result},
+    spec::{PathPlan, PathStep, TestbedSpec},
+};
+
+/// The testbed spec of `scenario` replayed at `schedule` (rates already scaled).
+pub fn spec_from_schedule(scenario: &fbdt_scenario::Scenario, schedule: &fbdt_scenario::Schedule) -> Result<TestbedSpec> {
+    let paths = schedule
+        .paths
+        .iter()
+        .map(|t| {
+            let queue_packets = scenario
+                .paths
+                .iter()
+                .find(|p| p.name == t.name)
+                .map(|p| p.queue_packets as usize)
+                .ok_or_else(|| Error::Spec(format!("schedule path {:?} not in scenario", t.name)))?;
+            Ok(PathPlan {
+                name: t.name.clone(),
+                queue_packets,
+                steps: t
+                    .steps
+                    .iter()
+                    .map(|s| PathStep { t_s: s.t_s, rate_mbps: s.rate_mbps, delay_ms: s.delay_ms, loss: s.loss, scan: s.scan })
+                    .collect(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let spec = TestbedSpec {
+        name: scenario.name.clone(),
+        congestion_control: scenario.congestion_control.clone(),
+        duration_s: schedule.duration_s,
+        scale: schedule.scale,
+        seed: scenario.seed,
+        paths,
+    };
+    spec.validate()?;
+    Ok(spec)
+}
+
+/// Aggregate rate (Mbit/s, summed over the paths at any instant) that this machine's
+/// emulator carries while every path's TCP still gets ≥ 95% of its configured rate, by
+/// number of online cores. Measured on a shared 2-core Linux 6.18 VM with rattan-core
+/// 0.1.1, MTU 1500, Cubic (see docs/testbed.md "Limits"); more cores scale roughly with
+/// the emulator's share of them, capped at what one tokio worker forwards.
+pub fn rate_budget_mbps(cores: usize) -> f64 {
+    match cores {
+        0..=1 => 150.0,
+        2 => 400.0,
+        3 => 600.0,
+        _ => 800.0,
+    }
+}
+
+/// Online cores of this machine.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// Default scale for a scenario whose unscaled peak total rate (largest instantaneous sum
+/// over its paths) is `peak_total_mbps`: 1 when it fits this machine's budget, else
+/// budget / peak, rounded down to 3 significant digits (so results name a short number).
+pub fn default_scale(peak_total_mbps: f64) -> f64 {
+    let budget = rate_budget_mbps(cores());
+    if peak_total_mbps <= budget || peak_total_mbps <= 0.0 {
+        return 1.0;
+    }
+    let s = budget / peak_total_mbps;
+    let mag = 10f64.powi(s.log10().floor() as i32 - 2);
+    (s / mag).floor() * mag
+}
+
+/// Loads a scenario (built-in name or TOML path) and resolves it at `scale`, or at the
+/// machine's [`default_scale`] when `None`.
+pub fn load_spec(name_or_path: &str, scale: Option<f64>) -> Result<(fbdt_scenario::Scenario, TestbedSpec)> {
+    let sc = fbdt_scenario::Scenario::load(name_or_path).map_err(|e| Error::Spec(e.to_string()))?;
+    let scale = match scale {
+        Some(s) if s > 0.0 && s.is_finite() => s,
+        Some(s) => return Err(Error::Spec(format!("scale must be > 0, got {s}"))),
+        None => {
+            let unscaled = spec_from_schedule(&sc, &sc.schedule(1.0).map_err(|e| Error::Spec(e.to_string()))?)?;
+            default_scale(unscaled.peak_total_mbps())
+        }
+    };
+    let sched = sc.schedule(scale).map_err(|e| Error::Spec(e.to_string()))?;
+    let spec = spec_from_schedule(&sc, &sched)?;
+    Ok((sc, spec))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_scale_fits_budget() {
+        let b = rate_budget_mbps(cores());
+        assert_eq!(default_scale(b / 2.0), 1.0);
+        let s = default_scale(b * 5.5);
+        assert!(s * b * 5.5 <= b + 1e-9 && s > 0.17, "{s}");
+    }
+}

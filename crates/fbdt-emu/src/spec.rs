@@ -1,0 +1,241 @@
+//! What a testbed emulates: per path a piecewise-constant timeline of rate, delay and loss.
+//!
+//! This mirrors `fbdt_scenario::Schedule` (the contract: `PathTimeline { name, steps }`,
+//! `Step { t_s, rate_mbps, delay_ms, loss, scan }`, rates already scaled) plus the few
+//! scenario fields the testbed needs (queue size, congestion control, seed). Tests and tools
+//! can also build it by hand.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// One piecewise-constant segment of a path, from `t_s` until the next step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PathStep {
+    /// Start of the segment, seconds from the start of the run.
+    pub t_s: f64,
+    /// Rate in Mbit/s at the emulated scale (already multiplied by `scale`); 0 = no delivery.
+    pub rate_mbps: f64,
+    /// One-way delay in ms, applied in each direction (RTT = 2 × delay).
+    pub delay_ms: f64,
+    /// Per-packet drop probability in the data direction (server → client), 0..1.
+    pub loss: f64,
+    /// A WiFi scan: the radio is off channel; packets are held (queued), not dropped.
+    pub scan: bool,
+}
+
+impl PathStep {
+    pub fn constant(rate_mbps: f64, delay_ms: f64, loss: f64) -> Self {
+        Self { t_s: 0.0, rate_mbps, delay_ms, loss, scan: false }
+    }
+
+    /// What the emulator does during this step.
+    pub fn mode(&self) -> LinkMode {
+        if self.scan {
+            LinkMode::Hold
+        } else if self.rate_mbps <= 0.0 {
+            LinkMode::Outage
+        } else {
+            LinkMode::Up
+        }
+    }
+}
+
+/// How the emulator realises a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum LinkMode {
+    /// Normal: rate, delay, loss as given.
+    Up,
+    /// Rate 0 (blockage): every packet in both directions is dropped until the next step.
+    /// rattan-core panics on a 0 bit/s rate, so the rate cell keeps its last positive rate
+    /// and a loss of 1.0 does the dropping (equivalent for TCP, and packets queued before the
+    /// outage do not come out seconds later).
+    Outage,
+    /// Scan: the link transmits at [`HOLD_RATE_BPS`] in both directions, so packets wait in
+    /// the path's queue (tail-dropped when it is full) and drain when the scan ends.
+    Hold,
+}
+
+/// Rate used while a path holds packets (scan): 1 kbit/s — a 1500-byte packet needs 12 s,
+/// longer than any scan, and rattan-core rescales the packet in flight when the rate
+/// comes back, so it leaves promptly.
+pub const HOLD_RATE_BPS: u64 = 1_000;
+
+/// One emulated path (one radio).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathPlan {
+    /// Path name (e.g. `wifi`, `wigig`); also the client's and server's interface name when
+    /// it is a valid interface name.
+    pub name: String,
+    /// Drop-tail queue of the rate limiter, packets (each direction).
+    pub queue_packets: usize,
+    /// Sorted, `steps[0].t_s == 0`, piecewise constant.
+    pub steps: Vec<PathStep>,
+}
+
+impl PathPlan {
+    pub fn constant(name: &str, rate_mbps: f64, delay_ms: f64, loss: f64) -> Self {
+        Self { name: name.into(), queue_packets: 1000, steps: vec![PathStep::constant(rate_mbps, delay_ms, loss)] }
+    }
+
+    /// The step in force at `t_s`.
+    pub fn at(&self, t_s: f64) -> PathStep {
+        let mut cur = self.steps[0];
+        for s in &self.steps {
+            if s.t_s <= t_s {
+                cur = *s;
+            } else {
+                break;
+            }
+        }
+        cur
+    }
+
+    /// Time-averaged rate over `[0, duration_s)`, Mbit/s (outages count as 0).
+    pub fn mean_rate_mbps(&self, duration_s: f64) -> f64 {
+        if duration_s <= 0.0 {
+            return self.steps[0].rate_mbps;
+        }
+        let mut acc = 0.0;
+        for (i, s) in self.steps.iter().enumerate() {
+            let end = self.steps.get(i + 1).map_or(duration_s, |n| n.t_s).min(duration_s);
+            if end > s.t_s {
+                acc += s.rate_mbps * (end - s.t_s);
+            }
+        }
+        acc / duration_s
+    }
+
+    /// Largest rate the path ever has, Mbit/s.
+    pub fn peak_rate_mbps(&self) -> f64 {
+        self.steps.iter().map(|s| s.rate_mbps).fold(0.0, f64::max)
+    }
+}
+
+/// Everything a [`crate::Testbed`] needs to know about a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TestbedSpec {
+    /// Scenario name (for logs and results).
+    pub name: String,
+    /// Congestion control set in both namespaces (`net.ipv4.tcp_congestion_control`).
+    pub congestion_control: String,
+    /// Length of the schedule, seconds (the player stops applying steps after it).
+    pub duration_s: f64,
+    /// The factor every rate was multiplied by (reported; rates in `paths` already include it).
+    pub scale: f64,
+    /// Seed of the emulator's loss processes (path i uses `seed + i`).
+    pub seed: u64,
+    pub paths: Vec<PathPlan>,
+}
+
+impl TestbedSpec {
+    /// Checks what the emulator relies on; names the offending path.
+    pub fn validate(&self) -> Result<()> {
+        if self.paths.is_empty() {
+            return Err(Error::Spec("no paths".into()));
+        }
+        if self.paths.len() > 8 {
+            // kernel MPTCP allows at most 8 subflows (MPTCP_PM_ADDR_MAX limits).
+            return Err(Error::Spec(format!("{} paths; at most 8 are supported", self.paths.len())));
+        }
+        for (i, p) in self.paths.iter().enumerate() {
+            if self.paths[..i].iter().any(|q| q.name == p.name) {
+                return Err(Error::Spec(format!("duplicate path name {:?}", p.name)));
+            }
+            if p.steps.is_empty() || p.steps[0].t_s != 0.0 {
+                return Err(Error::Spec(format!("path {:?}: steps must start at t=0", p.name)));
+            }
+            if p.queue_packets == 0 {
+                return Err(Error::Spec(format!("path {:?}: queue_packets must be > 0", p.name)));
+            }
+            for w in p.steps.windows(2) {
+                if w[1].t_s < w[0].t_s {
+                    return Err(Error::Spec(format!("path {:?}: steps not sorted at t={}", p.name, w[1].t_s)));
+                }
+            }
+            for s in &p.steps {
+                if !(s.rate_mbps.is_finite() && s.rate_mbps >= 0.0)
+                    || !(s.delay_ms.is_finite() && s.delay_ms >= 0.0)
+                    || !(0.0..=1.0).contains(&s.loss)
+                {
+                    return Err(Error::Spec(format!("path {:?}: bad step {s:?}", p.name)));
+                }
+            }
+        }
+        if self.congestion_control.is_empty()
+            || !self.congestion_control.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(Error::Spec(format!("bad congestion control {:?}", self.congestion_control)));
+        }
+        Ok(())
+    }
+
+    /// Time-averaged sum of the path rates over the run, Mbit/s (at scale): the capacity.
+    pub fn capacity_mbps(&self) -> f64 {
+        self.paths.iter().map(|p| p.mean_rate_mbps(self.duration_s)).sum()
+    }
+
+    /// Largest instantaneous sum of the path rates, Mbit/s (at scale).
+    pub fn peak_total_mbps(&self) -> f64 {
+        let mut times: Vec<f64> = self.paths.iter().flat_map(|p| p.steps.iter().map(|s| s.t_s)).collect();
+        times.sort_by(f64::total_cmp);
+        times.iter().map(|&t| self.paths.iter().map(|p| p.at(t).rate_mbps).sum::<f64>()).fold(0.0, f64::max)
+    }
+
+    /// The same spec with every rate multiplied by `factor` (and `scale` updated).
+    pub fn rescaled(&self, factor: f64) -> Self {
+        let mut s = self.clone();
+        s.scale *= factor;
+        for p in &mut s.paths {
+            for st in &mut p.steps {
+                st.rate_mbps *= factor;
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_step() -> PathPlan {
+        PathPlan {
+            name: "a".into(),
+            queue_packets: 100,
+            steps: vec![
+                PathStep::constant(100.0, 5.0, 0.0),
+                PathStep { t_s: 1.0, rate_mbps: 0.0, delay_ms: 5.0, loss: 0.0, scan: false },
+                PathStep { t_s: 2.0, rate_mbps: 50.0, delay_ms: 5.0, loss: 0.0, scan: true },
+            ],
+        }
+    }
+
+    #[test]
+    fn modes_and_means() {
+        let p = two_step();
+        assert_eq!(p.at(0.5).mode(), LinkMode::Up);
+        assert_eq!(p.at(1.5).mode(), LinkMode::Outage);
+        assert_eq!(p.at(2.5).mode(), LinkMode::Hold);
+        assert!((p.mean_rate_mbps(4.0) - (100.0 + 0.0 + 2.0 * 50.0) / 4.0).abs() < 1e-9);
+        assert_eq!(p.peak_rate_mbps(), 100.0);
+    }
+
+    #[test]
+    fn validation_names_the_path() {
+        let mut s = TestbedSpec {
+            name: "t".into(),
+            congestion_control: "cubic".into(),
+            duration_s: 4.0,
+            scale: 1.0,
+            seed: 1,
+            paths: vec![two_step(), PathPlan::constant("b", 10.0, 1.0, 0.0)],
+        };
+        s.validate().unwrap();
+        assert_eq!(s.peak_total_mbps(), 110.0);
+        s.paths[1].steps[0].loss = 2.0;
+        assert!(s.validate().unwrap_err().to_string().contains("\"b\""));
+        s.paths[1] = two_step();
+        assert!(s.validate().unwrap_err().to_string().contains("duplicate"));
+    }
+}

@@ -1,0 +1,518 @@
+//! The testbed: client and server namespaces, N emulated paths between them, routing,
+//! kernel MPTCP endpoints, a player for the schedule, and cleanup on every exit path.
+
+use std::{
+    net::Ipv4Addr,
+    process::Command,
+    sync::{atomic::AtomicU32, atomic::Ordering, mpsc, Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use rattan_env::netns::NetNs;
+use serde::Serialize;
+
+use crate::{
+    cleanup,
+    emu::{Emulator, PairSpec, PathControl},
+    error::{Error, Result},
+    ns::{self, IfCounters},
+    spec::{PathStep, TestbedSpec},
+};
+
+/// Common prefix of every namespace this crate creates: `fbdt-<pid>-<n>-{cli,emu,srv}`.
+pub const NS_PREFIX: &str = "fbdt-";
+
+/// Knobs of a testbed that are not part of the scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct TestbedOptions {
+    /// Tokio worker threads of the emulator (rattan-core). 1 leaves a core to the endpoints
+    /// on a 2-core machine.
+    pub emu_threads: usize,
+    /// Drop packets in both directions (default: only server → client, the data direction
+    /// of every scheme's download).
+    pub loss_both_directions: bool,
+    /// Configure kernel MPTCP endpoints and limits.
+    pub mptcp: bool,
+    /// MTU of every emulated link (1500 like the papers' testbeds; 9000 doubles the
+    /// emulator's packet budget).
+    pub mtu: u32,
+}
+
+impl Default for TestbedOptions {
+    fn default() -> Self {
+        Self { emu_threads: 1, loss_both_directions: false, mptcp: true, mtu: 1500 }
+    }
+}
+
+/// Which end of the testbed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Side {
+    /// The multi-radio host: one interface per path.
+    Client,
+    /// The remote host: one interface per path too (one address per path).
+    Server,
+}
+
+/// Addresses and names of one path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PathInfo {
+    pub index: usize,
+    pub name: String,
+    /// The client's address on this path; a socket bound to it leaves by this path
+    /// (policy routing: `from client_ip lookup table`).
+    pub client_ip: Ipv4Addr,
+    /// The server's address on this path.
+    pub server_ip: Ipv4Addr,
+    /// Interface names in the client and server namespaces.
+    pub client_if: String,
+    pub server_if: String,
+    /// Client routing table of this path.
+    pub table: u32,
+}
+
+/// Byte and packet counters of one path, from both ends' interfaces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PathCounters {
+    pub name: String,
+    /// Client interface: rx = what the path delivered to the client.
+    pub client: IfCounters,
+    /// Server interface: tx = what the server put on the path.
+    pub server: IfCounters,
+}
+
+/// A step the player applied, with when it was applied.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AppliedStep {
+    pub path: String,
+    /// Scheduled time, seconds since `play()`.
+    pub t_s: f64,
+    /// Time actually applied, seconds since `play()`.
+    pub applied_s: f64,
+    pub step: PathStep,
+}
+
+struct Player {
+    stop_tx: mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+    started: Instant,
+}
+
+/// A running testbed. Everything it created is removed when it is dropped (also while
+/// unwinding from a panic) or on SIGINT/SIGTERM (see [`crate::install_signal_handler`]).
+pub struct Testbed {
+    spec: TestbedSpec,
+    opts: TestbedOptions,
+    client_ns: String,
+    server_ns: String,
+    emu_ns: String,
+    paths: Vec<PathInfo>,
+    netns: Vec<Arc<NetNs>>,
+    emu: Option<Emulator>,
+    controls: Arc<Vec<PathControl>>,
+    player: Mutex<Option<Player>>,
+    applied: Arc<Mutex<Vec<AppliedStep>>>,
+    stopped: bool,
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+fn valid_ifname(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 15
+        && s != "lo"
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+fn mac(tag: u8, k: u32, n: usize) -> [u8; 6] {
+    // Locally administered unicast (02:…), distinct per role (tag) and path (n).
+    [0x02, 0xfb, tag, (k & 0xff) as u8, 0x00, n as u8]
+}
+
+fn fmt_mac(m: &[u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+impl Testbed {
+    /// Creates namespaces, links, emulator, routing and MPTCP configuration, and applies
+    /// every path's first step. The schedule's later steps run after [`Testbed::play`].
+    pub fn start(spec: &TestbedSpec, opts: &TestbedOptions) -> Result<Self> {
+        ns::privileged().map_err(Error::NotPrivileged)?;
+        spec.validate()?;
+        crate::install_signal_handler();
+        let k = SEQ.fetch_add(1, Ordering::Relaxed);
+        let base = format!("{NS_PREFIX}{}-{k}", std::process::id());
+        let (client_ns, emu_ns, server_ns) = (format!("{base}-cli"), format!("{base}-emu"), format!("{base}-srv"));
+        cleanup::register(&[&client_ns, &emu_ns, &server_ns]);
+        let mut used = Vec::new();
+        let paths = spec
+            .paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let n = i + 1;
+                let ifname = if valid_ifname(&p.name) && !used.contains(&p.name) { p.name.clone() } else { format!("path{n}") };
+                used.push(ifname.clone());
+                PathInfo {
+                    index: i,
+                    name: p.name.clone(),
+                    client_ip: Ipv4Addr::new(10, 200, n as u8, 1),
+                    server_ip: Ipv4Addr::new(10, 200, n as u8, 2),
+                    client_if: ifname.clone(),
+                    server_if: ifname,
+                    table: 100 + n as u32,
+                }
+            })
+            .collect();
+        let mut tb = Testbed {
+            spec: spec.clone(),
+            opts: opts.clone(),
+            client_ns,
+            server_ns,
+            emu_ns,
+            paths,
+            netns: Vec::new(),
+            emu: None,
+            controls: Arc::new(Vec::new()),
+            player: Mutex::new(None),
+            applied: Arc::new(Mutex::new(Vec::new())),
+            stopped: false,
+        };
+        // On error `tb` is dropped here, which removes whatever was created.
+        tb.setup(k)?;
+        Ok(tb)
+    }
+
+    fn setup(&mut self, k: u32) -> Result<()> {
+        let nerr = |e: rattan_env::error::NsError| Error::Netns(e.to_string());
+        for name in [&self.client_ns, &self.emu_ns, &self.server_ns] {
+            if ns::exists(name) {
+                return Err(Error::Netns(format!("namespace {name} already exists")));
+            }
+            self.netns.push(NetNs::new(name).map_err(nerr)?);
+        }
+        for name in [&self.client_ns, &self.emu_ns, &self.server_ns] {
+            ns::ip(Some(name), &["link", "set", "lo", "up"])?;
+            ns::sysctl(name, "net.ipv6.conf.all.disable_ipv6", "1")?;
+            ns::sysctl(name, "net.ipv6.conf.default.disable_ipv6", "1")?;
+            ns::sysctl(name, "net.ipv4.conf.all.rp_filter", "0")?;
+            ns::sysctl(name, "net.ipv4.conf.default.rp_filter", "0")?;
+        }
+        let pairs: Vec<PairSpec> = self
+            .paths
+            .iter()
+            .zip(&self.spec.paths)
+            .map(|(pi, pp)| {
+                let n = pi.index + 1;
+                PairSpec {
+                    cli_tmp: format!("c{n}"),
+                    emu_c: format!("ec{n}"),
+                    emu_s: format!("es{n}"),
+                    srv_tmp: format!("s{n}"),
+                    cli_mac: mac(0x01, k, n),
+                    emu_c_mac: mac(0x11, k, n),
+                    emu_s_mac: mac(0x12, k, n),
+                    srv_mac: mac(0x02, k, n),
+                    cli_ip: pi.client_ip,
+                    srv_ip: pi.server_ip,
+                    prefix: 24,
+                    emu_c_ip: Ipv4Addr::new(10, 201, n as u8, 1),
+                    emu_s_ip: Ipv4Addr::new(10, 201, n as u8, 2),
+                    queue_packets: pp.queue_packets,
+                    initial: pp.steps[0],
+                    seed: self.spec.seed.wrapping_add(pi.index as u64),
+                }
+            })
+            .collect();
+        let emu = Emulator::start(
+            self.netns[0].clone(),
+            self.netns[1].clone(),
+            self.netns[2].clone(),
+            &self.emu_ns,
+            pairs.clone(),
+            self.opts.emu_threads,
+            self.opts.loss_both_directions,
+        )?;
+        let controls = emu.take_paths(&mut self.emu);
+        self.controls = Arc::new(controls);
+        let mtu = self.opts.mtu.to_string();
+        for (pi, pair) in self.paths.clone().iter().zip(&pairs) {
+            for (nsn, tmp, name) in
+                [(&self.client_ns, &pair.cli_tmp, &pi.client_if), (&self.server_ns, &pair.srv_tmp, &pi.server_if)]
+            {
+                let nsn = Some(nsn.as_str());
+                ns::ip(nsn, &["link", "set", "dev", tmp, "down"])?;
+                if tmp != name {
+                    ns::ip(nsn, &["link", "set", "dev", tmp, "name", name])?;
+                }
+                ns::ip(nsn, &["link", "set", "dev", name, "mtu", &mtu, "up"])?;
+            }
+            for dev in [&pair.emu_c, &pair.emu_s] {
+                ns::ip(Some(&self.emu_ns), &["link", "set", "dev", dev, "mtu", &mtu])?;
+            }
+            // ARP cannot cross the emulator (it forwards unicast only): static neighbours.
+            let (c, s) = (pi.client_ip.to_string(), pi.server_ip.to_string());
+            ns::ip(
+                Some(&self.client_ns),
+                &["neigh", "replace", &s, "lladdr", &fmt_mac(&pair.srv_mac), "dev", &pi.client_if, "nud", "permanent"],
+            )?;
+            ns::ip(
+                Some(&self.server_ns),
+                &["neigh", "replace", &c, "lladdr", &fmt_mac(&pair.cli_mac), "dev", &pi.server_if, "nud", "permanent"],
+            )?;
+            // Source routing: traffic from this path's address uses this path's table, whose
+            // default route leaves by this path's interface (kernel MPTCP selftests pattern).
+            let table = pi.table.to_string();
+            ns::ip(Some(&self.client_ns), &["route", "add", &format!("10.200.{}.0/24", pi.index + 1), "dev", &pi.client_if, "scope", "link", "table", &table])?;
+            ns::ip(Some(&self.client_ns), &["route", "add", "default", "via", &s, "dev", &pi.client_if, "table", &table])?;
+            ns::ip(Some(&self.client_ns), &["rule", "add", "from", &c, "table", &table, "pref", &(1000 + pi.index + 1).to_string()])?;
+            // The server answers each client address by the path it belongs to (connected route);
+            // a default route via path 1 covers anything else.
+            for nsn in [&self.client_ns, &self.server_ns] {
+                ns::sysctl(nsn, &format!("net.ipv4.conf.{}.rp_filter", pi.client_if), "0")?;
+            }
+        }
+        let p0 = &self.paths[0];
+        ns::ip(Some(&self.client_ns), &["route", "add", "default", "via", &p0.server_ip.to_string(), "dev", &p0.client_if])?;
+        ns::ip(Some(&self.server_ns), &["route", "add", "default", "via", &p0.client_ip.to_string(), "dev", &p0.server_if])?;
+        // Congestion control is per namespace; sockets inherit it at creation.
+        let cc = &self.spec.congestion_control;
+        for nsn in [&self.client_ns, &self.server_ns] {
+            let avail = ns::sysctl_get(nsn, "net.ipv4.tcp_available_congestion_control")?;
+            if !avail.split_whitespace().any(|a| a == cc) {
+                return Err(Error::Spec(format!(
+                    "congestion control {cc:?} not available in this kernel (have: {avail}); try `modprobe tcp_{cc}`"
+                )));
+            }
+            allow_congestion_control(cc)?;
+            ns::sysctl(nsn, "net.ipv4.tcp_congestion_control", cc)?;
+            // No cached ssthresh/RTT between runs and paths: every run starts cold.
+            ns::sysctl(nsn, "net.ipv4.tcp_no_metrics_save", "1")?;
+        }
+        if self.opts.mptcp {
+            let n = self.paths.len().to_string();
+            for nsn in [&self.client_ns, &self.server_ns] {
+                ns::sysctl(nsn, "net.mptcp.enabled", "1")?;
+                ns::ip(Some(nsn), &["mptcp", "limits", "set", "subflow", &n, "add_addr_accepted", &n])?;
+            }
+            for pi in &self.paths {
+                ns::ip(
+                    Some(&self.client_ns),
+                    &["mptcp", "endpoint", "add", &pi.client_ip.to_string(), "dev", &pi.client_if, "subflow"],
+                )?;
+            }
+        }
+        tracing::info!(client = %self.client_ns, server = %self.server_ns, paths = self.paths.len(), "testbed up");
+        Ok(())
+    }
+
+    /// The spec this testbed runs (rates at scale).
+    pub fn spec(&self) -> &TestbedSpec {
+        &self.spec
+    }
+    pub fn options(&self) -> &TestbedOptions {
+        &self.opts
+    }
+    /// The scale factor every rate was multiplied by.
+    pub fn scale(&self) -> f64 {
+        self.spec.scale
+    }
+    pub fn paths(&self) -> &[PathInfo] {
+        &self.paths
+    }
+    /// The path of that name.
+    pub fn path(&self, name: &str) -> Option<&PathInfo> {
+        self.paths.iter().find(|p| p.name == name)
+    }
+    /// Namespace name of a side (for `ip netns exec`).
+    pub fn netns(&self, side: Side) -> &str {
+        match side {
+            Side::Client => &self.client_ns,
+            Side::Server => &self.server_ns,
+        }
+    }
+    /// The emulator's namespace (rattan runs there).
+    pub fn emulator_netns(&self) -> &str {
+        &self.emu_ns
+    }
+    /// Every namespace of this testbed.
+    pub fn namespaces(&self) -> [&str; 3] {
+        [&self.client_ns, &self.emu_ns, &self.server_ns]
+    }
+
+    /// Runs `f` on a thread inside the namespace of `side` and returns its result; a panic
+    /// in `f` propagates to the caller (and this testbed is cleaned up while unwinding).
+    pub fn run_in<R: Send>(&self, side: Side, f: impl FnOnce() -> R + Send) -> Result<R> {
+        ns::run_in(self.netns(side), f)
+    }
+
+    /// Starts `f` on a new thread inside the namespace of `side`. Join it before the testbed
+    /// is dropped; its sockets die with the namespace anyway.
+    pub fn spawn_in<R: Send + 'static>(
+        &self,
+        side: Side,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> Result<std::thread::JoinHandle<Result<R>>> {
+        let name = self.netns(side).to_string();
+        std::thread::Builder::new()
+            .name(format!("ns:{name}"))
+            .spawn(move || {
+                ns::enter(&name)?;
+                Ok(f())
+            })
+            .map_err(|e| Error::Netns(format!("spawn thread: {e}")))
+    }
+
+    /// A command that runs `program` inside the namespace of `side` (`ip netns exec`).
+    /// Processes still running in the namespace are killed when the testbed stops.
+    pub fn command(&self, side: Side, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", self.netns(side), program]);
+        c
+    }
+
+    /// Applies `step` to path `index` now (outside the schedule).
+    pub fn set_path(&self, index: usize, step: &PathStep) -> Result<()> {
+        self.controls
+            .get(index)
+            .ok_or_else(|| Error::Spec(format!("no path {index}")))?
+            .apply(step, self.opts.loss_both_directions)
+    }
+
+    /// Starts the player: t = 0 is now; every path's steps are applied at their times
+    /// (t = 0 state again, then each change). Calling it again restarts the schedule.
+    pub fn play(&self) -> Result<()> {
+        let mut slot = self.player.lock().unwrap();
+        if let Some(p) = slot.take() {
+            drop(p.stop_tx);
+            let _ = p.thread.join();
+        }
+        let mut events: Vec<(f64, usize, PathStep)> = self
+            .spec
+            .paths
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| p.steps.iter().map(move |s| (s.t_s, i, *s)))
+            .filter(|(t, _, _)| *t <= self.spec.duration_s || self.spec.duration_s <= 0.0)
+            .collect();
+        events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let controls = self.controls.clone();
+        let applied = self.applied.clone();
+        applied.lock().unwrap().clear();
+        let names: Vec<String> = self.paths.iter().map(|p| p.name.clone()).collect();
+        let loss_both = self.opts.loss_both_directions;
+        let started = Instant::now();
+        let thread = std::thread::Builder::new()
+            .name("fbdt-emu-player".into())
+            .spawn(move || {
+                for (t, i, step) in events {
+                    let at = started + Duration::from_secs_f64(t);
+                    let now = Instant::now();
+                    if at > now {
+                        match stop_rx.recv_timeout(at - now) {
+                            Err(mpsc::RecvTimeoutError::Timeout) => {}
+                            _ => return,
+                        }
+                    }
+                    if let Err(e) = controls[i].apply(&step, loss_both) {
+                        tracing::warn!("player: path {}: {e}", names[i]);
+                    }
+                    applied.lock().unwrap().push(AppliedStep {
+                        path: names[i].clone(),
+                        t_s: t,
+                        applied_s: started.elapsed().as_secs_f64(),
+                        step,
+                    });
+                }
+            })
+            .map_err(|e| Error::Emulator(format!("spawn player: {e}")))?;
+        *slot = Some(Player { stop_tx, thread, started });
+        Ok(())
+    }
+
+    /// Seconds since [`Testbed::play`], if playing.
+    pub fn elapsed_s(&self) -> Option<f64> {
+        self.player.lock().unwrap().as_ref().map(|p| p.started.elapsed().as_secs_f64())
+    }
+
+    /// Steps the player has applied so far (for plots: shade outages and scans).
+    pub fn applied_steps(&self) -> Vec<AppliedStep> {
+        self.applied.lock().unwrap().clone()
+    }
+
+    /// Per-path interface counters (client and server ends), in path order.
+    pub fn path_counters(&self) -> Result<Vec<PathCounters>> {
+        let cli = ns::if_counters(&self.client_ns)?;
+        let srv = ns::if_counters(&self.server_ns)?;
+        let find = |v: &[(String, IfCounters)], n: &str| v.iter().find(|(k, _)| k == n).map(|(_, c)| *c).unwrap_or_default();
+        Ok(self
+            .paths
+            .iter()
+            .map(|p| PathCounters { name: p.name.clone(), client: find(&cli, &p.client_if), server: find(&srv, &p.server_if) })
+            .collect())
+    }
+
+    /// Stops the player and the emulator, kills every process left in the namespaces and
+    /// removes them. Idempotent; also done on drop.
+    pub fn stop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        // Processes first, while the names still resolve.
+        for n in [&self.client_ns, &self.server_ns, &self.emu_ns] {
+            let me = std::process::id() as i32;
+            for pid in ns::pids(n) {
+                if pid != me {
+                    // SAFETY: kill(2) on a pid the kernel listed in our namespace.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+        }
+        if let Some(p) = self.player.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            drop(p.stop_tx);
+            let _ = p.thread.join();
+        }
+        self.controls = Arc::new(Vec::new());
+        if let Some(mut e) = self.emu.take() {
+            e.stop();
+        }
+        // rattan's NetNs handles unmount and unlink their namespace when the last one goes.
+        self.netns.clear();
+        for n in [&self.client_ns, &self.emu_ns, &self.server_ns] {
+            ns::destroy(n);
+        }
+        cleanup::unregister(&[&self.client_ns, &self.emu_ns, &self.server_ns]);
+    }
+}
+
+/// Outside the initial namespace the kernel only accepts a default congestion control
+/// listed in the host-wide `net.ipv4.tcp_allowed_congestion_control` (else EPERM). Adds `cc`
+/// to that list if missing (additive; never removed, other testbeds may rely on it).
+fn allow_congestion_control(cc: &str) -> Result<()> {
+    const P: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+    let cur = std::fs::read_to_string(P).map_err(|e| Error::Netns(format!("read {P}: {e}")))?;
+    if cur.split_whitespace().any(|a| a == cc) {
+        return Ok(());
+    }
+    let new = format!("{} {cc}", cur.trim());
+    std::fs::write(P, new.as_bytes()).map_err(|e| Error::Netns(format!("write {P} ({new:?}): {e}")))?;
+    tracing::info!("added {cc} to {P}");
+    Ok(())
+}
+
+impl Emulator {
+    /// Moves the path controls out and parks the emulator in `slot` (so the testbed can
+    /// share the controls with the player thread).
+    fn take_paths(mut self, slot: &mut Option<Emulator>) -> Vec<PathControl> {
+        let v = std::mem::take(&mut self.paths);
+        *slot = Some(self);
+        v
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
