@@ -1,0 +1,53 @@
+//! Measures the emulator's rate ceiling on this machine: one TCP over one path at a list of
+//! rates, and kernel MPTCP over two equal paths (aggregate = the same list).
+//! `cargo run --release -p fbdt-emu --example ceiling -- [--threads N] [--mtu M] [--secs S] 200 400 600`
+
+use fbdt_emu::{perf, PathPlan, Testbed, TestbedOptions, TestbedSpec};
+
+fn main() -> anyhow::Result<()> {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut opt = |name: &str, default: f64| -> f64 {
+        if let Some(i) = args.iter().position(|a| a == name) {
+            let v = args[i + 1].parse().unwrap();
+            args.drain(i..i + 2);
+            v
+        } else {
+            default
+        }
+    };
+    let threads = opt("--threads", 1.0) as usize;
+    let mtu = opt("--mtu", 1500.0) as u32;
+    let secs = opt("--secs", 4.0);
+    let rates: Vec<f64> = args.iter().map(|a| a.parse().unwrap()).collect();
+    let opts = TestbedOptions { emu_threads: threads, mtu, ..Default::default() };
+    println!("threads={threads} mtu={mtu} secs={secs} cores={}", fbdt_emu::scenario::cores());
+    println!("{:>10} {:>12} {:>7} {:>14} {:>7}", "rate", "tcp 1 path", "ratio", "mptcp 2 paths", "ratio");
+    for r in rates {
+        let spec = TestbedSpec {
+            name: "ceiling".into(),
+            congestion_control: "cubic".into(),
+            duration_s: 0.0,
+            scale: 1.0,
+            seed: 1,
+            paths: vec![
+                PathPlan::constant("a", r, 1.0, 0.0),
+                PathPlan::constant("b", r / 2.0, 1.0, 0.0),
+                PathPlan::constant("c", r / 2.0, 1.0, 0.0),
+            ],
+        };
+        let tb = Testbed::start(&spec, &opts)?;
+        let t = perf::download(&tb, 0, 0, perf::Proto::Tcp, secs, 1.0, None)?;
+        let m = perf::download(&tb, 1, 1, perf::Proto::Mptcp, secs, 1.0, None)?;
+        let c = tb.path_counters()?;
+        println!(
+            "{r:>10.0} {:>12.1} {:>7.3} {:>14.1} {:>7.3}   (mptcp bytes b={} c={})",
+            t.goodput_mbps,
+            t.goodput_mbps / r,
+            m.goodput_mbps,
+            m.goodput_mbps / r,
+            c[1].client.rx_bytes,
+            c[2].client.rx_bytes
+        );
+    }
+    Ok(())
+}

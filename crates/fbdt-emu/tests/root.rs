@@ -1,0 +1,222 @@
+//! Root tests: real namespaces, real kernel (MPTCP, TCP), rattan-core in between. They
+//! SKIP with a printed reason without root/CAP_NET_ADMIN (like the kernel selftests).
+//! Assertions are on bytes, packets and namespaces, never on wall-clock speed. Tests run
+//! one at a time (a lock) so they do not compete for the CPU.
+
+use std::{
+    net::{SocketAddr, UdpSocket},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use fbdt_emu::{ns, perf, PathPlan, PathStep, Side, Testbed, TestbedOptions, TestbedSpec};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+macro_rules! root_or_skip {
+    () => {{
+        if let Some(r) = fbdt_emu::skip_reason() {
+            eprintln!("SKIP: {r}");
+            return;
+        }
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }};
+}
+
+fn spec(paths: Vec<PathPlan>) -> TestbedSpec {
+    TestbedSpec { name: "test".into(), congestion_control: "cubic".into(), duration_s: 10.0, scale: 1.0, seed: 7, paths }
+}
+
+fn names(tb: &Testbed) -> Vec<String> {
+    tb.namespaces().iter().map(|s| s.to_string()).collect()
+}
+
+fn assert_gone(names: &[String]) {
+    for n in names {
+        assert!(!ns::exists(n), "namespace {n} still exists");
+    }
+}
+
+/// Server sends `count` UDP datagrams of `size` bytes to the client on path `path`, paced
+/// at `pps`; returns the arrival times (seconds since the sender's first packet) of those
+/// the client received, by sequence number order of arrival.
+fn udp_blast(tb: &Testbed, path: usize, count: u32, size: usize, pps: u32) -> Vec<(u32, f64)> {
+    let p = tb.paths()[path].clone();
+    let rx = tb
+        .run_in(Side::Client, || UdpSocket::bind(SocketAddr::new(p.client_ip.into(), 0)).unwrap())
+        .unwrap();
+    let dst = rx.local_addr().unwrap();
+    rx.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let t0 = Arc::new(Mutex::new(None::<Instant>));
+    let t0s = t0.clone();
+    let src = p.server_ip;
+    let sender = tb
+        .spawn_in(Side::Server, move || {
+            let s = UdpSocket::bind(SocketAddr::new(src.into(), 0)).unwrap();
+            let start = Instant::now();
+            *t0s.lock().unwrap() = Some(start);
+            let mut buf = vec![0u8; size];
+            for i in 0..count {
+                let due = start + Duration::from_secs_f64(i as f64 / pps as f64);
+                if let Some(d) = due.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(d);
+                }
+                buf[..4].copy_from_slice(&i.to_be_bytes());
+                let _ = s.send_to(&buf, dst);
+            }
+        })
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let limit = Instant::now() + Duration::from_secs_f64(count as f64 / pps as f64 + 3.0);
+    let mut quiet_since = None;
+    while Instant::now() < limit {
+        match rx.recv(&mut buf) {
+            Ok(n) if n >= 4 => {
+                let start = t0.lock().unwrap().unwrap_or_else(Instant::now);
+                got.push((u32::from_be_bytes(buf[..4].try_into().unwrap()), start.elapsed().as_secs_f64()));
+                quiet_since = None;
+            }
+            _ => {
+                if sender.is_finished() {
+                    let q = *quiet_since.get_or_insert_with(Instant::now);
+                    if q.elapsed() > Duration::from_millis(500) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    sender.join().unwrap().unwrap();
+    got
+}
+
+#[test]
+fn kernel_mptcp_uses_both_paths_and_packets_are_mtu_sized() {
+    let _g = root_or_skip!();
+    let tb = Testbed::start(
+        &spec(vec![PathPlan::constant("wifi", 20.0, 2.0, 0.0), PathPlan::constant("wigig", 30.0, 1.0, 0.0)]),
+        &TestbedOptions::default(),
+    )
+    .unwrap();
+    let ns_names = names(&tb);
+    assert_eq!(tb.paths()[0].client_if, "wifi");
+    assert_eq!(ns::sysctl_get(tb.netns(Side::Client), "net.ipv4.tcp_congestion_control").unwrap(), "cubic");
+    assert_eq!(ns::sysctl_get(tb.netns(Side::Server), "net.ipv4.tcp_congestion_control").unwrap(), "cubic");
+    let before = tb.path_counters().unwrap();
+    let t = perf::download(&tb, 0, 0, perf::Proto::Mptcp, 3.0, 1.0, None).unwrap();
+    let after = tb.path_counters().unwrap();
+    let d: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a.client.rx_bytes - b.client.rx_bytes).collect();
+    let pk: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a.client.rx_packets - b.client.rx_packets).collect();
+    eprintln!("mptcp: {} bytes received; per path rx bytes {d:?}, packets {pk:?}", t.bytes);
+    assert!(t.bytes > 0);
+    // Each path carried a real share of the connection (its rate share is 40% / 60%).
+    for (i, b) in d.iter().enumerate() {
+        assert!(*b as f64 > 0.15 * t.bytes as f64, "path {i} carried {b} of {} bytes", t.bytes);
+    }
+    // Per-packet emulation: no offloaded super-packets reached the client (MTU 1500 + 14 B
+    // Ethernet header).
+    for i in 0..2 {
+        assert!(d[i] / pk[i].max(1) <= 1514, "path {i}: {} bytes per packet", d[i] / pk[i].max(1));
+    }
+    // The client's kernel has both endpoints.
+    let eps = ns::ip(Some(tb.netns(Side::Client)), &["mptcp", "endpoint", "show"]).unwrap();
+    assert!(eps.contains("10.200.1.1") && eps.contains("10.200.2.1"), "{eps}");
+    drop(tb);
+    assert_gone(&ns_names);
+}
+
+#[test]
+fn outage_stops_delivery_and_it_resumes() {
+    let _g = root_or_skip!();
+    let mut b = PathPlan::constant("wigig", 20.0, 1.0, 0.0);
+    b.steps.push(PathStep { t_s: 1.0, rate_mbps: 0.0, delay_ms: 1.0, loss: 0.0, scan: false });
+    b.steps.push(PathStep { t_s: 2.0, rate_mbps: 20.0, delay_ms: 1.0, loss: 0.0, scan: false });
+    let tb = Testbed::start(&spec(vec![PathPlan::constant("wifi", 20.0, 1.0, 0.0), b]), &TestbedOptions::default()).unwrap();
+    let ns_names = names(&tb);
+    tb.play().unwrap();
+    // 1000 datagrams/s of 500 B (4 Mbit/s, far below the rate) for 3 s; the player and the
+    // sender start together, so t is (almost) schedule time.
+    let got = udp_blast(&tb, 1, 3000, 500, 1000);
+    let count_in = |a: f64, z: f64| got.iter().filter(|(_, t)| *t >= a && *t < z).count();
+    let (before, during, after) = (count_in(0.1, 0.9), count_in(1.1, 1.9), count_in(2.1, 2.9));
+    eprintln!("outage: delivered before {before}, during {during}, after {after}");
+    assert!(before > 600, "before the outage: {before}");
+    assert_eq!(during, 0, "packets delivered during the outage");
+    assert!(after > 600, "after the outage: {after}");
+    let applied = tb.applied_steps();
+    assert!(applied.iter().any(|a| a.path == "wigig" && a.step.rate_mbps == 0.0), "{applied:?}");
+    drop(tb);
+    assert_gone(&ns_names);
+}
+
+#[test]
+fn scan_holds_packets_instead_of_dropping() {
+    let _g = root_or_skip!();
+    let mut a = PathPlan::constant("wifi", 20.0, 1.0, 0.0);
+    a.steps.push(PathStep { t_s: 0.5, rate_mbps: 0.0, delay_ms: 1.0, loss: 0.0, scan: true });
+    a.steps.push(PathStep { t_s: 1.0, rate_mbps: 20.0, delay_ms: 1.0, loss: 0.0, scan: false });
+    let tb = Testbed::start(&spec(vec![a]), &TestbedOptions::default()).unwrap();
+    tb.play().unwrap();
+    // 1.5 s at 400 datagrams/s: ~200 sent during the scan, below the 1000-packet queue.
+    let got = udp_blast(&tb, 0, 600, 500, 400);
+    let during = got.iter().filter(|(_, t)| *t >= 0.6 && *t < 0.95).count();
+    eprintln!("scan: {} of 600 delivered, {during} during the scan", got.len());
+    assert_eq!(during, 0, "packets delivered during the scan");
+    assert_eq!(got.len(), 600, "a scan must hold, not drop");
+}
+
+#[test]
+fn five_percent_loss_path_drops_four_to_six_percent() {
+    let _g = root_or_skip!();
+    let tb = Testbed::start(
+        &spec(vec![PathPlan::constant("wifi", 50.0, 1.0, 0.0), PathPlan::constant("lossy", 50.0, 1.0, 0.05)]),
+        &TestbedOptions::default(),
+    )
+    .unwrap();
+    let ns_names = names(&tb);
+    let n = 6000u32;
+    let before = tb.path_counters().unwrap();
+    let got = udp_blast(&tb, 1, n, 1000, 3000);
+    let after = tb.path_counters().unwrap();
+    let lost = 1.0 - got.len() as f64 / n as f64;
+    let sent = after[1].server.tx_packets - before[1].server.tx_packets;
+    let recv = after[1].client.rx_packets - before[1].client.rx_packets;
+    eprintln!("loss: app saw {:.2}% lost; path counters: server tx {sent}, client rx {recv}", lost * 100.0);
+    assert!((0.04..=0.06).contains(&lost), "lost {lost}");
+    let path_loss = 1.0 - recv as f64 / sent as f64;
+    assert!((0.04..=0.06).contains(&path_loss), "path counters say {path_loss}");
+    // The clean path loses nothing.
+    let clean = udp_blast(&tb, 0, 1000, 1000, 3000);
+    assert_eq!(clean.len(), 1000);
+    drop(tb);
+    assert_gone(&ns_names);
+}
+
+#[test]
+fn namespaces_gone_after_panic_inside_closure() {
+    let _g = root_or_skip!();
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen2 = seen.clone();
+    let r = std::panic::catch_unwind(move || {
+        let tb = Testbed::start(&spec(vec![PathPlan::constant("wifi", 10.0, 1.0, 0.0)]), &TestbedOptions::default()).unwrap();
+        *seen2.lock().unwrap() = names(&tb);
+        for n in tb.namespaces() {
+            assert!(ns::exists(n));
+        }
+        // A process left running in the namespace must be killed too.
+        let child = tb.command(Side::Server, "sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        std::thread::sleep(Duration::from_millis(200));
+        *seen2.lock().unwrap() = [names(&tb), vec![pid.to_string()]].concat();
+        tb.run_in(Side::Client, || panic!("boom inside the client namespace")).unwrap();
+    });
+    assert!(r.is_err(), "the panic must propagate");
+    let v = seen.lock().unwrap().clone();
+    assert_eq!(v.len(), 4, "{v:?}");
+    assert_gone(&v[..3]);
+    let pid: i32 = v[3].parse().unwrap();
+    // `ip netns exec` is replaced by sleep (same pid); it must be gone (or a zombie of ours).
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(state.is_empty() || state.contains(") Z "), "process {pid} still alive: {state}");
+}
