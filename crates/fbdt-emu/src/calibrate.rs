@@ -39,6 +39,7 @@ pub struct CalibrationReport {
     pub congestion_control: String,
     /// How the RTT was measured.
     pub rtt_method: String,
+    /// Minimum seconds of transfer per path (long-RTT paths get 20 RTTs, at most 30 s).
     pub secs_per_path: f64,
     pub cores: usize,
     pub options: TestbedOptions,
@@ -75,9 +76,14 @@ pub fn calibrate(spec: &TestbedSpec, opts: &TestbedOptions, secs: f64, progress:
             eprintln!("calibrate: path {} ({:.1} Mbit/s, {} ms one-way, loss {}) …", p.name, step.rate_mbps, step.delay_ms, step.loss);
         }
         let rtt = perf::connect_rtt_ms(&tb, i, 5)?;
+        // Long-RTT paths need time to leave slow start: at least 20 RTTs (≤ 30 s), and the
+        // first half (≥ 1 s, ≤ 10 RTTs) is warm-up.
+        let rtt_s = 2.0 * step.delay_ms / 1e3;
+        let secs = secs.max((20.0 * rtt_s).min(30.0));
+        let warmup = (10.0 * rtt_s).clamp(1.0_f64.min(secs / 3.0), secs / 2.0);
         let name = p.name.clone();
         let cb = move |t: f64, mbps: f64| eprintln!("  {name}: t={t:4.1}s {mbps:8.1} Mbit/s");
-        let tr = perf::download(&tb, i, i, Proto::Tcp, secs, 1.0_f64.min(secs / 3.0), if progress { Some(&cb) } else { None })?;
+        let tr = perf::download(&tb, i, i, Proto::Tcp, secs, warmup, if progress { Some(&cb) } else { None })?;
         out.push(PathCalibration {
             name: p.name.clone(),
             configured_mbps: step.rate_mbps,
@@ -125,7 +131,7 @@ pub struct CalibrateArgs {
 
 /// Runs `calibrate`: progress on stderr, a table on stdout, JSON to `--json`.
 pub fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
-    let (_sc, spec) = crate::scenario::load_spec(&args.scenario, args.scale)?;
+    let (_sc, spec) = crate::scenario::load_spec(&args.scenario, args.scale, args.mtu)?;
     let opts = TestbedOptions { emu_threads: args.emu_threads, mtu: args.mtu, ..TestbedOptions::default() };
     let r = calibrate(&spec, &opts, args.secs, true)?;
     let mut o = std::io::stdout().lock();

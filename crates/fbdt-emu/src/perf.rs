@@ -133,14 +133,24 @@ pub fn download(
     let hard_stop = dur + Duration::from_secs(5);
     let (mut bytes, mut series) = (0u64, vec![(0.0, 0u64)]);
     let (mut next_tick, mut last_report) = (0.1f64, (0.0f64, 0u64));
+    // Samples taken right after the socket was drained (a short read): the byte count is
+    // then exact at that instant, whereas a reader that fell behind (a busy CPU) would
+    // otherwise count backlog late and overstate the goodput of a window.
+    let mut drained: Vec<(f64, u64)> = vec![(0.0, 0)];
     loop {
-        match s.read(&mut buf) {
+        let short = match s.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => bytes += n as u64,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Ok(n) => {
+                bytes += n as u64;
+                n < buf.len()
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => true,
             Err(e) => return Err(Error::Command(format!("recv: {e}"))),
-        }
+        };
         let t = t0.elapsed().as_secs_f64();
+        if short {
+            drained.push((t, bytes));
+        }
         while t >= next_tick {
             series.push((next_tick, bytes));
             next_tick += 0.1;
@@ -164,8 +174,8 @@ pub fn download(
     }
     // Goodput between the first sample at/after the warm-up and the end of sending.
     let end_t = secs.min(secs_total);
-    let a = series.iter().find(|(t, _)| *t >= warmup_s).copied().unwrap_or((0.0, 0));
-    let b = series.iter().rev().find(|(t, _)| *t <= end_t + 1e-9).copied().unwrap_or((secs_total, bytes));
+    let a = drained.iter().find(|(t, _)| *t >= warmup_s).copied().unwrap_or((0.0, 0));
+    let b = drained.iter().rev().find(|(t, _)| *t <= end_t + 1e-9).copied().unwrap_or((secs_total, bytes));
     let goodput_mbps = if b.0 > a.0 { (b.1 - a.1) as f64 * 8.0 / (b.0 - a.0) / 1e6 } else { 0.0 };
     Ok(Transfer { bytes, secs: secs_total, goodput_mbps, series })
 }

@@ -36,11 +36,16 @@ pub struct TestbedOptions {
     /// MTU of every emulated link (1500 like the papers' testbeds; 9000 doubles the
     /// emulator's packet budget).
     pub mtu: u32,
+    /// Largest TCP send/receive buffer the kernel may autotune to, bytes (third field of
+    /// `net.ipv4.tcp_rmem`/`tcp_wmem` in both namespaces). The kernel's 6 MiB default caps a
+    /// path at 6 MiB per RTT (48 Mbit/s at 1 s RTT); 64 MiB covers the scenarios' BDPs.
+    /// `None` keeps the kernel default. Applies to every scheme alike.
+    pub tcp_buffer_max: Option<u64>,
 }
 
 impl Default for TestbedOptions {
     fn default() -> Self {
-        Self { emu_threads: 1, loss_both_directions: false, mptcp: true, mtu: 1500 }
+        Self { emu_threads: 1, loss_both_directions: false, mptcp: true, mtu: 1500, tcp_buffer_max: Some(64 << 20) }
     }
 }
 
@@ -287,6 +292,15 @@ impl Testbed {
             ns::sysctl(nsn, "net.ipv4.tcp_congestion_control", cc)?;
             // No cached ssthresh/RTT between runs and paths: every run starts cold.
             ns::sysctl(nsn, "net.ipv4.tcp_no_metrics_save", "1")?;
+            if let Some(max) = self.opts.tcp_buffer_max {
+                for key in ["net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"] {
+                    let cur = ns::sysctl_get(nsn, key)?;
+                    let f: Vec<&str> = cur.split_whitespace().collect();
+                    if f.len() == 3 {
+                        ns::sysctl(nsn, key, &format!("{} {} {max}", f[0], f[1]))?;
+                    }
+                }
+            }
         }
         if self.opts.mptcp {
             let n = self.paths.len().to_string();
