@@ -43,6 +43,9 @@ pub struct Config {
     pub forward_hysteresis: f64,
     /// Seeds the ISN and key material (time and randomness are inputs to the core).
     pub seed: u64,
+    /// A fixed initial sequence number instead of a random one (tests exercise the 2^32
+    /// wrap with it).
+    pub initial_seq: Option<u32>,
 }
 
 impl Default for Config {
@@ -64,6 +67,7 @@ impl Default for Config {
             stall_min: Duration::from_millis(30),
             forward_hysteresis: 1.2,
             seed: 0,
+            initial_seq: None,
         }
     }
 }

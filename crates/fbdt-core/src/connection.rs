@@ -111,7 +111,8 @@ impl Connection {
         // Distinct streams for the two roles even when both ends share a seed (simulator).
         let mut rng = ChaCha20Rng::seed_from_u64(cfg.seed ^ if role == Role::Client { 0x636c_6965_6e74 } else { 0x7365_7276_6572 });
         let local_key: [u8; 32] = rng.gen();
-        let local_isn: u32 = rng.gen();
+        let random_isn: u32 = rng.gen();
+        let local_isn = cfg.initial_seq.unwrap_or(random_isn);
         Ok(Connection {
             sender: FbdtSender::new(&cfg, local_isn, 0),
             cfg,

@@ -31,6 +31,9 @@ pub trait SimEndpoint {
     /// What the path's TCP connection would report in TCP_INFO.
     fn path_stats(&mut self, path: usize, stats: PathStats);
     fn stats(&self) -> Option<ConnectionStats>;
+    /// Client: the whole transfer arrived (only for a sized transfer). Server: every byte
+    /// and the stream end were acknowledged.
+    fn is_done(&self) -> bool;
 }
 
 /// Bulk application bytes are produced in pieces of this size.
@@ -41,11 +44,13 @@ pub struct FbdtEnd {
     conn: Connection,
     /// Server: next offset to write. Client: next offset to read.
     offset: u64,
+    /// Bytes to transfer, `None` = backlogged until the run ends.
+    limit: Option<u64>,
     scratch: Vec<u8>,
 }
 
 impl FbdtEnd {
-    pub fn new(side: Side, cfg: Config, paths: usize, now: Instant) -> Result<Self, String> {
+    pub fn new(side: Side, cfg: Config, paths: usize, limit: Option<u64>, now: Instant) -> Result<Self, String> {
         let mut conn = match side {
             Side::Server => Connection::server(cfg),
             Side::Client => Connection::client(cfg),
@@ -54,7 +59,7 @@ impl FbdtEnd {
         for p in 0..paths {
             conn.add_path(PathId(p as u8), now).map_err(|e| e.to_string())?;
         }
-        Ok(FbdtEnd { side, conn, offset: 0, scratch: vec![0; APP_CHUNK] })
+        Ok(FbdtEnd { side, conn, offset: 0, limit, scratch: vec![0; APP_CHUNK] })
     }
 }
 
@@ -79,7 +84,12 @@ impl SimEndpoint for FbdtEnd {
         match self.side {
             Side::Server => {
                 loop {
-                    let n = self.conn.send_room().min(APP_CHUNK);
+                    let left = self.limit.map_or(u64::MAX, |l| l - self.offset);
+                    if left == 0 {
+                        self.conn.finish();
+                        return Ok(0);
+                    }
+                    let n = self.conn.send_room().min(APP_CHUNK).min(left.min(APP_CHUNK as u64) as usize);
                     if n == 0 {
                         return Ok(0);
                     }
@@ -125,6 +135,13 @@ impl SimEndpoint for FbdtEnd {
         self.conn.path_stats(PathId(path as u8), stats);
     }
 
+    fn is_done(&self) -> bool {
+        match self.side {
+            Side::Client => self.conn.is_recv_finished(),
+            Side::Server => self.limit.is_some_and(|l| self.offset == l) && self.conn.is_send_done(),
+        }
+    }
+
     fn stats(&self) -> Option<ConnectionStats> {
         Some(self.conn.stats())
     }
@@ -134,14 +151,15 @@ impl SimEndpoint for FbdtEnd {
 pub struct TcpEnd {
     side: Side,
     path: usize,
+    limit: Option<u64>,
     offset: u64,
     pending: u64,
     corrupt: Option<u64>,
 }
 
 impl TcpEnd {
-    pub fn new(side: Side, path: usize) -> Self {
-        TcpEnd { side, path, offset: 0, pending: 0, corrupt: None }
+    pub fn new(side: Side, path: usize, limit: Option<u64>) -> Self {
+        TcpEnd { side, path, limit, offset: 0, pending: 0, corrupt: None }
     }
 }
 
@@ -161,7 +179,11 @@ impl SimEndpoint for TcpEnd {
         if self.side != Side::Server || path != self.path {
             return 0;
         }
-        let n = room.min(64 * 1024);
+        let left = self.limit.map_or(u64::MAX, |l| l - self.offset);
+        let n = room.min(64 * 1024).min(left.min(1 << 20) as usize);
+        if n == 0 {
+            return 0;
+        }
         let start = out.len();
         out.resize(start + n, 0);
         pattern::fill(self.offset, &mut out[start..]);
@@ -189,6 +211,11 @@ impl SimEndpoint for TcpEnd {
     fn path_down(&mut self, _path: usize, _now: Instant) {}
     fn path_up(&mut self, _path: usize, _now: Instant) {}
     fn path_stats(&mut self, _path: usize, _stats: PathStats) {}
+
+    fn is_done(&self) -> bool {
+        self.limit.is_some_and(|l| self.offset >= l)
+    }
+
 
     fn stats(&self) -> Option<ConnectionStats> {
         None

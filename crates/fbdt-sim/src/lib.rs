@@ -12,4 +12,4 @@ pub mod pattern;
 mod run;
 
 pub use link::LinkParams;
-pub use run::{run, SimError, SimOutcome, SimParams, SimScheme};
+pub use run::{run, PathReset, SimError, SimOutcome, SimParams, SimScheme};

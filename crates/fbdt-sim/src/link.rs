@@ -49,6 +49,10 @@ fn secs(t: Instant) -> f64 {
     t.as_secs_f64()
 }
 
+/// Serialisation finishing within this of `now` counts as finished: keeps float rounding
+/// from scheduling an event that `advance` would then not complete (a livelock).
+const EPSILON_S: f64 = 1e-9;
+
 fn instant_ceil(s: f64) -> Instant {
     Instant::from_micros((s * 1e6).ceil().max(0.0) as u64)
 }
@@ -153,7 +157,7 @@ impl Link {
             let head_len = self.backlog.front().map_or(0, |c| c.len());
             let remaining = head_len as f64 - self.head_done;
             let finish = self.clock + remaining / self.rate;
-            if finish > now_s {
+            if finish > now_s + EPSILON_S {
                 self.head_done += (now_s - self.clock) * self.rate;
                 break;
             }
@@ -187,7 +191,7 @@ impl Link {
                     }
                 } else if self.rate > 0.0 {
                     let remaining = head.len() as f64 - self.head_done;
-                    consider(instant_ceil(self.clock + remaining / self.rate));
+                    consider(instant_ceil(self.clock + remaining / self.rate - EPSILON_S));
                 }
             }
         }

@@ -21,6 +21,12 @@ pub enum SimScheme {
 #[derive(Clone, Debug)]
 pub struct SimParams {
     pub link: LinkParams,
+    /// Bytes the application sends, then ends its stream; `None` = backlogged for the
+    /// whole run. A sized run stops as soon as the receiver has everything.
+    pub transfer_bytes: Option<u64>,
+    /// Connections killed mid-run (a TCP reset, a dead interface), each optionally
+    /// reconnected later.
+    pub path_resets: Vec<PathReset>,
     /// Goodput series resolution.
     pub sample_interval_s: f64,
     /// Steps in a row that may happen at the same instant before the run is declared a
@@ -30,8 +36,23 @@ pub struct SimParams {
 
 impl Default for SimParams {
     fn default() -> Self {
-        SimParams { link: LinkParams::default(), sample_interval_s: 0.1, max_steps_at_one_instant: 10_000 }
+        SimParams {
+            link: LinkParams::default(),
+            transfer_bytes: None,
+            path_resets: Vec::new(),
+            sample_interval_s: 0.1,
+            max_steps_at_one_instant: 10_000,
+        }
     }
+}
+
+/// Kills path `path`'s connection at `at_s`; if `reconnect_after_s` is set, a new
+/// connection joins that long after (once the link is up).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PathReset {
+    pub at_s: f64,
+    pub path: usize,
+    pub reconnect_after_s: Option<f64>,
 }
 
 #[derive(Debug, Error)]
@@ -67,6 +88,9 @@ pub struct SimOutcome {
     pub log: Vec<String>,
     /// Simulator steps executed.
     pub steps: u64,
+    /// Sized transfers: when the receiver had every byte and the stream end (the run goes
+    /// on until the sender has the final ACK).
+    pub completed_at_s: Option<f64>,
 }
 
 fn at(t_s: f64) -> Instant {
@@ -105,14 +129,17 @@ pub fn run(schedule: &Schedule, scheme: &SimScheme, params: &SimParams, mut prog
     let n = schedule.paths.len();
     let (mut server, mut client): (Box<dyn SimEndpoint>, Box<dyn SimEndpoint>) = match scheme {
         SimScheme::Fbdt(cfg) => (
-            Box::new(FbdtEnd::new(Side::Server, cfg.clone(), n, Instant::ZERO).map_err(SimError::Config)?),
-            Box::new(FbdtEnd::new(Side::Client, cfg.clone(), n, Instant::ZERO).map_err(SimError::Config)?),
+            Box::new(FbdtEnd::new(Side::Server, cfg.clone(), n, params.transfer_bytes, Instant::ZERO).map_err(SimError::Config)?),
+            Box::new(FbdtEnd::new(Side::Client, cfg.clone(), n, params.transfer_bytes, Instant::ZERO).map_err(SimError::Config)?),
         ),
         SimScheme::Tcp(p) => {
             if *p >= n {
                 return Err(SimError::NoSuchPath(*p, n));
             }
-            (Box::new(TcpEnd::new(Side::Server, *p)), Box::new(TcpEnd::new(Side::Client, *p)))
+            (
+                Box::new(TcpEnd::new(Side::Server, *p, params.transfer_bytes)),
+                Box::new(TcpEnd::new(Side::Client, *p, params.transfer_bytes)),
+            )
         }
     };
     let mut paths: Vec<PathSim> = schedule
@@ -137,9 +164,32 @@ pub fn run(schedule: &Schedule, scheme: &SimScheme, params: &SimParams, mut prog
     let mut same_instant = 0u32;
     let mut buf = Vec::new();
     let fail = |side, now: Instant, msg| SimError::Endpoint { side, t: now.as_secs_f64(), msg };
+    for r in &params.path_resets {
+        if r.path >= n {
+            return Err(SimError::NoSuchPath(r.path, n));
+        }
+    }
+    let mut resets: Vec<PathReset> = params.path_resets.clone();
+    resets.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+    let mut next_reset = 0usize;
+    let mut reconnect_delay: Vec<Option<f64>> = vec![None; n];
 
     loop {
         out.steps += 1;
+        while let Some(r) = resets.get(next_reset).filter(|r| at(r.at_s) <= now) {
+            let p = &mut paths[r.path];
+            p.data.flush();
+            p.reverse.flush();
+            p.reconnect = None;
+            server.path_down(r.path, now);
+            client.path_down(r.path, now);
+            out.log.push(format!("{now} path{} killed", r.path));
+            if let Some(after) = r.reconnect_after_s {
+                p.reconnect = Some(None);
+                reconnect_delay[r.path] = Some(after);
+            }
+            next_reset += 1;
+        }
         for (i, (p, tl)) in paths.iter_mut().zip(&schedule.paths).enumerate() {
             while let Some(step) = tl.steps.get(p.next_step).filter(|s| at(s.t_s) <= now) {
                 p.data.advance(now);
@@ -153,7 +203,10 @@ pub fn run(schedule: &Schedule, scheme: &SimScheme, params: &SimParams, mut prog
             p.reverse.advance(now);
             if let Some(pending) = p.reconnect {
                 match pending {
-                    None if p.data.is_up() => p.reconnect = Some(Some(now + fbdt_core::Duration::from_secs_f64(2.0 * p.data.delay_s()))),
+                    None if p.data.is_up() => {
+                        let wait = reconnect_delay[i].take().unwrap_or(2.0 * p.data.delay_s());
+                        p.reconnect = Some(Some(now + Duration::from_secs_f64(wait)));
+                    }
                     Some(t) if t <= now => {
                         p.reconnect = None;
                         server.path_up(i, now);
@@ -233,6 +286,13 @@ pub fn run(schedule: &Schedule, scheme: &SimScheme, params: &SimParams, mut prog
             progress(t);
             next_sample = Instant::from_micros(next_sample.as_micros() + sample);
         }
+        if params.transfer_bytes.is_some() && client.is_done() {
+            out.completed_at_s.get_or_insert(now.as_secs_f64());
+            // Run on until the sender has heard that everything arrived.
+            if server.is_done() {
+                break;
+            }
+        }
         if now >= end {
             break;
         }
@@ -253,6 +313,7 @@ pub fn run(schedule: &Schedule, scheme: &SimScheme, params: &SimParams, mut prog
         }
         consider(server.timeout());
         consider(client.timeout());
+        consider(resets.get(next_reset).map(|r| at(r.at_s)));
         if next <= now {
             same_instant += 1;
             if same_instant > params.max_steps_at_one_instant {
@@ -264,7 +325,8 @@ pub fn run(schedule: &Schedule, scheme: &SimScheme, params: &SimParams, mut prog
         now = next.max(now);
     }
 
-    out.goodput_mbps = out.bytes_delivered as f64 * 8.0 / schedule.duration_s / 1e6;
+    let elapsed = out.completed_at_s.unwrap_or(schedule.duration_s).max(1e-9);
+    out.goodput_mbps = out.bytes_delivered as f64 * 8.0 / elapsed / 1e6;
     let per_sec = (1.0 / params.sample_interval_s).round().max(1.0) as usize;
     out.per_second_mbps = out
         .series

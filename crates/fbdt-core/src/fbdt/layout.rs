@@ -12,7 +12,7 @@
 
 use crate::path::PathId;
 use crate::time::Instant;
-use crate::wire::{LaneRepr, NO_PATH};
+use crate::wire::{LaneRepr, MAX_LANES, NO_PATH};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum End {
@@ -97,10 +97,15 @@ impl Window {
         self.lanes.iter().any(|l| l.lo < l.hi)
     }
 
+    /// The lanes still holding unsent segments, lowest first, at most [`MAX_LANES`]
+    /// (splits can leave more; the receiver needs only the window bounds, so a long layout
+    /// is cut rather than refused).
     pub fn lane_reprs(&self, seq_of_seg: impl Fn(u64) -> crate::seq::Seq) -> Vec<LaneRepr> {
         let id = |p: Option<PathId>| p.map_or(NO_PATH, |p| p.0);
-        self.lanes
-            .iter()
+        let mut live: Vec<&Lane> = self.lanes.iter().filter(|l| l.remaining() > 0).collect();
+        live.sort_by_key(|l| l.lo);
+        live.truncate(MAX_LANES);
+        live.into_iter()
             .map(|l| LaneRepr {
                 lo: seq_of_seg(l.lo),
                 hi: seq_of_seg(l.hi),

@@ -1,0 +1,54 @@
+//! `fbdt-lab`: run FBDT and its baselines over the papers' scenarios.
+
+mod report;
+mod run;
+mod scheme;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "fbdt-lab", version, about = "Run FBDT and its baselines over the papers' multi-radio scenarios", long_about = None,
+    after_help = "Examples:\n  fbdt-lab scenarios\n  fbdt-lab run mobility --schemes fbdt,tcp:wifi,tcp:wigig --json mobility.json\n  fbdt-lab run blockage --schemes fbdt+rto=0,fbdt+rto=1,fbdt+window=paper --duration 10\n  fbdt-lab run my-scenario.toml --repeat 3\n  fbdt-lab jpoc fairness --json fairness.json --plot fairness.png")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run schemes over one scenario and report goodput (table + JSON).
+    Run(run::RunArgs),
+    /// List the built-in scenarios.
+    Scenarios,
+    /// JPOC: fair mmWave initial access vs 802.11ad A-BFT (thesis ch. 3).
+    #[command(subcommand)]
+    Jpoc(jpoc::JpocCommand),
+}
+
+fn main() {
+    if let Err(e) = real_main() {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> Result<()> {
+    match Cli::parse().command {
+        Command::Run(args) => run::run(args).map(|_| ()),
+        Command::Scenarios => scenarios(),
+        Command::Jpoc(cmd) => jpoc::run(cmd),
+    }
+}
+
+fn scenarios() -> Result<()> {
+    println!("{:<16} {:>6} {:>10}  description", "name", "paths", "capacity");
+    for name in fbdt_scenario::builtin_names() {
+        let s = fbdt_scenario::Scenario::load(name)?;
+        let cap = s.schedule(1.0)?.capacity_mbps();
+        let paths: Vec<&str> = s.paths.iter().map(|p| p.name.as_str()).collect();
+        let desc = s.description.lines().next().unwrap_or("");
+        println!("{:<16} {:>6} {:>9.0}M  {} [{}]", name, paths.len(), cap, desc, paths.join(","));
+    }
+    Ok(())
+}

@@ -1,0 +1,223 @@
+//! `fbdt-lab run`: schemes × one scenario on a backend → table + results JSON.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant as WallClock;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use fbdt_scenario::Scenario;
+use fbdt_sim::{SimParams, SimScheme};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::report::{percentile, Counters, Meta, RunReport, RunSummary, Sample, SchemeResult};
+use crate::scheme::{self, Scheme};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// Deterministic simulator driving the protocol core over modelled paths.
+    Sim,
+    /// Emulated radios in network namespaces (real TCP stacks).
+    Emu,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Built-in scenario name (see `fbdt-lab scenarios`) or a scenario .toml file.
+    pub scenario: String,
+    #[arg(long, value_enum, default_value_t = Backend::Sim)]
+    pub backend: Backend,
+    /// Comma-separated schemes: fbdt[+rto=F][+window=auto|paper|64k][+seg=N][+rcvbuf=N],
+    /// tcp:<path>. Default: fbdt and tcp:<every path>.
+    #[arg(long, value_delimiter = ',')]
+    pub schemes: Vec<String>,
+    /// Seconds to run (default: the scenario's duration).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Seed for the scenario's random models and the protocol (default: the scenario's).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Repetitions with seeds seed, seed+1, …
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// Multiply every path rate by this factor.
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// Write the results JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+pub fn run(args: RunArgs) -> Result<RunReport> {
+    if args.backend == Backend::Emu {
+        bail!("--backend emu is not wired into `fbdt-lab run` yet; use --backend sim");
+    }
+    if args.repeat == 0 || args.repeat > 1000 {
+        bail!("--repeat must be in 1..=1000");
+    }
+    let mut scenario = Scenario::load(&args.scenario)?;
+    if let Some(d) = args.duration {
+        if !(d.is_finite() && d > 0.0 && d <= 86_400.0) {
+            bail!("--duration must be in (0, 86400] seconds, got {d}");
+        }
+        scenario.duration_s = d;
+    }
+    let seed = args.seed.unwrap_or(scenario.seed);
+    scenario.seed = seed;
+    let names: Vec<String> = if args.schemes.is_empty() {
+        std::iter::once("fbdt".to_string()).chain(scenario.paths.iter().map(|p| format!("tcp:{}", p.name))).collect()
+    } else {
+        args.schemes.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+    };
+    if names.is_empty() {
+        bail!("--schemes is empty");
+    }
+    // Parse every scheme before running any, so a typo fails fast.
+    for n in &names {
+        scheme::parse(n, &scenario, seed)?;
+    }
+    let first = scenario.schedule(args.scale)?;
+    let params = SimParams::default();
+    let ticks_per_run = (scenario.duration_s / params.sample_interval_s).round() as u64;
+    let bar = ProgressBar::new(ticks_per_run * names.len() as u64 * u64::from(args.repeat));
+    bar.set_style(ProgressStyle::with_template("{msg:>24} [{bar:30}] {percent:>3}% sim-time, ETA {eta}").expect("valid template").progress_chars("=> "));
+
+    let mut results = Vec::new();
+    for name in &names {
+        bar.set_message(name.clone());
+        let started = WallClock::now();
+        let mut runs = Vec::new();
+        let mut seconds = Vec::new();
+        let mut series: Vec<Sample> = Vec::new();
+        let mut total = SchemeResult {
+            scheme: name.clone(),
+            goodput_mbps: 0.0,
+            goodput_p10_mbps: 0.0,
+            goodput_p50_mbps: 0.0,
+            goodput_p90_mbps: 0.0,
+            bytes_delivered: 0,
+            redundant_bytes: 0,
+            per_path_bytes: BTreeMap::new(),
+            series: Vec::new(),
+            runs: Vec::new(),
+            counters: None,
+            wall_s: 0.0,
+        };
+        for r in 0..args.repeat {
+            let run_seed = seed + u64::from(r);
+            let mut sc = scenario.clone();
+            sc.seed = run_seed;
+            let schedule = if r == 0 { first.clone() } else { sc.schedule(args.scale)? };
+            let sim_scheme = match scheme::parse(name, &sc, run_seed)? {
+                Scheme::Fbdt(cfg) => SimScheme::Fbdt(*cfg),
+                Scheme::Tcp { path } => SimScheme::Tcp(path),
+            };
+            let base = bar.position();
+            let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |t| bar.set_position(base + (t / params.sample_interval_s).round() as u64))
+                .with_context(|| format!("scheme {name}, seed {run_seed}"))?;
+            bar.set_position(base + ticks_per_run);
+            if r == 0 {
+                series = out.series.iter().map(|&(t, mbps)| Sample { t, mbps }).collect();
+            }
+            seconds.extend_from_slice(&out.per_second_mbps);
+            runs.push(RunSummary { seed: run_seed, goodput_mbps: out.goodput_mbps, redundant_bytes: out.redundant_bytes });
+            total.bytes_delivered += out.bytes_delivered;
+            total.redundant_bytes += out.redundant_bytes;
+            for (p, b) in schedule.paths.iter().zip(&out.per_path_bytes) {
+                *total.per_path_bytes.entry(p.name.clone()).or_default() += b;
+            }
+            if let (Some(s), Some(c)) = (&out.server, &out.client) {
+                let k = total.counters.get_or_insert_with(Counters::default);
+                k.windows_loaded += s.sender.windows_loaded;
+                k.realignments += s.sender.realignments;
+                k.window_stalls += s.sender.window_stalls;
+                k.path_stalls += s.sender.path_stalls;
+                k.forward_changes += s.sender.forward_changes;
+                k.redundant_bytes_received += c.receiver.redundant_bytes_received;
+                k.max_out_of_order_bytes = k.max_out_of_order_bytes.max(c.receiver.max_out_of_order_bytes);
+                k.acks_sent += c.receiver.acks_sent;
+            }
+        }
+        total.goodput_mbps = runs.iter().map(|r| r.goodput_mbps).sum::<f64>() / runs.len() as f64;
+        total.goodput_p10_mbps = percentile(&seconds, 0.1);
+        total.goodput_p50_mbps = percentile(&seconds, 0.5);
+        total.goodput_p90_mbps = percentile(&seconds, 0.9);
+        total.series = series;
+        total.runs = if args.repeat > 1 { runs } else { Vec::new() };
+        total.wall_s = started.elapsed().as_secs_f64();
+        bar.println(format!("{name}: {:.1} Mbit/s ({:.1}x real time)", total.goodput_mbps, scenario.duration_s * f64::from(args.repeat) / total.wall_s.max(1e-9)));
+        results.push(total);
+    }
+    bar.finish_and_clear();
+
+    let sum_standalone = {
+        let tcp: Vec<f64> = scenario
+            .paths
+            .iter()
+            .filter_map(|p| results.iter().find(|r| r.scheme == format!("tcp:{}", p.name)).map(|r| r.goodput_mbps))
+            .collect();
+        (tcp.len() == scenario.paths.len()).then(|| tcp.iter().sum())
+    };
+    let mut meta = Meta::here();
+    meta.sim = Some(BTreeMap::from([
+        ("backlog_bytes".to_string(), params.link.backlog_bytes as f64),
+        ("max_window_bytes".to_string(), params.link.max_window_bytes as f64),
+        ("mss".to_string(), params.link.mss as f64),
+        ("sample_interval_s".to_string(), params.sample_interval_s),
+    ]));
+    let report = RunReport {
+        scenario: scenario.name.clone(),
+        backend: "sim".into(),
+        duration_s: scenario.duration_s,
+        seed,
+        scale: args.scale,
+        congestion_control: scenario.congestion_control.clone(),
+        capacity_mbps: first.capacity_mbps(),
+        results,
+        sum_standalone_mbps: sum_standalone,
+        meta,
+        scenario_def: scenario,
+    };
+    print_table(&report);
+    if let Some(path) = &args.json {
+        write_json(path, &report)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(report)
+}
+
+pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+fn print_table(r: &RunReport) {
+    println!(
+        "scenario {} ({} backend, {:.1} s, seed {}, scale {}, {}): capacity {:.1} Mbit/s{}",
+        r.scenario,
+        r.backend,
+        r.duration_s,
+        r.seed,
+        r.scale,
+        r.congestion_control,
+        r.capacity_mbps,
+        r.sum_standalone_mbps.map_or(String::new(), |s| format!(", Σ standalone {s:.1} Mbit/s"))
+    );
+    println!("{:<26} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7}  per-path MB", "scheme", "Mbit/s", "p10", "p50", "p90", "redund", "/Σtcp", "/cap");
+    for s in &r.results {
+        let ratio = |d: Option<f64>| d.filter(|d| *d > 0.0).map_or("-".to_string(), |d| format!("{:.3}", s.goodput_mbps / d));
+        let paths: Vec<String> = s.per_path_bytes.iter().map(|(k, v)| format!("{k}={:.0}", *v as f64 / 1e6)).collect();
+        println!(
+            "{:<26} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>6.2}% {:>7} {:>7}  {}",
+            s.scheme,
+            s.goodput_mbps,
+            s.goodput_p10_mbps,
+            s.goodput_p50_mbps,
+            s.goodput_p90_mbps,
+            s.redundant_bytes as f64 * 100.0 / s.bytes_delivered.max(1) as f64,
+            ratio(r.sum_standalone_mbps),
+            ratio(Some(r.capacity_mbps)),
+            paths.join(" ")
+        );
+    }
+}
