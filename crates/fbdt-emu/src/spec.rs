@@ -154,10 +154,12 @@ impl TestbedSpec {
                 }
             }
             for s in &p.steps {
-                if !(s.rate_mbps.is_finite() && s.rate_mbps >= 0.0)
-                    || !(s.delay_ms.is_finite() && s.delay_ms >= 0.0)
-                    || !(0.0..=1.0).contains(&s.loss)
-                {
+                let ok = s.rate_mbps.is_finite()
+                    && s.rate_mbps >= 0.0
+                    && s.delay_ms.is_finite()
+                    && s.delay_ms >= 0.0
+                    && (0.0..=1.0).contains(&s.loss);
+                if !ok {
                     return Err(Error::Spec(format!("path {:?}: bad step {s:?}", p.name)));
                 }
             }

@@ -198,6 +198,8 @@ fn namespaces_gone_after_panic_inside_closure() {
     let _g = root_or_skip!();
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let seen2 = seen.clone();
+    let child_slot: Arc<Mutex<Option<std::process::Child>>> = Arc::default();
+    let child_slot2 = child_slot.clone();
     let r = std::panic::catch_unwind(move || {
         let tb = Testbed::start(&spec(vec![PathPlan::constant("wifi", 10.0, 1.0, 0.0)]), &TestbedOptions::default()).unwrap();
         *seen2.lock().unwrap() = names(&tb);
@@ -206,17 +208,18 @@ fn namespaces_gone_after_panic_inside_closure() {
         }
         // A process left running in the namespace must be killed too.
         let child = tb.command(Side::Server, "sleep").arg("30").spawn().unwrap();
-        let pid = child.id();
+        *child_slot2.lock().unwrap() = Some(child);
         std::thread::sleep(Duration::from_millis(200));
-        *seen2.lock().unwrap() = [names(&tb), vec![pid.to_string()]].concat();
         tb.run_in(Side::Client, || panic!("boom inside the client namespace")).unwrap();
     });
     assert!(r.is_err(), "the panic must propagate");
     let v = seen.lock().unwrap().clone();
-    assert_eq!(v.len(), 4, "{v:?}");
-    assert_gone(&v[..3]);
-    let pid: i32 = v[3].parse().unwrap();
-    // `ip netns exec` is replaced by sleep (same pid); it must be gone (or a zombie of ours).
-    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    assert!(state.is_empty() || state.contains(") Z "), "process {pid} still alive: {state}");
+    assert_eq!(v.len(), 3, "{v:?}");
+    assert_gone(&v);
+    // `ip netns exec` execs sleep (same pid): the cleanup must have killed it (SIGKILL),
+    // so this wait returns at once instead of after 30 s.
+    let mut child = child_slot.lock().unwrap().take().expect("child spawned");
+    let status = child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "{status:?}");
 }
