@@ -10,7 +10,12 @@ use thiserror::Error;
 pub enum WindowConfig {
     /// `factor × Σ rate_i · srtt_i`, clamped to `[min, max]` bytes, re-evaluated at every
     /// window load. Before any estimate exists the window is `initial` bytes.
-    Auto { factor: f64, min: usize, max: usize, initial: usize },
+    Auto {
+        factor: f64,
+        min: usize,
+        max: usize,
+        initial: usize,
+    },
     /// A fixed number of bytes, as in the paper's experiments (64 KiB).
     Fixed(usize),
 }
@@ -83,7 +88,12 @@ pub enum ConfigError {
     #[error("window must hold at least one segment and at most the receive buffer ({0})")]
     Window(String),
     #[error("{name} must be in {min}..={max} bytes, got {got}")]
-    Buffer { name: &'static str, min: usize, max: usize, got: usize },
+    Buffer {
+        name: &'static str,
+        min: usize,
+        max: usize,
+        got: usize,
+    },
     #[error("redundancy_wait must be a finite factor ≥ 0, got {0}")]
     RedundancyWait(f64),
     #[error("{0}")]
@@ -107,19 +117,32 @@ impl Config {
         let min_buf = 2 * self.segment_size;
         for (name, got) in [("recv_buffer", self.recv_buffer), ("send_buffer", self.send_buffer)] {
             if got < min_buf || got > MAX_BUFFER {
-                return Err(ConfigError::Buffer { name, min: min_buf, max: MAX_BUFFER, got });
+                return Err(ConfigError::Buffer {
+                    name,
+                    min: min_buf,
+                    max: MAX_BUFFER,
+                    got,
+                });
             }
         }
         match self.window {
             WindowConfig::Fixed(w) if w < self.segment_size || w > self.recv_buffer => {
                 return Err(ConfigError::Window(format!("fixed window of {w} bytes")));
             }
-            WindowConfig::Auto { factor, min, max, initial } => {
-                if !(factor.is_finite() && factor > 0.0) || min < self.segment_size || max < min || max > self.recv_buffer || initial < min || initial > max {
-                    return Err(ConfigError::Window(format!(
-                        "auto window factor {factor}, min {min}, max {max}, initial {initial}"
-                    )));
-                }
+            WindowConfig::Auto {
+                factor,
+                min,
+                max,
+                initial,
+            } if !(factor.is_finite() && factor > 0.0)
+                || min < self.segment_size
+                || max < min
+                || initial < min
+                || initial > max =>
+            {
+                return Err(ConfigError::Window(format!(
+                    "auto window factor {factor}, min {min}, max {max}, initial {initial}"
+                )));
             }
             _ => {}
         }

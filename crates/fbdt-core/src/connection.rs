@@ -109,7 +109,14 @@ impl Connection {
     fn new(cfg: Config, role: Role) -> Result<Self, crate::config::ConfigError> {
         cfg.validate()?;
         // Distinct streams for the two roles even when both ends share a seed (simulator).
-        let mut rng = ChaCha20Rng::seed_from_u64(cfg.seed ^ if role == Role::Client { 0x636c_6965_6e74 } else { 0x7365_7276_6572 });
+        let mut rng = ChaCha20Rng::seed_from_u64(
+            cfg.seed
+                ^ if role == Role::Client {
+                    0x636c_6965_6e74
+                } else {
+                    0x7365_7276_6572
+                },
+        );
         let local_key: [u8; 32] = rng.gen();
         let random_isn: u32 = rng.gen();
         let local_isn = cfg.initial_seq.unwrap_or(random_isn);
@@ -170,10 +177,22 @@ impl Connection {
             return Err(ProtocolError::TooManyPaths { max: MAX_PATHS });
         }
         while self.paths.len() <= path.index() {
-            self.paths.push(PathIo { state: PathState::Down, rx: Vec::new(), hello_due: false, join_due: false, close_due: false });
+            self.paths.push(PathIo {
+                state: PathState::Down,
+                rx: Vec::new(),
+                hello_due: false,
+                join_due: false,
+                close_due: false,
+            });
         }
         let io = &mut self.paths[path.index()];
-        *io = PathIo { state: PathState::Pending, rx: Vec::new(), hello_due: false, join_due: false, close_due: false };
+        *io = PathIo {
+            state: PathState::Pending,
+            rx: Vec::new(),
+            hello_due: false,
+            join_due: false,
+            close_due: false,
+        };
         if self.role == Role::Client {
             if path.0 == 0 && !self.established {
                 io.hello_due = true;
@@ -195,7 +214,9 @@ impl Connection {
 
     /// The connection of `path` broke or was closed.
     pub fn path_down(&mut self, path: PathId, now: Instant) {
-        let Some(io) = self.paths.get_mut(path.index()) else { return };
+        let Some(io) = self.paths.get_mut(path.index()) else {
+            return;
+        };
         io.state = PathState::Down;
         io.rx.clear();
         self.sender.path_down(path, now);
@@ -216,14 +237,18 @@ impl Connection {
             return Ok(());
         }
         let Some(io) = self.paths.get_mut(path.index()) else {
-            return Err(ProtocolError::Unexpected { path, what: "bytes on a path never added" });
+            return Err(ProtocolError::Unexpected {
+                path,
+                what: "bytes on a path never added",
+            });
         };
         if io.state == PathState::Down {
             return Ok(());
         }
         let mut stash = std::mem::take(&mut io.rx);
         let result = if stash.is_empty() {
-            self.parse_frames(path, bytes, now).map(|used| stash.extend_from_slice(&bytes[used..]))
+            self.parse_frames(path, bytes, now)
+                .map(|used| stash.extend_from_slice(&bytes[used..]))
         } else {
             stash.extend_from_slice(bytes);
             self.parse_frames(path, &stash, now).map(|used| {
@@ -274,21 +299,33 @@ impl Connection {
         match frame {
             Frame::Close(c) => {
                 self.closed = true;
-                self.events.push_back(Event::Closed { code: c.code, reason: c.reason.clone(), by_peer: true });
+                self.events.push_back(Event::Closed {
+                    code: c.code,
+                    reason: c.reason.clone(),
+                    by_peer: true,
+                });
                 if c.code != 0 {
-                    return Err(ProtocolError::PeerClosed { code: c.code, reason: c.reason });
+                    return Err(ProtocolError::PeerClosed {
+                        code: c.code,
+                        reason: c.reason,
+                    });
                 }
                 Ok(())
             }
             Frame::Hello(h) => {
-                let expected = path.0 == 0 && !self.established && (self.role == Role::Server || !self.paths[0].hello_due);
+                let expected =
+                    path.0 == 0 && !self.established && (self.role == Role::Server || !self.paths[0].hello_due);
                 if !expected {
                     return Err(ProtocolError::Unexpected { path, what: "HELLO" });
                 }
                 self.on_hello(&h, now)
             }
             Frame::Join(j) => {
-                if self.role != Role::Server || !self.established || state != PathState::Pending || j.path_index != path.0 {
+                if self.role != Role::Server
+                    || !self.established
+                    || state != PathState::Pending
+                    || j.path_index != path.0
+                {
                     return Err(ProtocolError::Unexpected { path, what: "JOIN" });
                 }
                 let ok = self.keys.as_ref().is_some_and(|k| k.verify(&j));
@@ -299,7 +336,10 @@ impl Connection {
                 self.events.push_back(Event::PathJoined(path));
                 Ok(())
             }
-            _ if state != PathState::Up || !self.established => Err(ProtocolError::Unexpected { path, what: "frame before the handshake completed" }),
+            _ if state != PathState::Up || !self.established => Err(ProtocolError::Unexpected {
+                path,
+                what: "frame before the handshake completed",
+            }),
             Frame::Data(d) => self.receiver.as_mut().expect("established").on_data(path, &d, now),
             Frame::Ack(a) => self.sender.on_ack(path, &a, now),
             Frame::Align(a) => self.receiver.as_mut().expect("established").on_align(path, &a, now),
@@ -349,7 +389,11 @@ impl Connection {
             io.close_due = true;
         }
         self.close_reason = Some((e.close_code(), e.to_string()));
-        self.events.push_back(Event::Closed { code: e.close_code(), reason: e.to_string(), by_peer: false });
+        self.events.push_back(Event::Closed {
+            code: e.close_code(),
+            reason: e.to_string(),
+            by_peer: false,
+        });
     }
 
     /// Ends the session: a CLOSE with `code` (0 = normal) goes out on every live path.
@@ -362,14 +406,20 @@ impl Connection {
             io.close_due = true;
         }
         self.close_reason = Some((code, reason.to_owned()));
-        self.events.push_back(Event::Closed { code, reason: reason.to_owned(), by_peer: false });
+        self.events.push_back(Event::Closed {
+            code,
+            reason: reason.to_owned(),
+            by_peer: false,
+        });
     }
 
     /// Appends at most one frame for `path` (at most `room` bytes) to `out`; returns its
     /// length, 0 when the path has nothing to send now.
     #[must_use]
     pub fn poll_transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
-        let Some(io) = self.paths.get_mut(path.index()) else { return 0 };
+        let Some(io) = self.paths.get_mut(path.index()) else {
+            return 0;
+        };
         if io.state == PathState::Down {
             return 0;
         }

@@ -19,7 +19,11 @@ pub struct SessionKeys {
 
 impl SessionKeys {
     pub fn derive(client_key: &[u8; 32], server_key: &[u8; 32]) -> Self {
-        let key: [u8; 32] = Sha256::new().chain_update(client_key).chain_update(server_key).finalize().into();
+        let key: [u8; 32] = Sha256::new()
+            .chain_update(client_key)
+            .chain_update(server_key)
+            .finalize()
+            .into();
         let digest = Sha256::new().chain_update(b"fbdt token").chain_update(key).finalize();
         let mut token = [0u8; 8];
         token.copy_from_slice(&digest[..8]);
@@ -62,8 +66,14 @@ pub enum FirstFrame {
 pub fn first_frame(buf: &[u8]) -> Result<FirstFrame, crate::wire::Error> {
     match Frame::parse(buf)?.0 {
         Frame::Hello(_) => Ok(FirstFrame::Hello),
-        Frame::Join(j) => Ok(FirstFrame::Join { token: j.token, path_index: j.path_index }),
-        other => Err(crate::wire::Error::Malformed { kind: other.kind(), what: "a connection must start with HELLO or JOIN" }),
+        Frame::Join(j) => Ok(FirstFrame::Join {
+            token: j.token,
+            path_index: j.path_index,
+        }),
+        other => Err(crate::wire::Error::Malformed {
+            kind: other.kind(),
+            what: "a connection must start with HELLO or JOIN",
+        }),
     }
 }
 

@@ -48,7 +48,14 @@ fn scenarios() -> Result<()> {
         let cap = s.schedule(1.0)?.capacity_mbps();
         let paths: Vec<&str> = s.paths.iter().map(|p| p.name.as_str()).collect();
         let desc = s.description.lines().next().unwrap_or("");
-        println!("{:<16} {:>6} {:>9.0}M  {} [{}]", name, paths.len(), cap, desc, paths.join(","));
+        println!(
+            "{:<16} {:>6} {:>9.0}M  {} [{}]",
+            name,
+            paths.len(),
+            cap,
+            desc,
+            paths.join(",")
+        );
     }
     Ok(())
 }

@@ -65,9 +65,15 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
     let seed = args.seed.unwrap_or(scenario.seed);
     scenario.seed = seed;
     let names: Vec<String> = if args.schemes.is_empty() {
-        std::iter::once("fbdt".to_string()).chain(scenario.paths.iter().map(|p| format!("tcp:{}", p.name))).collect()
+        std::iter::once("fbdt".to_string())
+            .chain(scenario.paths.iter().map(|p| format!("tcp:{}", p.name)))
+            .collect()
     } else {
-        args.schemes.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+        args.schemes
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
     };
     if names.is_empty() {
         bail!("--schemes is empty");
@@ -80,7 +86,11 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
     let params = SimParams::default();
     let ticks_per_run = (scenario.duration_s / params.sample_interval_s).round() as u64;
     let bar = ProgressBar::new(ticks_per_run * names.len() as u64 * u64::from(args.repeat));
-    bar.set_style(ProgressStyle::with_template("{msg:>24} [{bar:30}] {percent:>3}% sim-time, ETA {eta}").expect("valid template").progress_chars("=> "));
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>24} [{bar:30}] {percent:>3}% sim-time, ETA {eta}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
 
     let mut results = Vec::new();
     for name in &names {
@@ -107,20 +117,30 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             let run_seed = seed + u64::from(r);
             let mut sc = scenario.clone();
             sc.seed = run_seed;
-            let schedule = if r == 0 { first.clone() } else { sc.schedule(args.scale)? };
+            let schedule = if r == 0 {
+                first.clone()
+            } else {
+                sc.schedule(args.scale)?
+            };
             let sim_scheme = match scheme::parse(name, &sc, run_seed)? {
                 Scheme::Fbdt(cfg) => SimScheme::Fbdt(*cfg),
                 Scheme::Tcp { path } => SimScheme::Tcp(path),
             };
             let base = bar.position();
-            let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |t| bar.set_position(base + (t / params.sample_interval_s).round() as u64))
-                .with_context(|| format!("scheme {name}, seed {run_seed}"))?;
+            let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |t| {
+                bar.set_position(base + (t / params.sample_interval_s).round() as u64)
+            })
+            .with_context(|| format!("scheme {name}, seed {run_seed}"))?;
             bar.set_position(base + ticks_per_run);
             if r == 0 {
                 series = out.series.iter().map(|&(t, mbps)| Sample { t, mbps }).collect();
             }
             seconds.extend_from_slice(&out.per_second_mbps);
-            runs.push(RunSummary { seed: run_seed, goodput_mbps: out.goodput_mbps, redundant_bytes: out.redundant_bytes });
+            runs.push(RunSummary {
+                seed: run_seed,
+                goodput_mbps: out.goodput_mbps,
+                redundant_bytes: out.redundant_bytes,
+            });
             total.bytes_delivered += out.bytes_delivered;
             total.redundant_bytes += out.redundant_bytes;
             for (p, b) in schedule.paths.iter().zip(&out.per_path_bytes) {
@@ -145,7 +165,11 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
         total.series = series;
         total.runs = if args.repeat > 1 { runs } else { Vec::new() };
         total.wall_s = started.elapsed().as_secs_f64();
-        bar.println(format!("{name}: {:.1} Mbit/s ({:.1}x real time)", total.goodput_mbps, scenario.duration_s * f64::from(args.repeat) / total.wall_s.max(1e-9)));
+        bar.println(format!(
+            "{name}: {:.1} Mbit/s ({:.1}x real time)",
+            total.goodput_mbps,
+            scenario.duration_s * f64::from(args.repeat) / total.wall_s.max(1e-9)
+        ));
         results.push(total);
     }
     bar.finish_and_clear();
@@ -154,7 +178,12 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
         let tcp: Vec<f64> = scenario
             .paths
             .iter()
-            .filter_map(|p| results.iter().find(|r| r.scheme == format!("tcp:{}", p.name)).map(|r| r.goodput_mbps))
+            .filter_map(|p| {
+                results
+                    .iter()
+                    .find(|r| r.scheme == format!("tcp:{}", p.name))
+                    .map(|r| r.goodput_mbps)
+            })
             .collect();
         (tcp.len() == scenario.paths.len()).then(|| tcp.iter().sum())
     };
@@ -201,12 +230,23 @@ fn print_table(r: &RunReport) {
         r.scale,
         r.congestion_control,
         r.capacity_mbps,
-        r.sum_standalone_mbps.map_or(String::new(), |s| format!(", Σ standalone {s:.1} Mbit/s"))
+        r.sum_standalone_mbps
+            .map_or(String::new(), |s| format!(", Σ standalone {s:.1} Mbit/s"))
     );
-    println!("{:<26} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7}  per-path MB", "scheme", "Mbit/s", "p10", "p50", "p90", "redund", "/Σtcp", "/cap");
+    println!(
+        "{:<26} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7}  per-path MB",
+        "scheme", "Mbit/s", "p10", "p50", "p90", "redund", "/Σtcp", "/cap"
+    );
     for s in &r.results {
-        let ratio = |d: Option<f64>| d.filter(|d| *d > 0.0).map_or("-".to_string(), |d| format!("{:.3}", s.goodput_mbps / d));
-        let paths: Vec<String> = s.per_path_bytes.iter().map(|(k, v)| format!("{k}={:.0}", *v as f64 / 1e6)).collect();
+        let ratio = |d: Option<f64>| {
+            d.filter(|d| *d > 0.0)
+                .map_or("-".to_string(), |d| format!("{:.3}", s.goodput_mbps / d))
+        };
+        let paths: Vec<String> = s
+            .per_path_bytes
+            .iter()
+            .map(|(k, v)| format!("{k}={:.0}", *v as f64 / 1e6))
+            .collect();
         println!(
             "{:<26} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>6.2}% {:>7} {:>7}  {}",
             s.scheme,

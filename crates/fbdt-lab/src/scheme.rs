@@ -16,22 +16,33 @@ pub fn parse(name: &str, scenario: &Scenario, seed: u64) -> Result<Scheme> {
     if let Some(path) = name.strip_prefix("tcp:") {
         let idx = scenario.path_index(path).ok_or_else(|| {
             let known: Vec<&str> = scenario.paths.iter().map(|p| p.name.as_str()).collect();
-            anyhow!("scheme `{name}`: scenario `{}` has no path `{path}` (paths: {})", scenario.name, known.join(", "))
+            anyhow!(
+                "scheme `{name}`: scenario `{}` has no path `{path}` (paths: {})",
+                scenario.name,
+                known.join(", ")
+            )
         })?;
         return Ok(Scheme::Tcp { path: idx });
     }
     let mut parts = name.split('+');
     match parts.next() {
         Some("fbdt") => {
-            let mut cfg = Config { seed, ..Config::default() };
+            let mut cfg = Config {
+                seed,
+                ..Config::default()
+            };
             for opt in parts {
                 apply_option(&mut cfg, opt).with_context(|| format!("scheme `{name}`"))?;
             }
             cfg.validate().map_err(|e| anyhow!("scheme `{name}`: {e}"))?;
             Ok(Scheme::Fbdt(Box::new(cfg)))
         }
-        Some("mptcp") => bail!("scheme `mptcp` (kernel MPTCP) runs only on the emulated testbed (--backend emu)"),
-        Some(s) if s.starts_with("mp:") => bail!("scheme `{name}`: the userspace MPTCP schedulers are not built yet"),
+        Some("mptcp") => {
+            bail!("scheme `mptcp` (kernel MPTCP) runs only on the emulated testbed (--backend emu)")
+        }
+        Some(s) if s.starts_with("mp:") => {
+            bail!("scheme `{name}`: the userspace MPTCP schedulers are not built yet")
+        }
         _ => bail!("unknown scheme `{name}`: expected fbdt[+option=value…] or tcp:<path>"),
     }
 }
@@ -46,12 +57,16 @@ fn bytes(v: &str) -> Result<usize> {
             None => (v.as_str(), 1),
         },
     };
-    let n: usize = num.parse().map_err(|_| anyhow!("`{v}` is not a byte count (e.g. 1448, 64k, 16m)"))?;
+    let n: usize = num
+        .parse()
+        .map_err(|_| anyhow!("`{v}` is not a byte count (e.g. 1448, 64k, 16m)"))?;
     n.checked_mul(mult).ok_or_else(|| anyhow!("`{v}` is too large"))
 }
 
 fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
-    let (key, value) = opt.split_once('=').ok_or_else(|| anyhow!("option `{opt}` must be key=value"))?;
+    let (key, value) = opt
+        .split_once('=')
+        .ok_or_else(|| anyhow!("option `{opt}` must be key=value"))?;
     match key {
         "rto" => {
             cfg.redundancy_wait = value.parse().map_err(|_| anyhow!("rto=`{value}` is not a number"))?;
@@ -69,7 +84,9 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
         "rcvbuf" => cfg.recv_buffer = bytes(value)?,
         "sndbuf" => cfg.send_buffer = bytes(value)?,
         "factor" => match &mut cfg.window {
-            WindowConfig::Auto { factor, .. } => *factor = value.parse().map_err(|_| anyhow!("factor=`{value}` is not a number"))?,
+            WindowConfig::Auto { factor, .. } => {
+                *factor = value.parse().map_err(|_| anyhow!("factor=`{value}` is not a number"))?
+            }
             WindowConfig::Fixed(_) => bail!("factor applies to window=auto only"),
         },
         _ => bail!("unknown option `{key}` (known: rto, window, seg, rcvbuf, sndbuf, factor)"),

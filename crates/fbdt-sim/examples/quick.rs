@@ -12,13 +12,31 @@ fn main() {
     let sched = sc.schedule(1.0).expect("schedule");
     println!("capacity {:.1}", sched.capacity_mbps());
     let params = SimParams::default();
-    let mut schemes: Vec<(String, SimScheme)> = (0..sched.paths.len()).map(|i| (format!("tcp:{}", sched.paths[i].name), SimScheme::Tcp(i))).collect();
+    let mut schemes: Vec<(String, SimScheme)> = (0..sched.paths.len())
+        .map(|i| (format!("tcp:{}", sched.paths[i].name), SimScheme::Tcp(i)))
+        .collect();
     schemes.push(("fbdt".into(), SimScheme::Fbdt(Config::default())));
-    if std::env::var("PAPER").is_ok() { schemes.push(("fbdt-paper".into(), SimScheme::Fbdt(Config::paper()))); }
+    if std::env::var("PAPER").is_ok() {
+        schemes.push(("fbdt-paper".into(), SimScheme::Fbdt(Config::paper())));
+    }
     for (n, s) in schemes {
         let t0 = std::time::Instant::now();
         match run(&sched, &s, &params, |_| {}) {
-            Ok(o) => println!("{n:12} {:8.1} Mbit/s red {:6.3}% paths {:?} steps {} wall {:.2}s stats {:?}", o.goodput_mbps, o.redundant_bytes as f64 * 100.0 / o.bytes_delivered.max(1) as f64, o.per_path_bytes, o.steps, t0.elapsed().as_secs_f64(), o.server.map(|s| (s.sender.windows_loaded, s.sender.realignments, s.sender.window_stalls, s.sender.path_stalls, s.sender.forward_changes))),
+            Ok(o) => println!(
+                "{n:12} {:8.1} Mbit/s red {:6.3}% paths {:?} steps {} wall {:.2}s stats {:?}",
+                o.goodput_mbps,
+                o.redundant_bytes as f64 * 100.0 / o.bytes_delivered.max(1) as f64,
+                o.per_path_bytes,
+                o.steps,
+                t0.elapsed().as_secs_f64(),
+                o.server.map(|s| (
+                    s.sender.windows_loaded,
+                    s.sender.realignments,
+                    s.sender.window_stalls,
+                    s.sender.path_stalls,
+                    s.sender.forward_changes
+                ))
+            ),
             Err(e) => println!("{n:12} ERROR {e}"),
         }
     }

@@ -59,13 +59,21 @@ impl FbdtEnd {
         for p in 0..paths {
             conn.add_path(PathId(p as u8), now).map_err(|e| e.to_string())?;
         }
-        Ok(FbdtEnd { side, conn, offset: 0, limit, scratch: vec![0; APP_CHUNK] })
+        Ok(FbdtEnd {
+            side,
+            conn,
+            offset: 0,
+            limit,
+            scratch: vec![0; APP_CHUNK],
+        })
     }
 }
 
 impl SimEndpoint for FbdtEnd {
     fn recv(&mut self, path: usize, bytes: &[u8], now: Instant) -> Result<(), String> {
-        self.conn.handle_recv(PathId(path as u8), bytes, now).map_err(|e| e.to_string())
+        self.conn
+            .handle_recv(PathId(path as u8), bytes, now)
+            .map_err(|e| e.to_string())
     }
 
     fn transmit(&mut self, path: usize, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
@@ -82,25 +90,27 @@ impl SimEndpoint for FbdtEnd {
 
     fn run_app(&mut self, _now: Instant) -> Result<u64, String> {
         match self.side {
-            Side::Server => {
-                loop {
-                    let left = self.limit.map_or(u64::MAX, |l| l - self.offset);
-                    if left == 0 {
-                        self.conn.finish();
-                        return Ok(0);
-                    }
-                    let n = self.conn.send_room().min(APP_CHUNK).min(left.min(APP_CHUNK as u64) as usize);
-                    if n == 0 {
-                        return Ok(0);
-                    }
-                    pattern::fill(self.offset, &mut self.scratch[..n]);
-                    let took = self.conn.write(&self.scratch[..n]);
-                    self.offset += took as u64;
-                    if took < n {
-                        return Ok(0);
-                    }
+            Side::Server => loop {
+                let left = self.limit.map_or(u64::MAX, |l| l - self.offset);
+                if left == 0 {
+                    self.conn.finish();
+                    return Ok(0);
                 }
-            }
+                let n = self
+                    .conn
+                    .send_room()
+                    .min(APP_CHUNK)
+                    .min(left.min(APP_CHUNK as u64) as usize);
+                if n == 0 {
+                    return Ok(0);
+                }
+                pattern::fill(self.offset, &mut self.scratch[..n]);
+                let took = self.conn.write(&self.scratch[..n]);
+                self.offset += took as u64;
+                if took < n {
+                    return Ok(0);
+                }
+            },
             Side::Client => {
                 let mut got = 0;
                 loop {
@@ -109,7 +119,11 @@ impl SimEndpoint for FbdtEnd {
                         return Ok(got);
                     }
                     if !pattern::check(self.offset, &self.scratch[..n]) {
-                        return Err(format!("corrupt stream bytes at offset {}..{}", self.offset, self.offset + n as u64));
+                        return Err(format!(
+                            "corrupt stream bytes at offset {}..{}",
+                            self.offset,
+                            self.offset + n as u64
+                        ));
                     }
                     self.offset += n as u64;
                     got += n as u64;
@@ -159,7 +173,14 @@ pub struct TcpEnd {
 
 impl TcpEnd {
     pub fn new(side: Side, path: usize, limit: Option<u64>) -> Self {
-        TcpEnd { side, path, limit, offset: 0, pending: 0, corrupt: None }
+        TcpEnd {
+            side,
+            path,
+            limit,
+            offset: 0,
+            pending: 0,
+            corrupt: None,
+        }
     }
 }
 
@@ -215,7 +236,6 @@ impl SimEndpoint for TcpEnd {
     fn is_done(&self) -> bool {
         self.limit.is_some_and(|l| self.offset >= l)
     }
-
 
     fn stats(&self) -> Option<ConnectionStats> {
         None

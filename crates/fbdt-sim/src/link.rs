@@ -264,7 +264,10 @@ mod tests {
 
     #[test]
     fn window_limits_a_long_path() {
-        let params = LinkParams { max_window_bytes: 100_000, ..LinkParams::default() };
+        let params = LinkParams {
+            max_window_bytes: 100_000,
+            ..LinkParams::default()
+        };
         let mut l = Link::new(params);
         l.set(Instant::ZERO, 800.0, 500.0, 0.0); // 100 MB/s, RTT 1 s
         for _ in 0..30 {

@@ -55,7 +55,11 @@ pub fn check(offset: u64, buf: &[u8]) -> bool {
     let mut ok = true;
     for_blocks(offset, buf.len(), |key, base, range| {
         let start = range.start as u64 + offset;
-        ok &= buf[range].iter().zip(base).enumerate().all(|(k, (o, b))| *o == b ^ key[((start + k as u64) % 8) as usize]);
+        ok &= buf[range]
+            .iter()
+            .zip(base)
+            .enumerate()
+            .all(|(k, (o, b))| *o == b ^ key[((start + k as u64) % 8) as usize]);
     });
     ok
 }

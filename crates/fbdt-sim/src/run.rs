@@ -125,12 +125,23 @@ impl PathSim {
 
 /// Runs `scheme` over `schedule` for `schedule.duration_s` seconds. `progress` is called
 /// with the simulated time at every sample.
-pub fn run(schedule: &Schedule, scheme: &SimScheme, params: &SimParams, mut progress: impl FnMut(f64)) -> Result<SimOutcome, SimError> {
+pub fn run(
+    schedule: &Schedule,
+    scheme: &SimScheme,
+    params: &SimParams,
+    mut progress: impl FnMut(f64),
+) -> Result<SimOutcome, SimError> {
     let n = schedule.paths.len();
     let (mut server, mut client): (Box<dyn SimEndpoint>, Box<dyn SimEndpoint>) = match scheme {
         SimScheme::Fbdt(cfg) => (
-            Box::new(FbdtEnd::new(Side::Server, cfg.clone(), n, params.transfer_bytes, Instant::ZERO).map_err(SimError::Config)?),
-            Box::new(FbdtEnd::new(Side::Client, cfg.clone(), n, params.transfer_bytes, Instant::ZERO).map_err(SimError::Config)?),
+            Box::new(
+                FbdtEnd::new(Side::Server, cfg.clone(), n, params.transfer_bytes, Instant::ZERO)
+                    .map_err(SimError::Config)?,
+            ),
+            Box::new(
+                FbdtEnd::new(Side::Client, cfg.clone(), n, params.transfer_bytes, Instant::ZERO)
+                    .map_err(SimError::Config)?,
+            ),
         ),
         SimScheme::Tcp(p) => {
             if *p >= n {
@@ -151,19 +162,32 @@ pub fn run(schedule: &Schedule, scheme: &SimScheme, params: &SimParams, mut prog
             let s = tl.steps[0];
             data.set(Instant::ZERO, s.rate_mbps, s.delay_ms, s.loss);
             reverse.set(Instant::ZERO, s.rate_mbps, s.delay_ms, 0.0);
-            PathSim { data, reverse, next_step: 1, reconnect: None, reported: PathStats::default() }
+            PathSim {
+                data,
+                reverse,
+                next_step: 1,
+                reconnect: None,
+                reported: PathStats::default(),
+            }
         })
         .collect();
 
     let end = at(schedule.duration_s);
     let sample = at(params.sample_interval_s).as_micros().max(1);
     let mut next_sample = Instant::from_micros(sample);
-    let mut out = SimOutcome { duration_s: schedule.duration_s, ..SimOutcome::default() };
+    let mut out = SimOutcome {
+        duration_s: schedule.duration_s,
+        ..SimOutcome::default()
+    };
     let mut in_sample = 0u64;
     let mut now = Instant::ZERO;
     let mut same_instant = 0u32;
     let mut buf = Vec::new();
-    let fail = |side, now: Instant, msg| SimError::Endpoint { side, t: now.as_secs_f64(), msg };
+    let fail = |side, now: Instant, msg| SimError::Endpoint {
+        side,
+        t: now.as_secs_f64(),
+        msg,
+    };
     for r in &params.path_resets {
         if r.path >= n {
             return Err(SimError::NoSuchPath(r.path, n));
@@ -196,7 +220,14 @@ pub fn run(schedule: &Schedule, scheme: &SimScheme, params: &SimParams, mut prog
                 p.reverse.advance(now);
                 p.data.set(now, step.rate_mbps, step.delay_ms, step.loss);
                 p.reverse.set(now, step.rate_mbps, step.delay_ms, 0.0);
-                out.log.push(format!("{now} {} rate={} delay={}ms loss={}{}", tl.name, step.rate_mbps, step.delay_ms, step.loss, if step.scan { " scan" } else { "" }));
+                out.log.push(format!(
+                    "{now} {} rate={} delay={}ms loss={}{}",
+                    tl.name,
+                    step.rate_mbps,
+                    step.delay_ms,
+                    step.loss,
+                    if step.scan { " scan" } else { "" }
+                ));
                 p.next_step += 1;
             }
             p.data.advance(now);
@@ -281,7 +312,8 @@ pub fn run(schedule: &Schedule, scheme: &SimScheme, params: &SimParams, mut prog
         }
         while now >= next_sample && next_sample <= end {
             let t = next_sample.as_secs_f64();
-            out.series.push((t, in_sample as f64 * 8.0 / params.sample_interval_s / 1e6));
+            out.series
+                .push((t, in_sample as f64 * 8.0 / params.sample_interval_s / 1e6));
             in_sample = 0;
             progress(t);
             next_sample = Instant::from_micros(next_sample.as_micros() + sample);

@@ -20,23 +20,47 @@ struct PathPlan {
 }
 
 fn timeline(i: usize, plan: &PathPlan) -> PathTimeline {
-    let base = Step { t_s: 0.0, rate_mbps: plan.rate_mbps, delay_ms: plan.delay_ms, loss: 0.0, scan: false };
+    let base = Step {
+        t_s: 0.0,
+        rate_mbps: plan.rate_mbps,
+        delay_ms: plan.delay_ms,
+        loss: 0.0,
+        scan: false,
+    };
     let mut steps = vec![base];
     let mut outages = plan.outages.clone();
     outages.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut last_end = 0.0;
     for (start, len) in outages {
         let start = f64::max(start, last_end + 0.01);
-        steps.push(Step { t_s: start, rate_mbps: 0.0, ..base });
-        steps.push(Step { t_s: start + len, ..base });
+        steps.push(Step {
+            t_s: start,
+            rate_mbps: 0.0,
+            ..base
+        });
+        steps.push(Step {
+            t_s: start + len,
+            ..base
+        });
         last_end = start + len;
     }
-    PathTimeline { name: format!("p{i}"), steps }
+    PathTimeline {
+        name: format!("p{i}"),
+        steps,
+    }
 }
 
 fn path_plan() -> impl Strategy<Value = PathPlan> {
-    (1.0f64..2000.0, 0.05f64..40.0, prop::collection::vec((0.0f64..4.0, 0.01f64..1.5), 0..3))
-        .prop_map(|(rate_mbps, delay_ms, outages)| PathPlan { rate_mbps, delay_ms, outages })
+    (
+        1.0f64..2000.0,
+        0.05f64..40.0,
+        prop::collection::vec((0.0f64..4.0, 0.01f64..1.5), 0..3),
+    )
+        .prop_map(|(rate_mbps, delay_ms, outages)| PathPlan {
+            rate_mbps,
+            delay_ms,
+            outages,
+        })
 }
 
 fn config() -> impl Strategy<Value = Config> {
@@ -48,7 +72,13 @@ fn config() -> impl Strategy<Value = Config> {
         any::<u64>(),
     )
         .prop_map(|(seg, isn, rto, paper, seed)| {
-            let mut c = Config { segment_size: seg, initial_seq: isn, redundancy_wait: rto, seed, ..Config::default() };
+            let mut c = Config {
+                segment_size: seg,
+                initial_seq: isn,
+                redundancy_wait: rto,
+                seed,
+                ..Config::default()
+            };
             if paper {
                 c.window = WindowConfig::Fixed((64 * 1024).max(seg));
             }
@@ -56,24 +86,50 @@ fn config() -> impl Strategy<Value = Config> {
         })
 }
 
-fn check(plans: Vec<PathPlan>, kills: Vec<(f64, usize, Option<f64>)>, size: u64, cfg: Config) -> Result<(), TestCaseError> {
+fn check(
+    plans: Vec<PathPlan>,
+    kills: Vec<(f64, usize, Option<f64>)>,
+    size: u64,
+    cfg: Config,
+) -> Result<(), TestCaseError> {
     let n = plans.len();
-    let schedule = Schedule { duration_s: 120.0, scale: 1.0, paths: plans.iter().enumerate().map(|(i, p)| timeline(i, p)).collect() };
+    let schedule = Schedule {
+        duration_s: 120.0,
+        scale: 1.0,
+        paths: plans.iter().enumerate().map(|(i, p)| timeline(i, p)).collect(),
+    };
     // Path 0 is the survivor: kills only hit the others.
     let path_resets: Vec<PathReset> = kills
         .into_iter()
         .filter(|&(_, p, _)| n > 1 && p % n != 0)
-        .map(|(at_s, p, reconnect_after_s)| PathReset { at_s, path: p % n, reconnect_after_s })
+        .map(|(at_s, p, reconnect_after_s)| PathReset {
+            at_s,
+            path: p % n,
+            reconnect_after_s,
+        })
         .collect();
-    let params = SimParams { transfer_bytes: Some(size), path_resets, ..SimParams::default() };
+    let params = SimParams {
+        transfer_bytes: Some(size),
+        path_resets,
+        ..SimParams::default()
+    };
     let out = run(&schedule, &SimScheme::Fbdt(cfg), &params, |_| {}).map_err(|e| TestCaseError::fail(e.to_string()))?;
-    prop_assert!(out.completed_at_s.is_some(), "transfer of {} bytes did not complete: delivered {}", size, out.bytes_delivered);
+    prop_assert!(
+        out.completed_at_s.is_some(),
+        "transfer of {} bytes did not complete: delivered {}",
+        size,
+        out.bytes_delivered
+    );
     prop_assert_eq!(out.bytes_delivered, size);
     let client = out.client.expect("fbdt stats");
     prop_assert_eq!(client.receiver.bytes_delivered, size);
     prop_assert_eq!(client.receiver.bytes_read, size);
     let server = out.server.expect("fbdt stats");
-    prop_assert_eq!(server.sender.bytes_sent, size, "each byte's first transmission is counted once");
+    prop_assert_eq!(
+        server.sender.bytes_sent,
+        size,
+        "each byte's first transmission is counted once"
+    );
     prop_assert_eq!(server.sender.bytes_acked, size);
     Ok(())
 }
@@ -95,8 +151,16 @@ proptest! {
 #[test]
 fn a_path_killed_for_good_loses_nothing() {
     let plans = vec![
-        PathPlan { rate_mbps: 100.0, delay_ms: 5.0, outages: vec![] },
-        PathPlan { rate_mbps: 900.0, delay_ms: 1.0, outages: vec![] },
+        PathPlan {
+            rate_mbps: 100.0,
+            delay_ms: 5.0,
+            outages: vec![],
+        },
+        PathPlan {
+            rate_mbps: 900.0,
+            delay_ms: 1.0,
+            outages: vec![],
+        },
     ];
     check(plans, vec![(0.05, 1, None)], 20_000_000, Config::default()).unwrap();
 }
@@ -104,11 +168,22 @@ fn a_path_killed_for_good_loses_nothing() {
 #[test]
 fn the_sequence_space_wraps() {
     let plans = vec![
-        PathPlan { rate_mbps: 400.0, delay_ms: 2.0, outages: vec![(0.2, 0.3)] },
-        PathPlan { rate_mbps: 1400.0, delay_ms: 1.0, outages: vec![(0.5, 0.5)] },
+        PathPlan {
+            rate_mbps: 400.0,
+            delay_ms: 2.0,
+            outages: vec![(0.2, 0.3)],
+        },
+        PathPlan {
+            rate_mbps: 1400.0,
+            delay_ms: 1.0,
+            outages: vec![(0.5, 0.5)],
+        },
     ];
     // 8 MB starting 5,000 bytes below 2^32: almost every byte lives past the wrap.
-    let cfg = Config { initial_seq: Some(u32::MAX - 5_000), ..Config::default() };
+    let cfg = Config {
+        initial_seq: Some(u32::MAX - 5_000),
+        ..Config::default()
+    };
     check(plans, vec![], 8_000_000, cfg).unwrap();
 }
 

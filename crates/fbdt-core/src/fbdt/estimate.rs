@@ -72,7 +72,9 @@ impl PathEstimate {
 
     pub fn rtt_sample(&mut self, rtt: Duration) {
         self.ack_rtt = Some(match self.ack_rtt {
-            Some(old) => Duration::from_secs_f64(old.as_secs_f64() + RTT_GAIN * (rtt.as_secs_f64() - old.as_secs_f64())),
+            Some(old) => {
+                Duration::from_secs_f64(old.as_secs_f64() + RTT_GAIN * (rtt.as_secs_f64() - old.as_secs_f64()))
+            }
             None => rtt,
         });
     }

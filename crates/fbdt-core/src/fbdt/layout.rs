@@ -129,12 +129,15 @@ pub(super) fn region_sizes(n: u64, rates: &[f64]) -> Vec<u64> {
     }
     let floor_rate = 1e-9;
     let total: f64 = rates.iter().map(|r| r.max(floor_rate)).sum();
-    let spare = n - k;
-    let exact: Vec<f64> = rates.iter().map(|r| spare as f64 * r.max(floor_rate) / total).collect();
+    let exact: Vec<f64> = rates.iter().map(|r| n as f64 * r.max(floor_rate) / total).collect();
     let mut sizes: Vec<u64> = exact.iter().map(|e| e.floor() as u64).collect();
-    let mut left = spare - sizes.iter().sum::<u64>().min(spare);
+    let mut left = n.saturating_sub(sizes.iter().sum::<u64>());
     let mut order: Vec<usize> = (0..rates.len()).collect();
-    order.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())).then(a.cmp(&b)));
+    order.sort_by(|&a, &b| {
+        (exact[b] - exact[b].floor())
+            .total_cmp(&(exact[a] - exact[a].floor()))
+            .then(a.cmp(&b))
+    });
     for &i in order.iter().cycle() {
         if left == 0 {
             break;
@@ -142,7 +145,17 @@ pub(super) fn region_sizes(n: u64, rates: &[f64]) -> Vec<u64> {
         sizes[i] += 1;
         left -= 1;
     }
-    sizes.iter().map(|s| s + 1).collect()
+    // Every path gets a segment to be measured with, taken from the largest region.
+    for i in 0..sizes.len() {
+        if sizes[i] == 0 {
+            let big = (0..sizes.len())
+                .max_by_key(|&j| (sizes[j], std::cmp::Reverse(j)))
+                .expect("non-empty");
+            sizes[big] -= 1;
+            sizes[i] = 1;
+        }
+    }
+    sizes
 }
 
 /// The initial layout of a window of `n` segments starting at `seg_lo` over `ranked`
@@ -159,7 +172,12 @@ pub(super) fn initial_layout(seg_lo: u64, n: u64, ranked: &[(PathId, f64)]) -> (
         at = hi;
         match i {
             0 => {
-                lanes.push(Lane { lo, hi, bottom: Some(p), top: None });
+                lanes.push(Lane {
+                    lo,
+                    hi,
+                    bottom: Some(p),
+                    top: None,
+                });
                 ends.push((p, 0, End::Bottom));
             }
             // Region 1 descends toward region 0's ascending pointer: one lane.
@@ -169,7 +187,12 @@ pub(super) fn initial_layout(seg_lo: u64, n: u64, ranked: &[(PathId, f64)]) -> (
                 ends.push((p, 0, End::Top));
             }
             _ => {
-                lanes.push(Lane { lo, hi, bottom: None, top: Some(p) });
+                lanes.push(Lane {
+                    lo,
+                    hi,
+                    bottom: None,
+                    top: Some(p),
+                });
                 ends.push((p, lanes.len() - 1, End::Top));
             }
         }
@@ -213,7 +236,15 @@ mod tests {
     #[test]
     fn two_paths_share_one_lane_from_both_ends() {
         let (lanes, ends) = initial_layout(10, 40, &[(PathId(1), 3.0), (PathId(0), 1.0)]);
-        assert_eq!(lanes, vec![Lane { lo: 10, hi: 50, bottom: Some(PathId(1)), top: Some(PathId(0)) }]);
+        assert_eq!(
+            lanes,
+            vec![Lane {
+                lo: 10,
+                hi: 50,
+                bottom: Some(PathId(1)),
+                top: Some(PathId(0))
+            }]
+        );
         assert_eq!(ends, vec![(PathId(1), 0, End::Bottom), (PathId(0), 0, End::Top)]);
     }
 
@@ -222,18 +253,68 @@ mod tests {
         let ranked = [(PathId(0), 4.0), (PathId(1), 2.0), (PathId(2), 1.0), (PathId(3), 1.0)];
         let (lanes, _) = initial_layout(0, 80, &ranked);
         // Sizes 40/20/10/10 at offsets 0/40/60/70; regions 0 and 1 form lane 0.
-        assert_eq!(lanes[0], Lane { lo: 0, hi: 60, bottom: Some(PathId(0)), top: Some(PathId(1)) });
-        assert_eq!(lanes[1], Lane { lo: 60, hi: 70, bottom: None, top: Some(PathId(2)) });
-        assert_eq!(lanes[2], Lane { lo: 70, hi: 80, bottom: None, top: Some(PathId(3)) });
+        assert_eq!(
+            lanes[0],
+            Lane {
+                lo: 0,
+                hi: 60,
+                bottom: Some(PathId(0)),
+                top: Some(PathId(1))
+            }
+        );
+        assert_eq!(
+            lanes[1],
+            Lane {
+                lo: 60,
+                hi: 70,
+                bottom: None,
+                top: Some(PathId(2))
+            }
+        );
+        assert_eq!(
+            lanes[2],
+            Lane {
+                lo: 70,
+                hi: 80,
+                bottom: None,
+                top: Some(PathId(3))
+            }
+        );
     }
 
     #[test]
     fn split_gives_the_idle_path_the_middle() {
-        let mut lane = Lane { lo: 0, hi: 100, bottom: Some(PathId(0)), top: Some(PathId(1)) };
+        let mut lane = Lane {
+            lo: 0,
+            hi: 100,
+            bottom: Some(PathId(0)),
+            top: Some(PathId(1)),
+        };
         let upper = split_lane(&mut lane, 1.0, 1.0, 2.0, PathId(2));
-        assert_eq!(upper, Lane { lo: 75, hi: 100, bottom: None, top: Some(PathId(1)) });
-        assert_eq!(lane, Lane { lo: 0, hi: 75, bottom: Some(PathId(0)), top: Some(PathId(2)) });
-        let mut lane = Lane { lo: 0, hi: 2, bottom: Some(PathId(0)), top: Some(PathId(1)) };
+        assert_eq!(
+            upper,
+            Lane {
+                lo: 75,
+                hi: 100,
+                bottom: None,
+                top: Some(PathId(1))
+            }
+        );
+        assert_eq!(
+            lane,
+            Lane {
+                lo: 0,
+                hi: 75,
+                bottom: Some(PathId(0)),
+                top: Some(PathId(2))
+            }
+        );
+        let mut lane = Lane {
+            lo: 0,
+            hi: 2,
+            bottom: Some(PathId(0)),
+            top: Some(PathId(1)),
+        };
         let upper = split_lane(&mut lane, 0.0, 100.0, 0.0, PathId(2));
         assert_eq!((lane.remaining(), upper.remaining()), (1, 1));
     }

@@ -149,7 +149,10 @@ impl StreamReceiver for FbdtReceiver {
             .space
             .offset(data.seq, self.rcv_nxt)
             .filter(|&o| o + MAX_DUPLICATE_AGE >= self.rcv_nxt)
-            .ok_or(ProtocolError::Unexpected { path, what: "sequence number outside any valid range" })?;
+            .ok_or(ProtocolError::Unexpected {
+                path,
+                what: "sequence number outside any valid range",
+            })?;
         let end = start + len;
         let limit = self.right_edge();
         if end > limit {
@@ -157,10 +160,18 @@ impl StreamReceiver for FbdtReceiver {
         }
         if let Some(fin) = self.fin_at {
             if end > fin || (data.fin && end != fin) {
-                return Err(if data.fin { ProtocolError::FinMismatch } else { ProtocolError::BeyondFin });
+                return Err(if data.fin {
+                    ProtocolError::FinMismatch
+                } else {
+                    ProtocolError::BeyondFin
+                });
             }
         } else if data.fin {
-            let highest = self.ooo.iter().next_back().map_or(self.rcv_nxt, |(&s, v)| s + v.len() as u64);
+            let highest = self
+                .ooo
+                .iter()
+                .next_back()
+                .map_or(self.rcv_nxt, |(&s, v)| s + v.len() as u64);
             if end < highest.max(self.rcv_nxt) {
                 return Err(ProtocolError::FinMismatch);
             }
@@ -191,7 +202,11 @@ impl StreamReceiver for FbdtReceiver {
 
     fn on_align(&mut self, _path: PathId, a: &Align, _now: Instant) -> Result<(), ProtocolError> {
         let edge = self.right_edge();
-        let off = |s| self.space.offset(s, self.rcv_nxt).ok_or(ProtocolError::BadAlign("offset before the stream start"));
+        let off = |s| {
+            self.space
+                .offset(s, self.rcv_nxt)
+                .ok_or(ProtocolError::BadAlign("offset before the stream start"))
+        };
         let (start, end) = (off(a.start)?, off(a.end)?);
         if start > end || end > edge {
             return Err(ProtocolError::BadAlign("window outside the receive window"));
@@ -260,7 +275,11 @@ impl StreamReceiver for FbdtReceiver {
             window: self.advertised as u32,
             fin: self.fin_at == Some(self.rcv_nxt),
             path_rx: self.path_rx.clone(),
-            ranges: self.ranges().into_iter().map(|(s, e)| (self.space.seq(s), self.space.seq(e))).collect(),
+            ranges: self
+                .ranges()
+                .into_iter()
+                .map(|(s, e)| (self.space.seq(s), self.space.seq(e)))
+                .collect(),
         })
     }
 

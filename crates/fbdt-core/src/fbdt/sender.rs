@@ -210,7 +210,12 @@ impl FbdtSender {
         if let Some(r) = t.est.rate_bps() {
             return r;
         }
-        let known: Vec<f64> = self.paths.iter().filter(|t| t.alive).filter_map(|t| t.est.rate_bps()).collect();
+        let known: Vec<f64> = self
+            .paths
+            .iter()
+            .filter(|t| t.alive)
+            .filter_map(|t| t.est.rate_bps())
+            .collect();
         if known.is_empty() {
             1.0
         } else {
@@ -221,7 +226,12 @@ impl FbdtSender {
     fn target_window(&self) -> usize {
         match self.cfg.window {
             WindowConfig::Fixed(w) => w,
-            WindowConfig::Auto { factor, min, max, initial } => {
+            WindowConfig::Auto {
+                factor,
+                min,
+                max,
+                initial,
+            } => {
                 let mut bdp = 0.0;
                 let mut known = false;
                 for t in self.paths.iter().filter(|t| t.alive) {
@@ -264,7 +274,10 @@ impl FbdtSender {
             }
             self.forward = Some(first);
         }
-        ranked.into_iter().map(|(p, _)| (p, self.layout_rate(p).max(1.0))).collect()
+        ranked
+            .into_iter()
+            .map(|(p, _)| (p, self.layout_rate(p).max(1.0)))
+            .collect()
     }
 
     /// Most payload bytes `p` may hold undelivered (spec decision 6: the paper's
@@ -284,7 +297,9 @@ impl FbdtSender {
     }
 
     fn has_current_work(&self, p: PathId) -> bool {
-        let Some(a) = self.paths[p.index()].assign else { return false };
+        let Some(a) = self.paths[p.index()].assign else {
+            return false;
+        };
         self.window_pos(a.window).is_some_and(|w| {
             let lane = &self.windows[w].lanes[a.lane];
             lane.server(a.end) == Some(p) && lane.remaining() > 0
@@ -349,7 +364,13 @@ impl FbdtSender {
         loop {
             let len = (end - off).min(seg_size);
             let fin = self.finished && off + len == self.written;
-            self.segs.push_back(Seg { off, len: len as u32, fin, window: id, state: SegState::Unsent });
+            self.segs.push_back(Seg {
+                off,
+                len: len as u32,
+                fin,
+                window: id,
+                state: SegState::Unsent,
+            });
             off += len;
             self.fin_loaded |= fin;
             if off >= end {
@@ -387,7 +408,12 @@ impl FbdtSender {
     /// Gives idle path `p` work in the newest window: a free lane end, else part of the
     /// slowest lane (re-alignment), else a new window.
     fn find_work(&mut self, p: PathId, now: Instant) -> bool {
-        let Some(pos) = self.windows.len().checked_sub(1).filter(|&i| self.windows[i].has_unsent()) else {
+        let Some(pos) = self
+            .windows
+            .len()
+            .checked_sub(1)
+            .filter(|&i| self.windows[i].has_unsent())
+        else {
             return self.load_window(p, now);
         };
         let seg_bytes = self.cfg.segment_size as f64;
@@ -408,7 +434,11 @@ impl FbdtSender {
             let lane = &mut self.windows[pos].lanes[i];
             let end = if lane.bottom.is_none() { End::Bottom } else { End::Top };
             lane.set_server(end, Some(p));
-            Assign { window: id, lane: i, end }
+            Assign {
+                window: id,
+                lane: i,
+                end,
+            }
         } else {
             let Some(i) = w
                 .lanes
@@ -438,7 +468,11 @@ impl FbdtSender {
                     }
                 }
             }
-            Assign { window: id, lane: i, end: End::Top }
+            Assign {
+                window: id,
+                lane: i,
+                end: End::Top,
+            }
         };
         self.paths[p.index()].assign = Some(assign);
         self.stats.realignments += 1;
@@ -475,7 +509,13 @@ impl FbdtSender {
         let me = &self.paths[p.index()].est;
         for w in self.windows.iter().filter(|w| w.unacked > 0) {
             for idx in w.seg_lo.max(self.seg_base)..w.seg_hi {
-                let SegState::Sent { holders, last_holder, last_sent, .. } = self.seg(idx).state else {
+                let SegState::Sent {
+                    holders,
+                    last_holder,
+                    last_sent,
+                    ..
+                } = self.seg(idx).state
+                else {
                     continue;
                 };
                 if holders & p.bit() != 0 {
@@ -520,9 +560,20 @@ impl FbdtSender {
         let state = match seg.state {
             SegState::Unsent => {
                 self.stats.bytes_sent += len as u64;
-                SegState::Sent { holders: p.bit(), last_holder: p, first_sent: now, last_sent: now, copies: 1 }
+                SegState::Sent {
+                    holders: p.bit(),
+                    last_holder: p,
+                    first_sent: now,
+                    last_sent: now,
+                    copies: 1,
+                }
             }
-            SegState::Sent { holders, first_sent, copies, .. } => {
+            SegState::Sent {
+                holders,
+                first_sent,
+                copies,
+                ..
+            } => {
                 self.stats.redundant_bytes_sent += len as u64;
                 SegState::Sent {
                     holders: holders | p.bit(),
@@ -553,9 +604,16 @@ impl FbdtSender {
         match state {
             SegState::Acked => return Ok(()),
             SegState::Unsent => return Err(ProtocolError::AckOfUnsent),
-            SegState::Sent { copies, first_sent, last_holder, .. } => {
+            SegState::Sent {
+                copies,
+                first_sent,
+                last_holder,
+                ..
+            } => {
                 if copies == 1 {
-                    self.paths[last_holder.index()].est.rtt_sample(now.saturating_since(first_sent));
+                    self.paths[last_holder.index()]
+                        .est
+                        .rtt_sample(now.saturating_since(first_sent));
                 }
             }
         }
@@ -578,7 +636,11 @@ impl FbdtSender {
             self.segs.pop_front();
             self.seg_base += 1;
         }
-        while self.windows.front().is_some_and(|w| w.unacked == 0 && w.seg_hi <= self.seg_base) {
+        while self
+            .windows
+            .front()
+            .is_some_and(|w| w.unacked == 0 && w.seg_hi <= self.seg_base)
+        {
             self.windows.pop_front();
         }
         self.stats.bytes_acked = self.una;
@@ -597,7 +659,10 @@ impl FbdtSender {
                 t.est.last_outage = Some(now);
                 self.stats.path_stalls += 1;
             }
-            if t.copies.front().is_some_and(|&(_, off)| off + STALE_COPY_LIMIT < self.una) {
+            if t.copies
+                .front()
+                .is_some_and(|&(_, off)| off + STALE_COPY_LIMIT < self.una)
+            {
                 self.failed.push_back(p);
                 self.path_down(p, now);
             }
@@ -786,9 +851,17 @@ impl StreamSender for FbdtSender {
             }
         };
         for w in self.windows.iter().filter(|w| w.unacked > 0) {
-            let Some(done) = w.handed_out_at else { continue };
+            let Some(done) = w.handed_out_at else {
+                continue;
+            };
             for idx in w.seg_lo.max(self.seg_base)..w.seg_hi {
-                if let SegState::Sent { holders, last_holder, last_sent, .. } = self.seg(idx).state {
+                if let SegState::Sent {
+                    holders,
+                    last_holder,
+                    last_sent,
+                    ..
+                } = self.seg(idx).state
+                {
                     let live = holders & alive;
                     if live != 0 && live != alive {
                         consider(done.max(last_sent) + self.wait_for(last_holder));

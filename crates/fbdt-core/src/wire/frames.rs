@@ -1,7 +1,9 @@
 //! Frame bodies. Offsets are written out next to each type; `parse` checks the exact body
 //! length for fixed-size frames and every count against its bound before allocating.
 
-use super::{be_u16, be_u32, be_u64, Error, FrameType, MAGIC, MAX_ACK_RANGES, MAX_LANES, MAX_PATHS, MAX_REASON, VERSION};
+use super::{
+    be_u16, be_u32, be_u64, Error, FrameType, MAGIC, MAX_ACK_RANGES, MAX_LANES, MAX_PATHS, MAX_REASON, VERSION,
+};
 use crate::seq::Seq;
 
 pub(super) const HELLO_LEN: usize = 56;

@@ -108,7 +108,7 @@ impl<'a> Frame<'a> {
     pub fn parse(buf: &'a [u8]) -> Result<(Frame<'a>, usize), Error> {
         let header = Header::parse(buf)?;
         let total = HEADER_LEN + header.body_len;
-        let body = buf.get(HEADER_LEN..total).ok_or(Error::Incomplete {
+        let body = buf.get(HEADER_LEN..total).ok_or_else(|| Error::Incomplete {
             needed: total - buf.len(),
         })?;
         let frame = match header.kind {
@@ -206,7 +206,11 @@ impl Header {
         let body_len = be_u32(&head[field::LENGTH]) as usize;
         let max = kind.max_body();
         if body_len > max {
-            return Err(Error::TooLong { kind, len: body_len, max });
+            return Err(Error::TooLong {
+                kind,
+                len: body_len,
+                max,
+            });
         }
         Ok(Header {
             kind,

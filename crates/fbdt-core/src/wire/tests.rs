@@ -66,12 +66,25 @@ fn every_frame_roundtrips() {
 }
 
 #[test]
+fn a_frame_followed_by_more_bytes_parses_alone() {
+    for f in sample_frames() {
+        let mut bytes = encode(&f);
+        let len = bytes.len();
+        bytes.extend_from_slice(&[0xAA; 100]);
+        let (g, used) = Frame::parse(&bytes).expect("parse");
+        assert_eq!((g, used), (f, len));
+    }
+}
+
+#[test]
 fn every_truncation_is_incomplete() {
     for f in sample_frames() {
         let bytes = encode(&f);
         for cut in 0..bytes.len() {
             match Frame::parse(&bytes[..cut]) {
-                Err(Error::Incomplete { needed }) => assert!(needed > 0 && needed <= bytes.len() - cut),
+                Err(Error::Incomplete { needed }) => {
+                    assert!(needed > 0 && needed <= bytes.len() - cut)
+                }
                 other => panic!("{:?} cut at {cut}: {other:?}", f.kind()),
             }
         }
@@ -90,7 +103,10 @@ fn oversized_length_is_refused_from_the_header_alone() {
 
 #[test]
 fn unknown_type_reserved_bytes_version_and_magic_are_errors() {
-    assert_eq!(Frame::parse(&[0x7f, 0, 0, 0, 0, 0, 0, 0]), Err(Error::UnknownType(0x7f)));
+    assert_eq!(
+        Frame::parse(&[0x7f, 0, 0, 0, 0, 0, 0, 0]),
+        Err(Error::UnknownType(0x7f))
+    );
     assert_eq!(Frame::parse(&[3, 0, 1, 0, 0, 0, 0, 4]), Err(Error::ReservedNonZero));
     let hello = encode(&sample_frames()[0]);
     let mut v2 = hello.clone();
