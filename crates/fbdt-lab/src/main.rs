@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(name = "fbdt-lab", version, about = "Run FBDT and its baselines over the papers' multi-radio scenarios", long_about = None,
-    after_help = "Examples:\n  fbdt-lab scenarios\n  fbdt-lab run mobility --schemes fbdt,tcp:wifi,tcp:wigig --json mobility.json\n  fbdt-lab run blockage --schemes fbdt+rto=0,fbdt+rto=1,fbdt+window=paper --duration 10\n  fbdt-lab run my-scenario.toml --repeat 3\n  fbdt-lab jpoc fairness --json fairness.json --plot fairness.png")]
+    after_help = "Examples:\n  fbdt-lab scenarios\n  fbdt-lab run mobility --schemes fbdt,tcp:wifi,tcp:wigig --json mobility.json\n  fbdt-lab run blockage --schemes fbdt+rto=0,fbdt+rto=1,fbdt+window=paper --duration 10\n  fbdt-lab run my-scenario.toml --repeat 3\n  sudo fbdt-lab calibrate los --json calibration.json\n  fbdt-lab jpoc fairness --json fairness.json --plot fairness.png")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -21,6 +21,10 @@ enum Command {
     Run(run::RunArgs),
     /// List the built-in scenarios.
     Scenarios,
+    /// Emulated testbed: each path alone, configured vs measured TCP goodput and RTT (root).
+    Calibrate(fbdt_emu::CalibrateArgs),
+    /// Remove network namespaces left behind by a crashed testbed run.
+    Clean(fbdt_emu::CleanArgs),
     /// JPOC: fair mmWave initial access vs 802.11ad A-BFT (thesis ch. 3).
     #[command(subcommand)]
     Jpoc(jpoc::JpocCommand),
@@ -37,6 +41,8 @@ fn real_main() -> Result<()> {
     match Cli::parse().command {
         Command::Run(args) => run::run(args).map(|_| ()),
         Command::Scenarios => scenarios(),
+        Command::Calibrate(args) => fbdt_emu::run_calibrate(args),
+        Command::Clean(args) => fbdt_emu::run_clean(args),
         Command::Jpoc(cmd) => jpoc::run(cmd),
     }
 }

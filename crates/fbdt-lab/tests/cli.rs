@@ -1,0 +1,92 @@
+//! The lab as a user runs it: exit codes, messages, and the stable JSON fields.
+
+use std::process::Command;
+
+fn lab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fbdt-lab"))
+}
+
+#[test]
+fn run_writes_the_stable_json_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("x.json");
+    let out = lab()
+        .args(["run", "mobility", "--backend", "sim", "--schemes", "fbdt,tcp:wifi,tcp:wigig", "--duration", "2"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("fbdt") && stdout.contains("tcp:wigig"), "{stdout}");
+
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["scenario"], "mobility");
+    assert_eq!(v["backend"], "sim");
+    assert_eq!(v["duration_s"], 2.0);
+    assert_eq!(v["congestion_control"], "cubic");
+    for k in ["seed", "scale", "capacity_mbps"] {
+        assert!(v[k].is_number(), "{k}");
+    }
+    let results = v["results"].as_array().unwrap();
+    let names: Vec<&str> = results.iter().map(|r| r["scheme"].as_str().unwrap()).collect();
+    assert_eq!(names, ["fbdt", "tcp:wifi", "tcp:wigig"]);
+    for r in results {
+        for k in ["goodput_mbps", "goodput_p10_mbps", "goodput_p50_mbps", "goodput_p90_mbps", "bytes_delivered", "redundant_bytes"] {
+            assert!(r[k].is_number(), "{k} in {r}");
+        }
+        assert!(r["per_path_bytes"]["wifi"].is_u64() && r["per_path_bytes"]["wigig"].is_u64());
+        let series = r["series"].as_array().unwrap();
+        assert_eq!(series.len(), 20, "100 ms samples over 2 s");
+        assert!(series[0]["t"].is_number() && series[0]["mbps"].is_number());
+    }
+    // Physical limit: nobody beats the capacity.
+    let cap = v["capacity_mbps"].as_f64().unwrap();
+    for r in results {
+        assert!(r["goodput_mbps"].as_f64().unwrap() <= cap * 1.0001);
+    }
+    // Bytes delivered agree with the goodput over the run.
+    let fbdt = &results[0];
+    let from_bytes = fbdt["bytes_delivered"].as_f64().unwrap() * 8.0 / 2.0 / 1e6;
+    assert!((from_bytes - fbdt["goodput_mbps"].as_f64().unwrap()).abs() < 1e-6);
+}
+
+#[test]
+fn bad_input_gets_a_clear_message_and_a_failing_exit() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "no-such-scenario"], "no-such-scenario"),
+        (&["run", "los", "--schemes", "tcp:lte"], "no path `lte`"),
+        (&["run", "los", "--schemes", "fbdt+window=1"], "window"),
+        (&["run", "los", "--duration=-1"], "--duration"),
+        (&["run", "los", "--repeat", "0"], "--repeat"),
+        (&["run", "/nonexistent/x.toml"], "x.toml"),
+    ];
+    for (args, needle) in cases {
+        let out = lab().args(*args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_scenario_file_with_an_error_names_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.toml");
+    std::fs::write(&f, "duration_s = 5\n\n[[path]]\nname = \"wifi\"\ndelay_ms = 1.0\nrate = { model = \"constant\", mbps = -3 }\n").unwrap();
+    let out = lab().arg("run").arg(&f).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("bad.toml:6"), "{err}");
+}
+
+#[test]
+fn scenarios_lists_the_builtins() {
+    let out = lab().arg("scenarios").output().unwrap();
+    assert!(out.status.success());
+    let s = String::from_utf8_lossy(&out.stdout);
+    for name in ["los", "nlos", "mobility", "blockage", "tc-normal", "tc-loss-wigig", "tc-delay-wigig", "rats4"] {
+        assert!(s.contains(name), "{name} missing from:\n{s}");
+    }
+}
