@@ -11,7 +11,16 @@ fn run_writes_the_stable_json_fields() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("x.json");
     let out = lab()
-        .args(["run", "mobility", "--backend", "sim", "--schemes", "fbdt,tcp:wifi,tcp:wigig", "--duration", "2"])
+        .args([
+            "run",
+            "mobility",
+            "--backend",
+            "sim",
+            "--schemes",
+            "fbdt,tcp:wifi,tcp:wigig",
+            "--duration",
+            "2",
+        ])
         .arg("--json")
         .arg(&json)
         .output()
@@ -32,7 +41,14 @@ fn run_writes_the_stable_json_fields() {
     let names: Vec<&str> = results.iter().map(|r| r["scheme"].as_str().unwrap()).collect();
     assert_eq!(names, ["fbdt", "tcp:wifi", "tcp:wigig"]);
     for r in results {
-        for k in ["goodput_mbps", "goodput_p10_mbps", "goodput_p50_mbps", "goodput_p90_mbps", "bytes_delivered", "redundant_bytes"] {
+        for k in [
+            "goodput_mbps",
+            "goodput_p10_mbps",
+            "goodput_p50_mbps",
+            "goodput_p90_mbps",
+            "bytes_delivered",
+            "redundant_bytes",
+        ] {
             assert!(r[k].is_number(), "{k} in {r}");
         }
         assert!(r["per_path_bytes"]["wifi"].is_u64() && r["per_path_bytes"]["wigig"].is_u64());
@@ -74,7 +90,11 @@ fn bad_input_gets_a_clear_message_and_a_failing_exit() {
 fn a_scenario_file_with_an_error_names_its_line() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("bad.toml");
-    std::fs::write(&f, "duration_s = 5\n\n[[path]]\nname = \"wifi\"\ndelay_ms = 1.0\nrate = { model = \"constant\", mbps = -3 }\n").unwrap();
+    std::fs::write(
+        &f,
+        "duration_s = 5\n\n[[path]]\nname = \"wifi\"\ndelay_ms = 1.0\nrate = { model = \"constant\", mbps = -3 }\n",
+    )
+    .unwrap();
     let out = lab().arg("run").arg(&f).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -86,7 +106,16 @@ fn scenarios_lists_the_builtins() {
     let out = lab().arg("scenarios").output().unwrap();
     assert!(out.status.success());
     let s = String::from_utf8_lossy(&out.stdout);
-    for name in ["los", "nlos", "mobility", "blockage", "tc-normal", "tc-loss-wigig", "tc-delay-wigig", "rats4"] {
+    for name in [
+        "los",
+        "nlos",
+        "mobility",
+        "blockage",
+        "tc-normal",
+        "tc-loss-wigig",
+        "tc-delay-wigig",
+        "rats4",
+    ] {
         assert!(s.contains(name), "{name} missing from:\n{s}");
     }
 }
