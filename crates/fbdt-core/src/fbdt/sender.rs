@@ -40,6 +40,9 @@ enum SegState {
         last_holder: PathId,
         first_sent: Instant,
         last_sent: Instant,
+        /// When the ACK for the latest copy is expected (queue ahead of it on its path,
+        /// the path's RTT, the receiver's ACK delay).
+        expect: Instant,
         copies: u8,
     },
     Acked,
@@ -191,8 +194,26 @@ impl FbdtSender {
         (pos < self.windows.len()).then_some(pos)
     }
 
-    fn wait_for(&self, holder: PathId) -> Duration {
-        self.paths[holder.index()].est.rtt().mul_f64(self.cfg.redundancy_wait)
+    /// How long until a segment handed to `p` now is acknowledged: the bytes queued ahead of
+    /// it at the path's delivery rate, plus its RTT and the receiver's ACK delay. Without a
+    /// rate estimate, the FBDT-level ACK RTT (which includes queueing on average).
+    fn delivery_delay(&self, p: PathId) -> Duration {
+        let t = &self.paths[p.index()];
+        let d = &t.est.driver;
+        match (t.est.rate_bps(), d.srtt) {
+            (Some(rate), Some(srtt)) if rate > 0.0 => {
+                Duration::from_secs_f64(t.in_flight() as f64 / rate) + srtt + self.cfg.max_ack_delay
+            }
+            _ => t.est.rtt(),
+        }
+    }
+
+    /// The paper's redundant-transmission rule: once the window's pointers have met
+    /// (`done`), a copy handed out at `last_sent` and expected to be acknowledged at
+    /// `expect` is re-sent `redundancy_wait` × its expected delay after it was handed out
+    /// (factor 1 = when it is due; 0 = as soon as the pointers meet).
+    fn redundancy_deadline(&self, done: Instant, last_sent: Instant, expect: Instant) -> Instant {
+        done.max(last_sent + expect.saturating_since(last_sent).mul_f64(self.cfg.redundancy_wait))
     }
 
     fn stall_after(&self, p: PathId) -> Duration {
@@ -506,13 +527,14 @@ impl FbdtSender {
     /// A segment `p` should re-send now (redundant transmission or rescue), lowest first.
     fn rescue_segment(&self, p: PathId, now: Instant) -> Option<u64> {
         let alive = self.alive_mask();
-        let me = &self.paths[p.index()].est;
+        let mine = now + self.delivery_delay(p);
         for w in self.windows.iter().filter(|w| w.unacked > 0) {
             for idx in w.seg_lo.max(self.seg_base)..w.seg_hi {
                 let SegState::Sent {
                     holders,
                     last_holder,
                     last_sent,
+                    expect,
                     ..
                 } = self.seg(idx).state
                 else {
@@ -526,17 +548,14 @@ impl FbdtSender {
                     return Some(idx);
                 }
                 if let Some(done) = w.handed_out_at {
-                    if now >= done.max(last_sent) + self.wait_for(last_holder) {
+                    if now >= self.redundancy_deadline(done, last_sent, expect) {
                         return Some(idx);
                     }
                 }
                 // The receive window is full and this segment may be what holds it: re-send
                 // it if `p` would deliver it sooner than its holder is expected to.
-                if self.flow_blocked {
-                    let h = &self.paths[last_holder.index()];
-                    if h.stalled || now + me.rtt() < last_sent + h.est.rtt() {
-                        return Some(idx);
-                    }
+                if self.flow_blocked && (self.paths[last_holder.index()].stalled || mine < expect) {
+                    return Some(idx);
                 }
             }
         }
@@ -545,6 +564,7 @@ impl FbdtSender {
 
     fn emit_segment(&mut self, p: PathId, idx: u64, now: Instant, out: &mut Vec<u8>) -> usize {
         let seg = self.seg(idx).clone();
+        let expect = now + self.delivery_delay(p);
         let start = (seg.off - self.una) as usize;
         let len = seg.len as usize;
         Data::emit_header(self.space.seq(seg.off), seg.fin, len, out);
@@ -565,6 +585,7 @@ impl FbdtSender {
                     last_holder: p,
                     first_sent: now,
                     last_sent: now,
+                    expect,
                     copies: 1,
                 }
             }
@@ -580,6 +601,7 @@ impl FbdtSender {
                     last_holder: p,
                     first_sent,
                     last_sent: now,
+                    expect,
                     copies: copies.saturating_add(1),
                 }
             }
@@ -857,14 +879,14 @@ impl StreamSender for FbdtSender {
             for idx in w.seg_lo.max(self.seg_base)..w.seg_hi {
                 if let SegState::Sent {
                     holders,
-                    last_holder,
                     last_sent,
+                    expect,
                     ..
                 } = self.seg(idx).state
                 {
                     let live = holders & alive;
                     if live != 0 && live != alive {
-                        consider(done.max(last_sent) + self.wait_for(last_holder));
+                        consider(self.redundancy_deadline(done, last_sent, expect));
                     }
                 }
             }
