@@ -76,6 +76,9 @@ pub fn resolve_minislot(arrivals: &[Arrival], rx: &Receiver) -> MiniSlotResult {
 pub struct RoundOutcome {
     /// Per contender: did it get SSW feedback (i.e. is it beam-trained/associated)?
     pub success: Vec<bool>,
+    /// Per contender: sector sweeps it made in this A-BFT without getting SSW feedback
+    /// (802.11ad: one per failed slot; JPOC: 1 if it failed, else 0).
+    pub failed_sweeps: Vec<u32>,
     /// Mini-slots allocated to the round.
     pub minislots: usize,
     /// Mini-slots with energy below the detection threshold.
@@ -85,21 +88,32 @@ pub struct RoundOutcome {
 /// 802.11ad/ay A-BFT: `slots` slots of `per_slot` SSW mini-slots. Each contender picks one
 /// slot uniformly and sends beam b in mini-slot b of it. The AP sends one SSW-Feedback per
 /// slot, to the responder whose frame it decoded with the highest SNR; others in the slot fail.
+///
+/// `retries[c]`: how many more slots contender c may try in this same A-BFT after a failed
+/// one (the standard lets a responder whose RSS failed re-attempt in a later slot while its
+/// FailedRSSAttempts ≤ dot11RSSRetryLimit; thesis l. 280: "a different A-BFT slot in the same
+/// or next beacon interval"). A retry picks uniformly among the slots after the failed one;
+/// none is left after the last slot. All zeros = one slot per BI.
 pub fn ieee80211ad_round<R: Rng>(
     contenders: &[&[f64]],
     slots: usize,
     per_slot: usize,
+    retries: &[u32],
     rx: &Receiver,
     rng: &mut R,
 ) -> RoundOutcome {
+    assert_eq!(retries.len(), contenders.len());
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); slots];
     for c in 0..contenders.len() {
         members[rng.gen_range(0..slots)].push(c);
     }
+    let mut left = retries.to_vec();
     let mut success = vec![false; contenders.len()];
+    let mut failed_sweeps = vec![0u32; contenders.len()];
     let mut empty = 0;
     let mut arrivals = Vec::new();
-    for slot in &members {
+    for s in 0..slots {
+        let slot = std::mem::take(&mut members[s]);
         let mut winner: Option<(usize, f64)> = None;
         for b in 0..per_slot {
             arrivals.clear();
@@ -116,11 +130,19 @@ pub fn ieee80211ad_round<R: Rng>(
                 }
             }
         }
-        if let Some((c, _)) = winner {
-            success[c] = true;
+        for &c in &slot {
+            if winner.is_some_and(|(w, _)| w == c) {
+                success[c] = true;
+            } else {
+                failed_sweeps[c] += 1;
+                if left[c] > 0 && s + 1 < slots {
+                    left[c] -= 1;
+                    members[rng.gen_range(s + 1..slots)].push(c);
+                }
+            }
         }
     }
-    RoundOutcome { success, minislots: slots * per_slot, empty_minislots: empty }
+    RoundOutcome { success, failed_sweeps, minislots: slots * per_slot, empty_minislots: empty }
 }
 
 /// JPOC A-BFT: M mini-slots, no slots. Each contender picks B = (its beam count) distinct
@@ -146,7 +168,8 @@ pub fn jpoc_round<R: Rng>(contenders: &[&[f64]], m: usize, rx: &Receiver, rng: &
             success[a.contender] = true;
         }
     }
-    RoundOutcome { success, minislots: m, empty_minislots: empty }
+    let failed_sweeps = success.iter().map(|&ok| u32::from(!ok)).collect();
+    RoundOutcome { success, failed_sweeps, minislots: m, empty_minislots: empty }
 }
 
 #[cfg(test)]
@@ -190,19 +213,48 @@ mod tests {
         let far = vec![-60.0; 36];
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
         // One slot: the near client always wins, the far one always fails.
-        let out = ieee80211ad_round(&[&near, &far], 1, 36, &r, &mut rng);
+        let out = ieee80211ad_round(&[&near, &far], 1, 36, &[0, 0], &r, &mut rng);
         assert_eq!(out.success, vec![true, false]);
         assert_eq!(out.minislots, 36);
         // Equal powers in one slot: every frame collides, nobody succeeds.
-        let out = ieee80211ad_round(&[&far, &far], 1, 36, &r, &mut rng);
+        let out = ieee80211ad_round(&[&far, &far], 1, 36, &[0, 0], &r, &mut rng);
         assert_eq!(out.success, vec![false, false]);
         // Plenty of slots: both almost always alone.
         let mut both = 0;
         for _ in 0..100 {
-            let out = ieee80211ad_round(&[&near, &far], 64, 36, &r, &mut rng);
+            let out = ieee80211ad_round(&[&near, &far], 64, 36, &[0, 0], &r, &mut rng);
             both += (out.success == vec![true, true]) as usize;
         }
         assert!(both > 90);
+    }
+
+    #[test]
+    fn ieee80211ad_retry_in_a_later_slot_of_the_same_abft() {
+        let r = rx();
+        let near = vec![-40.0; 36];
+        let far = vec![-60.0; 36];
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        // Two slots: when both pick slot 0 the far client loses it; with a retry it moves to
+        // slot 1 and wins there, so with retries it succeeds every time.
+        let (mut lost_without, mut two_sweeps) = (0, 0);
+        for _ in 0..200 {
+            let out = ieee80211ad_round(&[&near, &far], 2, 36, &[0, 0], &r, &mut rng);
+            lost_without += usize::from(!out.success[1]);
+            assert!(out.failed_sweeps.iter().all(|&f| f <= 1));
+            let out = ieee80211ad_round(&[&near, &far], 2, 36, &[7, 7], &r, &mut rng);
+            assert!(out.success[0]);
+            assert_eq!(out.failed_sweeps[0], 0);
+            // Lost slot 1 to the near client: no later slot, so it fails with one sweep.
+            // Lost slot 0: retried in slot 1 alone and won.
+            two_sweeps += usize::from(out.success[1] && out.failed_sweeps[1] == 1);
+            assert!(out.failed_sweeps[1] <= 1);
+        }
+        assert!(lost_without > 50, "{lost_without}");
+        assert!(two_sweeps > 20, "{two_sweeps}");
+        // A retry budget is a cap: one slot leaves no later slot to retry in.
+        let out = ieee80211ad_round(&[&near, &far], 1, 36, &[5, 5], &r, &mut rng);
+        assert_eq!(out.success, vec![true, false]);
+        assert_eq!(out.failed_sweeps, vec![0, 1]);
     }
 
     #[test]

@@ -192,19 +192,21 @@ fn pm(mean: f64, ci: [f64; 2]) -> String {
 pub fn print_fairness(r: &FairnessReport) {
     println!("Jain's fairness index, {} clients, {} realizations (mean ± 95% CI half-width)", r.clients, r.repeat);
     println!(
-        "{:>9} | {:>15} | {:>15} | {:>8} {:>8} | {:>8} {:>8}",
-        "blockage", "JPOC", "802.11ad", "fail JP", "fail AD", "M JPOC", "M AD"
+        "{:>9} | {:>15} | {:>15} | {:>8} {:>8} | {:>8} {:>8} | {:>8} {:>8}",
+        "blockage", "JPOC", "802.11ad", "fail JP", "fail AD", "M JPOC", "M AD", "far/nr JP", "far/nr AD"
     );
     for p in &r.points {
         println!(
-            "{:>8.0}% | {:>15} | {:>15} | {:>8.3} {:>8.3} | {:>8.1} {:>8.0}",
+            "{:>8.0}% | {:>15} | {:>15} | {:>8.3} {:>8.3} | {:>8.1} {:>8.0} | {:>9.2} {:>9.2}",
             p.blockage * 100.0,
             pm(p.jain_jpoc, p.jain_jpoc_ci95),
             pm(p.jain_80211ad, p.jain_80211ad_ci95),
             p.failure_jpoc,
             p.failure_80211ad,
             p.minislots_jpoc,
-            p.minislots_80211ad
+            p.minislots_80211ad,
+            p.far_near_airtime_jpoc,
+            p.far_near_airtime_80211ad
         );
     }
 }

@@ -183,6 +183,17 @@ pub struct Ieee80211adConfig {
     pub slots: usize,
     /// SSW frames per slot (36, so one client sweeps all its beams in one slot).
     pub minislots_per_slot: usize,
+    /// A responder whose sweep got no SSW-Feedback re-attempts in a later slot of the same
+    /// A-BFT (uniformly among the remaining slots) while FailedRSSAttempts ≤
+    /// `rss_retry_limit` (IEEE 802.11-2016 10.38.5; thesis l. 280: "a different A-BFT slot in
+    /// the same or next beacon interval").
+    pub retry_within_abft: bool,
+    /// dot11RSSRetryLimit (standard default 8): consecutive failed sweeps (counted over
+    /// A-BFTs, reset only by an SSW-Feedback) after which the responder backs off.
+    pub rss_retry_limit: u32,
+    /// dot11RSSBackoff (standard default 8): once FailedRSSAttempts exceeds the limit, the
+    /// responder skips a uniform [0, rss_backoff) number of A-BFTs. 0 = no back-off.
+    pub rss_backoff: u32,
 }
 
 impl Default for Ieee80211adConfig {
@@ -190,6 +201,9 @@ impl Default for Ieee80211adConfig {
         Self {
             slots: 8,
             minislots_per_slot: 36,
+            retry_within_abft: true,
+            rss_retry_limit: 8,
+            rss_backoff: 8,
         }
     }
 }
@@ -241,7 +255,9 @@ pub struct DynamicsConfig {
     /// Probability that an associated client is blocked in a beacon interval; a blocked
     /// client loses that interval's data and re-contends in the next A-BFT.
     pub blockage_prob: f64,
-    /// Redraw the client's channel (shadowing, LOS state, scatterers) after a blockage.
+    /// Redraw the client's channel (shadowing, LOS state, scatterers) after a blockage. Off
+    /// by default: for a client that does not move these are set by its position (TR 38.901
+    /// spatial consistency, 7.6.3); the blockage itself is the transient event (docs/jpoc.md).
     pub redraw_channel_on_blockage: bool,
     /// A connected static client re-trains once per this period (thesis: ~60 s). 0 = off.
     pub static_retrain_period_s: f64,
@@ -259,7 +275,7 @@ impl Default for DynamicsConfig {
     fn default() -> Self {
         Self {
             blockage_prob: 0.0,
-            redraw_channel_on_blockage: true,
+            redraw_channel_on_blockage: false,
             static_retrain_period_s: 60.0,
             mobile_fraction: 0.0,
             mobile_retrain_period_s: 17.5,

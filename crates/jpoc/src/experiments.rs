@@ -25,6 +25,11 @@ pub struct FairnessPoint {
     pub minislots_80211ad: f64,
     pub contenders_per_bi_jpoc: f64,
     pub contenders_per_bi_80211ad: f64,
+    /// Mean airtime of the farthest quarter of clients / nearest quarter (realization mean).
+    pub far_near_airtime_jpoc: f64,
+    pub far_near_airtime_80211ad: f64,
+    /// 802.11ad: A-BFTs skipped in RSS back-off per client per second.
+    pub backoff_skips_per_client_s_80211ad: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -98,6 +103,11 @@ pub fn fairness(
             minislots_80211ad: mean(a.iter().map(|r| r.minislots_per_bi)),
             contenders_per_bi_jpoc: mean(j.iter().map(|r| r.contenders_per_bi)),
             contenders_per_bi_80211ad: mean(a.iter().map(|r| r.contenders_per_bi)),
+            far_near_airtime_jpoc: mean(j.iter().map(|r| r.far_near_airtime_ratio())),
+            far_near_airtime_80211ad: mean(a.iter().map(|r| r.far_near_airtime_ratio())),
+            backoff_skips_per_client_s_80211ad: mean(
+                a.iter().map(|r| r.backoff_skips as f64 / (r.airtime_s.len().max(1) as f64 * cfg.sim.duration_s)),
+            ),
         });
     }
     Ok(FairnessReport { clients: base.sim.clients, repeat, seed, points })

@@ -168,6 +168,10 @@ struct Client {
     abft_rx: Vec<f64>,
     associated: bool,
     airtime_s: f64,
+    /// 802.11ad FailedRSSAttempts: consecutive sweeps without SSW-Feedback.
+    failed_rss: u32,
+    /// 802.11ad RSS back-off: A-BFTs still to skip.
+    rss_backoff_left: u32,
 }
 
 /// Per-realization outcome.
@@ -186,6 +190,34 @@ pub struct RunResult {
     pub contenders_per_bi: f64,
     /// Data clients never associated during the whole realization.
     pub never_associated: usize,
+    /// Horizontal AP distance of each data client (same order as `airtime_s`).
+    pub distance_m: Vec<f64>,
+    /// A-BFTs skipped by clients in 802.11ad RSS back-off (summed over clients).
+    pub backoff_skips: u64,
+}
+
+impl RunResult {
+    /// Mean airtime of the farthest quarter of the data clients over that of the nearest
+    /// quarter (at least one client each): how much the near–far effect costs far clients.
+    pub fn far_near_airtime_ratio(&self) -> f64 {
+        let n = self.airtime_s.len();
+        if n < 2 {
+            return 1.0;
+        }
+        let q = (n / 4).max(1);
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &b| self.distance_m[a].total_cmp(&self.distance_m[b]));
+        let avg = |ix: &[usize]| ix.iter().map(|&i| self.airtime_s[i]).sum::<f64>() / ix.len() as f64;
+        let near = avg(&order[..q]);
+        let far = avg(&order[n - q..]);
+        if near > 0.0 {
+            far / near
+        } else if far > 0.0 {
+            f64::INFINITY
+        } else {
+            1.0
+        }
+    }
 }
 
 impl RunResult {
@@ -240,6 +272,8 @@ pub fn simulate(model: &Model, protocol: Protocol, seed: u64, rep: u64) -> Resul
             link,
             associated: false,
             airtime_s: 0.0,
+            failed_rss: 0,
+            rss_backoff_left: 0,
         })
         .collect();
     let purpose = match protocol {
@@ -257,6 +291,9 @@ pub fn simulate(model: &Model, protocol: Protocol, seed: u64, rep: u64) -> Resul
     let n_bi = cfg.beacon_intervals();
     let bti_s = model.ap.sectors() as f64 * cfg.radio.minislot_us * 1e-6;
     let mut idx: Vec<usize> = Vec::with_capacity(clients.len());
+    let mut retries: Vec<u32> = Vec::with_capacity(clients.len());
+    let mut backoff_skips = 0u64;
+    let ad = &cfg.ieee80211ad;
 
     for _bi in 0..n_bi {
         // Who contends in this A-BFT. Draw order is fixed (client index order) so runs repeat.
@@ -275,19 +312,33 @@ pub fn simulate(model: &Model, protocol: Protocol, seed: u64, rep: u64) -> Resul
                     !c.associated || due
                 }
             };
+            // 802.11ad RSS back-off: a responder in back-off sits this A-BFT out (the count
+            // drops at the end of every A-BFT, so "0" means it may sweep now).
+            if protocol == Protocol::Ieee80211ad && c.rss_backoff_left > 0 {
+                c.rss_backoff_left -= 1;
+                if contend {
+                    backoff_skips += 1;
+                    continue;
+                }
+            }
             if contend {
                 idx.push(i);
             }
         }
         let rx_lists: Vec<&[f64]> = idx.iter().map(|&i| clients[i].abft_rx.as_slice()).collect();
         let out = match protocol {
-            Protocol::Ieee80211ad => ieee80211ad_round(
-                &rx_lists,
-                cfg.ieee80211ad.slots,
-                cfg.ieee80211ad.minislots_per_slot,
-                &model.rx,
-                &mut rng,
-            ),
+            Protocol::Ieee80211ad => {
+                // Retry in a later slot of this A-BFT while FailedRSSAttempts stays ≤ the limit.
+                retries.clear();
+                retries.extend(idx.iter().map(|&i| {
+                    if ad.retry_within_abft {
+                        ad.rss_retry_limit.saturating_sub(clients[i].failed_rss)
+                    } else {
+                        0
+                    }
+                }));
+                ieee80211ad_round(&rx_lists, ad.slots, ad.minislots_per_slot, &retries, &model.rx, &mut rng)
+            }
             Protocol::Jpoc => {
                 let m = controller.minislots();
                 let out = jpoc_round(&rx_lists, m, &model.rx, &mut rng);
@@ -299,6 +350,17 @@ pub fn simulate(model: &Model, protocol: Protocol, seed: u64, rep: u64) -> Resul
         contenders_sum += idx.len() as u64;
         for (k, &i) in idx.iter().enumerate() {
             attempts += 1;
+            if protocol == Protocol::Ieee80211ad {
+                let c = &mut clients[i];
+                if out.success[k] {
+                    c.failed_rss = 0;
+                } else {
+                    c.failed_rss += out.failed_sweeps[k];
+                    if c.failed_rss > ad.rss_retry_limit && ad.rss_backoff > 0 {
+                        c.rss_backoff_left = rng.gen_range(0..ad.rss_backoff);
+                    }
+                }
+            }
             if out.success[k] {
                 // A re-training client that fails keeps its old beams (stays associated).
                 if clients[i].kind != Kind::Chatty {
@@ -336,6 +398,7 @@ pub fn simulate(model: &Model, protocol: Protocol, seed: u64, rep: u64) -> Resul
 
     let data: Vec<&Client> = clients.iter().filter(|c| c.kind != Kind::Chatty).collect();
     let airtime_s: Vec<f64> = data.iter().map(|c| c.airtime_s).collect();
+    let distance_m: Vec<f64> = data.iter().map(|c| c.site.d2d()).collect();
     let never_associated = clients
         .iter()
         .zip(&ever_associated)
@@ -350,6 +413,8 @@ pub fn simulate(model: &Model, protocol: Protocol, seed: u64, rep: u64) -> Resul
         minislots_per_bi: minislots_sum as f64 / n_bi as f64,
         contenders_per_bi: contenders_sum as f64 / n_bi as f64,
         never_associated,
+        distance_m,
+        backoff_skips,
     })
 }
 
@@ -378,6 +443,67 @@ mod tests {
             let c = simulate(&m, p, 43, 3).unwrap();
             assert_ne!(a.airtime_s, c.airtime_s);
         }
+    }
+
+    #[test]
+    fn participation_chatty_and_mobile_add_contenders_deterministically() {
+        // Thesis participation (Fig. 3.2a): chatty clients sweep every ~10 s and never take
+        // data; mobile clients re-train every 15–20 s. Use short periods so a 1 s run shows it.
+        let mut cfg = small();
+        cfg.dynamics.chatty_period_s = 0.2;
+        cfg.dynamics.mobile_retrain_period_s = 0.2;
+        let base = simulate(&Model::new(&cfg), Protocol::Ieee80211ad, 7, 0).unwrap();
+        cfg.dynamics.chatty_clients = 4;
+        cfg.dynamics.mobile_fraction = 0.5;
+        let m = Model::new(&cfg);
+        for p in [Protocol::Jpoc, Protocol::Ieee80211ad] {
+            let r = simulate(&m, p, 7, 0).unwrap();
+            // Chatty clients get no airtime entry; data clients keep theirs.
+            assert_eq!(r.airtime_s.len(), 6);
+            assert_eq!(r.distance_m.len(), 6);
+            // 4 chatty × 0.5 per BI + 3 mobile × 0.5 per BI ≈ 3.5 extra contenders per BI.
+            assert!(r.contenders_per_bi > base.contenders_per_bi + 2.0, "{p:?}: {} vs {}", r.contenders_per_bi, base.contenders_per_bi);
+            assert_eq!(r, simulate(&m, p, 7, 0).unwrap());
+        }
+    }
+
+    #[test]
+    fn rss_backoff_only_in_80211ad_and_only_when_failing() {
+        // One slot and many contenders at high blockage: far clients keep failing, exceed
+        // dot11RSSRetryLimit and back off. JPOC has no such rule.
+        let mut cfg = small();
+        cfg.sim.clients = 12;
+        cfg.sim.duration_s = 3.0;
+        cfg.dynamics.blockage_prob = 0.5;
+        cfg.ieee80211ad.slots = 1;
+        let m = Model::new(&cfg);
+        let ad = simulate(&m, Protocol::Ieee80211ad, 3, 0).unwrap();
+        assert!(ad.backoff_skips > 0);
+        assert_eq!(simulate(&m, Protocol::Jpoc, 3, 0).unwrap().backoff_skips, 0);
+        cfg.ieee80211ad.rss_backoff = 0;
+        assert_eq!(simulate(&Model::new(&cfg), Protocol::Ieee80211ad, 3, 0).unwrap().backoff_skips, 0);
+        // No blockage, plenty of slots: nobody reaches the retry limit.
+        let mut easy = small();
+        easy.ieee80211ad.slots = 8;
+        assert_eq!(simulate(&Model::new(&easy), Protocol::Ieee80211ad, 3, 0).unwrap().backoff_skips, 0);
+    }
+
+    #[test]
+    fn far_near_ratio_orders_by_distance() {
+        let r = RunResult {
+            protocol: Protocol::Ieee80211ad,
+            airtime_s: vec![4.0, 1.0, 2.0, 3.0],
+            jain: 0.0,
+            attempts: 0,
+            failures: 0,
+            minislots_per_bi: 0.0,
+            contenders_per_bi: 0.0,
+            never_associated: 0,
+            distance_m: vec![1.0, 20.0, 10.0, 5.0],
+            backoff_skips: 0,
+        };
+        // Nearest (1 m) has 4 s, farthest (20 m) 1 s.
+        assert!((r.far_near_airtime_ratio() - 0.25).abs() < 1e-12);
     }
 
     #[test]
