@@ -195,17 +195,24 @@ impl FbdtSender {
     }
 
     /// How long until a segment handed to `p` now is acknowledged: the bytes queued ahead of
-    /// it at the path's delivery rate, plus its RTT and the receiver's ACK delay. Without a
-    /// rate estimate, the FBDT-level ACK RTT (which includes queueing on average).
+    /// it at the path's delivery rate, plus its RTT and the receiver's ACK delay — and never
+    /// less than the path's measured ACK RTT (EWMA). The rate is the lower of the measured
+    /// and the driver's (TCP_INFO) rate: an overestimate would make copies look late and
+    /// trigger needless redundant transmissions.
     fn delivery_delay(&self, p: PathId) -> Duration {
         let t = &self.paths[p.index()];
         let d = &t.est.driver;
-        match (t.est.rate_bps(), d.srtt) {
+        let rate = match (t.est.rate, d.delivery_rate_bps.map(|b| b / 8.0)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let queued = match (rate, d.srtt) {
             (Some(rate), Some(srtt)) if rate > 0.0 => {
                 Duration::from_secs_f64(t.in_flight() as f64 / rate) + srtt + self.cfg.max_ack_delay
             }
-            _ => t.est.rtt(),
-        }
+            _ => Duration::ZERO,
+        };
+        queued.max(t.est.rtt())
     }
 
     /// The paper's redundant-transmission rule: once the window's pointers have met
