@@ -90,6 +90,20 @@ pub(super) struct Window {
     pub handed_out_at: Option<Instant>,
     /// Segments not yet acknowledged.
     pub unacked: u64,
+    /// Every segment below this index is acknowledged (scans for re-sends start here).
+    pub scan_from: u64,
+    /// Cached redundancy deadlines of this window, cleared whenever one of its segments
+    /// is sent or acknowledged or a path comes or goes (see `FbdtSender::deadlines`).
+    pub deadlines: std::cell::Cell<Option<Deadlines>>,
+}
+
+/// The earliest redundancy deadline of a window's copies, and the earliest one after the
+/// time the sender had processed when it was computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Deadlines {
+    pub earliest: Option<Instant>,
+    pub earliest_after: Option<Instant>,
+    pub after: Instant,
 }
 
 impl Window {

@@ -16,7 +16,7 @@
 use std::collections::VecDeque;
 
 use super::estimate::{PathEstimate, SAMPLE_INTERVAL};
-use super::layout::{initial_layout, split_lane, Assign, End, Lane, Window};
+use super::layout::{initial_layout, split_lane, Assign, Deadlines, End, Lane, Window};
 use crate::config::{Config, WindowConfig};
 use crate::error::ProtocolError;
 use crate::path::{PathId, PathStats};
@@ -116,6 +116,9 @@ pub struct FbdtSender {
     last_sample: Instant,
     checked_until: Instant,
     flow_blocked: bool,
+    /// A path died since the last full rescue scan: its copies may need re-sending even in
+    /// windows whose pointers have not met.
+    dead_holders: bool,
     failed: VecDeque<PathId>,
     stats: SenderStats,
 }
@@ -144,6 +147,7 @@ impl FbdtSender {
             last_sample: Instant::ZERO,
             checked_until: Instant::ZERO,
             flow_blocked: false,
+            dead_holders: false,
             failed: VecDeque::new(),
             stats: SenderStats::default(),
         }
@@ -221,6 +225,39 @@ impl FbdtSender {
     /// (factor 1 = when it is due; 0 = as soon as the pointers meet).
     fn redundancy_deadline(&self, done: Instant, last_sent: Instant, expect: Instant) -> Instant {
         done.max(last_sent + expect.saturating_since(last_sent).mul_f64(self.cfg.redundancy_wait))
+    }
+
+    /// The window's redundancy deadlines (copies some live path does not hold yet), from
+    /// its cache when still valid; only for windows whose pointers met.
+    fn deadlines(&self, w: &Window, alive: u32) -> Deadlines {
+        if let Some(d) = w.deadlines.get() {
+            if d.after == self.checked_until || d.earliest_after.is_none_or(|t| t > self.checked_until) {
+                return d;
+            }
+        }
+        let mut d = Deadlines { earliest: None, earliest_after: None, after: self.checked_until };
+        if let Some(done) = w.handed_out_at {
+            for idx in w.scan_from.max(self.seg_base)..w.seg_hi {
+                if let SegState::Sent { holders, last_sent, expect, .. } = self.seg(idx).state {
+                    let live = holders & alive;
+                    if live != 0 && live != alive {
+                        let t = self.redundancy_deadline(done, last_sent, expect);
+                        d.earliest = Some(d.earliest.map_or(t, |e| e.min(t)));
+                        if t > self.checked_until {
+                            d.earliest_after = Some(d.earliest_after.map_or(t, |e| e.min(t)));
+                        }
+                    }
+                }
+            }
+        }
+        w.deadlines.set(Some(d));
+        d
+    }
+
+    fn invalidate_deadlines(&self) {
+        for w in &self.windows {
+            w.deadlines.set(None);
+        }
     }
 
     fn stall_after(&self, p: PathId) -> Duration {
@@ -418,6 +455,8 @@ impl FbdtSender {
             lanes,
             handed_out_at: None,
             unacked: seg_hi - seg_lo,
+            scan_from: seg_lo,
+            deadlines: std::cell::Cell::new(None),
         });
         for (q, lane, end) in ends {
             let a = Assign { window: id, lane, end };
@@ -535,8 +574,12 @@ impl FbdtSender {
     fn rescue_segment(&self, p: PathId, now: Instant) -> Option<u64> {
         let alive = self.alive_mask();
         let mine = now + self.delivery_delay(p);
-        for w in self.windows.iter().filter(|w| w.unacked > 0) {
-            for idx in w.seg_lo.max(self.seg_base)..w.seg_hi {
+        // Only three things make a copy worth re-sending: its window's pointers met, the
+        // window is stalled by flow control, or its holder died. Skip windows where none can.
+        let any_window = self.flow_blocked || self.dead_holders;
+        let due = |w: &Window| self.deadlines(w, alive).earliest.is_some_and(|t| t <= now);
+        for w in self.windows.iter().filter(|w| w.unacked > 0 && (any_window || due(w))) {
+            for idx in w.scan_from.max(self.seg_base)..w.seg_hi {
                 let SegState::Sent {
                     holders,
                     last_holder,
@@ -567,6 +610,11 @@ impl FbdtSender {
             }
         }
         None
+    }
+
+    /// Ends a scan that found nothing: dead paths' copies have all been re-sent.
+    fn rescue_scan_found_nothing(&mut self) {
+        self.dead_holders = false;
     }
 
     fn emit_segment(&mut self, p: PathId, idx: u64, now: Instant, out: &mut Vec<u8>) -> usize {
@@ -615,6 +663,9 @@ impl FbdtSender {
             SegState::Acked => unreachable!("acked segments are never selected"),
         };
         self.seg_mut(idx).state = state;
+        if let Some(pos) = self.window_pos(seg.window) {
+            self.windows[pos].deadlines.set(None);
+        }
         self.stats.per_path_bytes_sent[p.index()] += len as u64;
         let t = &mut self.paths[p.index()];
         if t.in_flight() == 0 {
@@ -648,7 +699,14 @@ impl FbdtSender {
         }
         self.seg_mut(idx).state = SegState::Acked;
         if let Some(pos) = self.window_pos(window) {
+            self.windows[pos].deadlines.set(None);
             self.windows[pos].unacked -= 1;
+            let hi = self.windows[pos].seg_hi;
+            let mut from = self.windows[pos].scan_from.max(self.seg_base);
+            while from < hi && self.seg(from).state == SegState::Acked {
+                from += 1;
+            }
+            self.windows[pos].scan_from = from;
         }
         Ok(())
     }
@@ -734,6 +792,7 @@ impl StreamSender for FbdtSender {
         t.stalled = false;
         t.last_progress = now;
         t.est.rebase(t.rx, t.sent);
+        self.invalidate_deadlines();
     }
 
     fn path_down(&mut self, path: PathId, _now: Instant) {
@@ -760,6 +819,8 @@ impl StreamSender for FbdtSender {
                 *holders &= !path.bit();
             }
         }
+        self.dead_holders = true;
+        self.invalidate_deadlines();
         if self.forward == Some(path) {
             self.forward = None;
         }
@@ -850,11 +911,14 @@ impl StreamSender for FbdtSender {
             let allowed = limit.saturating_sub(self.paths[path.index()].in_flight());
             payload_room = payload_room.min(allowed as usize);
         }
-        if let Some(idx) = self.rescue_segment(path, now) {
-            if self.seg(idx).len as usize > payload_room || room < Data::OVERHEAD {
-                return 0;
+        match self.rescue_segment(path, now) {
+            Some(idx) => {
+                if self.seg(idx).len as usize > payload_room || room < Data::OVERHEAD {
+                    return 0;
+                }
+                return self.emit_segment(path, idx, now, out);
             }
-            return self.emit_segment(path, idx, now, out);
+            None => self.rescue_scan_found_nothing(),
         }
         let Some((a, idx)) = self.lane_segment(path, now) else {
             return 0;
@@ -867,6 +931,7 @@ impl StreamSender for FbdtSender {
         debug_assert_eq!(taken, Some(idx));
         if !self.windows[pos].has_unsent() {
             self.windows[pos].handed_out_at = Some(now);
+            self.windows[pos].deadlines.set(None);
         }
         self.emit_segment(path, idx, now, out)
     }
@@ -879,23 +944,9 @@ impl StreamSender for FbdtSender {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         };
-        for w in self.windows.iter().filter(|w| w.unacked > 0) {
-            let Some(done) = w.handed_out_at else {
-                continue;
-            };
-            for idx in w.seg_lo.max(self.seg_base)..w.seg_hi {
-                if let SegState::Sent {
-                    holders,
-                    last_sent,
-                    expect,
-                    ..
-                } = self.seg(idx).state
-                {
-                    let live = holders & alive;
-                    if live != 0 && live != alive {
-                        consider(self.redundancy_deadline(done, last_sent, expect));
-                    }
-                }
+        for w in self.windows.iter().filter(|w| w.unacked > 0 && w.handed_out_at.is_some()) {
+            if let Some(t) = self.deadlines(w, alive).earliest_after {
+                consider(t);
             }
         }
         for (i, t) in self.paths.iter().enumerate() {
