@@ -19,9 +19,19 @@ fn main() -> anyhow::Result<()> {
     let mtu = opt("--mtu", 1500.0) as u32;
     let secs = opt("--secs", 4.0);
     let rates: Vec<f64> = args.iter().map(|a| a.parse().unwrap()).collect();
-    let opts = TestbedOptions { emu_threads: threads, mtu, ..Default::default() };
-    println!("threads={threads} mtu={mtu} secs={secs} cores={}", fbdt_emu::scenario::cores());
-    println!("{:>10} {:>12} {:>7} {:>14} {:>7}", "rate", "tcp 1 path", "ratio", "mptcp 2 paths", "ratio");
+    let opts = TestbedOptions {
+        emu_threads: threads,
+        mtu,
+        ..Default::default()
+    };
+    println!(
+        "threads={threads} mtu={mtu} secs={secs} cores={}",
+        fbdt_emu::scenario::cores()
+    );
+    println!(
+        "{:>10} {:>12} {:>7} {:>14} {:>7}",
+        "rate", "tcp 1 path", "ratio", "mptcp 2 paths", "ratio"
+    );
     for r in rates {
         let spec = TestbedSpec {
             name: "ceiling".into(),

@@ -19,7 +19,10 @@ enum Cmd {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     match Cli::parse().cmd {
         Cmd::Calibrate(a) => fbdt_emu::run_calibrate(a),
         Cmd::Clean(a) => fbdt_emu::run_clean(a),

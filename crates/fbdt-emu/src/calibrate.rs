@@ -49,8 +49,15 @@ pub struct CalibrationReport {
 /// The constant link a path is calibrated at: its time-averaged rate over the steps with a
 /// positive rate, with the first such step's delay and loss.
 pub fn calibration_step(p: &PathPlan) -> PathStep {
-    let up: Vec<(usize, &PathStep)> = p.steps.iter().enumerate().filter(|(_, s)| s.rate_mbps > 0.0 && !s.scan).collect();
-    let Some(first) = up.first().map(|(_, s)| **s) else { return PathStep::constant(0.0, p.steps[0].delay_ms, 0.0) };
+    let up: Vec<(usize, &PathStep)> = p
+        .steps
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.rate_mbps > 0.0 && !s.scan)
+        .collect();
+    let Some(first) = up.first().map(|(_, s)| **s) else {
+        return PathStep::constant(0.0, p.steps[0].delay_ms, 0.0);
+    };
     let (mut acc, mut dur) = (0.0, 0.0);
     for (i, s) in &up {
         // Steps past the schedule's end count 1 s (only the last can be open-ended).
@@ -58,7 +65,11 @@ pub fn calibration_step(p: &PathPlan) -> PathStep {
         acc += s.rate_mbps * d;
         dur += d;
     }
-    PathStep { t_s: 0.0, rate_mbps: if dur > 0.0 { acc / dur } else { first.rate_mbps }, ..first }
+    PathStep {
+        t_s: 0.0,
+        rate_mbps: if dur > 0.0 { acc / dur } else { first.rate_mbps },
+        ..first
+    }
 }
 
 /// Measures every path alone (the others idle) on one testbed with constant links.
@@ -73,7 +84,10 @@ pub fn calibrate(spec: &TestbedSpec, opts: &TestbedOptions, secs: f64, progress:
     for (i, p) in st.paths.iter().enumerate() {
         let step = p.steps[0];
         if progress {
-            eprintln!("calibrate: path {} ({:.1} Mbit/s, {} ms one-way, loss {}) …", p.name, step.rate_mbps, step.delay_ms, step.loss);
+            eprintln!(
+                "calibrate: path {} ({:.1} Mbit/s, {} ms one-way, loss {}) …",
+                p.name, step.rate_mbps, step.delay_ms, step.loss
+            );
         }
         let rtt = perf::connect_rtt_ms(&tb, i, 5)?;
         // Long-RTT paths need time to leave slow start: at least 20 RTTs (≤ 30 s), and the
@@ -83,12 +97,24 @@ pub fn calibrate(spec: &TestbedSpec, opts: &TestbedOptions, secs: f64, progress:
         let warmup = (10.0 * rtt_s).clamp(1.0_f64.min(secs / 3.0), secs / 2.0);
         let name = p.name.clone();
         let cb = move |t: f64, mbps: f64| eprintln!("  {name}: t={t:4.1}s {mbps:8.1} Mbit/s");
-        let tr = perf::download(&tb, i, i, Proto::Tcp, secs, warmup, if progress { Some(&cb) } else { None })?;
+        let tr = perf::download(
+            &tb,
+            i,
+            i,
+            Proto::Tcp,
+            secs,
+            warmup,
+            if progress { Some(&cb) } else { None },
+        )?;
         out.push(PathCalibration {
             name: p.name.clone(),
             configured_mbps: step.rate_mbps,
             measured_mbps: tr.goodput_mbps,
-            ratio: if step.rate_mbps > 0.0 { tr.goodput_mbps / step.rate_mbps } else { 0.0 },
+            ratio: if step.rate_mbps > 0.0 {
+                tr.goodput_mbps / step.rate_mbps
+            } else {
+                0.0
+            },
             configured_rtt_ms: 2.0 * step.delay_ms,
             rtt_ms: rtt,
             loss: step.loss,
@@ -132,11 +158,23 @@ pub struct CalibrateArgs {
 /// Runs `calibrate`: progress on stderr, a table on stdout, JSON to `--json`.
 pub fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
     let (_sc, spec) = crate::scenario::load_spec(&args.scenario, args.scale, args.mtu)?;
-    let opts = TestbedOptions { emu_threads: args.emu_threads, mtu: args.mtu, ..TestbedOptions::default() };
+    let opts = TestbedOptions {
+        emu_threads: args.emu_threads,
+        mtu: args.mtu,
+        ..TestbedOptions::default()
+    };
     let r = calibrate(&spec, &opts, args.secs, true)?;
     let mut o = std::io::stdout().lock();
-    writeln!(o, "scenario {}  scale {}  cc {}  ({} cores)", r.scenario, r.scale, r.congestion_control, r.cores)?;
-    writeln!(o, "{:<12} {:>14} {:>13} {:>6} {:>12} {:>8}", "path", "configured", "measured", "ratio", "conf. RTT", "RTT")?;
+    writeln!(
+        o,
+        "scenario {}  scale {}  cc {}  ({} cores)",
+        r.scenario, r.scale, r.congestion_control, r.cores
+    )?;
+    writeln!(
+        o,
+        "{:<12} {:>14} {:>13} {:>6} {:>12} {:>8}",
+        "path", "configured", "measured", "ratio", "conf. RTT", "RTT"
+    )?;
     for p in &r.paths {
         writeln!(
             o,

@@ -10,11 +10,15 @@ use crate::{ns, testbed::NS_PREFIX};
 static LIVE: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 pub(crate) fn register(names: &[&str]) {
-    LIVE.lock().unwrap_or_else(|e| e.into_inner()).extend(names.iter().map(|s| s.to_string()));
+    LIVE.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(names.iter().map(|s| s.to_string()));
 }
 
 pub(crate) fn unregister(names: &[&str]) {
-    LIVE.lock().unwrap_or_else(|e| e.into_inner()).retain(|n| !names.contains(&n.as_str()));
+    LIVE.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|n| !names.contains(&n.as_str()));
 }
 
 /// Kills the processes in, and deletes, every namespace of every testbed still alive in
@@ -57,7 +61,8 @@ pub(crate) fn owner_pid(name: &str) -> Option<i32> {
 
 fn alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks existence/permission.
-    pid > 0 && (unsafe { libc::kill(pid, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+    pid > 0
+        && (unsafe { libc::kill(pid, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
 }
 
 /// Removes namespaces (and the processes in them) left by crashed testbed runs: every

@@ -100,12 +100,22 @@ impl PathControl {
             LinkMode::Hold => (HOLD_RATE_BPS, s.loss, if loss_both { s.loss } else { 0.0 }),
         };
         let bw = Bandwidth::from_bps(rate);
-        self.bw_down.set_config(BwCellConfig::new(bw, None, None)).map_err(emu_err)?;
-        self.bw_up.set_config(BwCellConfig::new(bw, None, None)).map_err(emu_err)?;
-        self.delay_down.set_config(DelayCellConfig::new(delay)).map_err(emu_err)?;
+        self.bw_down
+            .set_config(BwCellConfig::new(bw, None, None))
+            .map_err(emu_err)?;
+        self.bw_up
+            .set_config(BwCellConfig::new(bw, None, None))
+            .map_err(emu_err)?;
+        self.delay_down
+            .set_config(DelayCellConfig::new(delay))
+            .map_err(emu_err)?;
         self.delay_up.set_config(DelayCellConfig::new(delay)).map_err(emu_err)?;
-        self.loss_down.set_config(LossCellConfig::new(vec![loss_down])).map_err(emu_err)?;
-        self.loss_up.set_config(LossCellConfig::new(vec![loss_up])).map_err(emu_err)?;
+        self.loss_down
+            .set_config(LossCellConfig::new(vec![loss_down]))
+            .map_err(emu_err)?;
+        self.loss_up
+            .set_config(LossCellConfig::new(vec![loss_up]))
+            .map_err(emu_err)?;
         Ok(())
     }
 }
@@ -124,14 +134,24 @@ static BUILD_LOCK: Mutex<()> = Mutex::new(());
 /// File descriptors of this process that are AF_PACKET sockets.
 fn packet_socket_fds() -> HashSet<i32> {
     let mut v = HashSet::new();
-    let Ok(rd) = std::fs::read_dir("/proc/self/fd") else { return v };
+    let Ok(rd) = std::fs::read_dir("/proc/self/fd") else {
+        return v;
+    };
     for e in rd.flatten() {
-        let Some(fd) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Some(fd) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
         let mut dom: libc::c_int = 0;
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
         // SAFETY: getsockopt on an fd number; fails harmlessly (ENOTSOCK/EBADF) if not a socket.
         let rc = unsafe {
-            libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN, &mut dom as *mut _ as *mut libc::c_void, &mut len)
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_DOMAIN,
+                &mut dom as *mut _ as *mut libc::c_void,
+                &mut len,
+            )
         };
         if rc == 0 && dom == libc::AF_PACKET {
             v.insert(fd);
@@ -205,7 +225,11 @@ impl Emulator {
                 return Err(Error::Emulator("emulator thread died while starting".into()));
             }
         };
-        Ok(Self { paths, stop_tx: Some(stop_tx), thread: Some(thread) })
+        Ok(Self {
+            paths,
+            stop_tx: Some(stop_tx),
+            thread: Some(thread),
+        })
     }
 
     pub fn stop(&mut self) {
@@ -232,7 +256,12 @@ fn close_fds(fds: &[i32]) {
     }
 }
 
-type Built = (RattanCore<AfPacketDriver>, Arc<tokio::runtime::Runtime>, Vec<Arc<VethPair>>, Vec<PathControl>);
+type Built = (
+    RattanCore<AfPacketDriver>,
+    Arc<tokio::runtime::Runtime>,
+    Vec<Arc<VethPair>>,
+    Vec<PathControl>,
+);
 
 fn build(
     cli: &Arc<NetNs>,
@@ -299,8 +328,12 @@ fn build(
         let init = p.initial;
         let q = DropTailQueueConfig::new(p.queue_packets, None, BwType::NetworkLayer);
         let mk_bw = |q: DropTailQueueConfig| {
-            BwCellConfig::<StdPacket, DropTailQueue<StdPacket>>::new(Bandwidth::from_bps(bps(init.rate_mbps)), q, BwType::NetworkLayer)
-                .into_factory()
+            BwCellConfig::<StdPacket, DropTailQueue<StdPacket>>::new(
+                Bandwidth::from_bps(bps(init.rate_mbps)),
+                q,
+                BwType::NetworkLayer,
+            )
+            .into_factory()
         };
         let bw_down = tri!(core.build_cell(format!("bwd{n}"), mk_bw(q.clone())));
         let bw_up = tri!(core.build_cell(format!("bwu{n}"), mk_bw(q)));

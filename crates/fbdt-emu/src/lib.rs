@@ -24,7 +24,9 @@ pub mod scenario;
 pub mod spec;
 mod testbed;
 
-pub use calibrate::{calibrate, run_calibrate, run_clean, CalibrateArgs, CalibrationReport, CleanArgs, PathCalibration};
+pub use calibrate::{
+    calibrate, run_calibrate, run_clean, CalibrateArgs, CalibrationReport, CleanArgs, PathCalibration,
+};
 pub use cleanup::{clean_leftovers, cleanup_registered, install_signal_handler, CleanReport};
 pub use error::{Error, Result};
 pub use ns::IfCounters;

@@ -115,7 +115,9 @@ pub fn if_counters(ns: &str) -> Result<Vec<(String, IfCounters)>> {
 pub(crate) fn parse_proc_net_dev(text: &str) -> Vec<(String, IfCounters)> {
     let mut v = Vec::new();
     for line in text.lines().skip(2) {
-        let Some((name, rest)) = line.split_once(':') else { continue };
+        let Some((name, rest)) = line.split_once(':') else {
+            continue;
+        };
         let f: Vec<u64> = rest.split_whitespace().filter_map(|x| x.parse().ok()).collect();
         if f.len() < 16 {
             continue;
@@ -200,7 +202,13 @@ pub fn privileged() -> std::result::Result<(), String> {
     if cap_eff & (1 << CAP_NET_ADMIN) == 0 || cap_eff & (1 << CAP_SYS_ADMIN) == 0 {
         return Err("needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) to create network namespaces".into());
     }
-    if Command::new("ip").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+    if Command::new("ip")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_err()
+    {
         return Err("needs the `ip` tool (Debian package iproute2)".into());
     }
     Ok(())
@@ -218,7 +226,14 @@ mod tests {
         assert_eq!(v[1].0, "wifi");
         assert_eq!(
             v[1].1,
-            IfCounters { rx_bytes: 1000, rx_packets: 10, rx_dropped: 2, tx_bytes: 2000, tx_packets: 20, tx_dropped: 3 }
+            IfCounters {
+                rx_bytes: 1000,
+                rx_packets: 10,
+                rx_dropped: 2,
+                tx_bytes: 2000,
+                tx_packets: 20,
+                tx_dropped: 3
+            }
         );
     }
 }

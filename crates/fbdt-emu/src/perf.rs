@@ -42,7 +42,8 @@ fn listen(tb: &Testbed, ip: Ipv4Addr, proto: Proto) -> Result<TcpListener> {
     tb.run_in(Side::Server, || -> Result<TcpListener> {
         let s = socket(proto).map_err(io("socket"))?;
         s.set_reuse_address(true).map_err(io("SO_REUSEADDR"))?;
-        s.bind(&SocketAddr::V4(SocketAddrV4::new(ip, 0)).into()).map_err(io("bind"))?;
+        s.bind(&SocketAddr::V4(SocketAddrV4::new(ip, 0)).into())
+            .map_err(io("bind"))?;
         s.listen(16).map_err(io("listen"))?;
         Ok(s.into())
     })?
@@ -70,9 +71,11 @@ fn accept_within(l: &TcpListener, limit: Duration) -> Result<TcpStream> {
 fn connect_from(tb: &Testbed, src: Ipv4Addr, dst: SocketAddr, proto: Proto) -> Result<(TcpStream, Duration)> {
     tb.run_in(Side::Client, || -> Result<(TcpStream, Duration)> {
         let s = socket(proto).map_err(io("socket"))?;
-        s.bind(&SocketAddr::V4(SocketAddrV4::new(src, 0)).into()).map_err(io("bind"))?;
+        s.bind(&SocketAddr::V4(SocketAddrV4::new(src, 0)).into())
+            .map_err(io("bind"))?;
         let t0 = Instant::now();
-        s.connect_timeout(&dst.into(), Duration::from_secs(5)).map_err(io("connect"))?;
+        s.connect_timeout(&dst.into(), Duration::from_secs(5))
+            .map_err(io("connect"))?;
         Ok((s.into(), t0.elapsed()))
     })?
 }
@@ -110,7 +113,8 @@ pub fn download(
     let sender = std::thread::spawn(move || {
         let r = (|| -> Result<u64> {
             let mut s = accept_within(&l, Duration::from_secs(10))?;
-            s.set_write_timeout(Some(Duration::from_millis(200))).map_err(io("SO_SNDTIMEO"))?;
+            s.set_write_timeout(Some(Duration::from_millis(200)))
+                .map_err(io("SO_SNDTIMEO"))?;
             let buf = vec![0x5au8; 128 * 1024];
             let t0 = Instant::now();
             let mut sent = 0u64;
@@ -127,7 +131,8 @@ pub fn download(
         let _ = tx.send(r);
     });
     let (mut s, _) = connect_from(tb, cp.client_ip, dst, proto)?;
-    s.set_read_timeout(Some(Duration::from_millis(100))).map_err(io("SO_RCVTIMEO"))?;
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(io("SO_RCVTIMEO"))?;
     let mut buf = vec![0u8; 256 * 1024];
     let t0 = Instant::now();
     let hard_stop = dur + Duration::from_secs(5);
@@ -174,10 +179,28 @@ pub fn download(
     }
     // Goodput between the first sample at/after the warm-up and the end of sending.
     let end_t = secs.min(secs_total);
-    let a = drained.iter().find(|(t, _)| *t >= warmup_s).copied().unwrap_or((0.0, 0));
-    let b = drained.iter().rev().find(|(t, _)| *t <= end_t + 1e-9).copied().unwrap_or((secs_total, bytes));
-    let goodput_mbps = if b.0 > a.0 { (b.1 - a.1) as f64 * 8.0 / (b.0 - a.0) / 1e6 } else { 0.0 };
-    Ok(Transfer { bytes, secs: secs_total, goodput_mbps, series })
+    let a = drained
+        .iter()
+        .find(|(t, _)| *t >= warmup_s)
+        .copied()
+        .unwrap_or((0.0, 0));
+    let b = drained
+        .iter()
+        .rev()
+        .find(|(t, _)| *t <= end_t + 1e-9)
+        .copied()
+        .unwrap_or((secs_total, bytes));
+    let goodput_mbps = if b.0 > a.0 {
+        (b.1 - a.1) as f64 * 8.0 / (b.0 - a.0) / 1e6
+    } else {
+        0.0
+    };
+    Ok(Transfer {
+        bytes,
+        secs: secs_total,
+        goodput_mbps,
+        series,
+    })
 }
 
 /// Median TCP connect time (SYN → SYN/ACK: one round trip) over `n` connects on path

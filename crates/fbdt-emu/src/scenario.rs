@@ -6,7 +6,10 @@ use crate::{
 };
 
 /// The testbed spec of `scenario` replayed at `schedule` (rates already scaled).
-pub fn spec_from_schedule(scenario: &fbdt_scenario::Scenario, schedule: &fbdt_scenario::Schedule) -> Result<TestbedSpec> {
+pub fn spec_from_schedule(
+    scenario: &fbdt_scenario::Scenario,
+    schedule: &fbdt_scenario::Schedule,
+) -> Result<TestbedSpec> {
     let paths = schedule
         .paths
         .iter()
@@ -23,7 +26,13 @@ pub fn spec_from_schedule(scenario: &fbdt_scenario::Scenario, schedule: &fbdt_sc
                 steps: t
                     .steps
                     .iter()
-                    .map(|s| PathStep { t_s: s.t_s, rate_mbps: s.rate_mbps, delay_ms: s.delay_ms, loss: s.loss, scan: s.scan })
+                    .map(|s| PathStep {
+                        t_s: s.t_s,
+                        rate_mbps: s.rate_mbps,
+                        delay_ms: s.delay_ms,
+                        loss: s.loss,
+                        scan: s.scan,
+                    })
                     .collect(),
             })
         })

@@ -26,7 +26,13 @@ pub struct PathStep {
 
 impl PathStep {
     pub fn constant(rate_mbps: f64, delay_ms: f64, loss: f64) -> Self {
-        Self { t_s: 0.0, rate_mbps, delay_ms, loss, scan: false }
+        Self {
+            t_s: 0.0,
+            rate_mbps,
+            delay_ms,
+            loss,
+            scan: false,
+        }
     }
 
     /// What the emulator does during this step.
@@ -75,7 +81,11 @@ pub struct PathPlan {
 
 impl PathPlan {
     pub fn constant(name: &str, rate_mbps: f64, delay_ms: f64, loss: f64) -> Self {
-        Self { name: name.into(), queue_packets: 1000, steps: vec![PathStep::constant(rate_mbps, delay_ms, loss)] }
+        Self {
+            name: name.into(),
+            queue_packets: 1000,
+            steps: vec![PathStep::constant(rate_mbps, delay_ms, loss)],
+        }
     }
 
     /// The step in force at `t_s`.
@@ -136,7 +146,10 @@ impl TestbedSpec {
         }
         if self.paths.len() > 8 {
             // kernel MPTCP allows at most 8 subflows (MPTCP_PM_ADDR_MAX limits).
-            return Err(Error::Spec(format!("{} paths; at most 8 are supported", self.paths.len())));
+            return Err(Error::Spec(format!(
+                "{} paths; at most 8 are supported",
+                self.paths.len()
+            )));
         }
         for (i, p) in self.paths.iter().enumerate() {
             if self.paths[..i].iter().any(|q| q.name == p.name) {
@@ -150,7 +163,10 @@ impl TestbedSpec {
             }
             for w in p.steps.windows(2) {
                 if w[1].t_s < w[0].t_s {
-                    return Err(Error::Spec(format!("path {:?}: steps not sorted at t={}", p.name, w[1].t_s)));
+                    return Err(Error::Spec(format!(
+                        "path {:?}: steps not sorted at t={}",
+                        p.name, w[1].t_s
+                    )));
                 }
             }
             for s in &p.steps {
@@ -165,9 +181,15 @@ impl TestbedSpec {
             }
         }
         if self.congestion_control.is_empty()
-            || !self.congestion_control.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || !self
+                .congestion_control
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
         {
-            return Err(Error::Spec(format!("bad congestion control {:?}", self.congestion_control)));
+            return Err(Error::Spec(format!(
+                "bad congestion control {:?}",
+                self.congestion_control
+            )));
         }
         Ok(())
     }
@@ -181,7 +203,10 @@ impl TestbedSpec {
     pub fn peak_total_mbps(&self) -> f64 {
         let mut times: Vec<f64> = self.paths.iter().flat_map(|p| p.steps.iter().map(|s| s.t_s)).collect();
         times.sort_by(f64::total_cmp);
-        times.iter().map(|&t| self.paths.iter().map(|p| p.at(t).rate_mbps).sum::<f64>()).fold(0.0, f64::max)
+        times
+            .iter()
+            .map(|&t| self.paths.iter().map(|p| p.at(t).rate_mbps).sum::<f64>())
+            .fold(0.0, f64::max)
     }
 
     /// The same spec with every rate multiplied by `factor` (and `scale` updated).
@@ -207,8 +232,20 @@ mod tests {
             queue_packets: 100,
             steps: vec![
                 PathStep::constant(100.0, 5.0, 0.0),
-                PathStep { t_s: 1.0, rate_mbps: 0.0, delay_ms: 5.0, loss: 0.0, scan: false },
-                PathStep { t_s: 2.0, rate_mbps: 50.0, delay_ms: 5.0, loss: 0.0, scan: true },
+                PathStep {
+                    t_s: 1.0,
+                    rate_mbps: 0.0,
+                    delay_ms: 5.0,
+                    loss: 0.0,
+                    scan: false,
+                },
+                PathStep {
+                    t_s: 2.0,
+                    rate_mbps: 50.0,
+                    delay_ms: 5.0,
+                    loss: 0.0,
+                    scan: true,
+                },
             ],
         }
     }

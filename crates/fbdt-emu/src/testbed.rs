@@ -45,7 +45,13 @@ pub struct TestbedOptions {
 
 impl Default for TestbedOptions {
     fn default() -> Self {
-        Self { emu_threads: 1, loss_both_directions: false, mptcp: true, mtu: 1500, tcp_buffer_max: Some(64 << 20) }
+        Self {
+            emu_threads: 1,
+            loss_both_directions: false,
+            mptcp: true,
+            mtu: 1500,
+            tcp_buffer_max: Some(64 << 20),
+        }
     }
 }
 
@@ -122,10 +128,7 @@ pub struct Testbed {
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
 fn valid_ifname(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 15
-        && s != "lo"
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    !s.is_empty() && s.len() <= 15 && s != "lo" && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 fn mac(tag: u8, k: u32, n: usize) -> [u8; 6] {
@@ -155,7 +158,11 @@ impl Testbed {
             .enumerate()
             .map(|(i, p)| {
                 let n = i + 1;
-                let ifname = if valid_ifname(&p.name) && !used.contains(&p.name) { p.name.clone() } else { format!("path{n}") };
+                let ifname = if valid_ifname(&p.name) && !used.contains(&p.name) {
+                    p.name.clone()
+                } else {
+                    format!("path{n}")
+                };
                 used.push(ifname.clone());
                 PathInfo {
                     index: i,
@@ -241,9 +248,10 @@ impl Testbed {
         self.controls = Arc::new(controls);
         let mtu = self.opts.mtu.to_string();
         for (pi, pair) in self.paths.clone().iter().zip(&pairs) {
-            for (nsn, tmp, name) in
-                [(&self.client_ns, &pair.cli_tmp, &pi.client_if), (&self.server_ns, &pair.srv_tmp, &pi.server_if)]
-            {
+            for (nsn, tmp, name) in [
+                (&self.client_ns, &pair.cli_tmp, &pi.client_if),
+                (&self.server_ns, &pair.srv_tmp, &pi.server_if),
+            ] {
                 let nsn = Some(nsn.as_str());
                 ns::ip(nsn, &["link", "set", "dev", tmp, "down"])?;
                 if tmp != name {
@@ -258,18 +266,76 @@ impl Testbed {
             let (c, s) = (pi.client_ip.to_string(), pi.server_ip.to_string());
             ns::ip(
                 Some(&self.client_ns),
-                &["neigh", "replace", &s, "lladdr", &fmt_mac(&pair.srv_mac), "dev", &pi.client_if, "nud", "permanent"],
+                &[
+                    "neigh",
+                    "replace",
+                    &s,
+                    "lladdr",
+                    &fmt_mac(&pair.srv_mac),
+                    "dev",
+                    &pi.client_if,
+                    "nud",
+                    "permanent",
+                ],
             )?;
             ns::ip(
                 Some(&self.server_ns),
-                &["neigh", "replace", &c, "lladdr", &fmt_mac(&pair.cli_mac), "dev", &pi.server_if, "nud", "permanent"],
+                &[
+                    "neigh",
+                    "replace",
+                    &c,
+                    "lladdr",
+                    &fmt_mac(&pair.cli_mac),
+                    "dev",
+                    &pi.server_if,
+                    "nud",
+                    "permanent",
+                ],
             )?;
             // Source routing: traffic from this path's address uses this path's table, whose
             // default route leaves by this path's interface (kernel MPTCP selftests pattern).
             let table = pi.table.to_string();
-            ns::ip(Some(&self.client_ns), &["route", "add", &format!("10.200.{}.0/24", pi.index + 1), "dev", &pi.client_if, "scope", "link", "table", &table])?;
-            ns::ip(Some(&self.client_ns), &["route", "add", "default", "via", &s, "dev", &pi.client_if, "table", &table])?;
-            ns::ip(Some(&self.client_ns), &["rule", "add", "from", &c, "table", &table, "pref", &(1000 + pi.index + 1).to_string()])?;
+            ns::ip(
+                Some(&self.client_ns),
+                &[
+                    "route",
+                    "add",
+                    &format!("10.200.{}.0/24", pi.index + 1),
+                    "dev",
+                    &pi.client_if,
+                    "scope",
+                    "link",
+                    "table",
+                    &table,
+                ],
+            )?;
+            ns::ip(
+                Some(&self.client_ns),
+                &[
+                    "route",
+                    "add",
+                    "default",
+                    "via",
+                    &s,
+                    "dev",
+                    &pi.client_if,
+                    "table",
+                    &table,
+                ],
+            )?;
+            ns::ip(
+                Some(&self.client_ns),
+                &[
+                    "rule",
+                    "add",
+                    "from",
+                    &c,
+                    "table",
+                    &table,
+                    "pref",
+                    &(1000 + pi.index + 1).to_string(),
+                ],
+            )?;
             // The server answers each client address by the path it belongs to (connected route);
             // a default route via path 1 covers anything else.
             for nsn in [&self.client_ns, &self.server_ns] {
@@ -277,8 +343,30 @@ impl Testbed {
             }
         }
         let p0 = &self.paths[0];
-        ns::ip(Some(&self.client_ns), &["route", "add", "default", "via", &p0.server_ip.to_string(), "dev", &p0.client_if])?;
-        ns::ip(Some(&self.server_ns), &["route", "add", "default", "via", &p0.client_ip.to_string(), "dev", &p0.server_if])?;
+        ns::ip(
+            Some(&self.client_ns),
+            &[
+                "route",
+                "add",
+                "default",
+                "via",
+                &p0.server_ip.to_string(),
+                "dev",
+                &p0.client_if,
+            ],
+        )?;
+        ns::ip(
+            Some(&self.server_ns),
+            &[
+                "route",
+                "add",
+                "default",
+                "via",
+                &p0.client_ip.to_string(),
+                "dev",
+                &p0.server_if,
+            ],
+        )?;
         // Congestion control is per namespace; sockets inherit it at creation.
         let cc = &self.spec.congestion_control;
         for nsn in [&self.client_ns, &self.server_ns] {
@@ -306,12 +394,23 @@ impl Testbed {
             let n = self.paths.len().to_string();
             for nsn in [&self.client_ns, &self.server_ns] {
                 ns::sysctl(nsn, "net.mptcp.enabled", "1")?;
-                ns::ip(Some(nsn), &["mptcp", "limits", "set", "subflow", &n, "add_addr_accepted", &n])?;
+                ns::ip(
+                    Some(nsn),
+                    &["mptcp", "limits", "set", "subflow", &n, "add_addr_accepted", &n],
+                )?;
             }
             for pi in &self.paths {
                 ns::ip(
                     Some(&self.client_ns),
-                    &["mptcp", "endpoint", "add", &pi.client_ip.to_string(), "dev", &pi.client_if, "subflow"],
+                    &[
+                        "mptcp",
+                        "endpoint",
+                        "add",
+                        &pi.client_ip.to_string(),
+                        "dev",
+                        &pi.client_if,
+                        "subflow",
+                    ],
                 )?;
             }
         }
@@ -440,13 +539,21 @@ impl Testbed {
                 }
             })
             .map_err(|e| Error::Emulator(format!("spawn player: {e}")))?;
-        *slot = Some(Player { stop_tx, thread, started });
+        *slot = Some(Player {
+            stop_tx,
+            thread,
+            started,
+        });
         Ok(())
     }
 
     /// Seconds since [`Testbed::play`], if playing.
     pub fn elapsed_s(&self) -> Option<f64> {
-        self.player.lock().unwrap().as_ref().map(|p| p.started.elapsed().as_secs_f64())
+        self.player
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|p| p.started.elapsed().as_secs_f64())
     }
 
     /// Steps the player has applied so far (for plots: shade outages and scans).
@@ -458,11 +565,16 @@ impl Testbed {
     pub fn path_counters(&self) -> Result<Vec<PathCounters>> {
         let cli = ns::if_counters(&self.client_ns)?;
         let srv = ns::if_counters(&self.server_ns)?;
-        let find = |v: &[(String, IfCounters)], n: &str| v.iter().find(|(k, _)| k == n).map(|(_, c)| *c).unwrap_or_default();
+        let find =
+            |v: &[(String, IfCounters)], n: &str| v.iter().find(|(k, _)| k == n).map(|(_, c)| *c).unwrap_or_default();
         Ok(self
             .paths
             .iter()
-            .map(|p| PathCounters { name: p.name.clone(), client: find(&cli, &p.client_if), server: find(&srv, &p.server_if) })
+            .map(|p| PathCounters {
+                name: p.name.clone(),
+                client: find(&cli, &p.client_if),
+                server: find(&srv, &p.server_if),
+            })
             .collect())
     }
 

@@ -24,7 +24,14 @@ macro_rules! root_or_skip {
 }
 
 fn spec(paths: Vec<PathPlan>) -> TestbedSpec {
-    TestbedSpec { name: "test".into(), congestion_control: "cubic".into(), duration_s: 10.0, scale: 1.0, seed: 7, paths }
+    TestbedSpec {
+        name: "test".into(),
+        congestion_control: "cubic".into(),
+        duration_s: 10.0,
+        scale: 1.0,
+        seed: 7,
+        paths,
+    }
 }
 
 fn names(tb: &Testbed) -> Vec<String> {
@@ -43,7 +50,9 @@ fn assert_gone(names: &[String]) {
 fn udp_blast(tb: &Testbed, path: usize, count: u32, size: usize, pps: u32) -> Vec<(u32, f64)> {
     let p = tb.paths()[path].clone();
     let rx = tb
-        .run_in(Side::Client, || UdpSocket::bind(SocketAddr::new(p.client_ip.into(), 0)).unwrap())
+        .run_in(Side::Client, || {
+            UdpSocket::bind(SocketAddr::new(p.client_ip.into(), 0)).unwrap()
+        })
         .unwrap();
     let dst = rx.local_addr().unwrap();
     rx.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
@@ -74,7 +83,10 @@ fn udp_blast(tb: &Testbed, path: usize, count: u32, size: usize, pps: u32) -> Ve
         match rx.recv(&mut buf) {
             Ok(n) if n >= 4 => {
                 let start = t0.lock().unwrap().unwrap_or_else(Instant::now);
-                got.push((u32::from_be_bytes(buf[..4].try_into().unwrap()), start.elapsed().as_secs_f64()));
+                got.push((
+                    u32::from_be_bytes(buf[..4].try_into().unwrap()),
+                    start.elapsed().as_secs_f64(),
+                ));
                 quiet_since = None;
             }
             _ => {
@@ -95,29 +107,57 @@ fn udp_blast(tb: &Testbed, path: usize, count: u32, size: usize, pps: u32) -> Ve
 fn kernel_mptcp_uses_both_paths_and_packets_are_mtu_sized() {
     let _g = root_or_skip!();
     let tb = Testbed::start(
-        &spec(vec![PathPlan::constant("wifi", 20.0, 2.0, 0.0), PathPlan::constant("wigig", 30.0, 1.0, 0.0)]),
+        &spec(vec![
+            PathPlan::constant("wifi", 20.0, 2.0, 0.0),
+            PathPlan::constant("wigig", 30.0, 1.0, 0.0),
+        ]),
         &TestbedOptions::default(),
     )
     .unwrap();
     let ns_names = names(&tb);
     assert_eq!(tb.paths()[0].client_if, "wifi");
-    assert_eq!(ns::sysctl_get(tb.netns(Side::Client), "net.ipv4.tcp_congestion_control").unwrap(), "cubic");
-    assert_eq!(ns::sysctl_get(tb.netns(Side::Server), "net.ipv4.tcp_congestion_control").unwrap(), "cubic");
+    assert_eq!(
+        ns::sysctl_get(tb.netns(Side::Client), "net.ipv4.tcp_congestion_control").unwrap(),
+        "cubic"
+    );
+    assert_eq!(
+        ns::sysctl_get(tb.netns(Side::Server), "net.ipv4.tcp_congestion_control").unwrap(),
+        "cubic"
+    );
     let before = tb.path_counters().unwrap();
     let t = perf::download(&tb, 0, 0, perf::Proto::Mptcp, 3.0, 1.0, None).unwrap();
     let after = tb.path_counters().unwrap();
-    let d: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a.client.rx_bytes - b.client.rx_bytes).collect();
-    let pk: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a.client.rx_packets - b.client.rx_packets).collect();
-    eprintln!("mptcp: {} bytes received; per path rx bytes {d:?}, packets {pk:?}", t.bytes);
+    let d: Vec<u64> = after
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| a.client.rx_bytes - b.client.rx_bytes)
+        .collect();
+    let pk: Vec<u64> = after
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| a.client.rx_packets - b.client.rx_packets)
+        .collect();
+    eprintln!(
+        "mptcp: {} bytes received; per path rx bytes {d:?}, packets {pk:?}",
+        t.bytes
+    );
     assert!(t.bytes > 0);
     // Each path carried a real share of the connection (its rate share is 40% / 60%).
     for (i, b) in d.iter().enumerate() {
-        assert!(*b as f64 > 0.15 * t.bytes as f64, "path {i} carried {b} of {} bytes", t.bytes);
+        assert!(
+            *b as f64 > 0.15 * t.bytes as f64,
+            "path {i} carried {b} of {} bytes",
+            t.bytes
+        );
     }
     // Per-packet emulation: no offloaded super-packets reached the client (MTU 1500 + 14 B
     // Ethernet header).
     for i in 0..2 {
-        assert!(d[i] / pk[i].max(1) <= 1514, "path {i}: {} bytes per packet", d[i] / pk[i].max(1));
+        assert!(
+            d[i] / pk[i].max(1) <= 1514,
+            "path {i}: {} bytes per packet",
+            d[i] / pk[i].max(1)
+        );
     }
     // The client's kernel has both endpoints.
     let eps = ns::ip(Some(tb.netns(Side::Client)), &["mptcp", "endpoint", "show"]).unwrap();
@@ -130,9 +170,25 @@ fn kernel_mptcp_uses_both_paths_and_packets_are_mtu_sized() {
 fn outage_stops_delivery_and_it_resumes() {
     let _g = root_or_skip!();
     let mut b = PathPlan::constant("wigig", 20.0, 1.0, 0.0);
-    b.steps.push(PathStep { t_s: 1.0, rate_mbps: 0.0, delay_ms: 1.0, loss: 0.0, scan: false });
-    b.steps.push(PathStep { t_s: 2.0, rate_mbps: 20.0, delay_ms: 1.0, loss: 0.0, scan: false });
-    let tb = Testbed::start(&spec(vec![PathPlan::constant("wifi", 20.0, 1.0, 0.0), b]), &TestbedOptions::default()).unwrap();
+    b.steps.push(PathStep {
+        t_s: 1.0,
+        rate_mbps: 0.0,
+        delay_ms: 1.0,
+        loss: 0.0,
+        scan: false,
+    });
+    b.steps.push(PathStep {
+        t_s: 2.0,
+        rate_mbps: 20.0,
+        delay_ms: 1.0,
+        loss: 0.0,
+        scan: false,
+    });
+    let tb = Testbed::start(
+        &spec(vec![PathPlan::constant("wifi", 20.0, 1.0, 0.0), b]),
+        &TestbedOptions::default(),
+    )
+    .unwrap();
     let ns_names = names(&tb);
     tb.play().unwrap();
     // 1000 datagrams/s of 500 B (4 Mbit/s, far below the rate) for 3 s; the player and the
@@ -145,7 +201,10 @@ fn outage_stops_delivery_and_it_resumes() {
     assert_eq!(during, 0, "packets delivered during the outage");
     assert!(after > 600, "after the outage: {after}");
     let applied = tb.applied_steps();
-    assert!(applied.iter().any(|a| a.path == "wigig" && a.step.rate_mbps == 0.0), "{applied:?}");
+    assert!(
+        applied.iter().any(|a| a.path == "wigig" && a.step.rate_mbps == 0.0),
+        "{applied:?}"
+    );
     drop(tb);
     assert_gone(&ns_names);
 }
@@ -154,8 +213,20 @@ fn outage_stops_delivery_and_it_resumes() {
 fn scan_holds_packets_instead_of_dropping() {
     let _g = root_or_skip!();
     let mut a = PathPlan::constant("wifi", 20.0, 1.0, 0.0);
-    a.steps.push(PathStep { t_s: 0.5, rate_mbps: 0.0, delay_ms: 1.0, loss: 0.0, scan: true });
-    a.steps.push(PathStep { t_s: 1.0, rate_mbps: 20.0, delay_ms: 1.0, loss: 0.0, scan: false });
+    a.steps.push(PathStep {
+        t_s: 0.5,
+        rate_mbps: 0.0,
+        delay_ms: 1.0,
+        loss: 0.0,
+        scan: true,
+    });
+    a.steps.push(PathStep {
+        t_s: 1.0,
+        rate_mbps: 20.0,
+        delay_ms: 1.0,
+        loss: 0.0,
+        scan: false,
+    });
     let tb = Testbed::start(&spec(vec![a]), &TestbedOptions::default()).unwrap();
     tb.play().unwrap();
     // 1.5 s at 400 datagrams/s: ~200 sent during the scan, below the 1000-packet queue.
@@ -170,7 +241,10 @@ fn scan_holds_packets_instead_of_dropping() {
 fn five_percent_loss_path_drops_four_to_six_percent() {
     let _g = root_or_skip!();
     let tb = Testbed::start(
-        &spec(vec![PathPlan::constant("wifi", 50.0, 1.0, 0.0), PathPlan::constant("lossy", 50.0, 1.0, 0.05)]),
+        &spec(vec![
+            PathPlan::constant("wifi", 50.0, 1.0, 0.0),
+            PathPlan::constant("lossy", 50.0, 1.0, 0.05),
+        ]),
         &TestbedOptions::default(),
     )
     .unwrap();
@@ -182,7 +256,10 @@ fn five_percent_loss_path_drops_four_to_six_percent() {
     let lost = 1.0 - got.len() as f64 / n as f64;
     let sent = after[1].server.tx_packets - before[1].server.tx_packets;
     let recv = after[1].client.rx_packets - before[1].client.rx_packets;
-    eprintln!("loss: app saw {:.2}% lost; path counters: server tx {sent}, client rx {recv}", lost * 100.0);
+    eprintln!(
+        "loss: app saw {:.2}% lost; path counters: server tx {sent}, client rx {recv}",
+        lost * 100.0
+    );
     assert!((0.04..=0.06).contains(&lost), "lost {lost}");
     let path_loss = 1.0 - recv as f64 / sent as f64;
     assert!((0.04..=0.06).contains(&path_loss), "path counters say {path_loss}");
@@ -201,7 +278,11 @@ fn namespaces_gone_after_panic_inside_closure() {
     let child_slot: Arc<Mutex<Option<std::process::Child>>> = Arc::default();
     let child_slot2 = child_slot.clone();
     let r = std::panic::catch_unwind(move || {
-        let tb = Testbed::start(&spec(vec![PathPlan::constant("wifi", 10.0, 1.0, 0.0)]), &TestbedOptions::default()).unwrap();
+        let tb = Testbed::start(
+            &spec(vec![PathPlan::constant("wifi", 10.0, 1.0, 0.0)]),
+            &TestbedOptions::default(),
+        )
+        .unwrap();
         *seen2.lock().unwrap() = names(&tb);
         for n in tb.namespaces() {
             assert!(ns::exists(n));
@@ -210,7 +291,8 @@ fn namespaces_gone_after_panic_inside_closure() {
         let child = tb.command(Side::Server, "sleep").arg("30").spawn().unwrap();
         *child_slot2.lock().unwrap() = Some(child);
         std::thread::sleep(Duration::from_millis(200));
-        tb.run_in(Side::Client, || panic!("boom inside the client namespace")).unwrap();
+        tb.run_in(Side::Client, || panic!("boom inside the client namespace"))
+            .unwrap();
     });
     assert!(r.is_err(), "the panic must propagate");
     let v = seen.lock().unwrap().clone();

@@ -42,8 +42,5 @@ pub fn builtin(name: &str) -> Option<Scenario> {
     // scenario name comes out as the file stem.
     let origin = format!("scenarios/{name}.toml");
     // Every built-in is parsed by the tests; failing here is a bug in this crate, not input.
-    Some(
-        parse::from_toml_str(text, &origin)
-            .unwrap_or_else(|e| panic!("built-in scenario is invalid: {e}")),
-    )
+    Some(parse::from_toml_str(text, &origin).unwrap_or_else(|e| panic!("built-in scenario is invalid: {e}")))
 }

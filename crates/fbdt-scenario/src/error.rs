@@ -44,9 +44,9 @@ impl ScenarioError {
     /// The line the problem is on, when known (tests and editors use it).
     pub fn line(&self) -> Option<usize> {
         match self {
-            ScenarioError::Syntax { at, .. }
-            | ScenarioError::Invalid { at, .. }
-            | ScenarioError::Trace { at, .. } => at.line,
+            ScenarioError::Syntax { at, .. } | ScenarioError::Invalid { at, .. } | ScenarioError::Trace { at, .. } => {
+                at.line
+            }
             _ => None,
         }
     }

@@ -15,11 +15,7 @@ pub(crate) struct Instance {
 
 /// Instances of every event on `path` that start before `duration_s`, in file order then
 /// time. Errors (as a message) when an event would repeat more than the step budget allows.
-pub(crate) fn expand(
-    events: &[Event],
-    path: &str,
-    duration_s: f64,
-) -> Result<Vec<Instance>, (usize, String)> {
+pub(crate) fn expand(events: &[Event], path: &str, duration_s: f64) -> Result<Vec<Instance>, (usize, String)> {
     let mut out = Vec::new();
     for (i, ev) in events.iter().enumerate().filter(|(_, e)| e.path == path) {
         let until = ev.until_s.unwrap_or(f64::INFINITY);

@@ -28,19 +28,11 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<u64>, ScenarioError> {
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         if line > MAX_TRACE_LINES {
-            return Err(err(
-                file,
-                Some(line),
-                format!("more than {MAX_TRACE_LINES} lines"),
-            ));
+            return Err(err(file, Some(line), format!("more than {MAX_TRACE_LINES} lines")));
         }
         let s = raw.trim();
         if s.is_empty() {
-            return Err(err(
-                file,
-                Some(line),
-                "empty line (expected a timestamp in ms)",
-            ));
+            return Err(err(file, Some(line), "empty line (expected a timestamp in ms)"));
         }
         if !s.bytes().all(|b| b.is_ascii_digit()) {
             return Err(err(
@@ -89,15 +81,9 @@ pub fn read(path: &Path) -> Result<Vec<u64>, ScenarioError> {
     };
     let f = std::fs::File::open(path).map_err(io)?;
     let mut bytes = Vec::new();
-    f.take(MAX_TRACE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
+    f.take(MAX_TRACE_BYTES + 1).read_to_end(&mut bytes).map_err(io)?;
     if bytes.len() as u64 > MAX_TRACE_BYTES {
-        return Err(err(
-            &name,
-            None,
-            format!("file is larger than {MAX_TRACE_BYTES} bytes"),
-        ));
+        return Err(err(&name, None, format!("file is larger than {MAX_TRACE_BYTES} bytes")));
     }
     let text = String::from_utf8(bytes).map_err(|e| {
         let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
@@ -109,11 +95,7 @@ pub fn read(path: &Path) -> Result<Vec<u64>, ScenarioError> {
 
 /// One period of the trace as `(offset_s, mbps)` bins of `bin_ms` (the last bin may be
 /// shorter when the period is not a multiple of `bin_ms`). Unscaled.
-pub fn bin(
-    timestamps: &[u64],
-    bin_ms: f64,
-    file: &str,
-) -> Result<(f64, Vec<(f64, f64)>), ScenarioError> {
+pub fn bin(timestamps: &[u64], bin_ms: f64, file: &str) -> Result<(f64, Vec<(f64, f64)>), ScenarioError> {
     let period = match timestamps.last() {
         Some(&p) if p > 0 => p as f64,
         _ => return Err(err(file, None, "zero-length trace")),
@@ -139,10 +121,7 @@ pub fn bin(
         .map(|(k, &c)| {
             let start = k as f64 * bin_ms;
             let len_ms = (start + bin_ms).min(period) - start;
-            (
-                start / 1000.0,
-                c as f64 * BITS_PER_OPPORTUNITY / (len_ms * 1000.0),
-            )
+            (start / 1000.0, c as f64 * BITS_PER_OPPORTUNITY / (len_ms * 1000.0))
         })
         .collect();
     Ok((period / 1000.0, bins))

@@ -68,11 +68,7 @@ pub enum RateSpec {
         period_s: Option<f64>,
     },
     /// A new uniform sample in `[min_mbps, max_mbps]` every `step_s` (seeded).
-    Random {
-        min_mbps: f64,
-        max_mbps: f64,
-        step_s: f64,
-    },
+    Random { min_mbps: f64, max_mbps: f64, step_s: f64 },
     /// Line-of-sight / blocked alternation (a robot turning): `high_s` seconds drawn from the
     /// high range, then `low_s` seconds from the low range, resampled every `step_s`, repeated.
     Alternating {

@@ -118,13 +118,7 @@ fn event_from_raw(j: usize, r: RawEvent) -> Result<Event, Invalid> {
             });
         }
     }
-    let get = |k: &str| {
-        fields
-            .iter()
-            .find(|f| f.0 == k)
-            .and_then(|f| f.1)
-            .unwrap_or(f64::NAN)
-    };
+    let get = |k: &str| fields.iter().find(|f| f.0 == k).and_then(|f| f.1).unwrap_or(f64::NAN);
     let kind = match r.kind.as_str() {
         "outage" => EventKind::Outage {
             duration_s: get("duration_s"),
@@ -181,33 +175,23 @@ fn find_key(text: &str, range: Range<usize>, key: &str) -> Option<usize> {
 fn line_for(text: &str, skel: &Skeleton, loc: &Loc) -> Option<usize> {
     let table = |list: &[Spanned<IgnoredAny>], i: usize, key: &str| {
         let span = list.get(i).or(list.last())?.span();
-        Some(line_of(
-            text,
-            find_key(text, span.clone(), key).unwrap_or(span.start),
-        ))
+        Some(line_of(text, find_key(text, span.clone(), key).unwrap_or(span.start)))
     };
     match loc {
         Loc::Path(i, key) => table(&skel.path, *i, key),
         Loc::Event(j, key) => table(&skel.event, *j, key),
         Loc::Reference(key) => {
             let span = skel.reference.as_ref()?.span();
-            Some(line_of(
-                text,
-                find_key(text, span.clone(), key).unwrap_or(span.start),
-            ))
+            Some(line_of(text, find_key(text, span.clone(), key).unwrap_or(span.start)))
         }
         Loc::Top(key) => {
             // Top-level keys come before the first table.
-            let first_table = [
-                skel.path.first(),
-                skel.event.first(),
-                skel.reference.as_ref(),
-            ]
-            .into_iter()
-            .flatten()
-            .map(|s| s.span().start)
-            .min()
-            .unwrap_or(text.len());
+            let first_table = [skel.path.first(), skel.event.first(), skel.reference.as_ref()]
+                .into_iter()
+                .flatten()
+                .map(|s| s.span().start)
+                .min()
+                .unwrap_or(text.len());
             find_key(text, 0..first_table, key).map(|o| line_of(text, o))
         }
     }
@@ -260,10 +244,7 @@ pub(crate) fn from_toml_str(text: &str, origin: &str) -> Result<Scenario, Scenar
     validate::validate(&s, true).map_err(invalid)?;
 
     // A trace named in a file is found next to that file, wherever the binary runs from.
-    let base_dir = Path::new(origin)
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
+    let base_dir = Path::new(origin).parent().map(Path::to_path_buf).unwrap_or_default();
     for (i, p) in s.paths.iter_mut().enumerate() {
         if let RateSpec::Trace { file, .. } = &mut p.rate {
             let resolved: PathBuf = if Path::new(file).is_absolute() {

@@ -128,9 +128,7 @@ pub(crate) fn base_rate(
                         file: file.clone(),
                         line: None,
                     },
-                    message: format!(
-                        "{v:.0} Mbit/s in the bin at {off} s exceeds {MAX_RATE_MBPS} Mbit/s"
-                    ),
+                    message: format!("{v:.0} Mbit/s in the bin at {off} s exceeds {MAX_RATE_MBPS} Mbit/s"),
                 });
             }
             looped(&bins, period_s, duration_s)

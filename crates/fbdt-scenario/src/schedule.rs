@@ -24,10 +24,7 @@ pub struct Step {
 
 impl Step {
     fn same_state(&self, o: &Step) -> bool {
-        self.rate_mbps == o.rate_mbps
-            && self.delay_ms == o.delay_ms
-            && self.loss == o.loss
-            && self.scan == o.scan
+        self.rate_mbps == o.rate_mbps && self.delay_ms == o.delay_ms && self.loss == o.loss && self.scan == o.scan
     }
 }
 
@@ -41,10 +38,7 @@ pub struct PathTimeline {
 impl PathTimeline {
     /// The step in force at `t_s` (the first step for t < 0).
     pub fn at(&self, t_s: f64) -> Step {
-        let i = self
-            .steps
-            .partition_point(|s| s.t_s <= t_s)
-            .saturating_sub(1);
+        let i = self.steps.partition_point(|s| s.t_s <= t_s).saturating_sub(1);
         // A hand-built empty timeline reads as a dead link rather than a panic.
         self.steps.get(i).copied().unwrap_or(Step {
             t_s: 0.0,
@@ -71,10 +65,7 @@ impl PathTimeline {
             if s.t_s >= duration_s {
                 break;
             }
-            let end = self
-                .steps
-                .get(i + 1)
-                .map_or(duration_s, |n| n.t_s.min(duration_s));
+            let end = self.steps.get(i + 1).map_or(duration_s, |n| n.t_s.min(duration_s));
             sum += s.rate_mbps * (end - s.t_s);
         }
         sum / duration_s
@@ -91,10 +82,7 @@ pub struct Schedule {
 impl Schedule {
     /// Time-averaged sum of the path rates over the run, at scale: the physical limit.
     pub fn capacity_mbps(&self) -> f64 {
-        self.paths
-            .iter()
-            .map(|p| p.mean_rate_mbps(self.duration_s))
-            .sum()
+        self.paths.iter().map(|p| p.mean_rate_mbps(self.duration_s)).sum()
     }
 
     pub fn path(&self, name: &str) -> Option<&PathTimeline> {
@@ -159,18 +147,12 @@ fn levels(inst: &[&Instance], value: impl Fn(&EventKind) -> f64) -> Vec<(f64, Op
     out
 }
 
-fn timeline(
-    s: &Scenario,
-    idx: usize,
-    p: &PathSpec,
-    scale: f64,
-) -> Result<PathTimeline, ScenarioError> {
+fn timeline(s: &Scenario, idx: usize, p: &PathSpec, scale: f64) -> Result<PathTimeline, ScenarioError> {
     let dur = s.duration_s;
     let base = sample::base_rate(&p.rate, s.seed, idx, dur)?;
-    let inst = events::expand(&s.events, &p.name, dur)
-        .map_err(|(j, m)| invalid(s, format!("event #{}: {m}", j + 1)))?;
-    let of =
-        |name: &str| -> Vec<&Instance> { inst.iter().filter(|x| x.kind.name() == name).collect() };
+    let inst =
+        events::expand(&s.events, &p.name, dur).map_err(|(j, m)| invalid(s, format!("event #{}: {m}", j + 1)))?;
+    let of = |name: &str| -> Vec<&Instance> { inst.iter().filter(|x| x.kind.name() == name).collect() };
     let outage = intervals(&of("outage"), |_| 1.0);
     let scan = intervals(&of("scan"), |_| 1.0);
     let factor = intervals(&of("rate_factor"), |k| {
@@ -180,20 +162,26 @@ fn timeline(
             1.0
         }
     });
-    let rate = levels(&of("rate"), |k| {
-        if let EventKind::Rate { mbps } = k {
-            *mbps
-        } else {
-            0.0
-        }
-    });
-    let loss = levels(&of("loss"), |k| {
-        if let EventKind::Loss { loss } = k {
-            *loss
-        } else {
-            0.0
-        }
-    });
+    let rate = levels(
+        &of("rate"),
+        |k| {
+            if let EventKind::Rate { mbps } = k {
+                *mbps
+            } else {
+                0.0
+            }
+        },
+    );
+    let loss = levels(
+        &of("loss"),
+        |k| {
+            if let EventKind::Loss { loss } = k {
+                *loss
+            } else {
+                0.0
+            }
+        },
+    );
     let delay = levels(&of("delay"), |k| {
         if let EventKind::Delay { delay_ms } = k {
             *delay_ms
@@ -253,8 +241,7 @@ pub(crate) fn build(s: &Scenario, scale: f64) -> Result<Schedule, ScenarioError>
     if !(scale.is_finite() && scale > 0.0) {
         return Err(ScenarioError::Scale(scale));
     }
-    validate::validate(s, false)
-        .map_err(|e| invalid(s, format!("{}: {}", describe(s, &e.loc), e.message)))?;
+    validate::validate(s, false).map_err(|e| invalid(s, format!("{}: {}", describe(s, &e.loc), e.message)))?;
     let paths = s
         .paths
         .iter()

@@ -37,16 +37,10 @@ fn bad(loc: Loc, message: impl Into<String>) -> Invalid {
 fn range(loc: Loc, key: &str, v: f64, lo: f64, hi: f64, open_hi: bool) -> Check {
     let close = if open_hi { ")" } else { "]" };
     if !v.is_finite() {
-        return Err(bad(
-            loc,
-            format!("`{key}` must be a finite number, got {v}"),
-        ));
+        return Err(bad(loc, format!("`{key}` must be a finite number, got {v}")));
     }
     if v < lo || v > hi || (open_hi && v >= hi) {
-        return Err(bad(
-            loc,
-            format!("`{key}` must be in [{lo}, {hi}{close}, got {v}"),
-        ));
+        return Err(bad(loc, format!("`{key}` must be in [{lo}, {hi}{close}, got {v}")));
     }
     Ok(())
 }
@@ -54,10 +48,7 @@ fn range(loc: Loc, key: &str, v: f64, lo: f64, hi: f64, open_hi: bool) -> Check 
 /// Strictly positive and at most `hi`.
 fn positive(loc: Loc, key: &str, v: f64, hi: f64) -> Check {
     if !v.is_finite() || v <= 0.0 || v > hi {
-        return Err(bad(
-            loc,
-            format!("`{key}` must be > 0 and <= {hi}, got {v}"),
-        ));
+        return Err(bad(loc, format!("`{key}` must be > 0 and <= {hi}, got {v}")));
     }
     Ok(())
 }
@@ -77,25 +68,14 @@ fn ident(loc: Loc, what: &str, s: &str, max: usize, extra: &[char]) -> Check {
 /// `strict_times`: events must start inside the file's own duration (a file check; a caller
 /// that shortens the run later just gets the later events clipped).
 pub(crate) fn validate(s: &Scenario, strict_times: bool) -> Check {
-    ident(
-        Loc::Top("name"),
-        "scenario name",
-        &s.name,
-        MAX_NAME,
-        &['-', '_', '.'],
-    )?;
+    ident(Loc::Top("name"), "scenario name", &s.name, MAX_NAME, &['-', '_', '.'])?;
     if s.description.len() > MAX_DESCRIPTION {
         return Err(bad(
             Loc::Top("description"),
             format!("`description` is longer than {MAX_DESCRIPTION} bytes"),
         ));
     }
-    positive(
-        Loc::Top("duration_s"),
-        "duration_s",
-        s.duration_s,
-        MAX_DURATION_S,
-    )?;
+    positive(Loc::Top("duration_s"), "duration_s", s.duration_s, MAX_DURATION_S)?;
     let cc = &s.congestion_control;
     if cc.is_empty()
         || cc.len() > MAX_CC_NAME
@@ -105,14 +85,13 @@ pub(crate) fn validate(s: &Scenario, strict_times: bool) -> Check {
     {
         return Err(bad(
             Loc::Top("congestion_control"),
-            format!("`congestion_control` `{cc}` must be a Linux congestion-control name (1..={MAX_CC_NAME} of a-z 0-9 _)"),
+            format!(
+                "`congestion_control` `{cc}` must be a Linux congestion-control name (1..={MAX_CC_NAME} of a-z 0-9 _)"
+            ),
         ));
     }
     if s.paths.is_empty() {
-        return Err(bad(
-            Loc::Top("path"),
-            "no paths: add at least one [[path]] table",
-        ));
+        return Err(bad(Loc::Top("path"), "no paths: add at least one [[path]] table"));
     }
     if s.paths.len() > MAX_PATHS {
         return Err(bad(
@@ -129,10 +108,7 @@ pub(crate) fn validate(s: &Scenario, strict_times: bool) -> Check {
     let mut names = HashSet::new();
     for (i, p) in s.paths.iter().enumerate() {
         if !names.insert(p.name.as_str()) {
-            return Err(bad(
-                Loc::Path(i, "name"),
-                format!("duplicate path name `{}`", p.name),
-            ));
+            return Err(bad(Loc::Path(i, "name"), format!("duplicate path name `{}`", p.name)));
         }
         path(i, p, s.duration_s)?;
     }
@@ -147,26 +123,13 @@ pub(crate) fn validate(s: &Scenario, strict_times: bool) -> Check {
                 format!("reference key `{key}` must be 1..={MAX_NAME} characters"),
             ));
         }
-        range(
-            Loc::Reference(key.clone()),
-            key,
-            *v,
-            0.0,
-            MAX_RATE_MBPS,
-            false,
-        )?;
+        range(Loc::Reference(key.clone()), key, *v, 0.0, MAX_RATE_MBPS, false)?;
     }
     Ok(())
 }
 
 fn path(i: usize, p: &PathSpec, duration_s: f64) -> Check {
-    ident(
-        Loc::Path(i, "name"),
-        "path name",
-        &p.name,
-        MAX_PATH_NAME,
-        &['-', '_'],
-    )?;
+    ident(Loc::Path(i, "name"), "path name", &p.name, MAX_PATH_NAME, &['-', '_'])?;
     range(
         Loc::Path(i, "delay_ms"),
         "delay_ms",
@@ -192,9 +155,7 @@ fn step_budget(i: usize, key: &'static str, duration_s: f64, step_s: f64) -> Che
     if duration_s / step_s > MAX_STEPS_PER_PATH as f64 {
         return Err(bad(
             Loc::Path(i, key),
-            format!(
-                "`{key}` = {step_s} gives more than {MAX_STEPS_PER_PATH} steps in {duration_s} s"
-            ),
+            format!("`{key}` = {step_s} gives more than {MAX_STEPS_PER_PATH} steps in {duration_s} s"),
         ));
     }
     Ok(())
@@ -240,7 +201,10 @@ fn rate(i: usize, r: &RateSpec, duration_s: f64) -> Check {
                 }
                 let cycles = (duration_s / period).ceil();
                 if cycles * steps.len() as f64 > MAX_STEPS_PER_PATH as f64 {
-                    return Err(bad(at("period_s"), format!("the repeated steps exceed {MAX_STEPS_PER_PATH} steps in {duration_s} s")));
+                    return Err(bad(
+                        at("period_s"),
+                        format!("the repeated steps exceed {MAX_STEPS_PER_PATH} steps in {duration_s} s"),
+                    ));
                 }
             }
             Ok(())
@@ -258,14 +222,7 @@ fn rate(i: usize, r: &RateSpec, duration_s: f64) -> Check {
                     format!("`max_mbps` ({max_mbps}) is below `min_mbps` ({min_mbps})"),
                 ));
             }
-            range(
-                at("step_s"),
-                "step_s",
-                *step_s,
-                MIN_STEP_S,
-                MAX_DURATION_S,
-                false,
-            )?;
+            range(at("step_s"), "step_s", *step_s, MIN_STEP_S, MAX_DURATION_S, false)?;
             step_budget(i, "step_s", duration_s, *step_s)
         }
         RateSpec::Alternating {
@@ -287,41 +244,14 @@ fn rate(i: usize, r: &RateSpec, duration_s: f64) -> Check {
                 mbps(k, *v)?;
             }
             if high_min_mbps > high_max_mbps {
-                return Err(bad(
-                    at("high_max_mbps"),
-                    "`high_max_mbps` is below `high_min_mbps`",
-                ));
+                return Err(bad(at("high_max_mbps"), "`high_max_mbps` is below `high_min_mbps`"));
             }
             if low_min_mbps > low_max_mbps {
-                return Err(bad(
-                    at("low_max_mbps"),
-                    "`low_max_mbps` is below `low_min_mbps`",
-                ));
+                return Err(bad(at("low_max_mbps"), "`low_max_mbps` is below `low_min_mbps`"));
             }
-            range(
-                at("high_s"),
-                "high_s",
-                *high_s,
-                MIN_STEP_S,
-                MAX_DURATION_S,
-                false,
-            )?;
-            range(
-                at("low_s"),
-                "low_s",
-                *low_s,
-                MIN_STEP_S,
-                MAX_DURATION_S,
-                false,
-            )?;
-            range(
-                at("step_s"),
-                "step_s",
-                *step_s,
-                MIN_STEP_S,
-                MAX_DURATION_S,
-                false,
-            )?;
+            range(at("high_s"), "high_s", *high_s, MIN_STEP_S, MAX_DURATION_S, false)?;
+            range(at("low_s"), "low_s", *low_s, MIN_STEP_S, MAX_DURATION_S, false)?;
+            range(at("step_s"), "step_s", *step_s, MIN_STEP_S, MAX_DURATION_S, false)?;
             // Each dwell starts a fresh sample, so short dwells add steps too.
             step_budget(i, "step_s", duration_s, step_s.min(high_s.min(*low_s)))
         }
@@ -329,14 +259,7 @@ fn rate(i: usize, r: &RateSpec, duration_s: f64) -> Check {
             if file.is_empty() {
                 return Err(bad(at("file"), "`file` is empty"));
             }
-            range(
-                at("bin_ms"),
-                "bin_ms",
-                *bin_ms,
-                MIN_BIN_MS,
-                MAX_BIN_MS,
-                false,
-            )?;
+            range(at("bin_ms"), "bin_ms", *bin_ms, MIN_BIN_MS, MAX_BIN_MS, false)?;
             step_budget(i, "bin_ms", duration_s, bin_ms / 1000.0)
         }
     }
@@ -349,11 +272,7 @@ fn event(j: usize, s: &Scenario, strict_times: bool) -> Check {
         let known: Vec<&str> = s.paths.iter().map(|p| p.name.as_str()).collect();
         return Err(bad(
             at("path"),
-            format!(
-                "event names unknown path `{}` (paths: {})",
-                ev.path,
-                known.join(", ")
-            ),
+            format!("event names unknown path `{}` (paths: {})", ev.path, known.join(", ")),
         ));
     }
     range(at("at_s"), "at_s", ev.at_s, 0.0, MAX_DURATION_S, false)?;
@@ -376,29 +295,23 @@ fn event(j: usize, s: &Scenario, strict_times: bool) -> Check {
         }
         EventKind::Rate { mbps } => range(at("mbps"), "mbps", mbps, 0.0, MAX_RATE_MBPS, false)?,
         EventKind::Loss { loss } => range(at("loss"), "loss", loss, 0.0, 1.0, true)?,
-        EventKind::Delay { delay_ms } => range(
-            at("delay_ms"),
-            "delay_ms",
-            delay_ms,
-            0.0,
-            MAX_DELAY_MS,
-            false,
-        )?,
+        EventKind::Delay { delay_ms } => range(at("delay_ms"), "delay_ms", delay_ms, 0.0, MAX_DELAY_MS, false)?,
     }
     if let Some(every) = ev.every_s {
         let Some(d) = ev.kind.duration_s() else {
             return Err(bad(
                 at("every_s"),
-                format!("a `{}` event cannot repeat; use a `steps` rate model with period_s for periodic changes", ev.kind.name()),
+                format!(
+                    "a `{}` event cannot repeat; use a `steps` rate model with period_s for periodic changes",
+                    ev.kind.name()
+                ),
             ));
         };
         positive(at("every_s"), "every_s", every, MAX_DURATION_S)?;
         if d >= every {
             return Err(bad(
                 at("every_s"),
-                format!(
-                    "`every_s` ({every}) must exceed `duration_s` ({d}), or the repeats overlap"
-                ),
+                format!("`every_s` ({every}) must exceed `duration_s` ({d}), or the repeats overlap"),
             ));
         }
     }
@@ -417,15 +330,10 @@ fn event(j: usize, s: &Scenario, strict_times: bool) -> Check {
 /// Two outages (or scans, or rate factors) on one path at once have no single meaning.
 fn overlaps(s: &Scenario) -> Check {
     for p in &s.paths {
-        let mut inst = events::expand(&s.events, &p.name, s.duration_s)
-            .map_err(|(j, m)| bad(Loc::Event(j, "every_s"), m))?;
+        let mut inst =
+            events::expand(&s.events, &p.name, s.duration_s).map_err(|(j, m)| bad(Loc::Event(j, "every_s"), m))?;
         inst.retain(|x| x.kind.duration_s().is_some());
-        inst.sort_by(|a, b| {
-            a.kind
-                .name()
-                .cmp(b.kind.name())
-                .then(a.start.total_cmp(&b.start))
-        });
+        inst.sort_by(|a, b| a.kind.name().cmp(b.kind.name()).then(a.start.total_cmp(&b.start)));
         for w in inst.windows(2) {
             let (a, b) = (&w[0], &w[1]);
             if a.kind.name() == b.kind.name() && b.start < a.end {

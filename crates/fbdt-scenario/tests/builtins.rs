@@ -5,18 +5,10 @@ fn check_invariants(s: &Schedule) {
         assert!(!p.steps.is_empty(), "{}: no steps", p.name);
         assert_eq!(p.steps[0].t_s, 0.0, "{}: first step not at 0", p.name);
         for w in p.steps.windows(2) {
-            assert!(
-                w[0].t_s < w[1].t_s,
-                "{}: steps not strictly sorted: {:?}",
-                p.name,
-                w
-            );
+            assert!(w[0].t_s < w[1].t_s, "{}: steps not strictly sorted: {:?}", p.name, w);
             let (a, b) = (w[0], w[1]);
             assert!(
-                a.rate_mbps != b.rate_mbps
-                    || a.delay_ms != b.delay_ms
-                    || a.loss != b.loss
-                    || a.scan != b.scan,
+                a.rate_mbps != b.rate_mbps || a.delay_ms != b.delay_ms || a.loss != b.loss || a.scan != b.scan,
                 "{}: consecutive duplicate steps {:?}",
                 p.name,
                 w
@@ -59,8 +51,7 @@ fn every_builtin_parses_schedules_and_keeps_invariants() {
 fn builtins_load_from_their_files_too() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios");
     for name in builtin_names() {
-        let from_file =
-            Scenario::load(&format!("{dir}/{name}.toml")).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let from_file = Scenario::load(&format!("{dir}/{name}.toml")).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(from_file.name, name);
         assert_eq!(from_file.paths, builtin(name).unwrap().paths);
     }
@@ -77,11 +68,7 @@ fn constant_capacities_are_the_sum_of_rates() {
         ("rats4-loss2", 3730.0),
     ] {
         let sched = builtin(name).unwrap().schedule(1.0).unwrap();
-        assert!(
-            close(sched.capacity_mbps(), cap),
-            "{name}: {}",
-            sched.capacity_mbps()
-        );
+        assert!(close(sched.capacity_mbps(), cap), "{name}: {}", sched.capacity_mbps());
         let half = builtin(name).unwrap().schedule(0.5).unwrap();
         assert!(close(half.capacity_mbps(), cap * 0.5));
         assert_eq!(half.scale, 0.5);
@@ -93,11 +80,7 @@ fn blockage_capacity_by_hand() {
     // WiGig out in [2,4), [6,8), ..., [26,28): 7 outages of 2 s, up 16 of 30 s.
     let sched = builtin("blockage").unwrap().schedule(1.0).unwrap();
     let expect = 450.0 + 1400.0 * 16.0 / 30.0;
-    assert!(
-        close(sched.capacity_mbps(), expect),
-        "{}",
-        sched.capacity_mbps()
-    );
+    assert!(close(sched.capacity_mbps(), expect), "{}", sched.capacity_mbps());
     let wigig = sched.path("wigig").unwrap();
     assert_eq!(wigig.steps.len(), 15);
     assert_eq!(wigig.at(1.99).rate_mbps, 1400.0);
@@ -164,11 +147,7 @@ fn mobility_alternates() {
 fn schedules_are_deterministic_and_seeded() {
     for name in builtin_names() {
         let s = builtin(name).unwrap();
-        assert_eq!(
-            s.schedule(0.25).unwrap(),
-            s.schedule(0.25).unwrap(),
-            "{name}"
-        );
+        assert_eq!(s.schedule(0.25).unwrap(), s.schedule(0.25).unwrap(), "{name}");
     }
     let mut a = builtin("los").unwrap();
     let one = a.schedule(1.0).unwrap();
@@ -184,10 +163,7 @@ fn bad_scale_is_an_error() {
     let s = builtin("tc-normal").unwrap();
     for scale in [0.0, -1.0, f64::NAN, f64::INFINITY] {
         assert!(
-            matches!(
-                s.schedule(scale),
-                Err(fbdt_scenario::ScenarioError::Scale(_))
-            ),
+            matches!(s.schedule(scale), Err(fbdt_scenario::ScenarioError::Scale(_))),
             "{scale}"
         );
     }
@@ -204,10 +180,7 @@ fn shortened_run_clips_events() {
 #[test]
 fn unknown_name_lists_builtins() {
     let e = Scenario::load("no-such-scenario").unwrap_err().to_string();
-    assert!(
-        e.contains("no-such-scenario") && e.contains("mobility"),
-        "{e}"
-    );
+    assert!(e.contains("no-such-scenario") && e.contains("mobility"), "{e}");
 }
 
 #[test]
@@ -231,7 +204,10 @@ fn scenario_and_schedule_round_trip_through_json() {
         for (a, b) in back.paths.iter().zip(&sched.paths) {
             assert_eq!(a.steps.len(), b.steps.len(), "{name}");
             for (x, y) in a.steps.iter().zip(&b.steps) {
-                assert!(x.t_s == y.t_s && x.scan == y.scan && close(x.rate_mbps, y.rate_mbps), "{name}");
+                assert!(
+                    x.t_s == y.t_s && x.scan == y.scan && close(x.rate_mbps, y.rate_mbps),
+                    "{name}"
+                );
             }
         }
     }

@@ -13,8 +13,7 @@ fn docs_example_parses_and_schedules() {
     std::fs::write(dir.join("traces/lte.down"), lines.join("\n")).unwrap();
     let file = dir.join("example.toml");
     std::fs::write(&file, text).unwrap();
-    let result =
-        Scenario::load(file.to_str().unwrap()).and_then(|s| s.schedule(1.0).map(|sch| (s, sch)));
+    let result = Scenario::load(file.to_str().unwrap()).and_then(|s| s.schedule(1.0).map(|sch| (s, sch)));
     let _ = std::fs::remove_dir_all(&dir);
     let (s, sched) = result.unwrap();
     assert_eq!(s.name, "example");
@@ -32,8 +31,7 @@ fn docs_example_parses_and_schedules() {
 
 #[test]
 fn docs_error_examples_are_real() {
-    let base =
-        "[[path]]\nname = \"wifi\"\nrate = { model = \"constant\", mbps = 1 }\ndelay_ms = 1\n";
+    let base = "[[path]]\nname = \"wifi\"\nrate = { model = \"constant\", mbps = 1 }\ndelay_ms = 1\n";
     let e = Scenario::from_toml_str(&format!("{base}bandwidth = 3\n"), "my.toml").unwrap_err();
     assert_eq!(
         e.to_string(),

@@ -74,11 +74,7 @@ fn good_file_parses() {
 
 #[test]
 fn syntax_and_schema_errors() {
-    fails(
-        &edit("seed = 7", "seed = 7\nsede = 3"),
-        "sede",
-        "unknown field `sede`",
-    );
+    fails(&edit("seed = 7", "seed = 7\nsede = 3"), "sede", "unknown field `sede`");
     fails(
         &edit("delay_ms = 2", "delay_ms = 2\nbandwidth = 3"),
         "bandwidth",
@@ -100,11 +96,7 @@ fn syntax_and_schema_errors() {
         "fixed",
         "unknown variant `fixed`",
     );
-    fails(
-        &edit("delay_ms = 2", "delay_ms = \"2\""),
-        "\"2\"",
-        "invalid type",
-    );
+    fails(&edit("delay_ms = 2", "delay_ms = \"2\""), "\"2\"", "invalid type");
     fails(&edit("seed = 7", "seed = -7"), "seed", "invalid value");
     fails(&edit("seed = 7", "seed = = 7"), "seed", "");
 }
@@ -116,21 +108,9 @@ fn scenario_level_errors() {
         "duration_s = 0",
         "`duration_s` must be > 0",
     );
-    fails(
-        &edit("duration_s = 30", "duration_s = 86401"),
-        "duration_s",
-        "86401",
-    );
-    fails(
-        &edit("duration_s = 30", "duration_s = nan"),
-        "duration_s",
-        "NaN",
-    );
-    fails(
-        &edit("duration_s = 30", "duration_s = -inf"),
-        "duration_s",
-        "-inf",
-    );
+    fails(&edit("duration_s = 30", "duration_s = 86401"), "duration_s", "86401");
+    fails(&edit("duration_s = 30", "duration_s = nan"), "duration_s", "NaN");
+    fails(&edit("duration_s = 30", "duration_s = -inf"), "duration_s", "-inf");
     fails(
         &edit("seed = 7", "seed = 7\ncongestion_control = \"Cubic!\""),
         "congestion_control",
@@ -212,7 +192,10 @@ fn path_errors() {
         "first step must be at_s = 0",
     );
     fails(
-        &edit("rate = { model = \"random\"", "rate = { model = \"steps\", steps = [{ at_s = 0, mbps = 5 }, { at_s = 2, mbps = 1 }], period_s = 2 }"),
+        &edit(
+            "rate = { model = \"random\"",
+            "rate = { model = \"steps\", steps = [{ at_s = 0, mbps = 5 }, { at_s = 2, mbps = 1 }], period_s = 2 }",
+        ),
         "period_s",
         "must exceed the last step",
     );
@@ -230,7 +213,9 @@ fn path_errors() {
 fn too_many_paths() {
     let mut text = String::from("duration_s = 10\n");
     for i in 0..17 {
-        text.push_str(&format!("\n[[path]]\nname = \"p{i}\"\nrate = {{ model = \"constant\", mbps = 1 }}\ndelay_ms = 1\n"));
+        text.push_str(&format!(
+            "\n[[path]]\nname = \"p{i}\"\nrate = {{ model = \"constant\", mbps = 1 }}\ndelay_ms = 1\n"
+        ));
     }
     fails(&text, "name = \"p16\"", "more than 16 paths");
 }
@@ -273,11 +258,7 @@ fn event_errors() {
         "at_s = 30",
         "at or after the end of the run",
     );
-    fails(
-        &edit("at_s = 2", "at_s = -1"),
-        "at_s = -1",
-        "`at_s` must be in [0,",
-    );
+    fails(&edit("at_s = 2", "at_s = -1"), "at_s = -1", "`at_s` must be in [0,");
     fails(
         &edit("every_s = 4", "every_s = 4\nuntil_s = 1"),
         "until_s = 1",
@@ -288,24 +269,14 @@ fn event_errors() {
         "duration_s = 0",
         "`duration_s` must be > 0",
     );
-    fails(
-        &edit("at_s = 2", "at_s = 2\nat = 3"),
-        "at = 3",
-        "unknown field `at`",
-    );
+    fails(&edit("at_s = 2", "at_s = 2\nat = 3"), "at = 3", "unknown field `at`");
 }
 
 #[test]
 fn overlapping_events() {
-    let text = format!(
-        "{GOOD}\n[[event]]\nat_s = 7\npath = \"wigig\"\nkind = \"outage\"\nduration_s = 0.5\n"
-    );
+    let text = format!("{GOOD}\n[[event]]\nat_s = 7\npath = \"wigig\"\nkind = \"outage\"\nduration_s = 0.5\n");
     let text = text.replace("[reference]\n\"tcp:wifi\" = 450\n", "");
-    fails(
-        &text,
-        "at_s = 7",
-        "overlaps the one from event #1 (6 s to 8 s)",
-    );
+    fails(&text, "at_s = 7", "overlaps the one from event #1 (6 s to 8 s)");
     // Different kinds may overlap, and so may level events.
     let ok = text.replace(
         "at_s = 7\npath = \"wigig\"\nkind = \"outage\"\nduration_s = 0.5",
@@ -316,8 +287,8 @@ fn overlapping_events() {
 
 #[test]
 fn repeating_a_level_event_is_refused() {
-    let text = edit("kind = \"outage\"", "kind = \"loss\"\nloss = 0.1")
-        .replace("duration_s = 2\nevery_s = 4", "every_s = 4");
+    let text =
+        edit("kind = \"outage\"", "kind = \"loss\"\nloss = 0.1").replace("duration_s = 2\nevery_s = 4", "every_s = 4");
     fails(&text, "every_s = 4", "cannot repeat");
 }
 
@@ -347,9 +318,6 @@ fn code_built_scenarios_are_checked_by_schedule() {
     let mut s = Scenario::from_toml_str(GOOD, "t.toml").unwrap();
     s.paths[0].loss = 2.0;
     let err = s.schedule(1.0).unwrap_err().to_string();
-    assert!(
-        err.contains("path `wifi`, `loss`") && err.contains("[0, 1)"),
-        "{err}"
-    );
+    assert!(err.contains("path `wifi`, `loss`") && err.contains("[0, 1)"), "{err}");
     assert!(s.validate().is_err());
 }

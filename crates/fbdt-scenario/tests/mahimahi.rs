@@ -33,10 +33,7 @@ fn trace_err(text: &str) -> (Option<usize>, String) {
 
 #[test]
 fn good_traces_parse() {
-    assert_eq!(
-        mahimahi::parse("1\n1\n2\n5\n", "t").unwrap(),
-        vec![1, 1, 2, 5]
-    );
+    assert_eq!(mahimahi::parse("1\n1\n2\n5\n", "t").unwrap(), vec![1, 1, 2, 5]);
     assert_eq!(mahimahi::parse("0\n3", "t").unwrap(), vec![0, 3]);
     assert_eq!(mahimahi::parse("1\r\n2\r\n", "t").unwrap(), vec![1, 2]);
 }
@@ -45,16 +42,10 @@ fn good_traces_parse() {
 fn bad_traces_name_file_and_line() {
     let (line, msg) = trace_err("");
     assert_eq!(line, None);
-    assert!(
-        msg.contains("t.trace") && msg.contains("empty trace"),
-        "{msg}"
-    );
+    assert!(msg.contains("t.trace") && msg.contains("empty trace"), "{msg}");
     let (line, msg) = trace_err("1\n2\nx3\n");
     assert_eq!(line, Some(3));
-    assert!(
-        msg.starts_with("t.trace:3:") && msg.contains("`x3`"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("t.trace:3:") && msg.contains("`x3`"), "{msg}");
     let (line, msg) = trace_err("1\n5\n4\n");
     assert_eq!(line, Some(3));
     assert!(msg.contains("before the previous one"), "{msg}");
@@ -105,20 +96,14 @@ fn trace_scenario_relative_to_its_file() {
     let cell = &sched.paths[0];
     // 6 opportunities per 10 ms loop = 7.2 Mbit/s, times scale 2.
     assert_eq!(cell.steps.len(), 1);
-    assert!(
-        (sched.capacity_mbps() - 14.4).abs() < 1e-9,
-        "{}",
-        sched.capacity_mbps()
-    );
+    assert!((sched.capacity_mbps() - 14.4).abs() < 1e-9, "{}", sched.capacity_mbps());
 
     let bad = dir.write("bad.trace", "5\n3\n");
     let text = format!(
         "duration_s = 1\n[[path]]\nname = \"cell\"\nrate = {{ model = \"trace\", file = \"{}\" }}\ndelay_ms = 20\n",
         bad.display()
     );
-    let err = Scenario::from_toml_str(&text, "x.toml")
-        .unwrap_err()
-        .to_string();
+    let err = Scenario::from_toml_str(&text, "x.toml").unwrap_err().to_string();
     assert!(
         err.contains("bad.trace:2:") && err.contains("before the previous"),
         "{err}"
@@ -136,17 +121,10 @@ fn trace_bins_vary() {
         "s.toml",
         "duration_s = 1\n[[path]]\nname = \"cell\"\nrate = { model = \"trace\", file = \"burst.trace\" }\ndelay_ms = 20\n",
     );
-    let sched = Scenario::load(scen.to_str().unwrap())
-        .unwrap()
-        .schedule(1.0)
-        .unwrap();
+    let sched = Scenario::load(scen.to_str().unwrap()).unwrap().schedule(1.0).unwrap();
     let cell = &sched.paths[0];
     // The opportunity at 200 ms is the first instant of the next loop (bin 0): 101 in bin 0.
-    assert!(
-        (cell.at(0.05).rate_mbps - 12.12).abs() < 1e-9,
-        "{:?}",
-        cell.steps
-    );
+    assert!((cell.at(0.05).rate_mbps - 12.12).abs() < 1e-9, "{:?}", cell.steps);
     assert_eq!(cell.at(0.15).rate_mbps, 0.0);
     assert!((cell.at(0.25).rate_mbps - 12.12).abs() < 1e-9);
     assert_eq!(cell.steps.len(), 10);

@@ -47,14 +47,8 @@ fn rate() -> impl Strategy<Value = RateSpec> {
                 step_s,
             }
         }),
-        (
-            0.0f64..100.0,
-            0.01f64..5.0,
-            0.01f64..5.0,
-            0.01f64..2.0,
-            any::<bool>()
-        )
-            .prop_map(|(lo, high_s, low_s, step_s, start_low)| {
+        (0.0f64..100.0, 0.01f64..5.0, 0.01f64..5.0, 0.01f64..2.0, any::<bool>()).prop_map(
+            |(lo, high_s, low_s, step_s, start_low)| {
                 RateSpec::Alternating {
                     high_min_mbps: 1000.0 + lo,
                     high_max_mbps: 1500.0,
@@ -65,7 +59,8 @@ fn rate() -> impl Strategy<Value = RateSpec> {
                     step_s,
                     start_low,
                 }
-            }),
+            }
+        ),
     ]
 }
 
@@ -86,11 +81,7 @@ fn event(path: String) -> impl Strategy<Value = Event> {
             at_s,
             path: path.clone(),
             kind,
-            every_s: if kind.duration_s().is_some() {
-                every
-            } else {
-                None
-            },
+            every_s: if kind.duration_s().is_some() { every } else { None },
             until_s: until_extra.map(|u| at_s + u),
         })
 }

@@ -102,7 +102,10 @@ mod tests {
         for (off, len) in [(0u64, 9000usize), (3, 100), (4093, 20), (8191, 3), (1 << 33, 5000)] {
             let mut v = vec![0u8; len];
             fill(off, &mut v);
-            assert!(v.iter().enumerate().all(|(k, &b)| b == byte_at(off + k as u64)), "offset {off}");
+            assert!(
+                v.iter().enumerate().all(|(k, &b)| b == byte_at(off + k as u64)),
+                "offset {off}"
+            );
         }
     }
 }

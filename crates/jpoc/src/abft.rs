@@ -61,14 +61,21 @@ pub fn resolve_minislot(arrivals: &[Arrival], rx: &Receiver) -> MiniSlotResult {
     let total: f64 = arrivals.iter().map(|a| mw(a.rx_dbm)).sum();
     let energy_detected = total > 0.0 && 10.0 * total.log10() - rx.noise_dbm >= rx.decode_snr_db;
     let Some(best) = arrivals.iter().copied().max_by(|a, b| a.rx_dbm.total_cmp(&b.rx_dbm)) else {
-        return MiniSlotResult { energy_detected: false, decoded: None };
+        return MiniSlotResult {
+            energy_detected: false,
+            decoded: None,
+        };
     };
     let snr = best.rx_dbm - rx.noise_dbm;
     let interference = total - mw(best.rx_dbm);
     // Guard the subtraction's rounding: a lone frame has exactly no interference.
-    let captured = arrivals.len() == 1 || interference <= 0.0 || best.rx_dbm - 10.0 * interference.log10() >= rx.capture_db;
+    let captured =
+        arrivals.len() == 1 || interference <= 0.0 || best.rx_dbm - 10.0 * interference.log10() >= rx.capture_db;
     let decoded = (snr >= rx.decode_snr_db && captured).then_some((best, snr));
-    MiniSlotResult { energy_detected, decoded }
+    MiniSlotResult {
+        energy_detected,
+        decoded,
+    }
 }
 
 /// Outcome of one A-BFT round.
@@ -118,7 +125,11 @@ pub fn ieee80211ad_round<R: Rng>(
         for b in 0..per_slot {
             arrivals.clear();
             arrivals.extend(slot.iter().filter_map(|&c| {
-                contenders[c].get(b).map(|&rx_dbm| Arrival { contender: c, beam: b, rx_dbm })
+                contenders[c].get(b).map(|&rx_dbm| Arrival {
+                    contender: c,
+                    beam: b,
+                    rx_dbm,
+                })
             }));
             let r = resolve_minislot(&arrivals, rx);
             if !r.energy_detected {
@@ -142,7 +153,12 @@ pub fn ieee80211ad_round<R: Rng>(
             }
         }
     }
-    RoundOutcome { success, failed_sweeps, minislots: slots * per_slot, empty_minislots: empty }
+    RoundOutcome {
+        success,
+        failed_sweeps,
+        minislots: slots * per_slot,
+        empty_minislots: empty,
+    }
 }
 
 /// JPOC A-BFT: M mini-slots, no slots. Each contender picks B = (its beam count) distinct
@@ -154,7 +170,11 @@ pub fn jpoc_round<R: Rng>(contenders: &[&[f64]], m: usize, rx: &Receiver, rng: &
         let b = beams.len().min(m);
         // `sample` returns the picks in random order, so beam k goes to a random mini-slot.
         for (beam, slot) in sample(rng, m, b).into_iter().enumerate() {
-            per_slot[slot].push(Arrival { contender: c, beam, rx_dbm: beams[beam] });
+            per_slot[slot].push(Arrival {
+                contender: c,
+                beam,
+                rx_dbm: beams[beam],
+            });
         }
     }
     let mut success = vec![false; contenders.len()];
@@ -169,7 +189,12 @@ pub fn jpoc_round<R: Rng>(contenders: &[&[f64]], m: usize, rx: &Receiver, rng: &
         }
     }
     let failed_sweeps = success.iter().map(|&ok| u32::from(!ok)).collect();
-    RoundOutcome { success, failed_sweeps, minislots: m, empty_minislots: empty }
+    RoundOutcome {
+        success,
+        failed_sweeps,
+        minislots: m,
+        empty_minislots: empty,
+    }
 }
 
 #[cfg(test)]
@@ -178,11 +203,19 @@ mod tests {
     use rand::SeedableRng;
 
     fn rx() -> Receiver {
-        Receiver { noise_dbm: -74.0, decode_snr_db: 1.0, capture_db: 3.0 }
+        Receiver {
+            noise_dbm: -74.0,
+            decode_snr_db: 1.0,
+            capture_db: 3.0,
+        }
     }
 
     fn a(c: usize, dbm: f64) -> Arrival {
-        Arrival { contender: c, beam: 0, rx_dbm: dbm }
+        Arrival {
+            contender: c,
+            beam: 0,
+            rx_dbm: dbm,
+        }
     }
 
     #[test]
@@ -192,15 +225,29 @@ mod tests {
         let e = resolve_minislot(&[], &r);
         assert!(!e.energy_detected && e.decoded.is_none());
         // Lone frame: decoded iff SNR ≥ 1 dB.
-        assert_eq!(resolve_minislot(&[a(0, -73.0)], &r).decoded.map(|d| d.0.contender), Some(0));
+        assert_eq!(
+            resolve_minislot(&[a(0, -73.0)], &r).decoded.map(|d| d.0.contender),
+            Some(0)
+        );
         assert!(resolve_minislot(&[a(0, -73.5)], &r).decoded.is_none());
         // Two frames ≥ 3 dB apart: stronger captured; 2.9 dB apart: both lost.
-        assert_eq!(resolve_minislot(&[a(0, -60.0), a(1, -56.99)], &r).decoded.map(|d| d.0.contender), Some(1));
+        assert_eq!(
+            resolve_minislot(&[a(0, -60.0), a(1, -56.99)], &r)
+                .decoded
+                .map(|d| d.0.contender),
+            Some(1)
+        );
         assert!(resolve_minislot(&[a(0, -60.0), a(1, -57.1)], &r).decoded.is_none());
         // Interference adds up: −57 vs two at −63.1 (sum −60.09) is 3.09 dB → captured;
         // vs three at −63 (sum −58.23) → lost.
-        assert!(resolve_minislot(&[a(1, -57.0), a(0, -63.1), a(2, -63.1)], &r).decoded.is_some());
-        assert!(resolve_minislot(&[a(1, -57.0), a(0, -63.0), a(2, -63.0), a(3, -63.0)], &r).decoded.is_none());
+        assert!(resolve_minislot(&[a(1, -57.0), a(0, -63.1), a(2, -63.1)], &r)
+            .decoded
+            .is_some());
+        assert!(
+            resolve_minislot(&[a(1, -57.0), a(0, -63.0), a(2, -63.0), a(3, -63.0)], &r)
+                .decoded
+                .is_none()
+        );
         // Two undecodable frames whose sum reaches the threshold: energy but no frame.
         let s = resolve_minislot(&[a(0, -73.5), a(1, -73.5)], &r);
         assert!(s.energy_detected && s.decoded.is_none());

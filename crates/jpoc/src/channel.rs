@@ -155,9 +155,17 @@ pub fn draw_channel<R: Rng>(
         // (single-bounce geometry is not tracked; see docs/jpoc.md).
         paths.push(PathRay {
             ap_az: rng.gen_range(-PI..PI),
-            ap_el: if el_max > 0.0 { rng.gen_range(-el_max..=el_max) } else { 0.0 },
+            ap_el: if el_max > 0.0 {
+                rng.gen_range(-el_max..=el_max)
+            } else {
+                0.0
+            },
             clt_az: rng.gen_range(-PI..PI),
-            clt_el: if el_max > 0.0 { rng.gen_range(-el_max..=el_max) } else { 0.0 },
+            clt_el: if el_max > 0.0 {
+                rng.gen_range(-el_max..=el_max)
+            } else {
+                0.0
+            },
             gain_db: large_scale_db + 10.0 * w.log10(),
         });
     }
@@ -294,7 +302,11 @@ mod tests {
         use rand::SeedableRng;
         let cell = CellConfig::default();
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-        let site = Site { x: 10.0, y: 0.0, orientation: 0.0 };
+        let site = Site {
+            x: 10.0,
+            y: 0.0,
+            orientation: 0.0,
+        };
         let ch = draw_channel(&cell, 60.0, &site, Some(true), &mut rng);
         let total: f64 = ch.paths.iter().map(|p| db_to_lin(p.gain_db)).sum();
         let d3d = 10f64.hypot(2.0);

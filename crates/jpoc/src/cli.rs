@@ -134,8 +134,14 @@ fn outputs(common: &CommonArgs, name: &str) -> Result<(Option<PathBuf>, Option<P
     if let Some(dir) = &common.out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let json = common.json.clone().or_else(|| common.out.as_ref().map(|d| d.join(format!("{name}.json"))));
-    let png = common.plot.clone().or_else(|| common.out.as_ref().map(|d| d.join(format!("{name}.png"))));
+    let json = common
+        .json
+        .clone()
+        .or_else(|| common.out.as_ref().map(|d| d.join(format!("{name}.json"))));
+    let png = common
+        .plot
+        .clone()
+        .or_else(|| common.out.as_ref().map(|d| d.join(format!("{name}.png"))));
     // Fail before a long run, not after it.
     if let Some(p) = &png {
         plot::check_png(p)?;
@@ -171,7 +177,12 @@ fn check_prob(name: &str, v: f64) -> Result<()> {
 }
 
 /// Apply the optional per-command overrides and re-validate.
-fn override_cfg(mut cfg: Config, clients: Option<usize>, duration_s: Option<f64>, gamma: Option<f64>) -> Result<Config> {
+fn override_cfg(
+    mut cfg: Config,
+    clients: Option<usize>,
+    duration_s: Option<f64>,
+    gamma: Option<f64>,
+) -> Result<Config> {
     if let Some(n) = clients {
         cfg.sim.clients = n;
     }
@@ -190,7 +201,10 @@ fn pm(mean: f64, ci: [f64; 2]) -> String {
 }
 
 pub fn print_fairness(r: &FairnessReport) {
-    println!("Jain's fairness index, {} clients, {} realizations (mean ± 95% CI half-width)", r.clients, r.repeat);
+    println!(
+        "Jain's fairness index, {} clients, {} realizations (mean ± 95% CI half-width)",
+        r.clients, r.repeat
+    );
     println!(
         "{:>9} | {:>15} | {:>15} | {:>8} {:>8} | {:>8} {:>8} | {:>8} {:>8}",
         "blockage", "JPOC", "802.11ad", "fail JP", "fail AD", "M JPOC", "M AD", "far/nr JP", "far/nr AD"
@@ -226,7 +240,11 @@ pub fn print_overhead(r: &OverheadReport) {
         println!(
             "{:>7} | {:>17} {:>8.3} | {:>5}{} {:>9.0} {:>8.3} | {:>5.1}x",
             p.clients,
-            format!("{:.1} ± {:.1}", p.minislots_jpoc, (p.minislots_jpoc_ci95[1] - p.minislots_jpoc_ci95[0]) / 2.0),
+            format!(
+                "{:.1} ± {:.1}",
+                p.minislots_jpoc,
+                (p.minislots_jpoc_ci95[1] - p.minislots_jpoc_ci95[0]) / 2.0
+            ),
             p.failure_jpoc,
             p.slots_80211ad,
             if p.ieee80211ad_capped { "+" } else { " " },
@@ -241,7 +259,10 @@ pub fn print_overhead(r: &OverheadReport) {
 }
 
 pub fn print_beams(r: &BeamsReport) {
-    println!("Good beams per client: % of clients per bracket, {} drops x {} realizations", r.samples, r.repeat);
+    println!(
+        "Good beams per client: % of clients per bracket, {} drops x {} realizations",
+        r.samples, r.repeat
+    );
     print!("{:>24} |", "series");
     for b in &r.brackets {
         print!(" {:>7}", b);
@@ -252,7 +273,10 @@ pub fn print_beams(r: &BeamsReport) {
         for v in &s.percent {
             print!(" {:>7.1}", v);
         }
-        println!(" | {:>5.1} {:>4} {:>7.1}", s.mean_good_beams, s.max_good_beams, s.percent_1_to_12);
+        println!(
+            " | {:>5.1} {:>4} {:>7.1}",
+            s.mean_good_beams, s.max_good_beams, s.percent_1_to_12
+        );
     }
 }
 
@@ -261,7 +285,10 @@ pub fn print_heatmap(r: &HeatmapReport) {
         "Competition fairness index, near client at {} m, {} m grid, {} realizations per cell",
         r.near_m, r.cell_m, r.repeat
     );
-    println!("{:>24} | {:>7} | {:>8} | {:>10} | {:>10}", "series", "cells", "median", "≥ 0.5 (%)", "undefined");
+    println!(
+        "{:>24} | {:>7} | {:>8} | {:>10} | {:>10}",
+        "series", "cells", "median", "≥ 0.5 (%)", "undefined"
+    );
     for p in &r.panels {
         let mut v: Vec<f64> = p.cells.iter().map(|c| c.index.unwrap_or(f64::INFINITY)).collect();
         v.sort_by(|a, b| a.total_cmp(b));
@@ -281,7 +308,14 @@ pub fn print_heatmap(r: &HeatmapReport) {
 /// Run one `jpoc` subcommand.
 pub fn run(cmd: JpocCommand) -> Result<()> {
     match cmd {
-        JpocCommand::Fairness { common, clients, blockage, repeat, duration_s, gamma } => {
+        JpocCommand::Fairness {
+            common,
+            clients,
+            blockage,
+            repeat,
+            duration_s,
+            gamma,
+        } => {
             check_positive("repeat", repeat)?;
             check_positive("clients", clients)?;
             if blockage.is_empty() {
@@ -304,7 +338,16 @@ pub fn run(cmd: JpocCommand) -> Result<()> {
                 eprintln!("wrote {}", p.display());
             }
         }
-        JpocCommand::Overhead { common, p0, blockage, clients, repeat, max_slots, duration_s, gamma } => {
+        JpocCommand::Overhead {
+            common,
+            p0,
+            blockage,
+            clients,
+            repeat,
+            max_slots,
+            duration_s,
+            gamma,
+        } => {
             check_positive("repeat", repeat)?;
             check_positive("max-slots", max_slots)?;
             check_prob("blockage", blockage)?;
@@ -321,7 +364,16 @@ pub fn run(cmd: JpocCommand) -> Result<()> {
             let (json, png) = outputs(&common, "overhead")?;
             let total = experiments::overhead_work(clients.len(), repeat, max_slots);
             let pb = progress(&common, total, "overhead");
-            let r = experiments::overhead(&cfg, p0, blockage, &clients, repeat, max_slots, common.seed, &mut || pb.inc(1))?;
+            let r = experiments::overhead(
+                &cfg,
+                p0,
+                blockage,
+                &clients,
+                repeat,
+                max_slots,
+                common.seed,
+                &mut || pb.inc(1),
+            )?;
             pb.finish_and_clear();
             print_overhead(&r);
             if let Some(p) = json {
@@ -332,7 +384,12 @@ pub fn run(cmd: JpocCommand) -> Result<()> {
                 eprintln!("wrote {}", p.display());
             }
         }
-        JpocCommand::Beams { common, gammas, samples, repeat } => {
+        JpocCommand::Beams {
+            common,
+            gammas,
+            samples,
+            repeat,
+        } => {
             check_positive("repeat", repeat)?;
             check_positive("samples", samples)?;
             if gammas.iter().any(|g| !g.is_finite()) {
@@ -352,22 +409,38 @@ pub fn run(cmd: JpocCommand) -> Result<()> {
                 eprintln!("wrote {}", p.display());
             }
         }
-        JpocCommand::Heatmap { common, gammas, cell_m, near_m, repeat } => {
+        JpocCommand::Heatmap {
+            common,
+            gammas,
+            cell_m,
+            near_m,
+            repeat,
+        } => {
             check_positive("repeat", repeat)?;
             if gammas.iter().any(|g| !g.is_finite()) {
                 bail!("--gammas must be finite dB values");
             }
             let cfg = load_config(&common)?;
             if !(cell_m.is_finite() && cell_m > 0.0 && cell_m <= cfg.cell.radius_m) {
-                bail!("--cell-m must be in (0, cell radius = {} m], got {cell_m}", cfg.cell.radius_m);
+                bail!(
+                    "--cell-m must be in (0, cell radius = {} m], got {cell_m}",
+                    cfg.cell.radius_m
+                );
             }
             if !(near_m.is_finite() && near_m > 0.0 && near_m <= cfg.cell.radius_m) {
-                bail!("--near-m must be in (0, cell radius = {} m], got {near_m}", cfg.cell.radius_m);
+                bail!(
+                    "--near-m must be in (0, cell radius = {} m], got {near_m}",
+                    cfg.cell.radius_m
+                );
             }
             let (json, png) = outputs(&common, "heatmap")?;
             let cells = ((2.0 * cfg.cell.radius_m / cell_m).ceil() as u64).pow(2);
             // Only cells inside the disk tick; π/4 of the square.
-            let pb = progress(&common, (cells as f64 * std::f64::consts::FRAC_PI_4).ceil() as u64, "heatmap");
+            let pb = progress(
+                &common,
+                (cells as f64 * std::f64::consts::FRAC_PI_4).ceil() as u64,
+                "heatmap",
+            );
             let r = experiments::heatmap(&cfg, &gammas, cell_m, near_m, repeat, common.seed, &mut || pb.inc(1))?;
             pb.finish_and_clear();
             print_heatmap(&r);
@@ -398,7 +471,13 @@ mod tests {
     fn parses_defaults_and_options() {
         let t = T::try_parse_from(["x", "fairness", "--json", "/tmp/f.json", "--seed", "3", "-k", "2"]).unwrap();
         match t.cmd {
-            JpocCommand::Fairness { common, clients, blockage, repeat, .. } => {
+            JpocCommand::Fairness {
+                common,
+                clients,
+                blockage,
+                repeat,
+                ..
+            } => {
                 assert_eq!(clients, 16);
                 assert_eq!(blockage, vec![0.0, 0.1, 0.2, 0.3, 0.4, 0.5]);
                 assert_eq!(repeat, 2);
@@ -418,7 +497,22 @@ mod tests {
         let t = T::try_parse_from(["x", "beams", "--config", "/nonexistent/x.toml", "--quiet"]).unwrap();
         let e = run(t.cmd).unwrap_err();
         assert!(e.to_string().contains("/nonexistent/x.toml"), "{e}");
-        let t = T::try_parse_from(["x", "fairness", "--plot", "/tmp/x.svg", "--quiet", "-k", "1", "--clients", "2", "--blockage", "0", "--duration-s", "0.2"]).unwrap();
+        let t = T::try_parse_from([
+            "x",
+            "fairness",
+            "--plot",
+            "/tmp/x.svg",
+            "--quiet",
+            "-k",
+            "1",
+            "--clients",
+            "2",
+            "--blockage",
+            "0",
+            "--duration-s",
+            "0.2",
+        ])
+        .unwrap();
         assert!(run(t.cmd).unwrap_err().to_string().contains(".png"));
     }
 }

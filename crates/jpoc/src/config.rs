@@ -378,22 +378,62 @@ impl Config {
             c.min_distance_m,
             "must be in [0, radius_m)",
         )?;
-        check(finite_pos(c.ap_height_m), "cell.ap_height_m", c.ap_height_m, "must be > 0")?;
-        check(finite_pos(c.client_height_m), "cell.client_height_m", c.client_height_m, "must be > 0")?;
-        check(c.los_k_factor_db.is_finite(), "cell.los_k_factor_db", c.los_k_factor_db, "must be finite")?;
+        check(
+            finite_pos(c.ap_height_m),
+            "cell.ap_height_m",
+            c.ap_height_m,
+            "must be > 0",
+        )?;
+        check(
+            finite_pos(c.client_height_m),
+            "cell.client_height_m",
+            c.client_height_m,
+            "must be > 0",
+        )?;
+        check(
+            c.los_k_factor_db.is_finite(),
+            "cell.los_k_factor_db",
+            c.los_k_factor_db,
+            "must be finite",
+        )?;
         check(
             c.scatter_elevation_deg.is_finite() && (0.0..=90.0).contains(&c.scatter_elevation_deg),
             "cell.scatter_elevation_deg",
             c.scatter_elevation_deg,
             "must be in [0, 90]",
         )?;
-        check(c.coverage_max_tries >= 1, "cell.coverage_max_tries", c.coverage_max_tries, "must be ≥ 1")?;
+        check(
+            c.coverage_max_tries >= 1,
+            "cell.coverage_max_tries",
+            c.coverage_max_tries,
+            "must be ≥ 1",
+        )?;
 
         let r = &self.radio;
-        check(finite_pos(r.carrier_ghz), "radio.carrier_ghz", r.carrier_ghz, "must be > 0")?;
-        check(finite_pos(r.bandwidth_hz), "radio.bandwidth_hz", r.bandwidth_hz, "must be > 0")?;
-        check(r.noise_figure_db.is_finite(), "radio.noise_figure_db", r.noise_figure_db, "must be finite")?;
-        check(r.ap_tx_power_dbm.is_finite(), "radio.ap_tx_power_dbm", r.ap_tx_power_dbm, "must be finite")?;
+        check(
+            finite_pos(r.carrier_ghz),
+            "radio.carrier_ghz",
+            r.carrier_ghz,
+            "must be > 0",
+        )?;
+        check(
+            finite_pos(r.bandwidth_hz),
+            "radio.bandwidth_hz",
+            r.bandwidth_hz,
+            "must be > 0",
+        )?;
+        check(
+            r.noise_figure_db.is_finite(),
+            "radio.noise_figure_db",
+            r.noise_figure_db,
+            "must be finite",
+        )?;
+        check(
+            r.ap_tx_power_dbm.is_finite(),
+            "radio.ap_tx_power_dbm",
+            r.ap_tx_power_dbm,
+            "must be finite",
+        )?;
         check(
             r.client_max_tx_power_dbm.is_finite(),
             "radio.client_max_tx_power_dbm",
@@ -408,13 +448,38 @@ impl Config {
                 "must be finite and ≤ client_max_tx_power_dbm",
             )?;
         }
-        check(r.decode_snr_db.is_finite(), "radio.decode_snr_db", r.decode_snr_db, "must be finite")?;
-        check(r.capture_db.is_finite() && r.capture_db >= 0.0, "radio.capture_db", r.capture_db, "must be ≥ 0")?;
-        check(finite_pos(r.minislot_us), "radio.minislot_us", r.minislot_us, "must be > 0")?;
+        check(
+            r.decode_snr_db.is_finite(),
+            "radio.decode_snr_db",
+            r.decode_snr_db,
+            "must be finite",
+        )?;
+        check(
+            r.capture_db.is_finite() && r.capture_db >= 0.0,
+            "radio.capture_db",
+            r.capture_db,
+            "must be ≥ 0",
+        )?;
+        check(
+            finite_pos(r.minislot_us),
+            "radio.minislot_us",
+            r.minislot_us,
+            "must be > 0",
+        )?;
 
         let a = &self.antenna;
-        check(a.horizontal_elements >= 1, "antenna.horizontal_elements", a.horizontal_elements, "must be ≥ 1")?;
-        check(a.vertical_elements >= 1, "antenna.vertical_elements", a.vertical_elements, "must be ≥ 1")?;
+        check(
+            a.horizontal_elements >= 1,
+            "antenna.horizontal_elements",
+            a.horizontal_elements,
+            "must be ≥ 1",
+        )?;
+        check(
+            a.vertical_elements >= 1,
+            "antenna.vertical_elements",
+            a.vertical_elements,
+            "must be ≥ 1",
+        )?;
         check(a.beams_az >= 1, "antenna.beams_az", a.beams_az, "must be ≥ 1")?;
         check(a.beams_el >= 1, "antenna.beams_el", a.beams_el, "must be ≥ 1")?;
         check(
@@ -429,7 +494,12 @@ impl Config {
             a.coverage_el_deg,
             "must be in (0, 180]",
         )?;
-        check(a.element_gain_dbi.is_finite(), "antenna.element_gain_dbi", a.element_gain_dbi, "must be finite")?;
+        check(
+            a.element_gain_dbi.is_finite(),
+            "antenna.element_gain_dbi",
+            a.element_gain_dbi,
+            "must be finite",
+        )?;
         check(
             a.quasi_omni_offset_db.is_finite(),
             "antenna.quasi_omni_offset_db",
@@ -437,8 +507,18 @@ impl Config {
             "must be finite",
         )?;
         check(a.ap_panels >= 1, "antenna.ap_panels", a.ap_panels, "must be ≥ 1")?;
-        check(a.client_rolloff_db.is_finite(), "antenna.client_rolloff_db", a.client_rolloff_db, "must be finite")?;
-        check(a.ap_rolloff_db.is_finite(), "antenna.ap_rolloff_db", a.ap_rolloff_db, "must be finite")?;
+        check(
+            a.client_rolloff_db.is_finite(),
+            "antenna.client_rolloff_db",
+            a.client_rolloff_db,
+            "must be finite",
+        )?;
+        check(
+            a.ap_rolloff_db.is_finite(),
+            "antenna.ap_rolloff_db",
+            a.ap_rolloff_db,
+            "must be finite",
+        )?;
 
         let b = self.antenna.beams();
         let ad = &self.ieee80211ad;
@@ -482,14 +562,24 @@ impl Config {
         check(finite_pos(j.n_est_max), "jpoc.n_est_max", j.n_est_max, "must be > 0")?;
 
         let d = &self.dynamics;
-        check(prob(d.blockage_prob), "dynamics.blockage_prob", d.blockage_prob, "must be in [0, 1]")?;
+        check(
+            prob(d.blockage_prob),
+            "dynamics.blockage_prob",
+            d.blockage_prob,
+            "must be in [0, 1]",
+        )?;
         check(
             d.static_retrain_period_s.is_finite() && d.static_retrain_period_s >= 0.0,
             "dynamics.static_retrain_period_s",
             d.static_retrain_period_s,
             "must be ≥ 0 (0 = off)",
         )?;
-        check(prob(d.mobile_fraction), "dynamics.mobile_fraction", d.mobile_fraction, "must be in [0, 1]")?;
+        check(
+            prob(d.mobile_fraction),
+            "dynamics.mobile_fraction",
+            d.mobile_fraction,
+            "must be in [0, 1]",
+        )?;
         check(
             d.mobile_retrain_period_s.is_finite() && d.mobile_retrain_period_s >= 0.0,
             "dynamics.mobile_retrain_period_s",
@@ -506,9 +596,24 @@ impl Config {
         let s = &self.sim;
         check(s.clients >= 1, "sim.clients", s.clients, "must be ≥ 1")?;
         check(finite_pos(s.duration_s), "sim.duration_s", s.duration_s, "must be > 0")?;
-        check(finite_pos(s.beacon_interval_ms), "sim.beacon_interval_ms", s.beacon_interval_ms, "must be > 0")?;
-        check(s.ati_us.is_finite() && s.ati_us >= 0.0, "sim.ati_us", s.ati_us, "must be ≥ 0")?;
-        check(self.beacon_intervals() >= 1, "sim.duration_s", s.duration_s, "must span at least one beacon interval")?;
+        check(
+            finite_pos(s.beacon_interval_ms),
+            "sim.beacon_interval_ms",
+            s.beacon_interval_ms,
+            "must be > 0",
+        )?;
+        check(
+            s.ati_us.is_finite() && s.ati_us >= 0.0,
+            "sim.ati_us",
+            s.ati_us,
+            "must be ≥ 0",
+        )?;
+        check(
+            self.beacon_intervals() >= 1,
+            "sim.duration_s",
+            s.duration_s,
+            "must span at least one beacon interval",
+        )?;
         Ok(())
     }
 }

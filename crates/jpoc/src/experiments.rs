@@ -1,11 +1,11 @@
 //! The four evaluations (thesis Fig. 3.5 and 3.7) as pure functions: config + seed in,
 //! serialisable report out. `tick` is called once per unit of work (for a progress bar).
 
+use crate::channel::Site;
 use crate::config::Config;
 use crate::metrics::{bracket_of, Summary, BRACKET_LABELS};
 use crate::rng::{stream, Purpose};
 use crate::sim::{simulate, Model, Protocol, RunResult, SimError, TxPolicy};
-use crate::channel::Site;
 use rand::Rng;
 use serde::Serialize;
 use std::f64::consts::PI;
@@ -63,7 +63,13 @@ fn mean(v: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-fn run_many(model: &Model, p: Protocol, seed: u64, repeat: usize, tick: &mut dyn FnMut()) -> Result<Vec<RunResult>, SimError> {
+fn run_many(
+    model: &Model,
+    p: Protocol,
+    seed: u64,
+    repeat: usize,
+    tick: &mut dyn FnMut(),
+) -> Result<Vec<RunResult>, SimError> {
     (0..repeat as u64)
         .map(|rep| {
             let r = simulate(model, p, seed, rep);
@@ -106,11 +112,17 @@ pub fn fairness(
             far_near_airtime_jpoc: mean(j.iter().map(|r| r.far_near_airtime_ratio())),
             far_near_airtime_80211ad: mean(a.iter().map(|r| r.far_near_airtime_ratio())),
             backoff_skips_per_client_s_80211ad: mean(
-                a.iter().map(|r| r.backoff_skips as f64 / (r.airtime_s.len().max(1) as f64 * cfg.sim.duration_s)),
+                a.iter()
+                    .map(|r| r.backoff_skips as f64 / (r.airtime_s.len().max(1) as f64 * cfg.sim.duration_s)),
             ),
         });
     }
-    Ok(FairnessReport { clients: base.sim.clients, repeat, seed, points })
+    Ok(FairnessReport {
+        clients: base.sim.clients,
+        repeat,
+        seed,
+        points,
+    })
 }
 
 // ───────────────────────────── overhead (Fig. 3.7b) ─────────────────────────────
@@ -171,7 +183,13 @@ pub fn overhead(
             let mut c = cfg.clone();
             c.ieee80211ad.slots = slots;
             let m = Model::new(&c);
-            Ok(pooled_failure(&run_many(&m, Protocol::Ieee80211ad, seed, repeat, tick)?))
+            Ok(pooled_failure(&run_many(
+                &m,
+                Protocol::Ieee80211ad,
+                seed,
+                repeat,
+                tick,
+            )?))
         };
         // Doubling: find hi with failure ≤ p0 (or hit the cap).
         let mut lo = 0usize; // largest slot count known to fail the target
@@ -209,7 +227,14 @@ pub fn overhead(
             ratio: ms_ad / sj.mean,
         });
     }
-    Ok(OverheadReport { p0, blockage, repeat, seed, max_slots, points })
+    Ok(OverheadReport {
+        p0,
+        blockage,
+        repeat,
+        seed,
+        max_slots,
+        points,
+    })
 }
 
 /// Upper bound of `tick` calls of [`overhead`] for a progress bar (doubling + bisection).
@@ -291,8 +316,9 @@ pub fn beams(
         .into_iter()
         .enumerate()
         .map(|(k, (label, gamma_db))| {
-            let sums: Vec<Summary> =
-                (0..nb).map(|b| Summary::of(&pct[k].iter().map(|r| r[b]).collect::<Vec<_>>())).collect();
+            let sums: Vec<Summary> = (0..nb)
+                .map(|b| Summary::of(&pct[k].iter().map(|r| r[b]).collect::<Vec<_>>()))
+                .collect();
             BeamSeries {
                 label,
                 gamma_db,
@@ -383,12 +409,20 @@ pub fn heatmap(
     let dec = cfg.radio.decode_snr_db;
     let cap = cfg.radio.capture_db;
     let mut acc = vec![vec![(0.0f64, 0.0f64); centres.len()]; policies.len()];
-    let near_site = Site { x: near_m, y: 0.0, orientation: PI }; // facing the AP at the origin
+    let near_site = Site {
+        x: near_m,
+        y: 0.0,
+        orientation: PI,
+    }; // facing the AP at the origin
     for (ci_, &(x, y)) in centres.iter().enumerate() {
         let mut rng = stream(seed, Purpose::Heatmap, ci_ as u64);
         for _ in 0..repeat {
             let near = model.link(&near_site, Some(true), &mut rng);
-            let other_site = Site { x, y, orientation: rng.gen_range(-PI..PI) };
+            let other_site = Site {
+                x,
+                y,
+                orientation: rng.gen_range(-PI..PI),
+            };
             let other = model.link(&other_site, None, &mut rng);
             for (k, (_, g)) in policies.iter().enumerate() {
                 let p = to_policy(g);
@@ -425,10 +459,22 @@ pub fn heatmap(
                 })
                 .collect();
             let fair = cells.iter().filter(|c| c.index.is_none_or(|i| i >= 0.5)).count();
-            HeatPanel { label, gamma_db, fraction_fair: fair as f64 / cells.len().max(1) as f64, cells }
+            HeatPanel {
+                label,
+                gamma_db,
+                fraction_fair: fair as f64 / cells.len().max(1) as f64,
+                cells,
+            }
         })
         .collect();
-    Ok(HeatmapReport { cell_m, near_m, repeat, seed, radius_m: r, panels })
+    Ok(HeatmapReport {
+        cell_m,
+        near_m,
+        repeat,
+        seed,
+        radius_m: r,
+        panels,
+    })
 }
 
 #[cfg(test)]

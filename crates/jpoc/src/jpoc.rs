@@ -163,13 +163,19 @@ mod tests {
                 sum += estimate_contenders(empty, m, 6.0, 128.0);
             }
             let mean = sum / rounds as f64;
-            assert!((mean - n as f64).abs() / (n as f64) < 0.1, "N = {n}: mean estimate {mean}");
+            assert!(
+                (mean - n as f64).abs() / (n as f64) < 0.1,
+                "N = {n}: mean estimate {mean}"
+            );
         }
     }
 
     #[test]
     fn controller_initial_and_converges() {
-        let cfg = JpocConfig { k_good_beams: 6, ..JpocConfig::default() };
+        let cfg = JpocConfig {
+            k_good_beams: 6,
+            ..JpocConfig::default()
+        };
         let mut c = MiniSlotController::new(&cfg);
         assert_eq!(c.minislots(), 64);
         assert_eq!(c.expected_contenders(), None);

@@ -46,15 +46,30 @@ impl Summary {
     pub fn of(samples: &[f64]) -> Self {
         let n = samples.len();
         if n == 0 {
-            return Self { mean: f64::NAN, ci95_low: f64::NAN, ci95_high: f64::NAN, n };
+            return Self {
+                mean: f64::NAN,
+                ci95_low: f64::NAN,
+                ci95_high: f64::NAN,
+                n,
+            };
         }
         let mean = samples.iter().sum::<f64>() / n as f64;
         if n == 1 {
-            return Self { mean, ci95_low: mean, ci95_high: mean, n };
+            return Self {
+                mean,
+                ci95_low: mean,
+                ci95_high: mean,
+                n,
+            };
         }
         let var = samples.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
         let half = t_975(n - 1) * (var / n as f64).sqrt();
-        Self { mean, ci95_low: mean - half, ci95_high: mean + half, n }
+        Self {
+            mean,
+            ci95_low: mean - half,
+            ci95_high: mean + half,
+            n,
+        }
     }
 
     pub fn half_width(&self) -> f64 {

@@ -69,7 +69,10 @@ pub fn fairness(r: &FairnessReport, path: &Path) -> Result<()> {
     let xmax = r.points.iter().map(|p| p.blockage * 100.0).fold(0.0, f64::max).max(1.0);
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            format!("Jain's fairness index, {} clients ({} realizations, 95% CI)", r.clients, r.repeat),
+            format!(
+                "Jain's fairness index, {} clients ({} realizations, 95% CI)",
+                r.clients, r.repeat
+            ),
             (FONT, 22),
         )
         .margin(20)
@@ -104,9 +107,13 @@ pub fn fairness(r: &FairnessReport, path: &Path) -> Result<()> {
             .label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 25, y)], color.stroke_width(3)));
         chart
-            .draw_series(pts.iter().map(|p| ErrorBar::new_vertical(p.0, p.2[0].max(0.0), p.1, p.2[1].min(1.05), color.stroke_width(2), 10)))
+            .draw_series(pts.iter().map(|p| {
+                ErrorBar::new_vertical(p.0, p.2[0].max(0.0), p.1, p.2[1].min(1.05), color.stroke_width(2), 10)
+            }))
             .map_err(pe)?;
-        chart.draw_series(pts.iter().map(|p| Circle::new((p.0, p.1), 5, color.filled()))).map_err(pe)?;
+        chart
+            .draw_series(pts.iter().map(|p| Circle::new((p.0, p.1), 5, color.filled())))
+            .map_err(pe)?;
     }
     chart
         .configure_series_labels()
@@ -116,7 +123,9 @@ pub fn fairness(r: &FairnessReport, path: &Path) -> Result<()> {
         .position(SeriesLabelPosition::LowerLeft)
         .draw()
         .map_err(pe)?;
-    root.present().map_err(pe).with_context(|| format!("writing {}", path.display()))
+    root.present()
+        .map_err(pe)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 pub fn overhead(r: &OverheadReport, path: &Path) -> Result<()> {
@@ -135,7 +144,11 @@ pub fn overhead(r: &OverheadReport, path: &Path) -> Result<()> {
         .fold(1.0, f64::max);
     let mut chart = ChartBuilder::on(&left)
         .caption(
-            format!("A-BFT mini-slots meeting P0 = {}% ({}% blockage)", r.p0 * 100.0, r.blockage * 100.0),
+            format!(
+                "A-BFT mini-slots meeting P0 = {}% ({}% blockage)",
+                r.p0 * 100.0,
+                r.blockage * 100.0
+            ),
             (FONT, 20),
         )
         .margin(20)
@@ -152,20 +165,34 @@ pub fn overhead(r: &OverheadReport, path: &Path) -> Result<()> {
         .draw()
         .map_err(pe)?;
     chart
-        .draw_series(LineSeries::new(r.points.iter().map(|p| (p.clients as f64, p.minislots_jpoc)), C_JPOC.stroke_width(3)))
+        .draw_series(LineSeries::new(
+            r.points.iter().map(|p| (p.clients as f64, p.minislots_jpoc)),
+            C_JPOC.stroke_width(3),
+        ))
         .map_err(pe)?
         .label("JPOC (mean adaptive M)")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 25, y)], C_JPOC.stroke_width(3)));
     chart
-        .draw_series(r.points.iter().map(|p| Circle::new((p.clients as f64, p.minislots_jpoc), 5, C_JPOC.filled())))
+        .draw_series(
+            r.points
+                .iter()
+                .map(|p| Circle::new((p.clients as f64, p.minislots_jpoc), 5, C_JPOC.filled())),
+        )
         .map_err(pe)?;
     chart
-        .draw_series(LineSeries::new(r.points.iter().map(|p| (p.clients as f64, p.minislots_80211ad)), C_AD.stroke_width(3)))
+        .draw_series(LineSeries::new(
+            r.points.iter().map(|p| (p.clients as f64, p.minislots_80211ad)),
+            C_AD.stroke_width(3),
+        ))
         .map_err(pe)?
         .label("802.11ad (min. 36 x slots)")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 25, y)], C_AD.stroke_width(3)));
     chart
-        .draw_series(r.points.iter().map(|p| TriangleMarker::new((p.clients as f64, p.minislots_80211ad), 7, C_AD.filled())))
+        .draw_series(
+            r.points
+                .iter()
+                .map(|p| TriangleMarker::new((p.clients as f64, p.minislots_80211ad), 7, C_AD.filled())),
+        )
         .map_err(pe)?;
     chart
         .configure_series_labels()
@@ -200,10 +227,16 @@ pub fn overhead(r: &OverheadReport, path: &Path) -> Result<()> {
         .map_err(pe)?;
     chart
         .draw_series(r.points.iter().map(|p| {
-            Text::new(format!("{:.1}x", p.ratio), (p.clients as f64 - 1.4, p.ratio + rmax * 0.02), (FONT, 15))
+            Text::new(
+                format!("{:.1}x", p.ratio),
+                (p.clients as f64 - 1.4, p.ratio + rmax * 0.02),
+                (FONT, 15),
+            )
         }))
         .map_err(pe)?;
-    root.present().map_err(pe).with_context(|| format!("writing {}", path.display()))
+    root.present()
+        .map_err(pe)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 pub fn beams(r: &BeamsReport, path: &Path) -> Result<()> {
@@ -220,7 +253,10 @@ pub fn beams(r: &BeamsReport, path: &Path) -> Result<()> {
         * 1.1;
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            format!("Good beams per client ({} drops x {} realizations, 95% CI)", r.samples, r.repeat),
+            format!(
+                "Good beams per client ({} drops x {} realizations, 95% CI)",
+                r.samples, r.repeat
+            ),
             (FONT, 22),
         )
         .margin(20)
@@ -255,13 +291,28 @@ pub fn beams(r: &BeamsReport, path: &Path) -> Result<()> {
         let color = colors[k % colors.len()];
         let x0 = |b: usize| b as f64 + 0.1 + w * k as f64;
         chart
-            .draw_series(s.percent.iter().enumerate().map(|(b, &v)| Rectangle::new([(x0(b), 0.0), (x0(b) + w, v)], color.filled())))
+            .draw_series(
+                s.percent
+                    .iter()
+                    .enumerate()
+                    .map(|(b, &v)| Rectangle::new([(x0(b), 0.0), (x0(b) + w, v)], color.filled())),
+            )
             .map_err(pe)?
-            .label(format!("{} (mean {:.1}, max {})", s.label, s.mean_good_beams, s.max_good_beams))
+            .label(format!(
+                "{} (mean {:.1}, max {})",
+                s.label, s.mean_good_beams, s.max_good_beams
+            ))
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.filled()));
         chart
             .draw_series(s.percent_ci95.iter().enumerate().map(|(b, c)| {
-                ErrorBar::new_vertical(x0(b) + w / 2.0, c[0].max(0.0), s.percent[b], c[1], BLACK.stroke_width(1), 6)
+                ErrorBar::new_vertical(
+                    x0(b) + w / 2.0,
+                    c[0].max(0.0),
+                    s.percent[b],
+                    c[1],
+                    BLACK.stroke_width(1),
+                    6,
+                )
             }))
             .map_err(pe)?;
     }
@@ -273,12 +324,20 @@ pub fn beams(r: &BeamsReport, path: &Path) -> Result<()> {
         .position(SeriesLabelPosition::UpperRight)
         .draw()
         .map_err(pe)?;
-    root.present().map_err(pe).with_context(|| format!("writing {}", path.display()))
+    root.present()
+        .map_err(pe)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// Five-stop perceptual ramp (viridis anchors) for index values 0 → 1.
 fn ramp(v: f64) -> RGBColor {
-    const STOPS: [(u8, u8, u8); 5] = [(68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37)];
+    const STOPS: [(u8, u8, u8); 5] = [
+        (68, 1, 84),
+        (59, 82, 139),
+        (33, 145, 140),
+        (94, 201, 98),
+        (253, 231, 37),
+    ];
     let t = v.clamp(0.0, 1.0) * (STOPS.len() - 1) as f64;
     let i = (t.floor() as usize).min(STOPS.len() - 2);
     let f = t - i as f64;
@@ -309,7 +368,10 @@ pub fn heatmap(r: &HeatmapReport, path: &Path) -> Result<()> {
     let half = r.cell_m / 2.0;
     for (panel, area) in r.panels.iter().zip(areas.iter()) {
         let mut chart = ChartBuilder::on(area)
-            .caption(format!("{} ({:.0}% cells >= 0.5)", panel.label, panel.fraction_fair * 100.0), (FONT, 17))
+            .caption(
+                format!("{} ({:.0}% cells >= 0.5)", panel.label, panel.fraction_fair * 100.0),
+                (FONT, 17),
+            )
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(45)
@@ -332,8 +394,12 @@ pub fn heatmap(r: &HeatmapReport, path: &Path) -> Result<()> {
             }))
             .map_err(pe)?;
         // AP at the centre, near client marked.
-        chart.draw_series(std::iter::once(Cross::new((0.0, 0.0), 6, BLACK.stroke_width(2)))).map_err(pe)?;
-        chart.draw_series(std::iter::once(Circle::new((r.near_m, 0.0), 5, WHITE.filled()))).map_err(pe)?;
+        chart
+            .draw_series(std::iter::once(Cross::new((0.0, 0.0), 6, BLACK.stroke_width(2))))
+            .map_err(pe)?;
+        chart
+            .draw_series(std::iter::once(Circle::new((r.near_m, 0.0), 5, WHITE.filled())))
+            .map_err(pe)?;
     }
     // Colour bar.
     let cb = ChartBuilder::on(&bar)
@@ -356,5 +422,7 @@ pub fn heatmap(r: &HeatmapReport, path: &Path) -> Result<()> {
         Rectangle::new([(0.0, v), (1.0, v + 0.01)], ramp(v + 0.005).filled())
     }))
     .map_err(pe)?;
-    root.present().map_err(pe).with_context(|| format!("writing {}", path.display()))
+    root.present()
+        .map_err(pe)
+        .with_context(|| format!("writing {}", path.display()))
 }

@@ -19,12 +19,7 @@ pub fn ap_announced_term_db(ap_array_gain_db: f64, rolloff_db: f64, ap_tx_dbm: f
 /// Eq. 3.5: P_T^CLT = RxP_max^AP − RxP_max^CLT + (G_R^CLT − G_T^CLT(i)) + (G_T^AP(j) + P_T^AP − G_R^AP).
 /// `clt_gain_diff_db` is (G_T^CLT(i) − G_R^CLT), approximated by the client's array gain
 /// minus the roll-off. Unclamped; see [`clamp_tx_power`].
-pub fn client_tx_power_dbm(
-    rxp_max_ap_dbm: f64,
-    rxp_max_clt_dbm: f64,
-    clt_gain_diff_db: f64,
-    ap_term_db: f64,
-) -> f64 {
+pub fn client_tx_power_dbm(rxp_max_ap_dbm: f64, rxp_max_clt_dbm: f64, clt_gain_diff_db: f64, ap_term_db: f64) -> f64 {
     rxp_max_ap_dbm - rxp_max_clt_dbm - clt_gain_diff_db + ap_term_db
 }
 

@@ -31,7 +31,11 @@ pub enum Purpose {
 
 /// Generator for (seed, purpose, index), e.g. index = realization number.
 pub fn stream(seed: u64, purpose: Purpose, index: u64) -> ChaCha8Rng {
-    let s = splitmix64(splitmix64(seed) ^ splitmix64(purpose as u64).rotate_left(17) ^ splitmix64(index.wrapping_add(0xA5A5)).rotate_left(41));
+    let s = splitmix64(
+        splitmix64(seed)
+            ^ splitmix64(purpose as u64).rotate_left(17)
+            ^ splitmix64(index.wrapping_add(0xA5A5)).rotate_left(41),
+    );
     ChaCha8Rng::seed_from_u64(s)
 }
 

@@ -90,7 +90,10 @@ impl Model {
                 return Ok((site, link));
             }
         }
-        Err(SimError::NoCoverage { tries, decode_snr_db: self.cfg.radio.decode_snr_db })
+        Err(SimError::NoCoverage {
+            tries,
+            decode_snr_db: self.cfg.radio.decode_snr_db,
+        })
     }
 
     /// A new channel at the same place (after blockage or movement). Conditioned on coverage
@@ -145,7 +148,9 @@ impl Model {
     pub fn policy(&self, protocol: Protocol) -> TxPolicy {
         match protocol {
             Protocol::Ieee80211ad => TxPolicy::Max,
-            Protocol::Jpoc => TxPolicy::PowerControl { gamma_db: self.cfg.jpoc.gamma_db },
+            Protocol::Jpoc => TxPolicy::PowerControl {
+                gamma_db: self.cfg.jpoc.gamma_db,
+            },
         }
     }
 }
@@ -337,7 +342,14 @@ pub fn simulate(model: &Model, protocol: Protocol, seed: u64, rep: u64) -> Resul
                         0
                     }
                 }));
-                ieee80211ad_round(&rx_lists, ad.slots, ad.minislots_per_slot, &retries, &model.rx, &mut rng)
+                ieee80211ad_round(
+                    &rx_lists,
+                    ad.slots,
+                    ad.minislots_per_slot,
+                    &retries,
+                    &model.rx,
+                    &mut rng,
+                )
             }
             Protocol::Jpoc => {
                 let m = controller.minislots();
@@ -462,7 +474,12 @@ mod tests {
             assert_eq!(r.airtime_s.len(), 6);
             assert_eq!(r.distance_m.len(), 6);
             // 4 chatty × 0.5 per BI + 3 mobile × 0.5 per BI ≈ 3.5 extra contenders per BI.
-            assert!(r.contenders_per_bi > base.contenders_per_bi + 2.0, "{p:?}: {} vs {}", r.contenders_per_bi, base.contenders_per_bi);
+            assert!(
+                r.contenders_per_bi > base.contenders_per_bi + 2.0,
+                "{p:?}: {} vs {}",
+                r.contenders_per_bi,
+                base.contenders_per_bi
+            );
             assert_eq!(r, simulate(&m, p, 7, 0).unwrap());
         }
     }
@@ -481,11 +498,21 @@ mod tests {
         assert!(ad.backoff_skips > 0);
         assert_eq!(simulate(&m, Protocol::Jpoc, 3, 0).unwrap().backoff_skips, 0);
         cfg.ieee80211ad.rss_backoff = 0;
-        assert_eq!(simulate(&Model::new(&cfg), Protocol::Ieee80211ad, 3, 0).unwrap().backoff_skips, 0);
+        assert_eq!(
+            simulate(&Model::new(&cfg), Protocol::Ieee80211ad, 3, 0)
+                .unwrap()
+                .backoff_skips,
+            0
+        );
         // No blockage, plenty of slots: nobody reaches the retry limit.
         let mut easy = small();
         easy.ieee80211ad.slots = 8;
-        assert_eq!(simulate(&Model::new(&easy), Protocol::Ieee80211ad, 3, 0).unwrap().backoff_skips, 0);
+        assert_eq!(
+            simulate(&Model::new(&easy), Protocol::Ieee80211ad, 3, 0)
+                .unwrap()
+                .backoff_skips,
+            0
+        );
     }
 
     #[test]
@@ -515,7 +542,10 @@ mod tests {
             assert_eq!(r.airtime_s.len(), 6);
             let total: f64 = r.airtime_s.iter().sum();
             // Never more than the realization; BHI overhead is a few ms per 100 ms BI.
-            assert!(total <= cfg.sim.duration_s + 1e-9 && total > 0.8 * cfg.sim.duration_s, "{p:?}: {total}");
+            assert!(
+                total <= cfg.sim.duration_s + 1e-9 && total > 0.8 * cfg.sim.duration_s,
+                "{p:?}: {total}"
+            );
             assert!(r.jain > 0.5 && r.jain <= 1.0 + 1e-12);
         }
     }

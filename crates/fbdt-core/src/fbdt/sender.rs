@@ -235,10 +235,20 @@ impl FbdtSender {
                 return d;
             }
         }
-        let mut d = Deadlines { earliest: None, earliest_after: None, after: self.checked_until };
+        let mut d = Deadlines {
+            earliest: None,
+            earliest_after: None,
+            after: self.checked_until,
+        };
         if let Some(done) = w.handed_out_at {
             for idx in w.scan_from.max(self.seg_base)..w.seg_hi {
-                if let SegState::Sent { holders, last_sent, expect, .. } = self.seg(idx).state {
+                if let SegState::Sent {
+                    holders,
+                    last_sent,
+                    expect,
+                    ..
+                } = self.seg(idx).state
+                {
                     let live = holders & alive;
                     if live != 0 && live != alive {
                         let t = self.redundancy_deadline(done, last_sent, expect);
@@ -944,7 +954,11 @@ impl StreamSender for FbdtSender {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         };
-        for w in self.windows.iter().filter(|w| w.unacked > 0 && w.handed_out_at.is_some()) {
+        for w in self
+            .windows
+            .iter()
+            .filter(|w| w.unacked > 0 && w.handed_out_at.is_some())
+        {
             if let Some(t) = self.deadlines(w, alive).earliest_after {
                 consider(t);
             }
