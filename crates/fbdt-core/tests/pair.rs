@@ -152,6 +152,26 @@ impl Pair {
     }
 }
 
+/// Reads everything `conn` has in order into `into`.
+fn read_all(conn: &mut Connection, into: &mut Vec<u8>) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = conn.read(&mut buf);
+        if n == 0 {
+            return;
+        }
+        into.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Writes as much of `data[*off..]` as fits; finishes the stream once all is written.
+fn write_some(conn: &mut Connection, data: &[u8], off: &mut usize) {
+    *off += conn.write(&data[*off..]);
+    if *off == data.len() {
+        conn.finish();
+    }
+}
+
 fn data(n: usize, seed: u64) -> Vec<u8> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..n).map(|_| rng.gen()).collect()
@@ -162,30 +182,11 @@ fn data(n: usize, seed: u64) -> Vec<u8> {
 fn exchange(pair: &mut Pair, a_data: &[u8], b_data: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let (mut a_off, mut b_off) = (0, 0);
     let (mut at_server, mut at_client) = (Vec::new(), Vec::new());
-    let mut buf = vec![0u8; 64 * 1024];
     pair.drive_bounded(2_000_000, |p| {
-        a_off += p.client.write(&a_data[a_off..]);
-        if a_off == a_data.len() {
-            p.client.finish();
-        }
-        b_off += p.server.write(&b_data[b_off..]);
-        if b_off == b_data.len() {
-            p.server.finish();
-        }
-        loop {
-            let n = p.server.read(&mut buf);
-            if n == 0 {
-                break;
-            }
-            at_server.extend_from_slice(&buf[..n]);
-        }
-        loop {
-            let n = p.client.read(&mut buf);
-            if n == 0 {
-                break;
-            }
-            at_client.extend_from_slice(&buf[..n]);
-        }
+        write_some(&mut p.client, a_data, &mut a_off);
+        write_some(&mut p.server, b_data, &mut b_off);
+        read_all(&mut p.server, &mut at_server);
+        read_all(&mut p.client, &mut at_client);
         p.client.is_recv_finished() && p.server.is_recv_finished() && p.client.is_send_done() && p.server.is_send_done()
     });
     (at_server, at_client)
@@ -432,20 +433,10 @@ fn a_path_that_dies_mid_transfer_loses_nothing() {
     let a = data(4_000_000, 9);
     let mut off = 0;
     let mut got = Vec::new();
-    let mut buf = vec![0u8; 65536];
     let mut killed = false;
     pair.drive_bounded(2_000_000, |p| {
-        off += p.client.write(&a[off..]);
-        if off == a.len() {
-            p.client.finish();
-        }
-        loop {
-            let n = p.server.read(&mut buf);
-            if n == 0 {
-                break;
-            }
-            got.extend_from_slice(&buf[..n]);
-        }
+        write_some(&mut p.client, &a, &mut off);
+        read_all(&mut p.server, &mut got);
         let on_path_2 = p.client.stats().sender.per_path_bytes_sent.get(2).copied().unwrap_or(0);
         if !killed && on_path_2 > 0 && !p.pipes[2].0.queue.is_empty() {
             // Path 2's connection breaks while it carries data: both ends see it, and
