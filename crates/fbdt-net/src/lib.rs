@@ -1,0 +1,150 @@
+//! FBDT over real TCP connections: a thin tokio pump around [`fbdt_core::Connection`].
+//!
+//! - [`connect`] opens one TCP connection per [`PathSpec`] (path i = the i-th spec), each
+//!   bound to a local address or interface, sends HELLO on path 0 and JOINs on the others,
+//!   and returns a [`Session`] once the handshake completed.
+//! - [`listen`] accepts on one or more addresses, routes each new connection by its first
+//!   frame (HELLO → new session, JOIN → the session with that token) and yields
+//!   [`Session`]s from [`Listener::accept`].
+//! - A [`Session`] is `AsyncRead + AsyncWrite`; `shutdown` ends our direction of the stream
+//!   and resolves once the peer acknowledged every byte.
+//!
+//! One task per session owns the `Connection`; it follows the core's driving order (after
+//! every input: transmit on every path, re-arm the one timer, drain events) and makes no
+//! protocol decisions. Limits are listed in docs/runtime.md.
+
+mod dial;
+mod server;
+mod session;
+pub mod sockopt;
+
+use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
+use std::time::Duration;
+
+pub use dial::{connect, dial_tcp};
+pub use server::{listen, Listener};
+pub use session::{PathReport, Session, SessionStats};
+
+/// Where one path goes: the server address, optionally from a local address or interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathSpec {
+    pub local: Option<LocalBind>,
+    pub remote: SocketAddr,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LocalBind {
+    /// Bind the socket to this source address (port chosen by the kernel).
+    Addr(IpAddr),
+    /// SO_BINDTODEVICE to this interface (needs CAP_NET_RAW on older kernels).
+    Iface(String),
+}
+
+impl FromStr for PathSpec {
+    type Err = String;
+    /// `SERVER_IP:PORT`, `LOCAL_IP=SERVER_IP:PORT` or `%IFACE=SERVER_IP:PORT`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (local, remote) = match s.split_once('=') {
+            None => (None, s),
+            Some((l, r)) => {
+                let local = if let Some(iface) = l.strip_prefix('%') {
+                    if iface.is_empty() || iface.len() >= 16 {
+                        return Err(format!("bad interface name in path {s:?}"));
+                    }
+                    LocalBind::Iface(iface.to_string())
+                } else {
+                    LocalBind::Addr(l.parse().map_err(|e| format!("bad local address {l:?} in path {s:?}: {e}"))?)
+                };
+                (Some(local), r)
+            }
+        };
+        let remote = remote
+            .parse()
+            .map_err(|e| format!("bad server address {remote:?} in path {s:?}: {e} (want IP:PORT)"))?;
+        Ok(PathSpec { local, remote })
+    }
+}
+
+/// Runtime configuration: the core's [`fbdt_core::Config`] plus socket and server limits.
+#[derive(Clone, Debug)]
+pub struct NetConfig {
+    /// The protocol core's configuration. Its `seed` is replaced by a random one per session
+    /// (it seeds the session keys).
+    pub core: fbdt_core::Config,
+    /// TCP_CONGESTION for every path's socket; `None` = the system default.
+    pub congestion: Option<String>,
+    /// TCP_NOTSENT_LOWAT for every path's socket.
+    pub notsent_lowat: u32,
+    /// How often TCP_INFO is read into the core.
+    pub stats_interval: Duration,
+    /// Server: most sessions at once; further HELLOs are refused (connection closed).
+    pub max_sessions: usize,
+    /// Server: most accepted connections that have not yet sent a complete HELLO/JOIN.
+    pub max_pending: usize,
+    /// Server: time a new connection has to send its first frame.
+    pub handshake_timeout: Duration,
+    /// Client: time to open one TCP connection.
+    pub connect_timeout: Duration,
+    /// Client: longest wait between re-dials of a failed path.
+    pub max_backoff: Duration,
+    /// Time a session waits with no live path (for a re-JOIN) before it ends with an error.
+    pub idle_timeout: Duration,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        NetConfig {
+            core: fbdt_core::Config::default(),
+            congestion: None,
+            // 128 KiB: a few maximal frames, so a path never has more than ~1 ms of unsent
+            // data at 1 Gbit/s queued where the scheduler can no longer move it.
+            notsent_lowat: 128 * 1024,
+            stats_interval: Duration::from_millis(10),
+            max_sessions: 64,
+            max_pending: 128,
+            handshake_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(3),
+            max_backoff: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Errors a session can end with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("path {path} ({remote}): {source}")]
+    Dial {
+        path: usize,
+        remote: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("no paths given")]
+    NoPaths,
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("protocol: {0}")]
+    Protocol(#[from] fbdt_core::ProtocolError),
+    #[error("session closed: {0}")]
+    Closed(String),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_spec_forms() {
+        let p: PathSpec = "10.0.0.1:5000".parse().unwrap();
+        assert_eq!(p.local, None);
+        let p: PathSpec = "127.0.0.2=127.0.0.1:5000".parse().unwrap();
+        assert_eq!(p.local, Some(LocalBind::Addr("127.0.0.2".parse().unwrap())));
+        let p: PathSpec = "%wlan0=10.0.0.1:5000".parse().unwrap();
+        assert_eq!(p.local, Some(LocalBind::Iface("wlan0".into())));
+        assert!("nonsense".parse::<PathSpec>().is_err());
+        assert!("1.2.3.4=5".parse::<PathSpec>().is_err());
+    }
+}

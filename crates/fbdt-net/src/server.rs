@@ -1,0 +1,234 @@
+//! Server side: accept connections, route each by its first frame, run one task per
+//! session.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use fbdt_core::handshake::{first_frame, FirstFrame};
+use fbdt_core::wire::{self, Close, Frame};
+use fbdt_core::{max_frame_len, Connection, Instant, PathId};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::session::{self, NewPath};
+use crate::{Error, NetConfig, Session};
+
+/// Joining connections queued for one session before its task takes them.
+const JOIN_QUEUE: usize = 16;
+
+#[derive(Default)]
+struct Registry {
+    sessions: Mutex<HashMap<[u8; 8], mpsc::Sender<NewPath>>>,
+    count: AtomicUsize,
+    next_id: AtomicUsize,
+}
+
+/// Accepts FBDT sessions. Dropping it stops accepting (running sessions go on).
+pub struct Listener {
+    rx: mpsc::Receiver<Session>,
+    addrs: Vec<SocketAddr>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Listener {
+    /// The next session whose HELLO arrived; `None` after the listener failed.
+    pub async fn accept(&mut self) -> Option<Session> {
+        self.rx.recv().await
+    }
+    /// The bound addresses (useful with port 0).
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Listens on every address in `addrs`; a client's paths may arrive on any of them.
+pub async fn listen(addrs: &[SocketAddr], cfg: NetConfig) -> Result<Listener, Error> {
+    if addrs.is_empty() {
+        return Err(Error::Config("no listen address".into()));
+    }
+    fbdt_core::Connection::server(cfg.core.clone()).map_err(|e| Error::Config(e.to_string()))?;
+    let cfg = Arc::new(cfg);
+    let (tx, rx) = mpsc::channel(cfg.max_sessions.max(1));
+    let registry = Arc::new(Registry::default());
+    let pending = Arc::new(Semaphore::new(cfg.max_pending));
+    let mut bound = Vec::new();
+    let mut tasks = Vec::new();
+    for a in addrs {
+        let l = TcpListener::bind(a).await.map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("listen on {a}: {e}"))))?;
+        bound.push(l.local_addr()?);
+        let (cfg, registry, pending, tx) = (cfg.clone(), registry.clone(), pending.clone(), tx.clone());
+        tasks.push(tokio::spawn(accept_loop(l, cfg, registry, pending, tx)));
+    }
+    Ok(Listener { rx, addrs: bound, tasks })
+}
+
+async fn accept_loop(
+    l: TcpListener,
+    cfg: Arc<NetConfig>,
+    registry: Arc<Registry>,
+    pending: Arc<Semaphore>,
+    tx: mpsc::Sender<Session>,
+) {
+    loop {
+        let (stream, peer) = match l.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!("accept: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = pending.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, "refused: {} connections already awaiting their first frame", cfg.max_pending);
+            continue;
+        };
+        if let Err(e) = tune(&stream, &cfg) {
+            tracing::warn!(%peer, "socket options: {e}");
+        }
+        tokio::spawn(route(stream, peer, permit, cfg.clone(), registry.clone(), tx.clone()));
+    }
+}
+
+fn tune(s: &TcpStream, cfg: &NetConfig) -> std::io::Result<()> {
+    s.set_nodelay(true)?;
+    crate::sockopt::set_notsent_lowat(s, cfg.notsent_lowat)?;
+    if let Some(cc) = &cfg.congestion {
+        crate::sockopt::set_congestion(s, cc)?;
+    }
+    Ok(())
+}
+
+/// Best effort: tell the peer why before closing its connection.
+async fn refuse(mut stream: TcpStream, peer: SocketAddr, code: u16, reason: String) {
+    tracing::warn!(%peer, "closing connection: {reason}");
+    let mut out = Vec::new();
+    let mut reason = reason;
+    reason.truncate(wire::MAX_REASON);
+    while !reason.is_char_boundary(reason.len()) {
+        reason.pop();
+    }
+    Frame::Close(Close { code, reason }).emit(&mut out);
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(200), stream.write_all(&out)).await;
+}
+
+async fn route(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+    cfg: Arc<NetConfig>,
+    registry: Arc<Registry>,
+    tx: mpsc::Sender<Session>,
+) {
+    let mut buf = Vec::with_capacity(512);
+    let mut tmp = [0u8; 4096];
+    let read_first = async {
+        loop {
+            match first_frame(&buf) {
+                Ok(f) => return Ok(f),
+                Err(wire::Error::Incomplete { .. }) => {}
+                Err(e) => return Err((1, format!("bad first frame: {e}"))),
+            }
+            // HELLO and JOIN are tiny; anything needing more is not a first frame we take.
+            if buf.len() > max_frame_len() {
+                return Err((1, "first frame too long".into()));
+            }
+            match stream.read(&mut tmp).await {
+                Ok(0) => return Err((0, "closed before sending HELLO or JOIN".into())),
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                Err(e) => return Err((0, format!("read: {e}"))),
+            }
+        }
+    };
+    let first = match tokio::time::timeout(cfg.handshake_timeout, read_first).await {
+        Ok(Ok(f)) => f,
+        Ok(Err((0, why))) => {
+            tracing::warn!(%peer, "dropped connection: {why}");
+            return;
+        }
+        Ok(Err((code, why))) => return refuse(stream, peer, code, why).await,
+        Err(_) => {
+            return refuse(stream, peer, 1, format!("no HELLO or JOIN within {:?}", cfg.handshake_timeout)).await
+        }
+    };
+    drop(permit);
+    match first {
+        FirstFrame::Join { token, path_index } => {
+            let target = registry.sessions.lock().ok().and_then(|m| m.get(&token).cloned());
+            let Some(target) = target else {
+                return refuse(stream, peer, 6, "JOIN for an unknown session".into()).await;
+            };
+            let np = NewPath {
+                index: path_index,
+                stream,
+                first: buf,
+            };
+            if let Err(e) = target.try_send(np) {
+                tracing::warn!(%peer, "JOIN dropped: session busy or gone ({e})");
+            }
+        }
+        FirstFrame::Hello => {
+            if registry.count.fetch_add(1, Ordering::SeqCst) >= cfg.max_sessions {
+                registry.count.fetch_sub(1, Ordering::SeqCst);
+                return refuse(stream, peer, 7, format!("server full ({} sessions)", cfg.max_sessions)).await;
+            }
+            let mut core = cfg.core.clone();
+            core.seed = rand::random();
+            let Ok(mut conn) = Connection::server(core) else {
+                registry.count.fetch_sub(1, Ordering::SeqCst);
+                return;
+            };
+            let _ = conn.add_path(PathId(0), Instant::ZERO);
+            if let Err(e) = conn.handle_recv(PathId(0), &buf, Instant::ZERO) {
+                registry.count.fetch_sub(1, Ordering::SeqCst);
+                // The core queued a CLOSE naming the error: send it.
+                let mut out = Vec::new();
+                while conn.poll_transmit(PathId(0), max_frame_len(), Instant::ZERO, &mut out) > 0 {}
+                tracing::warn!(%peer, "refused HELLO: {e}");
+                let _ = tokio::time::timeout(std::time::Duration::from_millis(200), stream.write_all(&out)).await;
+                return;
+            }
+            let Some(token) = conn.token() else {
+                registry.count.fetch_sub(1, Ordering::SeqCst);
+                return;
+            };
+            let (jtx, jrx) = mpsc::channel(JOIN_QUEUE);
+            let inserted = match registry.sessions.lock() {
+                Ok(mut m) if !m.contains_key(&token) => {
+                    m.insert(token, jtx);
+                    true
+                }
+                _ => false,
+            };
+            if !inserted {
+                registry.count.fetch_sub(1, Ordering::SeqCst);
+                return refuse(stream, peer, 7, "session token collision".into()).await;
+            }
+            let id = registry.next_id.fetch_add(1, Ordering::Relaxed);
+            let reg = registry.clone();
+            let on_end = Box::new(move || {
+                if let Ok(mut m) = reg.sessions.lock() {
+                    m.remove(&token);
+                }
+                reg.count.fetch_sub(1, Ordering::SeqCst);
+            });
+            tracing::info!(%peer, session = id, "new session");
+            let s = session::start_server(conn, stream, jrx, cfg.clone(), format!("s{id}"), on_end);
+            if tx.try_send(s).is_err() {
+                tracing::warn!(%peer, "session dropped: the application is not accepting");
+            }
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Socket options the runtime sets and reads: TCP_NODELAY, TCP_NOTSENT_LOWAT,
+//! TCP_CONGESTION, SO_BINDTODEVICE (via socket2), and TCP_INFO.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+
+use fbdt_core::{Duration, PathStats};
+
+/// Sets TCP_NOTSENT_LOWAT: the socket reports writable (and accepts writes) only while
+/// fewer than `bytes` unsent bytes sit in the kernel, so the core decides late.
+pub fn set_notsent_lowat(fd: &impl AsRawFd, bytes: u32) -> io::Result<()> {
+    setsockopt_u32(fd.as_raw_fd(), libc::TCP_NOTSENT_LOWAT, bytes)
+}
+
+/// Sets TCP_CONGESTION (e.g. "cubic", "bbr", "reno").
+pub fn set_congestion(fd: &impl AsRawFd, name: &str) -> io::Result<()> {
+    // SAFETY: valid fd, pointer/length of a live byte slice.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn setsockopt_u32(fd: RawFd, opt: libc::c_int, v: u32) -> io::Result<()> {
+    let v = v as libc::c_int;
+    // SAFETY: valid fd, pointer/length of a live c_int.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The prefix of the kernel's `struct tcp_info` (include/uapi/linux/tcp.h) up to
+/// `tcpi_delivery_rate` (kernel ≥ 4.9). Declared here because libc's copy differs between
+/// C libraries.
+#[repr(C)]
+#[derive(Default)]
+struct TcpInfo {
+    state: u8,
+    ca_state: u8,
+    retransmits: u8,
+    probes: u8,
+    backoff: u8,
+    options: u8,
+    wscale: u8,
+    app_limited: u8,
+    rto: u32,
+    ato: u32,
+    snd_mss: u32,
+    rcv_mss: u32,
+    unacked: u32,
+    sacked: u32,
+    lost: u32,
+    retrans: u32,
+    fackets: u32,
+    last_data_sent: u32,
+    last_ack_sent: u32,
+    last_data_recv: u32,
+    last_ack_recv: u32,
+    pmtu: u32,
+    rcv_ssthresh: u32,
+    rtt: u32,
+    rttvar: u32,
+    snd_ssthresh: u32,
+    snd_cwnd: u32,
+    advmss: u32,
+    reordering: u32,
+    rcv_rtt: u32,
+    rcv_space: u32,
+    total_retrans: u32,
+    pacing_rate: u64,
+    max_pacing_rate: u64,
+    bytes_acked: u64,
+    bytes_received: u64,
+    segs_out: u32,
+    segs_in: u32,
+    notsent_bytes: u32,
+    min_rtt: u32,
+    data_segs_in: u32,
+    data_segs_out: u32,
+    delivery_rate: u64,
+}
+
+/// What TCP_INFO says about one connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TcpInfoSample {
+    pub srtt_us: u32,
+    pub cwnd_bytes: u64,
+    /// Bytes/s; `None` on kernels without it or before a sample exists.
+    pub delivery_rate: Option<u64>,
+    pub notsent_bytes: u32,
+    pub total_retrans: u32,
+}
+
+impl TcpInfoSample {
+    pub fn to_path_stats(self) -> PathStats {
+        PathStats {
+            srtt: (self.srtt_us > 0).then(|| Duration::from_micros(u64::from(self.srtt_us))),
+            delivery_rate_bps: self.delivery_rate.filter(|r| *r > 0).map(|r| r as f64 * 8.0),
+            cwnd_bytes: (self.cwnd_bytes > 0).then_some(self.cwnd_bytes),
+        }
+    }
+}
+
+/// Reads TCP_INFO.
+pub fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfoSample> {
+    let mut info = TcpInfo::default();
+    let mut len = std::mem::size_of::<TcpInfo>() as libc::socklen_t;
+    // SAFETY: valid fd; the kernel writes at most `len` bytes into `info`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut TcpInfo).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let full = len as usize >= std::mem::size_of::<TcpInfo>();
+    Ok(TcpInfoSample {
+        srtt_us: info.rtt,
+        cwnd_bytes: u64::from(info.snd_cwnd) * u64::from(info.snd_mss),
+        delivery_rate: full.then_some(info.delivery_rate),
+        notsent_bytes: if full { info.notsent_bytes } else { 0 },
+        total_retrans: info.total_retrans,
+    })
+}
