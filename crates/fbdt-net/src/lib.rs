@@ -24,7 +24,7 @@ use std::time::Duration;
 
 pub use dial::{connect, dial_tcp};
 pub use server::{listen, Listener};
-pub use session::{PathReport, Session, SessionStats};
+pub use session::{PathReport, Session, SessionStats, StatsHandle};
 
 /// Where one path goes: the server address, optionally from a local address or interface.
 #[derive(Clone, Debug, PartialEq, Eq)]

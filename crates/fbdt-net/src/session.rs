@@ -87,6 +87,7 @@ pub struct SessionStats {
 struct Shared {
     stats: Mutex<SessionStats>,
     error: Mutex<Option<String>>,
+    token: std::sync::OnceLock<[u8; 8]>,
 }
 
 /// An FBDT session: a reliable byte stream in each direction over N TCP connections.
@@ -106,12 +107,33 @@ impl Session {
     pub fn stats(&self) -> SessionStats {
         self.shared.stats.lock().map(|s| s.clone()).unwrap_or_default()
     }
+    /// A handle that reads the counters while the session is split or moved.
+    pub fn stats_handle(&self) -> StatsHandle {
+        StatsHandle(self.shared.clone())
+    }
     /// Why the session failed, if it did.
     pub fn error(&self) -> Option<String> {
         self.shared.error.lock().ok().and_then(|e| e.clone())
     }
+    /// The session token JOINs carry (diagnostics; not a secret: it crosses in clear).
+    pub fn token(&self) -> Option<[u8; 8]> {
+        self.shared.token.get().copied()
+    }
     pub fn is_client(&self) -> bool {
         self.role == Role::Client
+    }
+}
+
+/// Reads a session's counters from anywhere (cheap to clone).
+#[derive(Clone)]
+pub struct StatsHandle(Arc<Shared>);
+
+impl StatsHandle {
+    pub fn stats(&self) -> SessionStats {
+        self.0.stats.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+    pub fn error(&self) -> Option<String> {
+        self.0.error.lock().ok().and_then(|e| e.clone())
     }
 }
 
@@ -695,6 +717,9 @@ impl Driver {
             match ev {
                 Event::Connected => {
                     tracing::debug!(session = %self.label, "connected");
+                    if let Some(t) = self.conn.token() {
+                        let _ = self.shared.token.set(t);
+                    }
                     if let Some(tx) = self.connected.take() {
                         let _ = tx.send(Ok(()));
                     }

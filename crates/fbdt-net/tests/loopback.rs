@@ -101,3 +101,237 @@ async fn three_paths_both_directions_hash_equal() {
     .await
     .expect("bounded");
 }
+
+/// A TCP relay for one path whose live connections the test can cut.
+struct Relay {
+    addr: SocketAddr,
+    conns: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    async fn start(ip: &str, target: SocketAddr) -> Relay {
+        let l = tokio::net::TcpListener::bind(format!("{ip}:0")).await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let c2 = conns.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((mut a, _)) = l.accept().await {
+                let Ok(mut b) = tokio::net::TcpStream::connect(target).await else { continue };
+                let h = tokio::spawn(async move {
+                    let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
+                });
+                c2.lock().unwrap().push(h);
+            }
+        });
+        Relay { addr, conns, accept }
+    }
+    /// Drops every relayed connection (both ends see the socket close).
+    fn cut(&self) {
+        for h in self.conns.lock().unwrap().drain(..) {
+            h.abort();
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.cut();
+        self.accept.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_killed_mid_transfer_completes_and_rejoins() {
+    tokio::time::timeout(BOUND, async {
+        let (mut l, addrs) = server(3).await;
+        let relay = Relay::start("127.0.0.3", addrs[1]).await;
+        let mut paths = specs(&addrs);
+        paths[1] = format!("127.0.0.3={}", relay.addr).parse().unwrap();
+        let n = (bulk_bytes() / 4).max(32 << 20);
+        let client = connect(paths, NetConfig::default()).await.expect("connect");
+        let server = l.accept().await.expect("session");
+        let (cs, ss) = (client.stats_handle(), server.stats_handle());
+        let run = tokio::spawn(exchange(client, server, n, n));
+        // Cut path 1 once a quarter of the download arrived, and again at half.
+        for frac in [4, 2] {
+            while cs.stats().bytes_delivered < n / frac && !run.is_finished() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            relay.cut();
+        }
+        let ((up_n, up_h), sent_up, (down_n, down_h), sent_down) = run.await.unwrap();
+        assert_eq!((up_n, down_n), (n, n));
+        assert_eq!(up_h, sent_up);
+        assert_eq!(down_h, sent_down);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let c = cs.stats();
+        assert!(c.paths[1].reconnects >= 1, "path 1 was re-dialled: {c:?}");
+        let _ = ss.stats();
+    })
+    .await
+    .expect("bounded");
+}
+
+/// Reads what the server answers to a bad first frame: a CLOSE frame, then EOF.
+async fn server_answer(addr: SocketAddr, bytes: &[u8], then_close: bool) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    if then_close {
+        s.shutdown().await.unwrap();
+    }
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf).await;
+    match fbdt_core::wire::Frame::parse(&buf) {
+        Ok((fbdt_core::wire::Frame::Close(c), _)) => (c.code, c.reason),
+        other => panic!("expected a CLOSE, got {other:?} from {buf:?}"),
+    }
+}
+
+fn hello_bytes() -> Vec<u8> {
+    let mut c = fbdt_core::Connection::client(fbdt_core::Config::default()).unwrap();
+    c.add_path(fbdt_core::PathId(0), fbdt_core::Instant::ZERO).unwrap();
+    let mut out = Vec::new();
+    let _ = c.poll_transmit(fbdt_core::PathId(0), fbdt_core::max_frame_len(), fbdt_core::Instant::ZERO, &mut out);
+    out
+}
+
+async fn small_transfer_works(l: &mut fbdt_net::Listener, addrs: &[SocketAddr]) {
+    let client = connect(specs(addrs), NetConfig::default()).await.expect("connect");
+    let server = l.accept().await.expect("session");
+    let ((up_n, up_h), sent_up, (down_n, down_h), sent_down) = exchange(client, server, 1 << 20, 3 << 20).await;
+    assert_eq!((up_n, down_n), (1 << 20, 3 << 20));
+    assert_eq!((up_h, down_h), (sent_up, sent_down));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_first_frames_are_refused_and_the_server_goes_on() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let addrs: Vec<SocketAddr> = (0..2).map(|_| "127.0.0.1:0".parse().unwrap()).collect();
+        let cfg = NetConfig {
+            handshake_timeout: Duration::from_millis(300),
+            ..NetConfig::default()
+        };
+        let mut l = listen(&addrs, cfg).await.unwrap();
+        let addrs = l.local_addrs().to_vec();
+        let a = addrs[0];
+
+        // A session in progress while the garbage arrives.
+        let client = connect(specs(&addrs), NetConfig::default()).await.expect("connect");
+        let server = l.accept().await.expect("session");
+        let ongoing = tokio::spawn(exchange(client, server, 8 << 20, 8 << 20));
+
+        // Garbage (an HTTP request).
+        let (code, why) = server_answer(a, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", false).await;
+        assert_eq!(code, 1, "{why}");
+        assert!(why.contains("unknown frame type"), "{why}");
+
+        // Oversized: a DATA header announcing 1 GiB.
+        let mut big = vec![3u8, 0, 0, 0];
+        big.extend_from_slice(&(1u32 << 30).to_be_bytes());
+        let (code, why) = server_answer(a, &big, false).await;
+        assert_eq!(code, 1);
+        assert!(why.contains("exceeds the limit"), "{why}");
+
+        // Truncated HELLO, then silence: refused at the handshake timeout.
+        let hello = hello_bytes();
+        let (code, why) = server_answer(a, &hello[..20], false).await;
+        assert_eq!(code, 1);
+        assert!(why.contains("no HELLO or JOIN"), "{why}");
+        // Truncated HELLO, then EOF: dropped without an answer.
+        let mut s = tokio::net::TcpStream::connect(a).await.unwrap();
+        s.write_all(&hello[..20]).await.unwrap();
+        s.shutdown().await.unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest).await;
+
+        // Unknown version.
+        let mut v2 = hello.clone();
+        v2[8 + 4] = 2;
+        let (code, why) = server_answer(a, &v2, false).await;
+        assert_eq!(code, 1);
+        assert!(why.contains("unsupported protocol version 2"), "{why}");
+
+        // A JOIN for a session that does not exist.
+        let mut join = Vec::new();
+        fbdt_core::wire::Frame::Join(fbdt_core::wire::Join {
+            token: [7; 8],
+            path_index: 1,
+            hmac: [0; 32],
+        })
+        .emit(&mut join);
+        let (code, why) = server_answer(a, &join, false).await;
+        assert_eq!(code, 6);
+        assert!(why.contains("unknown session"), "{why}");
+
+        let ((up_n, up_h), sent_up, (down_n, down_h), sent_down) = ongoing.await.unwrap();
+        assert_eq!((up_n, down_n), (8 << 20, 8 << 20));
+        assert_eq!((up_h, down_h), (sent_up, sent_down));
+
+        // And a new session still works.
+        small_transfer_works(&mut l, &addrs).await;
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_with_wrong_hmac_closes_only_that_connection() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let (mut l, addrs) = server(2).await;
+        let client = connect(specs(&addrs), NetConfig::default()).await.expect("connect");
+        let server = l.accept().await.expect("session");
+        let mut token = None;
+        for _ in 0..1000 {
+            token = client.token();
+            if token.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let token = token.expect("client knows its token");
+        let mut join = Vec::new();
+        fbdt_core::wire::Frame::Join(fbdt_core::wire::Join {
+            token,
+            path_index: 2,
+            hmac: [0x55; 32],
+        })
+        .emit(&mut join);
+        let mut s = tokio::net::TcpStream::connect(addrs[1]).await.unwrap();
+        s.write_all(&join).await.unwrap();
+        let mut rest = Vec::new();
+        // The server closes this connection (the session's other paths stay).
+        tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest))
+            .await
+            .expect("forged JOIN closed")
+            .ok();
+        let ((up_n, up_h), sent_up, (down_n, down_h), sent_down) = exchange(client, server, 4 << 20, 4 << 20).await;
+        assert_eq!((up_n, down_n), (4 << 20, 4 << 20));
+        assert_eq!((up_h, down_h), (sent_up, sent_down));
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_inside_a_session_ends_only_that_session() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let (mut l, addrs) = server(2).await;
+        // A raw peer: a valid HELLO, then garbage once the server answered.
+        let mut raw = tokio::net::TcpStream::connect(addrs[0]).await.unwrap();
+        raw.write_all(&hello_bytes()).await.unwrap();
+        let mut server_hello = [0u8; 64];
+        raw.read_exact(&mut server_hello).await.unwrap();
+        let mut victim = l.accept().await.expect("session of the raw peer");
+        raw.write_all(&[0xee; 64]).await.unwrap();
+        let mut sink = Vec::new();
+        let err = tokio::time::timeout(Duration::from_secs(5), victim.read_to_end(&mut sink))
+            .await
+            .expect("session ended");
+        assert!(err.is_err(), "reading a session the peer corrupted fails");
+        assert!(victim.error().unwrap().contains("undecodable frame"), "{:?}", victim.error());
+        small_transfer_works(&mut l, &addrs).await;
+    })
+    .await
+    .expect("bounded");
+}
