@@ -22,7 +22,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 use std::time::Duration;
 
-pub use dial::{connect, dial_tcp};
+pub use dial::{connect, dial_tcp, IPPROTO_MPTCP};
 pub use server::{listen, Listener};
 pub use session::{PathReport, Session, SessionStats, StatsHandle};
 

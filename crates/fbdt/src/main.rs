@@ -1,1 +1,82 @@
-fn main() {}
+//! `fbdt`: measure and move bytes over FBDT (one TCP connection per path).
+
+mod files;
+mod perf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "fbdt",
+    version,
+    about = "FBDT: one reliable byte stream striped over N TCP connections (one per interface)",
+    after_help = "\
+Examples (one machine, no root: loopback addresses are distinct paths):
+  fbdt perf --server --listen 127.0.0.1:5201
+  fbdt perf --path 127.0.0.2=127.0.0.1:5201 --path 127.0.0.3=127.0.0.1:5201 --time 10
+  fbdt perf --path 127.0.0.2=127.0.0.1:5201 --transport tcp --time 10 --json
+
+Two machines (client with Wi-Fi and Ethernet, server 10.0.0.1):
+  server$ fbdt perf --server --listen 0.0.0.0:5201
+  client$ fbdt perf --path %wlan0=10.0.0.1:5201 --path %eth0=10.0.0.1:5201 --time 30
+
+Files:
+  server$ fbdt recv --listen 0.0.0.0:5300 --output big.iso
+  client$ fbdt send big.iso --path 192.168.1.20=10.0.0.1:5300 --path 10.1.0.20=10.0.0.1:5300
+
+Logs: RUST_LOG=fbdt_net=debug fbdt …"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Throughput test, iperf3-shaped (FBDT, plain TCP or kernel MPTCP).
+    Perf(perf::PerfArgs),
+    /// Receive one stream into a file (or stdout) and print its SHA-256.
+    Recv(files::RecvArgs),
+    /// Send a file (or stdin) over FBDT; the receiver's SHA-256 is checked against ours.
+    Send(files::SendArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async {
+        match cli.cmd {
+            Cmd::Perf(a) => perf::run(a).await,
+            Cmd::Recv(a) => files::recv(a).await,
+            Cmd::Send(a) => files::send(a).await,
+        }
+    })
+}
+
+/// Settings shared by the subcommands.
+#[derive(clap::Args, Clone, Debug)]
+pub struct NetArgs {
+    /// TCP congestion control of every path (cubic, bbr, reno, …; default: the system's).
+    #[arg(long, value_name = "NAME")]
+    pub congestion: Option<String>,
+}
+
+impl NetArgs {
+    pub fn config(&self) -> fbdt_net::NetConfig {
+        fbdt_net::NetConfig {
+            congestion: self.congestion.clone(),
+            ..fbdt_net::NetConfig::default()
+        }
+    }
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

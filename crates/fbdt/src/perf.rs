@@ -1,0 +1,459 @@
+//! `fbdt perf`: iperf3-shaped throughput test over FBDT, plain TCP or kernel MPTCP.
+//!
+//! The client sends a 24-byte request ("FBPF", version, flags, bytes, milliseconds); then
+//! one side streams and the other measures. Download (server → client, what the papers
+//! measure) is the default; `--reverse` uploads. After an upload the server sends its
+//! measurement back (u32 length + JSON), so the client always prints the receiver's view.
+//! The server takes FBDT on every `--listen` address and TCP/MPTCP on the first address's
+//! port + 1 (one MPTCP listening socket serves both).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::NetArgs;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    Fbdt,
+    Tcp,
+    Mptcp,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PerfArgs {
+    /// Run the server (with --listen).
+    #[arg(long)]
+    server: bool,
+    /// Server: address to accept FBDT paths on (repeat); TCP/MPTCP use the first one's port + 1.
+    #[arg(long, value_name = "IP:PORT", required_if_eq("server", "true"))]
+    listen: Vec<SocketAddr>,
+    /// Client: one path per interface, [LOCAL_IP=|%IFACE=]SERVER_IP:PORT; path i = i-th.
+    #[arg(long = "path", value_name = "PATH", required_unless_present = "server")]
+    paths: Vec<fbdt_net::PathSpec>,
+    /// Seconds to send (default 10).
+    #[arg(long, value_name = "S", conflicts_with = "bytes")]
+    time: Option<f64>,
+    /// Bytes to send instead of a time (suffixes K, M, G = KiB, MiB, GiB).
+    #[arg(long, value_name = "N", value_parser = parse_bytes)]
+    bytes: Option<u64>,
+    /// Upload (client → server) instead of the default download (server → client).
+    #[arg(long)]
+    reverse: bool,
+    /// fbdt over all paths, tcp = one kernel TCP connection on the first path, mptcp = kernel
+    /// MPTCP from the first path (the kernel adds subflows per its endpoints).
+    #[arg(long, value_enum, default_value = "fbdt")]
+    transport: Transport,
+    /// Seconds between report lines.
+    #[arg(long, value_name = "S", default_value = "1")]
+    interval: f64,
+    /// Print one JSON document (the stable goodput fields) instead of lines.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    net: NetArgs,
+}
+
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let (num, mul) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .ok_or_else(|| format!("bad byte count {s:?} (e.g. 100M, 1G)"))
+}
+
+const MAGIC: &[u8; 4] = b"FBPF";
+const UPLOAD: u8 = 1;
+/// Receiver samples per second (interval lines and 1-s percentiles are cut from these).
+const SAMPLE: Duration = Duration::from_millis(100);
+const CHUNK: usize = 256 * 1024;
+
+#[derive(Clone, Copy, Debug)]
+struct Request {
+    upload: bool,
+    bytes: u64,
+    time_ms: u64,
+}
+
+impl Request {
+    fn encode(&self) -> [u8; 24] {
+        let mut b = [0u8; 24];
+        b[..4].copy_from_slice(MAGIC);
+        b[4] = 1;
+        b[5] = if self.upload { UPLOAD } else { 0 };
+        b[8..16].copy_from_slice(&self.bytes.to_be_bytes());
+        b[16..24].copy_from_slice(&self.time_ms.to_be_bytes());
+        b
+    }
+    fn decode(b: &[u8; 24]) -> anyhow::Result<Request> {
+        if &b[..4] != MAGIC || b[4] != 1 {
+            bail!("not an fbdt perf request");
+        }
+        let u = |r: std::ops::Range<usize>| u64::from_be_bytes(b[r].try_into().expect("8 bytes"));
+        Ok(Request {
+            upload: b[5] & UPLOAD != 0,
+            bytes: u(8..16),
+            time_ms: u(16..24),
+        })
+    }
+}
+
+/// The receiver's view of a run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Measure {
+    duration_s: f64,
+    bytes: u64,
+    redundant_bytes: u64,
+    /// (t, cumulative bytes, cumulative bytes per path), every `SAMPLE` and at the end.
+    samples: Vec<(f64, u64, Vec<u64>)>,
+}
+
+async fn send_data(mut w: impl AsyncWrite + Unpin, req: Request) -> anyhow::Result<u64> {
+    let buf = vec![0x5au8; CHUNK];
+    let start = Instant::now();
+    let limit = Duration::from_millis(req.time_ms);
+    let mut sent = 0u64;
+    loop {
+        let n = if req.bytes > 0 {
+            (req.bytes - sent).min(CHUNK as u64) as usize
+        } else if start.elapsed() >= limit {
+            0
+        } else {
+            CHUNK
+        };
+        if n == 0 {
+            break;
+        }
+        w.write_all(&buf[..n]).await?;
+        sent += n as u64;
+    }
+    w.shutdown().await.context("finishing the stream")?;
+    Ok(sent)
+}
+
+/// Reads to EOF, sampling cumulative bytes (and per path, from FBDT's counters).
+async fn receive(
+    mut r: impl AsyncRead + Unpin,
+    stats: Option<fbdt_net::StatsHandle>,
+    mut live: impl FnMut(&Measure),
+) -> anyhow::Result<Measure> {
+    let start = Instant::now();
+    let mut buf = vec![0u8; CHUNK];
+    let mut m = Measure::default();
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + SAMPLE, SAMPLE);
+    let per_path = |stats: &Option<fbdt_net::StatsHandle>, total: u64| -> (Vec<u64>, u64) {
+        match stats {
+            Some(h) => {
+                let s = h.stats();
+                (s.paths.iter().map(|p| p.bytes_received).collect(), s.redundant_bytes_received)
+            }
+            None => (vec![total], 0),
+        }
+    };
+    loop {
+        tokio::select! {
+            r = r.read(&mut buf) => {
+                let n = r?;
+                if n == 0 { break; }
+                m.bytes += n as u64;
+            }
+            _ = tick.tick() => {
+                let (pp, _) = per_path(&stats, m.bytes);
+                m.samples.push((start.elapsed().as_secs_f64(), m.bytes, pp));
+                live(&m);
+            }
+        }
+    }
+    m.duration_s = start.elapsed().as_secs_f64();
+    // FBDT counters are refreshed every 10 ms: wait one refresh for the final ones.
+    if stats.is_some() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (pp, red) = per_path(&stats, m.bytes);
+    m.redundant_bytes = red;
+    m.samples.push((m.duration_s, m.bytes, pp));
+    Ok(m)
+}
+
+pub async fn run(a: PerfArgs) -> anyhow::Result<()> {
+    if a.server {
+        return server(a).await;
+    }
+    client(a).await
+}
+
+// ---------------------------------------------------------------- server
+
+async fn server(a: PerfArgs) -> anyhow::Result<()> {
+    let mut fl = fbdt_net::listen(&a.listen, a.net.config()).await?;
+    let first = a.listen[0];
+    let tcp_addr = SocketAddr::new(first.ip(), fl.local_addrs()[0].port().wrapping_add(1));
+    let (tl, kind) = tcp_listener(tcp_addr)?;
+    eprintln!(
+        "fbdt perf server: FBDT on {:?}, TCP{} on {}",
+        fl.local_addrs(),
+        if kind { "/MPTCP" } else { "" },
+        tl.local_addr()?
+    );
+    loop {
+        tokio::select! {
+            s = fl.accept() => {
+                let Some(s) = s else { bail!("FBDT listener ended") };
+                let h = s.stats_handle();
+                tokio::spawn(async move {
+                    if let Err(e) = serve_one(s, Some(h)).await {
+                        eprintln!("fbdt session: {e:#}");
+                    }
+                });
+            }
+            c = tl.accept() => {
+                let (s, peer) = c?;
+                let _ = s.set_nodelay(true);
+                tokio::spawn(async move {
+                    if let Err(e) = serve_one(s, None).await {
+                        eprintln!("tcp {peer}: {e:#}");
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// An MPTCP listening socket (it also accepts plain TCP) or, without kernel MPTCP, TCP.
+fn tcp_listener(addr: SocketAddr) -> anyhow::Result<(tokio::net::TcpListener, bool)> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let (sock, mptcp) = match Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::from(fbdt_net::IPPROTO_MPTCP))) {
+        Ok(s) => (s, true),
+        Err(_) => (Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?, false),
+    };
+    sock.set_reuse_address(true)?;
+    sock.bind(&addr.into()).with_context(|| format!("listen on {addr}"))?;
+    sock.listen(128)?;
+    sock.set_nonblocking(true)?;
+    Ok((tokio::net::TcpListener::from_std(sock.into())?, mptcp))
+}
+
+async fn serve_one<S: AsyncRead + AsyncWrite + Send + 'static>(s: S, stats: Option<fbdt_net::StatsHandle>) -> anyhow::Result<()> {
+    let (mut r, mut w) = tokio::io::split(s);
+    let mut hdr = [0u8; 24];
+    r.read_exact(&mut hdr).await.context("reading the request")?;
+    let req = Request::decode(&hdr)?;
+    if req.upload {
+        let m = receive(&mut r, stats, |_| {}).await?;
+        let json = serde_json::to_vec(&m)?;
+        w.write_all(&(json.len() as u32).to_be_bytes()).await?;
+        w.write_all(&json).await?;
+        w.shutdown().await?;
+    } else {
+        send_data(&mut w, req).await?;
+        let mut rest = Vec::new();
+        r.read_to_end(&mut rest).await?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- client
+
+async fn client(a: PerfArgs) -> anyhow::Result<()> {
+    let req = Request {
+        upload: a.reverse,
+        bytes: a.bytes.unwrap_or(0),
+        time_ms: if a.bytes.is_some() { 0 } else { (a.time.unwrap_or(10.0) * 1000.0) as u64 },
+    };
+    if !(a.interval > 0.0) {
+        bail!("--interval must be > 0");
+    }
+    let cc = a.net.congestion.clone().unwrap_or_else(system_cc);
+    let names: Vec<String> = a.paths.iter().map(|p| format!("{p:?}")).collect();
+    let _ = names;
+    let (m, scheme, npaths) = match a.transport {
+        Transport::Fbdt => {
+            let s = fbdt_net::connect(a.paths.clone(), a.net.config()).await?;
+            let h = s.stats_handle();
+            let n = a.paths.len();
+            (exchange(s, Some(h), req, &a, n).await?, "fbdt", n)
+        }
+        Transport::Tcp | Transport::Mptcp => {
+            let mptcp = a.transport == Transport::Mptcp;
+            let mut p = a.paths[0].clone();
+            p.remote.set_port(p.remote.port().wrapping_add(1));
+            let mut cfg = a.net.config();
+            cfg.notsent_lowat = u32::MAX; // the kernel default: a plain TCP baseline
+            let s = fbdt_net::dial_tcp(&p, &cfg, mptcp)
+                .await
+                .with_context(|| format!("connecting to {} (the perf server's port + 1)", p.remote))?;
+            (exchange(s, None, req, &a, 1).await?, if mptcp { "mptcp" } else { "tcp" }, 1)
+        }
+    };
+    report(&a, &m, scheme, npaths, &cc, req);
+    Ok(())
+}
+
+async fn exchange<S: AsyncRead + AsyncWrite + Send + 'static>(
+    s: S,
+    stats: Option<fbdt_net::StatsHandle>,
+    req: Request,
+    a: &PerfArgs,
+    npaths: usize,
+) -> anyhow::Result<Measure> {
+    let (mut r, mut w) = tokio::io::split(s);
+    w.write_all(&req.encode()).await?;
+    if req.upload {
+        send_data(&mut w, req).await?;
+        let mut len = [0u8; 4];
+        r.read_exact(&mut len).await.context("reading the server's measurement")?;
+        let len = u32::from_be_bytes(len) as usize;
+        if len > 64 << 20 {
+            bail!("server measurement too large");
+        }
+        let mut json = vec![0u8; len];
+        r.read_exact(&mut json).await?;
+        Ok(serde_json::from_slice(&json)?)
+    } else {
+        let every = (a.interval / SAMPLE.as_secs_f64()).round().max(1.0) as usize;
+        let json = a.json;
+        if !json {
+            header();
+        }
+        let m = receive(&mut r, stats, |m| {
+            if !json && m.samples.len() % every == 0 {
+                let k = m.samples.len();
+                let prev = if k > every { Some(&m.samples[k - every - 1]) } else { None };
+                line(prev, &m.samples[k - 1], npaths);
+            }
+        })
+        .await?;
+        w.shutdown().await?;
+        Ok(m)
+    }
+}
+
+fn header() {
+    println!("[ ID] Interval           Transfer     Bitrate");
+}
+
+fn line(prev: Option<&(f64, u64, Vec<u64>)>, cur: &(f64, u64, Vec<u64>), npaths: usize) {
+    let (t0, b0, p0) = prev.map_or((0.0, 0, Vec::new()), |p| (p.0, p.1, p.2.clone()));
+    let dt = (cur.0 - t0).max(1e-9);
+    let fmt = |id: &str, bytes: u64| {
+        println!(
+            "[{id:>3}] {t0:6.2}-{:<6.2} sec {:>7.1} MBytes {:>8.1} Mbits/sec",
+            cur.0,
+            bytes as f64 / (1 << 20) as f64,
+            bytes as f64 * 8.0 / dt / 1e6
+        )
+    };
+    fmt("SUM", cur.1 - b0);
+    if npaths > 1 {
+        for (i, b) in cur.2.iter().enumerate() {
+            fmt(&i.to_string(), b - p0.get(i).copied().unwrap_or(0));
+        }
+    }
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn system_cc() -> String {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn rusage() -> (f64, f64, u64) {
+    // SAFETY: getrusage fills the zeroed struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (s(ru.ru_utime), s(ru.ru_stime), ru.ru_maxrss as u64)
+}
+
+fn report(a: &PerfArgs, m: &Measure, scheme: &str, npaths: usize, cc: &str, req: Request) {
+    let goodput = m.bytes as f64 * 8.0 / m.duration_s.max(1e-9) / 1e6;
+    // 1-s samples: every 10th sample (SAMPLE = 100 ms); whole seconds only.
+    let per_s = (1.0 / SAMPLE.as_secs_f64()).round() as usize;
+    let mut secs: Vec<f64> = Vec::new();
+    let mut prev = 0u64;
+    for (k, s) in m.samples.iter().enumerate() {
+        if (k + 1) % per_s == 0 && k + 1 < m.samples.len() {
+            secs.push((s.1 - prev) as f64 * 8.0 / 1e6);
+            prev = s.1;
+        }
+    }
+    if secs.is_empty() {
+        secs.push(goodput);
+    }
+    secs.sort_by(f64::total_cmp);
+    let every = (a.interval / SAMPLE.as_secs_f64()).round().max(1.0) as usize;
+    let mut series = Vec::new();
+    let mut last = (0.0, 0u64);
+    for (k, s) in m.samples.iter().enumerate() {
+        if (k + 1) % every == 0 || k + 1 == m.samples.len() {
+            let dt = (s.0 - last.0).max(1e-9);
+            series.push(serde_json::json!({ "t": (s.0 * 1000.0).round() / 1000.0, "mbps": (s.1 - last.1) as f64 * 8.0 / dt / 1e6 }));
+            last = (s.0, s.1);
+        }
+    }
+    let final_pp = m.samples.last().map(|s| s.2.clone()).unwrap_or_default();
+    let per_path: serde_json::Map<String, serde_json::Value> =
+        final_pp.iter().enumerate().map(|(i, b)| (format!("path{i}"), (*b).into())).collect();
+    let (ut, st, rss) = rusage();
+    if a.json {
+        let doc = serde_json::json!({
+            "tool": "fbdt perf",
+            "direction": if req.upload { "upload" } else { "download" },
+            "duration_s": m.duration_s,
+            "congestion_control": cc,
+            "paths": a.paths.iter().map(|p| format!("{}", p.remote)).collect::<Vec<_>>(),
+            "client_cpu_user_s": ut, "client_cpu_sys_s": st, "client_max_rss_kib": rss,
+            "results": [{
+                "scheme": scheme,
+                "goodput_mbps": goodput,
+                "goodput_p10_mbps": percentile(&secs, 0.1),
+                "goodput_p50_mbps": percentile(&secs, 0.5),
+                "goodput_p90_mbps": percentile(&secs, 0.9),
+                "bytes_delivered": m.bytes,
+                "redundant_bytes": m.redundant_bytes,
+                "per_path_bytes": per_path,
+                "series": series,
+            }]
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
+        return;
+    }
+    if req.upload {
+        header();
+        let every = every;
+        for k in (every - 1..m.samples.len()).step_by(every) {
+            let prev = if k >= every { Some(&m.samples[k - every]) } else { None };
+            line(prev, &m.samples[k], npaths);
+        }
+    }
+    println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
+    line(None, m.samples.last().expect("final sample"), npaths);
+    println!(
+        "{scheme} {} ({cc}): {goodput:.1} Mbit/s in {:.2} s, 1-s p10/p50/p90 {:.1}/{:.1}/{:.1} Mbit/s, redundant {} bytes; client CPU {:.2}s user {:.2}s sys, max RSS {} KiB",
+        if req.upload { "upload" } else { "download" },
+        m.duration_s,
+        percentile(&secs, 0.1),
+        percentile(&secs, 0.5),
+        percentile(&secs, 0.9),
+        m.redundant_bytes,
+        ut,
+        st,
+        rss
+    );
+}
