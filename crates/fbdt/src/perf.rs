@@ -24,6 +24,14 @@ pub enum Transport {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Examples:
+  fbdt perf --server --listen 127.0.0.1:5201 --listen 127.0.0.1:5211
+  fbdt perf --path 127.0.0.2=127.0.0.1:5201 --path 127.0.0.3=127.0.0.1:5211 --time 10
+  fbdt perf --path 127.0.0.2=127.0.0.1:5201 --path 127.0.0.3=127.0.0.1:5201 --bytes 1G --reverse
+  fbdt perf --path %wlan0=10.0.0.1:5201 --path %eth0=10.0.0.1:5201 --congestion bbr --json
+  fbdt perf --path 127.0.0.2=127.0.0.1:5201 --transport tcp      # kernel TCP on the first path
+  fbdt perf --path 10.0.0.2=10.0.0.1:5201 --transport mptcp      # kernel MPTCP (server port + 1)")]
 pub struct PerfArgs {
     /// Run the server (with --listen).
     #[arg(long)]
