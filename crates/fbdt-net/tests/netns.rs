@@ -1,0 +1,176 @@
+//! Root test of issue 7: three veth paths between two namespaces, each shaped by TBF; one
+//! link is set down mid-transfer and up again. The transfer must complete with equal
+//! hashes, and the path must carry data again within 1.5 s of the link coming up.
+//! Without root (or without `ip`/`tc`) it prints SKIP and passes. It creates and deletes only
+//! its own uniquely named namespaces (also on panic).
+
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use fbdt_net::{connect, listen, NetConfig, PathSpec};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const PATHS: usize = 3;
+/// Per-path rate: low enough for 2 shared cores to keep up, high enough for a short run.
+const RATE: &str = "100mbit";
+
+fn sh(args: &[&str]) -> Result<(), String> {
+    let out = Command::new(args[0]).args(&args[1..]).output().map_err(|e| format!("{}: {e}", args[0]))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("{:?}: {}", args, String::from_utf8_lossy(&out.stderr).trim()))
+    }
+}
+
+/// The two namespaces; deleted on drop (also when the test panics).
+struct Netns {
+    client: String,
+    server: String,
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = sh(&["ip", "netns", "del", &self.client]);
+        let _ = sh(&["ip", "netns", "del", &self.server]);
+    }
+}
+
+impl Netns {
+    fn create() -> Result<Netns, String> {
+        let tag = format!("{}-{:x}", std::process::id(), rand::random::<u16>());
+        let ns = Netns {
+            client: format!("fbdtnet-c-{tag}"),
+            server: format!("fbdtnet-s-{tag}"),
+        };
+        sh(&["ip", "netns", "add", &ns.client])?;
+        sh(&["ip", "netns", "add", &ns.server])?;
+        for (n, _) in [(&ns.client, 0), (&ns.server, 0)] {
+            sh(&["ip", "-n", n, "link", "set", "lo", "up"])?;
+        }
+        for i in 0..PATHS {
+            let (c, s) = (format!("c{i}"), format!("s{i}"));
+            sh(&["ip", "link", "add", &c, "netns", &ns.client, "type", "veth", "peer", "name", &s, "netns", &ns.server])?;
+            sh(&["ip", "-n", &ns.client, "addr", "add", &format!("10.77.{i}.2/24"), "dev", &c])?;
+            sh(&["ip", "-n", &ns.server, "addr", "add", &format!("10.77.{i}.1/24"), "dev", &s])?;
+            for (n, d) in [(&ns.client, &c), (&ns.server, &s)] {
+                sh(&["ip", "-n", n, "link", "set", d, "up"])?;
+                sh(&["ip", "netns", "exec", n, "tc", "qdisc", "add", "dev", d, "root", "tbf", "rate", RATE, "burst", "32kb", "latency", "20ms"])?;
+            }
+        }
+        Ok(ns)
+    }
+}
+
+/// Runs `f` on a thread inside namespace `ns` with its own tokio runtime.
+fn in_netns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = T>>> + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let fd = std::fs::File::open(&path).expect("netns file");
+        // SAFETY: a valid namespace fd; affects only this thread.
+        let rc = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(f())
+    })
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8).collect()
+}
+
+#[test]
+fn link_down_then_up_completes_and_rejoins() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP: needs root (network namespaces, veth, tc)");
+        return;
+    }
+    if sh(&["ip", "-V"]).is_err() || sh(&["tc", "-V"]).is_err() {
+        eprintln!("SKIP: `ip` or `tc` missing");
+        return;
+    }
+    let ns = match Netns::create() {
+        Ok(ns) => ns,
+        Err(e) => {
+            eprintln!("SKIP: cannot build the namespaces: {e}");
+            return;
+        }
+    };
+    // 100 Mbit/s × 3 ≈ 37 MB/s; 160 MB keeps the run going well past the outage.
+    const UP: usize = 160 << 20;
+    let (port_tx, port_rx) = std::sync::mpsc::channel();
+    let server = in_netns(&ns.server, move || {
+        Box::pin(async move {
+            let addrs: Vec<std::net::SocketAddr> = vec!["0.0.0.0:0".parse().unwrap()];
+            let mut l = listen(&addrs, NetConfig::default()).await.unwrap();
+            port_tx.send(l.local_addrs()[0].port()).unwrap();
+            let s = tokio::time::timeout(Duration::from_secs(10), l.accept()).await.unwrap().unwrap();
+            let (mut r, _w) = tokio::io::split(s);
+            let mut h = Sha256::new();
+            let mut buf = vec![0u8; 1 << 16];
+            let mut n = 0usize;
+            loop {
+                let k = r.read(&mut buf).await.expect("server read");
+                if k == 0 {
+                    break;
+                }
+                h.update(&buf[..k]);
+                n += k;
+            }
+            (n, <[u8; 32]>::from(h.finalize()))
+        })
+    });
+    let port = port_rx.recv_timeout(Duration::from_secs(10)).expect("server port");
+    let (stats_tx, stats_rx) = std::sync::mpsc::channel();
+    let client = in_netns(&ns.client, move || {
+        Box::pin(async move {
+            let paths: Vec<PathSpec> = (0..PATHS)
+                .map(|i| format!("10.77.{i}.2=10.77.{i}.1:{port}").parse().unwrap())
+                .collect();
+            let s = connect(paths, NetConfig::default()).await.expect("connect");
+            stats_tx.send(s.stats_handle()).unwrap();
+            let (_r, mut w) = tokio::io::split(s);
+            let data = pattern(7, UP);
+            let digest: [u8; 32] = Sha256::digest(&data).into();
+            for c in data.chunks(1 << 16) {
+                w.write_all(c).await.expect("client write");
+            }
+            w.shutdown().await.expect("all acknowledged");
+            digest
+        })
+    });
+    let stats = stats_rx.recv_timeout(Duration::from_secs(10)).expect("connected");
+    let t0 = Instant::now();
+    let sent1 = || stats.stats().paths.get(1).map_or(0, |p| p.bytes_sent);
+    std::thread::sleep(Duration::from_secs(1));
+    sh(&["ip", "-n", &ns.client, "link", "set", "c1", "down"]).unwrap();
+    eprintln!("{:.2}s: c1 down (path 1 had sent {} bytes)", t0.elapsed().as_secs_f64(), sent1());
+    std::thread::sleep(Duration::from_secs(2));
+    sh(&["ip", "-n", &ns.client, "link", "set", "c1", "up"]).unwrap();
+    let up_at = Instant::now();
+    let before = sent1();
+    eprintln!("{:.2}s: c1 up (path 1 had sent {before} bytes)", t0.elapsed().as_secs_f64());
+    let mut resumed = None;
+    while up_at.elapsed() < Duration::from_secs(5) && !client.is_finished() {
+        if sent1() > before {
+            resumed = Some(up_at.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    eprintln!("path 1 carried data again {resumed:?} after the link came up; reconnects {}", stats.stats().paths[1].reconnects);
+    let digest = client.join().expect("client");
+    let (n, got) = server.join().expect("server");
+    eprintln!("transfer took {:.2}s", t0.elapsed().as_secs_f64());
+    assert_eq!(n, UP);
+    assert_eq!(got, digest, "hash equal");
+    let resumed = resumed.expect("path 1 carried data again before the transfer ended");
+    assert!(resumed <= Duration::from_millis(1500), "re-joined after {resumed:?}");
+    drop(ns);
+}
