@@ -3,7 +3,7 @@
 use std::io;
 use std::sync::Arc;
 
-use fbdt_core::{Connection, PathId};
+use fbdt_core::Connection;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpSocket, TcpStream};
 
@@ -29,6 +29,11 @@ pub async fn dial_tcp(spec: &PathSpec, cfg: &NetConfig, mptcp: bool) -> io::Resu
     }
     if !mptcp {
         crate::sockopt::set_notsent_lowat(&sock, cfg.notsent_lowat)?;
+    }
+    if let Some(ms) = cfg.rto_max_ms {
+        if let Err(e) = crate::sockopt::set_rto_max_ms(&sock, ms) {
+            tracing::debug!("TCP_RTO_MAX_MS not available: {e}");
+        }
     }
     if let Some(cc) = &cfg.congestion {
         crate::sockopt::set_congestion(&sock, cc)
@@ -73,7 +78,6 @@ pub async fn connect(paths: Vec<PathSpec>, mut cfg: NetConfig) -> Result<Session
             }
         }
     }
-    let _ = PathId(0);
     session::start_client(conn, streams, Dialer { specs: paths }, cfg).await
 }
 

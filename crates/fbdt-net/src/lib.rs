@@ -76,6 +76,9 @@ pub struct NetConfig {
     pub congestion: Option<String>,
     /// TCP_NOTSENT_LOWAT for every path's socket.
     pub notsent_lowat: u32,
+    /// TCP_RTO_MAX_MS for every path's socket (kernels without it ignore this): bounds how
+    /// long a connection stays silent after its link returns. `None` = the kernel's 120 s.
+    pub rto_max_ms: Option<u32>,
     /// How often TCP_INFO is read into the core.
     pub stats_interval: Duration,
     /// Server: most sessions at once; further HELLOs are refused (connection closed).
@@ -100,6 +103,8 @@ impl Default for NetConfig {
             // 128 KiB: a few maximal frames, so a path never has more than ~1 ms of unsent
             // data at 1 Gbit/s queued where the scheduler can no longer move it.
             notsent_lowat: 128 * 1024,
+            // The kernel's minimum: a recovered link is used again within ~1 s + 1 RTT.
+            rto_max_ms: Some(1000),
             stats_interval: Duration::from_millis(10),
             max_sessions: 64,
             max_pending: 128,

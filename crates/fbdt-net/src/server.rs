@@ -105,6 +105,10 @@ async fn accept_loop(
 fn tune(s: &TcpStream, cfg: &NetConfig) -> std::io::Result<()> {
     s.set_nodelay(true)?;
     crate::sockopt::set_notsent_lowat(s, cfg.notsent_lowat)?;
+    if let Some(ms) = cfg.rto_max_ms {
+        // Best effort: older kernels lack the option.
+        let _ = crate::sockopt::set_rto_max_ms(s, ms);
+    }
     if let Some(cc) = &cfg.congestion {
         crate::sockopt::set_congestion(s, cc)?;
     }

@@ -35,6 +35,9 @@ const STEPS_PER_POLL: usize = 32;
 /// A client that has everything keeps pumping this long so its last ACKs go out, then
 /// half-closes its connections.
 const CLIENT_LINGER: StdDuration = StdDuration::from_millis(50);
+/// A probe's connect attempt is abandoned after this long and a new SYN is sent: the first
+/// SYN's retransmission timer is 1 s, so a link that came back is found within ~this.
+const PROBE_CONNECT: StdDuration = StdDuration::from_millis(300);
 /// After finishing (or a CLOSE), the longest wait for the peer to close the connections.
 const END_LINGER: StdDuration = StdDuration::from_secs(3);
 
@@ -211,6 +214,8 @@ struct PathSlot {
     out: Vec<u8>,
     out_pos: usize,
     dialing: Option<DialFuture>,
+    /// Client: a fresh connection being opened beside a stalled one.
+    probe: Option<DialFuture>,
     failures: u32,
     connections: u32,
     info: sockopt::TcpInfoSample,
@@ -403,6 +408,7 @@ impl Driver {
         let mut progress = false;
         progress |= self.poll_new_paths(cx, now);
         progress |= self.poll_dials(cx, now);
+        progress |= self.poll_probes(cx, now);
         progress |= self.pump_app_in(cx);
         for i in 0..self.paths.len() {
             progress |= self.read_path(i, cx, now);
@@ -438,6 +444,10 @@ impl Driver {
             };
             progress = true;
             let i = np.index as usize;
+            if self.paths.get(i).is_some_and(|p| p.stream.is_some()) {
+                // A fresh connection replaces this path's old one (the client saw it stall).
+                self.conn.path_down(PathId(np.index), now);
+            }
             if let Err(e) = self.conn.add_path(PathId(np.index), now) {
                 tracing::warn!(session = %self.label, path = i, "refused a joining connection: {e}");
                 continue;
@@ -486,6 +496,61 @@ impl Driver {
             }
         }
         progress
+    }
+
+    /// Client: a fresh connection opened beside a stalled one takes over the path if the
+    /// old one is still stalled.
+    fn poll_probes(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
+        let mut progress = false;
+        for i in 0..self.paths.len() {
+            let Some(f) = self.paths[i].probe.as_mut() else {
+                continue;
+            };
+            let Poll::Ready(r) = f.as_mut().poll(cx) else {
+                continue;
+            };
+            progress = true;
+            self.paths[i].probe = None;
+            let Ok(s) = r else { continue };
+            let still_stalled = match self.paths[i].stream.as_ref() {
+                None => true,
+                Some(old) => sockopt::tcp_info(old).map_or(true, |t| t.looks_stalled()),
+            };
+            if !still_stalled || self.done_at.is_some() || self.conn.is_closed() {
+                continue;
+            }
+            tracing::info!(session = %self.label, path = i, "fresh connection replaces a stalled one");
+            self.drop_stream(i);
+            self.conn.path_down(PathId(i as u8), now);
+            let slot = &mut self.paths[i];
+            slot.dialing = None;
+            slot.stream = Some(s);
+            slot.connections += 1;
+            if let Err(e) = self.conn.add_path(PathId(i as u8), now) {
+                tracing::warn!(session = %self.label, path = i, "add_path: {e}");
+                self.paths[i].stream = None;
+            }
+        }
+        progress
+    }
+
+    /// Client: keeps sending fresh SYNs (each attempt bounded by `PROBE_CONNECT`) until one
+    /// connects: a new connection is not held back by the old one's RTO back-off.
+    fn start_probe(&mut self, i: usize) {
+        let Some(spec) = self.dialer.as_ref().and_then(|d| d.specs.get(i)).cloned() else {
+            return;
+        };
+        let cfg = self.cfg.clone();
+        tracing::debug!(session = %self.label, path = i, "path looks stalled: probing with fresh connections");
+        self.paths[i].probe = Some(Box::pin(async move {
+            loop {
+                match tokio::time::timeout(PROBE_CONNECT, crate::dial::dial_tcp(&spec, &cfg, false)).await {
+                    Ok(Ok(s)) => return Ok(s),
+                    Ok(Err(_)) => tokio::time::sleep(PROBE_CONNECT / 2).await,
+                    Err(_) => {}
+                }
+            }
+        }));
     }
 
     fn schedule_dial(&mut self, i: usize) {
@@ -539,7 +604,7 @@ impl Driver {
     /// The connection of path `i` died (error or EOF).
     fn kill_path(&mut self, i: usize, why: &str, now: Instant) {
         let ending = self.done_at.is_some() || self.conn.is_closed();
-        if ending {
+        if ending || (self.finished && self.conn.is_send_done()) {
             tracing::debug!(session = %self.label, path = i, "connection ended: {why}");
         } else {
             tracing::warn!(session = %self.label, path = i, "connection lost: {why}");
@@ -772,6 +837,12 @@ impl Driver {
             if let Ok(info) = sockopt::tcp_info(s) {
                 self.paths[i].info = info;
                 self.conn.path_stats(PathId(i as u8), info.to_path_stats());
+                let stalled = info.looks_stalled();
+                if !stalled {
+                    self.paths[i].probe = None;
+                } else if self.paths[i].probe.is_none() && self.dialer.is_some() && self.done_at.is_none() && !self.conn.is_closed() {
+                    self.start_probe(i);
+                }
             }
         }
         let cs = self.conn.stats();

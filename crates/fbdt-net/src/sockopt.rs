@@ -12,6 +12,16 @@ pub fn set_notsent_lowat(fd: &impl AsRawFd, bytes: u32) -> io::Result<()> {
     setsockopt_u32(fd.as_raw_fd(), libc::TCP_NOTSENT_LOWAT, bytes)
 }
 
+/// TCP_RTO_MAX_MS (Linux ≥ 6.15; include/uapi/linux/tcp.h): caps the retransmission
+/// timeout's exponential back-off, so a connection whose link comes back retransmits within
+/// that bound instead of after seconds of back-off.
+pub const TCP_RTO_MAX_MS: libc::c_int = 44;
+
+/// Sets TCP_RTO_MAX_MS (the kernel accepts 1000 ms … 120 s).
+pub fn set_rto_max_ms(fd: &impl AsRawFd, ms: u32) -> io::Result<()> {
+    setsockopt_u32(fd.as_raw_fd(), TCP_RTO_MAX_MS, ms)
+}
+
 /// Sets TCP_CONGESTION (e.g. "cubic", "bbr", "reno").
 pub fn set_congestion(fd: &impl AsRawFd, name: &str) -> io::Result<()> {
     // SAFETY: valid fd, pointer/length of a live byte slice.
@@ -110,6 +120,21 @@ pub struct TcpInfoSample {
     pub delivery_rate: Option<u64>,
     pub notsent_bytes: u32,
     pub total_retrans: u32,
+    /// Segments sent and not yet acknowledged by TCP.
+    pub unacked: u32,
+    /// Milliseconds since the last ACK arrived.
+    pub last_ack_recv_ms: u32,
+    /// RTO back-offs in a row (0 while ACKs arrive).
+    pub backoff: u8,
+}
+
+impl TcpInfoSample {
+    /// Data is outstanding and no ACK came for `max(300 ms, 4 × srtt)`: the link under this
+    /// connection is probably gone (an outage or blockage) and its RTO is backing off.
+    pub fn looks_stalled(&self) -> bool {
+        let limit_ms = (self.srtt_us / 1000 * 4).max(300);
+        self.unacked > 0 && self.last_ack_recv_ms > limit_ms
+    }
 }
 
 impl TcpInfoSample {
@@ -146,5 +171,8 @@ pub fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfoSample> {
         delivery_rate: full.then_some(info.delivery_rate),
         notsent_bytes: if full { info.notsent_bytes } else { 0 },
         total_retrans: info.total_retrans,
+        unacked: info.unacked,
+        last_ack_recv_ms: info.last_ack_recv,
+        backoff: info.backoff,
     })
 }

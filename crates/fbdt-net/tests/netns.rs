@@ -84,6 +84,20 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8).collect()
 }
 
+/// `FBDT_NETNS_OUTAGE_MS` (default 2000) and `FBDT_NETNS_RTO_MAX_MS` (default 1000; 0 = the
+/// kernel's 120 s) let the test measure which lever brings a path back.
+fn env_ms(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+fn net_config() -> NetConfig {
+    let rto = env_ms("FBDT_NETNS_RTO_MAX_MS", 1000);
+    NetConfig {
+        rto_max_ms: (rto > 0).then_some(rto as u32),
+        ..NetConfig::default()
+    }
+}
+
 #[test]
 fn link_down_then_up_completes_and_rejoins() {
     // SAFETY: geteuid has no preconditions.
@@ -95,6 +109,10 @@ fn link_down_then_up_completes_and_rejoins() {
         eprintln!("SKIP: `ip` or `tc` missing");
         return;
     }
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let ns = match Netns::create() {
         Ok(ns) => ns,
         Err(e) => {
@@ -103,12 +121,12 @@ fn link_down_then_up_completes_and_rejoins() {
         }
     };
     // 100 Mbit/s × 3 ≈ 37 MB/s; 160 MB keeps the run going well past the outage.
-    const UP: usize = 160 << 20;
+    let up_bytes = (160 << 20) + (env_ms("FBDT_NETNS_OUTAGE_MS", 2000) as usize * 40_000);
     let (port_tx, port_rx) = std::sync::mpsc::channel();
     let server = in_netns(&ns.server, move || {
         Box::pin(async move {
             let addrs: Vec<std::net::SocketAddr> = vec!["0.0.0.0:0".parse().unwrap()];
-            let mut l = listen(&addrs, NetConfig::default()).await.unwrap();
+            let mut l = listen(&addrs, net_config()).await.unwrap();
             port_tx.send(l.local_addrs()[0].port()).unwrap();
             let s = tokio::time::timeout(Duration::from_secs(10), l.accept()).await.unwrap().unwrap();
             let (mut r, _w) = tokio::io::split(s);
@@ -133,10 +151,10 @@ fn link_down_then_up_completes_and_rejoins() {
             let paths: Vec<PathSpec> = (0..PATHS)
                 .map(|i| format!("10.77.{i}.2=10.77.{i}.1:{port}").parse().unwrap())
                 .collect();
-            let s = connect(paths, NetConfig::default()).await.expect("connect");
+            let s = connect(paths, net_config()).await.expect("connect");
             stats_tx.send(s.stats_handle()).unwrap();
             let (_r, mut w) = tokio::io::split(s);
-            let data = pattern(7, UP);
+            let data = pattern(7, up_bytes);
             let digest: [u8; 32] = Sha256::digest(&data).into();
             for c in data.chunks(1 << 16) {
                 w.write_all(c).await.expect("client write");
@@ -149,13 +167,18 @@ fn link_down_then_up_completes_and_rejoins() {
     let t0 = Instant::now();
     let sent1 = || stats.stats().paths.get(1).map_or(0, |p| p.bytes_sent);
     std::thread::sleep(Duration::from_secs(1));
-    sh(&["ip", "-n", &ns.client, "link", "set", "c1", "down"]).unwrap();
-    eprintln!("{:.2}s: c1 down (path 1 had sent {} bytes)", t0.elapsed().as_secs_f64(), sent1());
-    std::thread::sleep(Duration::from_secs(2));
-    sh(&["ip", "-n", &ns.client, "link", "set", "c1", "up"]).unwrap();
+    // The server's end goes down: the client's packets vanish in the network (veth drops
+    // them), as in a blockage, so its RTO backs off. (Taking the client's own end down is a
+    // local error the kernel retries every 500 ms without back-off; FBDT_NETNS_DOWN=c1.)
+    let dev = std::env::var("FBDT_NETNS_DOWN").unwrap_or_else(|_| "s1".into());
+    let dev_ns = if dev.starts_with('c') { ns.client.clone() } else { ns.server.clone() };
+    sh(&["ip", "-n", &dev_ns, "link", "set", &dev, "down"]).unwrap();
+    eprintln!("{:.2}s: {dev} down (path 1 had sent {} bytes)", t0.elapsed().as_secs_f64(), sent1());
+    std::thread::sleep(Duration::from_millis(env_ms("FBDT_NETNS_OUTAGE_MS", 2000)));
+    sh(&["ip", "-n", &dev_ns, "link", "set", &dev, "up"]).unwrap();
     let up_at = Instant::now();
     let before = sent1();
-    eprintln!("{:.2}s: c1 up (path 1 had sent {before} bytes)", t0.elapsed().as_secs_f64());
+    eprintln!("{:.2}s: {dev} up (path 1 had sent {before} bytes)", t0.elapsed().as_secs_f64());
     let mut resumed = None;
     while up_at.elapsed() < Duration::from_secs(5) && !client.is_finished() {
         if sent1() > before {
@@ -167,8 +190,12 @@ fn link_down_then_up_completes_and_rejoins() {
     eprintln!("path 1 carried data again {resumed:?} after the link came up; reconnects {}", stats.stats().paths[1].reconnects);
     let digest = client.join().expect("client");
     let (n, got) = server.join().expect("server");
-    eprintln!("transfer took {:.2}s", t0.elapsed().as_secs_f64());
-    assert_eq!(n, UP);
+    eprintln!(
+        "transfer took {:.2}s; path 1 connections opened after the first: {}",
+        t0.elapsed().as_secs_f64(),
+        stats.stats().paths[1].reconnects
+    );
+    assert_eq!(n, up_bytes);
     assert_eq!(got, digest, "hash equal");
     let resumed = resumed.expect("path 1 carried data again before the transfer ended");
     assert!(resumed <= Duration::from_millis(1500), "re-joined after {resumed:?}");

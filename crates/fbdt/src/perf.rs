@@ -276,12 +276,10 @@ async fn client(a: PerfArgs) -> anyhow::Result<()> {
         bytes: a.bytes.unwrap_or(0),
         time_ms: if a.bytes.is_some() { 0 } else { (a.time.unwrap_or(10.0) * 1000.0) as u64 },
     };
-    if !(a.interval > 0.0) {
+    if a.interval.is_nan() || a.interval <= 0.0 {
         bail!("--interval must be > 0");
     }
     let cc = a.net.congestion.clone().unwrap_or_else(system_cc);
-    let names: Vec<String> = a.paths.iter().map(|p| format!("{p:?}")).collect();
-    let _ = names;
     let (m, scheme, npaths) = match a.transport {
         Transport::Fbdt => {
             let s = fbdt_net::connect(a.paths.clone(), a.net.config()).await?;
@@ -444,7 +442,6 @@ fn report(a: &PerfArgs, m: &Measure, scheme: &str, npaths: usize, cc: &str, req:
     }
     if req.upload {
         header();
-        let every = every;
         for k in (every - 1..m.samples.len()).step_by(every) {
             let prev = if k >= every { Some(&m.samples[k - every]) } else { None };
             line(prev, &m.samples[k], npaths);
