@@ -51,6 +51,10 @@ pub struct Config {
     /// A fixed initial sequence number instead of a random one (tests exercise the 2^32
     /// wrap with it).
     pub initial_seq: Option<u32>,
+    /// `Some` runs the MPTCP-style meta layer with this scheduler instead of FBDT (the
+    /// baselines, docs/baselines.md); `segment_size`, `recv_buffer` and `send_buffer` apply
+    /// to it, the FBDT-only knobs do not. Both ends must agree (HELLO's scheme byte).
+    pub mptcp: Option<crate::mptcp::MptcpConfig>,
 }
 
 impl Default for Config {
@@ -73,6 +77,7 @@ impl Default for Config {
             forward_hysteresis: 1.2,
             seed: 0,
             initial_seq: None,
+            mptcp: None,
         }
     }
 }
@@ -158,7 +163,30 @@ impl Config {
         if !(self.forward_hysteresis.is_finite() && self.forward_hysteresis >= 1.0) {
             return Err(ConfigError::Other("forward_hysteresis must be ≥ 1"));
         }
+        if let Some(mp) = &self.mptcp {
+            if !(mp.cwnd_gain.is_finite() && mp.cwnd_gain > 0.0) {
+                return Err(ConfigError::Other("mptcp cwnd_gain must be a finite factor > 0"));
+            }
+            if mp.rto_min.as_micros() == 0 || mp.rto_max.as_micros() < mp.rto_min.as_micros() {
+                return Err(ConfigError::Other("mptcp rto_min must be > 0 and ≤ rto_max"));
+            }
+            let m = &mp.musher;
+            if m.tau1.as_micros() == 0 || m.tau2.as_micros() == 0 || m.r_min > m.r_max || m.r_max > 100 {
+                return Err(ConfigError::Other("musher: tau1, tau2 > 0 and r_min ≤ r_max ≤ 100"));
+            }
+        }
         Ok(())
+    }
+
+    /// A meta-layer (MPTCP-style) configuration with `scheduler` and the meta layer's
+    /// defaults: 16 KiB segments and a 6 MiB shared receive buffer (mptcp::DEFAULT_*).
+    pub fn mptcp(scheduler: crate::mptcp::SchedulerKind) -> Self {
+        Config {
+            segment_size: crate::mptcp::DEFAULT_SEGMENT,
+            recv_buffer: crate::mptcp::DEFAULT_RECV_BUFFER,
+            mptcp: Some(crate::mptcp::MptcpConfig::new(scheduler)),
+            ..Config::default()
+        }
     }
 }
 

@@ -21,6 +21,7 @@ use rand_chacha::ChaCha20Rng;
 use crate::config::{Config, MAX_BUFFER};
 use crate::error::ProtocolError;
 use crate::fbdt::{FbdtReceiver, FbdtSender};
+use crate::mptcp::{Hint, MpReceiver, MpSender};
 use crate::handshake::SessionKeys;
 use crate::path::{PathId, PathStats};
 use crate::scheme::{StreamReceiver, StreamSender};
@@ -82,6 +83,66 @@ pub struct ConnectionStats {
     pub forward_path: Option<PathId>,
 }
 
+/// The sending half of whichever scheme the session runs (`Config::mptcp`).
+enum Tx {
+    Fbdt(FbdtSender),
+    Mp(MpSender),
+}
+
+impl Tx {
+    fn get(&self) -> &dyn StreamSender {
+        match self {
+            Tx::Fbdt(s) => s,
+            Tx::Mp(s) => s,
+        }
+    }
+    fn get_mut(&mut self) -> &mut dyn StreamSender {
+        match self {
+            Tx::Fbdt(s) => s,
+            Tx::Mp(s) => s,
+        }
+    }
+    fn poll_failed_path(&mut self) -> Option<PathId> {
+        match self {
+            Tx::Fbdt(s) => s.poll_failed_path(),
+            Tx::Mp(_) => None,
+        }
+    }
+    fn set_peer_recv_buffer(&mut self, bytes: u64) {
+        match self {
+            Tx::Fbdt(s) => s.set_peer_recv_buffer(bytes),
+            Tx::Mp(s) => s.set_peer_recv_buffer(bytes),
+        }
+    }
+    fn forward_path(&self) -> Option<PathId> {
+        match self {
+            Tx::Fbdt(s) => s.forward_path(),
+            Tx::Mp(_) => None,
+        }
+    }
+}
+
+/// The receiving half of whichever scheme the session runs.
+enum Rx {
+    Fbdt(FbdtReceiver),
+    Mp(MpReceiver),
+}
+
+impl Rx {
+    fn get(&self) -> &dyn StreamReceiver {
+        match self {
+            Rx::Fbdt(r) => r,
+            Rx::Mp(r) => r,
+        }
+    }
+    fn get_mut(&mut self) -> &mut dyn StreamReceiver {
+        match self {
+            Rx::Fbdt(r) => r,
+            Rx::Mp(r) => r,
+        }
+    }
+}
+
 pub struct Connection {
     cfg: Config,
     role: Role,
@@ -89,8 +150,8 @@ pub struct Connection {
     local_isn: u32,
     keys: Option<SessionKeys>,
     paths: Vec<PathIo>,
-    sender: FbdtSender,
-    receiver: Option<FbdtReceiver>,
+    sender: Tx,
+    receiver: Option<Rx>,
     established: bool,
     closed: bool,
     close_reason: Option<(u16, String)>,
@@ -121,7 +182,10 @@ impl Connection {
         let random_isn: u32 = rng.gen();
         let local_isn = cfg.initial_seq.unwrap_or(random_isn);
         Ok(Connection {
-            sender: FbdtSender::new(&cfg, local_isn, 0),
+            sender: match &cfg.mptcp {
+                None => Tx::Fbdt(FbdtSender::new(&cfg, local_isn, 0)),
+                Some(mp) => Tx::Mp(MpSender::new(&cfg, mp, Instant::ZERO)),
+            },
             cfg,
             role,
             local_key,
@@ -159,13 +223,37 @@ impl Connection {
             crate::config::WindowConfig::Auto { .. } => (WindowMode::Auto, 0),
         };
         Hello {
-            scheme: Scheme::Fbdt,
+            scheme: self.scheme(),
             window_mode,
             isn: self.local_isn,
             recv_buffer: self.cfg.recv_buffer as u32,
             segment_size: self.cfg.segment_size as u32,
             window_bytes,
             key: self.local_key,
+        }
+    }
+
+    fn scheme(&self) -> Scheme {
+        if self.cfg.mptcp.is_some() {
+            Scheme::Mptcp
+        } else {
+            Scheme::Fbdt
+        }
+    }
+
+    /// A driver hint about `path` (scan announcements). Only the meta layer's scan-aware
+    /// schedulers (MuSher, AMuSe) act on it; FBDT ignores it.
+    pub fn path_hint(&mut self, path: PathId, hint: Hint) {
+        if let Tx::Mp(s) = &mut self.sender {
+            s.path_hint(path, hint);
+        }
+    }
+
+    /// The meta layer's current scheduler ratio (FixedRatio, AMuSe, MuSher), for logs.
+    pub fn scheduler_ratio(&self) -> Option<u8> {
+        match &self.sender {
+            Tx::Mp(s) => s.ratio(),
+            Tx::Fbdt(_) => None,
         }
     }
 
@@ -206,9 +294,9 @@ impl Connection {
 
     fn mark_up(&mut self, path: PathId, now: Instant) {
         self.paths[path.index()].state = PathState::Up;
-        self.sender.path_up(path, now);
+        self.sender.get_mut().path_up(path, now);
         if let Some(r) = self.receiver.as_mut() {
-            r.path_up(path, now);
+            r.get_mut().path_up(path, now);
         }
     }
 
@@ -219,14 +307,14 @@ impl Connection {
         };
         io.state = PathState::Down;
         io.rx.clear();
-        self.sender.path_down(path, now);
+        self.sender.get_mut().path_down(path, now);
         if let Some(r) = self.receiver.as_mut() {
-            r.path_down(path, now);
+            r.get_mut().path_down(path, now);
         }
     }
 
     pub fn path_stats(&mut self, path: PathId, stats: PathStats) {
-        self.sender.path_stats(path, stats);
+        self.sender.get_mut().path_stats(path, stats);
     }
 
     /// Bytes arrived on `path`. A path-local error (`is_path_local`) means: close this
@@ -340,21 +428,40 @@ impl Connection {
                 path,
                 what: "frame before the handshake completed",
             }),
-            Frame::Data(d) => self.receiver.as_mut().expect("established").on_data(path, &d, now),
-            Frame::Ack(a) => self.sender.on_ack(path, &a, now),
-            Frame::Align(a) => self.receiver.as_mut().expect("established").on_align(path, &a, now),
+            Frame::Data(d) => self.receiver.as_mut().expect("established").get_mut().on_data(path, &d, now),
+            Frame::Ack(a) => self.sender.get_mut().on_ack(path, &a, now),
+            Frame::Align(a) => self.receiver.as_mut().expect("established").get_mut().on_align(path, &a, now),
+            Frame::MpData(d) => match self.receiver.as_mut() {
+                Some(Rx::Mp(r)) => r.on_mp_data(path, &d, now),
+                _ => Err(ProtocolError::Unexpected {
+                    path,
+                    what: "MP_DATA in an FBDT session",
+                }),
+            },
+            Frame::DataAck(a) => match &mut self.sender {
+                Tx::Mp(s) => s.on_data_ack(path, &a, now),
+                Tx::Fbdt(_) => Err(ProtocolError::Unexpected {
+                    path,
+                    what: "DATA_ACK in an FBDT session",
+                }),
+            },
         }
     }
 
     fn on_hello(&mut self, h: &Hello, now: Instant) -> Result<(), ProtocolError> {
-        if h.scheme != Scheme::Fbdt {
+        if h.scheme != self.scheme() {
             return Err(ProtocolError::BadHello("scheme"));
-        }
-        if h.recv_buffer < MIN_PEER_RECV_BUFFER || h.recv_buffer as usize > MAX_BUFFER {
-            return Err(ProtocolError::BadHello("receive buffer out of range"));
         }
         if h.segment_size == 0 || h.segment_size as usize > MAX_SEGMENT {
             return Err(ProtocolError::BadHello("segment size out of range"));
+        }
+        // The meta layer only needs two of the peer's segments to make progress.
+        let min_buffer = match h.scheme {
+            Scheme::Fbdt => MIN_PEER_RECV_BUFFER,
+            Scheme::Mptcp => 2 * h.segment_size,
+        };
+        if h.recv_buffer < min_buffer || h.recv_buffer as usize > MAX_BUFFER {
+            return Err(ProtocolError::BadHello("receive buffer out of range"));
         }
         let keys = match self.role {
             Role::Client => SessionKeys::derive(&self.local_key, &h.key),
@@ -362,7 +469,10 @@ impl Connection {
         };
         self.keys = Some(keys);
         self.sender.set_peer_recv_buffer(u64::from(h.recv_buffer));
-        self.receiver = Some(FbdtReceiver::new(&self.cfg, h.isn));
+        self.receiver = Some(match self.cfg.mptcp {
+            None => Rx::Fbdt(FbdtReceiver::new(&self.cfg, h.isn)),
+            Some(_) => Rx::Mp(MpReceiver::new(&self.cfg)),
+        });
         self.established = true;
         self.events.push_back(Event::Connected);
         match self.role {
@@ -454,7 +564,18 @@ impl Connection {
         if self.closed || !self.established || self.paths[path.index()].state != PathState::Up {
             return 0;
         }
-        if let Some(ack) = self.receiver.as_mut().and_then(|r| r.poll_ack(path, now)) {
+        if let Some(Rx::Mp(r)) = self.receiver.as_mut() {
+            if let Some(ack) = r.poll_data_ack(path) {
+                let frame = Frame::DataAck(ack);
+                let len = frame.buffer_len();
+                if len <= room {
+                    frame.emit(out);
+                    return len;
+                }
+                return 0;
+            }
+        }
+        if let Some(ack) = self.receiver.as_mut().and_then(|r| r.get_mut().poll_ack(path, now)) {
             let frame = Frame::Ack(ack);
             let len = frame.buffer_len();
             if len <= room {
@@ -463,7 +584,7 @@ impl Connection {
             }
             return 0;
         }
-        let n = self.sender.poll_transmit(path, room, now, out);
+        let n = self.sender.get_mut().poll_transmit(path, room, now, out);
         self.collect_failed_paths(now);
         n
     }
@@ -481,8 +602,8 @@ impl Connection {
         if self.closed || !self.established {
             return None;
         }
-        let r = self.receiver.as_ref().and_then(|r| r.poll_timeout());
-        match (self.sender.poll_timeout(), r) {
+        let r = self.receiver.as_ref().and_then(|r| r.get().poll_timeout());
+        match (self.sender.get().poll_timeout(), r) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -492,9 +613,9 @@ impl Connection {
         if self.closed || !self.established {
             return;
         }
-        self.sender.handle_timeout(now);
+        self.sender.get_mut().handle_timeout(now);
         if let Some(r) = self.receiver.as_mut() {
-            r.handle_timeout(now);
+            r.get_mut().handle_timeout(now);
         }
         self.collect_failed_paths(now);
     }
@@ -510,7 +631,7 @@ impl Connection {
         if self.closed {
             return 0;
         }
-        self.sender.write(data)
+        self.sender.get_mut().write(data)
     }
 
     /// Bytes `write` would accept now.
@@ -518,38 +639,38 @@ impl Connection {
         if self.closed {
             0
         } else {
-            self.sender.send_room()
+            self.sender.get().send_room()
         }
     }
 
     /// Ends our direction of the stream after the bytes written so far.
     pub fn finish(&mut self) {
-        self.sender.finish();
+        self.sender.get_mut().finish();
     }
 
     /// Every byte we wrote (and our stream end, if finished) has been acknowledged.
     pub fn is_send_done(&self) -> bool {
-        self.sender.is_all_acked()
+        self.sender.get().is_all_acked()
     }
 
     /// Reads in-order bytes of the peer's stream.
     pub fn read(&mut self, buf: &mut [u8]) -> usize {
-        self.receiver.as_mut().map_or(0, |r| r.read(buf))
+        self.receiver.as_mut().map_or(0, |r| r.get_mut().read(buf))
     }
 
     pub fn readable(&self) -> usize {
-        self.receiver.as_ref().map_or(0, |r| r.readable())
+        self.receiver.as_ref().map_or(0, |r| r.get().readable())
     }
 
     /// The peer's stream ended and we read all of it.
     pub fn is_recv_finished(&self) -> bool {
-        self.receiver.as_ref().is_some_and(|r| r.is_finished())
+        self.receiver.as_ref().is_some_and(|r| r.get().is_finished())
     }
 
     pub fn stats(&self) -> ConnectionStats {
         ConnectionStats {
-            sender: self.sender.stats(),
-            receiver: self.receiver.as_ref().map(|r| r.stats()).unwrap_or_default(),
+            sender: self.sender.get().stats(),
+            receiver: self.receiver.as_ref().map(|r| r.get().stats()).unwrap_or_default(),
             forward_path: self.sender.forward_path(),
         }
     }

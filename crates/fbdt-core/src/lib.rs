@@ -8,6 +8,7 @@
 //! - [`wire`]: frames and their codec (docs/protocol.md);
 //! - [`seq`]: 32-bit sequence numbers with wrap;
 //! - [`fbdt`]: the FBDT sender and receiver;
+//! - [`mptcp`]: an MPTCP-style meta layer with the published schedulers (the baselines);
 //! - [`scheme`]: the sender/receiver traits every multipath scheme implements;
 //! - [`connection`]: handshake, per-path framing, one endpoint;
 //! - [`config`], [`stats`], [`time`], [`path`].
@@ -19,6 +20,7 @@ pub mod connection;
 pub mod error;
 pub mod fbdt;
 pub mod handshake;
+pub mod mptcp;
 pub mod path;
 pub mod scheme;
 pub mod seq;
@@ -28,6 +30,7 @@ pub mod wire;
 
 pub use config::{Config, ConfigError, WindowConfig};
 pub use connection::{max_frame_len, Connection, ConnectionStats, Event, Role};
+pub use mptcp::{Hint, MptcpConfig, SchedulerKind};
 pub use error::ProtocolError;
 pub use path::{PathId, PathStats};
 pub use stats::{ReceiverStats, SenderStats};

@@ -43,4 +43,7 @@ pub struct ReceiverStats {
     pub acks_sent: u64,
     /// Largest number of bytes held out of order at once.
     pub max_out_of_order_bytes: u64,
+    /// Meta layer only: peak occupancy of the shared receive buffer (out-of-order plus
+    /// in-order unread bytes). 0 for FBDT.
+    pub max_buffered_bytes: u64,
 }

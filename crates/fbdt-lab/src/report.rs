@@ -42,6 +42,15 @@ pub struct SchemeResult {
     pub counters: Option<Counters>,
     /// Wall-clock seconds this scheme took (all repetitions).
     pub wall_s: f64,
+    /// `mp:*` schemes: peak occupancy of the shared receive (reorder) buffer, bytes (max
+    /// over repetitions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recv_buffer_max_bytes: Option<u64>,
+    /// `mp:*` schemes: bytes sent again by the meta layer (window-blocking reinjections,
+    /// reinjections after a subflow timeout or death, redundant copies), summed over
+    /// repetitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reinjected_bytes: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -28,7 +28,9 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = Backend::Sim)]
     pub backend: Backend,
     /// Comma-separated schemes: fbdt[+rto=F][+window=auto|paper|64k][+seg=N][+rcvbuf=N],
-    /// tcp:<path>. Default: fbdt and tcp:<every path>.
+    /// tcp:<path>, mp:<minrtt|blest|ecf|rr|redundant|fixed=R|amuse|musher>[+rcvbuf=N]
+    /// [+seg=N][+reinject=on|off][+gain=F]; mp:fixed=A..B/S expands to one scheme per R.
+    /// Default: fbdt and tcp:<every path>.
     #[arg(long, value_delimiter = ',')]
     pub schemes: Vec<String>,
     /// Seconds to run (default: the scenario's duration).
@@ -69,11 +71,11 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             .chain(scenario.paths.iter().map(|p| format!("tcp:{}", p.name)))
             .collect()
     } else {
-        args.schemes
-            .iter()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect()
+        let mut v = Vec::new();
+        for s in args.schemes.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+            v.extend(scheme::expand(s)?);
+        }
+        v
     };
     if names.is_empty() {
         bail!("--schemes is empty");
@@ -112,7 +114,10 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             runs: Vec::new(),
             counters: None,
             wall_s: 0.0,
+            recv_buffer_max_bytes: None,
+            reinjected_bytes: None,
         };
+        let is_mp = name.starts_with("mp:");
         for r in 0..args.repeat {
             let run_seed = seed + u64::from(r);
             let mut sc = scenario.clone();
@@ -145,6 +150,11 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             total.redundant_bytes += out.redundant_bytes;
             for (p, b) in schedule.paths.iter().zip(&out.per_path_bytes) {
                 *total.per_path_bytes.entry(p.name.clone()).or_default() += b;
+            }
+            if let (true, Some(s), Some(c)) = (is_mp, &out.server, &out.client) {
+                let m = total.recv_buffer_max_bytes.get_or_insert(0);
+                *m = (*m).max(c.receiver.max_buffered_bytes);
+                *total.reinjected_bytes.get_or_insert(0) += s.sender.redundant_bytes_sent;
             }
             if let (Some(s), Some(c)) = (&out.server, &out.client) {
                 let k = total.counters.get_or_insert_with(Counters::default);

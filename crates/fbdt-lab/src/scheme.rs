@@ -1,7 +1,9 @@
-//! Scheme names as users type them: `fbdt[+key=value…]`, `tcp:<path>`; later `mptcp`, `mp:<scheduler>`.
+//! Scheme names as users type them: `fbdt[+key=value…]`, `tcp:<path>`,
+//! `mp:<scheduler>[=<r>][+key=value…]` (the userspace MPTCP-style meta layer), later
+//! `mptcp` (kernel MPTCP, testbed only). `expand` turns `mp:fixed=5..95/5` into a list.
 
 use anyhow::{anyhow, bail, Context, Result};
-use fbdt_core::{Config, WindowConfig};
+use fbdt_core::{Config, SchedulerKind, WindowConfig};
 use fbdt_scenario::Scenario;
 
 #[derive(Clone, Debug)]
@@ -41,10 +43,72 @@ pub fn parse(name: &str, scenario: &Scenario, seed: u64) -> Result<Scheme> {
             bail!("scheme `mptcp` (kernel MPTCP) runs only on the emulated testbed (--backend emu)")
         }
         Some(s) if s.starts_with("mp:") => {
-            bail!("scheme `{name}`: the userspace MPTCP schedulers are not built yet")
+            let sched = &s["mp:".len()..];
+            let kind = SchedulerKind::parse(sched).ok_or_else(|| {
+                anyhow!(
+                    "scheme `{name}`: unknown scheduler `{sched}` (known: minrtt, blest, ecf, rr, \
+                     redundant, fixed=<0..100>, amuse, musher)"
+                )
+            })?;
+            let mut cfg = Config {
+                seed,
+                ..Config::mptcp(kind)
+            };
+            for opt in parts {
+                apply_mp_option(&mut cfg, opt).with_context(|| format!("scheme `{name}`"))?;
+            }
+            cfg.validate().map_err(|e| anyhow!("scheme `{name}`: {e}"))?;
+            Ok(Scheme::Fbdt(Box::new(cfg)))
         }
-        _ => bail!("unknown scheme `{name}`: expected fbdt[+option=value…] or tcp:<path>"),
+        _ => bail!("unknown scheme `{name}`: expected fbdt[+option=value…], tcp:<path> or mp:<scheduler>"),
     }
+}
+
+/// Expands `mp:fixed=A..B/S` (optionally with `+options`) into one scheme per r; other
+/// names are returned unchanged.
+pub fn expand(name: &str) -> Result<Vec<String>> {
+    let Some(rest) = name.strip_prefix("mp:fixed=") else {
+        return Ok(vec![name.to_string()]);
+    };
+    let (range, opts) = rest.split_once('+').map_or((rest, None), |(r, o)| (r, Some(o)));
+    let Some((a, b)) = range.split_once("..") else {
+        return Ok(vec![name.to_string()]);
+    };
+    let (b, step) = b.split_once('/').unwrap_or((b, "1"));
+    let num = |v: &str| -> Result<u32> { v.parse().map_err(|_| anyhow!("`{name}`: `{v}` is not a whole number")) };
+    let (a, b, step) = (num(a)?, num(b)?, num(step)?);
+    if step == 0 || a > b || b > 100 {
+        bail!("`{name}`: expected mp:fixed=A..B/S with 0 ≤ A ≤ B ≤ 100 and S ≥ 1");
+    }
+    Ok((a..=b)
+        .step_by(step as usize)
+        .map(|r| match opts {
+            Some(o) => format!("mp:fixed={r}+{o}"),
+            None => format!("mp:fixed={r}"),
+        })
+        .collect())
+}
+
+fn apply_mp_option(cfg: &mut Config, opt: &str) -> Result<()> {
+    let (key, value) = opt
+        .split_once('=')
+        .ok_or_else(|| anyhow!("option `{opt}` must be key=value"))?;
+    let mp = cfg.mptcp.as_mut().expect("mp config");
+    match key {
+        "rcvbuf" => cfg.recv_buffer = bytes(value)?,
+        "sndbuf" => cfg.send_buffer = bytes(value)?,
+        "seg" => cfg.segment_size = bytes(value)?,
+        "reinject" => {
+            mp.reinject = Some(match value {
+                "1" | "on" | "true" => true,
+                "0" | "off" | "false" => false,
+                _ => bail!("reinject=`{value}`: expected on or off"),
+            })
+        }
+        "gain" => mp.cwnd_gain = value.parse().map_err(|_| anyhow!("gain=`{value}` is not a number"))?,
+        _ => bail!("unknown option `{key}` (known for mp:*: rcvbuf, sndbuf, seg, reinject, gain)"),
+    }
+    Ok(())
 }
 
 /// Parses sizes like `64k`, `16m`, `1448`.
@@ -127,5 +191,39 @@ mod tests {
         assert!(err("fbdt+window=1").contains("window"));
         assert!(err("quic").contains("unknown scheme"));
         assert!(err("mptcp").contains("emulated"));
+        assert!(err("mp:bogus").contains("unknown scheduler"));
+        assert!(err("mp:fixed=101").contains("unknown scheduler"));
+        assert!(err("mp:minrtt+window=1").contains("unknown option"));
+    }
+
+    #[test]
+    fn parses_mp_schedulers_and_ranges() {
+        let s = scenario();
+        for (name, kind) in [
+            ("mp:minrtt", SchedulerKind::MinRtt),
+            ("mp:blest", SchedulerKind::Blest),
+            ("mp:ecf", SchedulerKind::Ecf),
+            ("mp:rr", SchedulerKind::RoundRobin),
+            ("mp:redundant", SchedulerKind::Redundant),
+            ("mp:fixed=77", SchedulerKind::Fixed(77)),
+            ("mp:amuse", SchedulerKind::Amuse),
+            ("mp:musher", SchedulerKind::Musher),
+        ] {
+            match parse(name, &s, 1).unwrap() {
+                Scheme::Fbdt(c) => assert_eq!(c.mptcp.unwrap().scheduler, kind),
+                other => panic!("{other:?}"),
+            }
+        }
+        match parse("mp:minrtt+rcvbuf=2m+reinject=off", &s, 1).unwrap() {
+            Scheme::Fbdt(c) => {
+                assert_eq!(c.recv_buffer, 2 << 20);
+                assert_eq!(c.mptcp.unwrap().reinject, Some(false));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(expand("mp:fixed=5..15/5").unwrap(), vec!["mp:fixed=5", "mp:fixed=10", "mp:fixed=15"]);
+        assert_eq!(expand("mp:fixed=70..71+rcvbuf=1m").unwrap(), vec!["mp:fixed=70+rcvbuf=1m", "mp:fixed=71+rcvbuf=1m"]);
+        assert_eq!(expand("fbdt").unwrap(), vec!["fbdt"]);
+        assert!(expand("mp:fixed=9..5").is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! What the simulator drives at each end of the paths: the FBDT core, or a single-path TCP
 //! baseline (the link model itself, no framing).
 
-use fbdt_core::{Config, Connection, ConnectionStats, Event, Instant, PathId, PathStats};
+use fbdt_core::{Config, Connection, ConnectionStats, Event, Hint, Instant, PathId, PathStats};
 
 use crate::pattern;
 
@@ -30,6 +30,8 @@ pub trait SimEndpoint {
     fn path_up(&mut self, path: usize, now: Instant);
     /// What the path's TCP connection would report in TCP_INFO.
     fn path_stats(&mut self, path: usize, stats: PathStats);
+    /// A driver hint (scan announcements); ignored by default.
+    fn path_hint(&mut self, _path: usize, _hint: Hint) {}
     fn stats(&self) -> Option<ConnectionStats>;
     /// Client: the whole transfer arrived (only for a sized transfer). Server: every byte
     /// and the stream end were acknowledged.
@@ -147,6 +149,10 @@ impl SimEndpoint for FbdtEnd {
 
     fn path_stats(&mut self, path: usize, stats: PathStats) {
         self.conn.path_stats(PathId(path as u8), stats);
+    }
+
+    fn path_hint(&mut self, path: usize, hint: Hint) {
+        self.conn.path_hint(PathId(path as u8), hint);
     }
 
     fn is_done(&self) -> bool {

@@ -3,7 +3,7 @@
 //! arrivals (data direction, then reverse; path order), fire due timers, run the
 //! applications, let each endpoint fill every path's room, then jump to the next event.
 
-use fbdt_core::{Config, ConnectionStats, Duration, Event, Instant, PathStats};
+use fbdt_core::{Config, ConnectionStats, Duration, Event, Hint, Instant, PathStats};
 use fbdt_scenario::Schedule;
 use thiserror::Error;
 
@@ -13,9 +13,18 @@ use crate::link::{Link, LinkParams};
 /// What runs over the simulated paths.
 #[derive(Clone, Debug)]
 pub enum SimScheme {
+    /// The core's `Connection`: FBDT, or the MPTCP-style meta layer when `Config::mptcp`
+    /// is set (`SimScheme::mptcp`).
     Fbdt(Config),
     /// Single-path TCP on the path with this index.
     Tcp(usize),
+}
+
+impl SimScheme {
+    /// The meta layer with `scheduler` and its defaults (`Config::mptcp`).
+    pub fn mptcp(scheduler: fbdt_core::SchedulerKind) -> Self {
+        SimScheme::Fbdt(Config::mptcp(scheduler))
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -32,6 +41,12 @@ pub struct SimParams {
     /// Steps in a row that may happen at the same instant before the run is declared a
     /// livelock (a bounded drive, like quinn's `drive_bounded`).
     pub max_steps_at_one_instant: u32,
+    /// A schedule's `scan` step is announced to both endpoints (`Hint::ScanSoon`) this long
+    /// before it starts, and `Hint::ScanEnded` when it ends. 0.1 s: MuSher's hook holds the
+    /// scan until the subflow's send queue drains; our scans start on schedule, so the
+    /// notice must cover the drain — at least one RTT plus the queue (≈ 2 × BDP / rate =
+    /// 2 RTTs of the allowance), i.e. tens of ms on the WiFi paths of the scenarios.
+    pub scan_notice_s: f64,
 }
 
 impl Default for SimParams {
@@ -42,6 +57,7 @@ impl Default for SimParams {
             path_resets: Vec::new(),
             sample_interval_s: 0.1,
             max_steps_at_one_instant: 10_000,
+            scan_notice_s: 0.1,
         }
     }
 }
@@ -106,6 +122,10 @@ struct PathSim {
     /// TCP_INFO-like view given to the endpoints. Frozen while the path is down: a TCP
     /// stack keeps its last srtt/cwnd through an outage until its RTO fires.
     reported: PathStats,
+    /// Next step index to look at for a scan announcement.
+    next_scan_notice: usize,
+    /// The path is in a scan step (announced end pending).
+    scanning: bool,
 }
 
 impl PathSim {
@@ -168,6 +188,8 @@ pub fn run(
                 next_step: 1,
                 reconnect: None,
                 reported: PathStats::default(),
+                next_scan_notice: 1,
+                scanning: false,
             }
         })
         .collect();
@@ -220,6 +242,12 @@ pub fn run(
                 p.reverse.advance(now);
                 p.data.set(now, step.rate_mbps, step.delay_ms, step.loss);
                 p.reverse.set(now, step.rate_mbps, step.delay_ms, 0.0);
+                if p.scanning && !step.scan {
+                    p.scanning = false;
+                    server.path_hint(i, Hint::ScanEnded);
+                    client.path_hint(i, Hint::ScanEnded);
+                }
+                p.scanning |= step.scan;
                 out.log.push(format!(
                     "{now} {} rate={} delay={}ms loss={}{}",
                     tl.name,
@@ -229,6 +257,21 @@ pub fn run(
                     if step.scan { " scan" } else { "" }
                 ));
                 p.next_step += 1;
+            }
+            while let Some((k, step)) = tl
+                .steps
+                .iter()
+                .enumerate()
+                .skip(p.next_scan_notice)
+                .find(|(_, s)| s.scan)
+                .filter(|(_, s)| at(s.t_s - params.scan_notice_s) <= now)
+            {
+                p.next_scan_notice = k + 1;
+                if !tl.steps[k - 1].scan {
+                    server.path_hint(i, Hint::ScanSoon);
+                    client.path_hint(i, Hint::ScanSoon);
+                    out.log.push(format!("{now} {} scan announced for {:.3}s", tl.name, step.t_s));
+                }
             }
             p.data.advance(now);
             p.reverse.advance(now);
@@ -339,6 +382,13 @@ pub fn run(
             consider(p.data.next_event());
             consider(p.reverse.next_event());
             consider(tl.steps.get(p.next_step).map(|s| at(s.t_s)));
+            consider(
+                tl.steps
+                    .iter()
+                    .skip(p.next_scan_notice)
+                    .find(|s| s.scan)
+                    .map(|s| at(s.t_s - params.scan_notice_s)),
+            );
             if let Some(Some(t)) = p.reconnect {
                 consider(Some(t));
             }

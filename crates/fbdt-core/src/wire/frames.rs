@@ -13,6 +13,8 @@ pub(super) const ACK_FIXED: usize = 12;
 pub(super) const ALIGN_FIXED: usize = 16;
 pub(super) const LANE_LEN: usize = 12;
 pub(super) const CLOSE_FIXED: usize = 4;
+pub(super) const MP_DATA_FIXED: usize = 8;
+pub(super) const DATA_ACK_FIXED: usize = 16;
 
 /// Marks "no path" in an ALIGN lane end.
 pub const NO_PATH: u8 = 0xff;
@@ -25,6 +27,9 @@ const ACK_FLAG_FIN: u8 = 0x01;
 #[repr(u8)]
 pub enum Scheme {
     Fbdt = 0,
+    /// The MPTCP-style meta layer (crate::mptcp): MP_DATA / DATA_ACK instead of
+    /// DATA / ACK / ALIGN. The scheduler is the sender's business and not announced.
+    Mptcp = 1,
 }
 
 /// How the sender sizes its transmission window.
@@ -73,6 +78,7 @@ impl Hello {
         }
         let scheme = match b[5] {
             0 => Scheme::Fbdt,
+            1 => Scheme::Mptcp,
             _ => return Err(malformed(K, "unknown scheme")),
         };
         let window_mode = match b[6] {
@@ -417,5 +423,131 @@ impl Close {
         out.extend_from_slice(&self.code.to_be_bytes());
         out.extend_from_slice(&[0, 0]);
         out.extend_from_slice(self.reason_bytes());
+    }
+}
+
+/// MP_DATA: one meta-layer segment. Flag 0x01 = DATA_FIN (the segment ends the stream).
+///
+/// ```text
+///  0..8 data sequence number (u64) of the first payload byte | 8.. payload
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MpData<'a> {
+    pub dsn: u64,
+    pub fin: bool,
+    pub payload: &'a [u8],
+}
+
+impl<'a> MpData<'a> {
+    pub(super) fn parse(flags: u8, b: &'a [u8]) -> Result<Self, Error> {
+        const K: FrameType = FrameType::MpData;
+        if b.len() < MP_DATA_FIXED {
+            return Err(malformed(K, "body shorter than its data sequence number"));
+        }
+        if flags & !FLAG_FIN != 0 {
+            return Err(malformed(K, "unknown flags"));
+        }
+        let dsn = be_u64(&b[0..8]);
+        if dsn.checked_add((b.len() - MP_DATA_FIXED) as u64).is_none() {
+            return Err(malformed(K, "data sequence number overflows"));
+        }
+        Ok(MpData {
+            dsn,
+            fin: flags & FLAG_FIN != 0,
+            payload: &b[MP_DATA_FIXED..],
+        })
+    }
+
+    pub(super) fn flags(&self) -> u8 {
+        if self.fin {
+            FLAG_FIN
+        } else {
+            0
+        }
+    }
+
+    pub(super) fn body_len(&self) -> usize {
+        MP_DATA_FIXED + self.payload.len()
+    }
+
+    pub(super) fn emit(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.dsn.to_be_bytes());
+        out.extend_from_slice(self.payload);
+    }
+
+    /// Appends an MP_DATA header for a payload of `len` bytes the caller appends next.
+    pub fn emit_header(dsn: u64, fin: bool, len: usize, out: &mut Vec<u8>) {
+        super::Header {
+            kind: FrameType::MpData,
+            flags: if fin { FLAG_FIN } else { 0 },
+            body_len: MP_DATA_FIXED + len,
+        }
+        .emit(out);
+        out.extend_from_slice(&dsn.to_be_bytes());
+    }
+
+    /// Bytes of header before an MP_DATA payload.
+    pub const OVERHEAD: usize = super::HEADER_LEN + MP_DATA_FIXED;
+}
+
+/// DATA_ACK: the meta-level cumulative ACK and the ONE receive window shared by all paths.
+///
+/// ```text
+///  0..8 data_ack: next expected data sequence number (u64) | 8..12 receive window (bytes
+///  past data_ack) | 12 number of path counters P | 13 flags (0x01 = DATA_FIN received: the
+///  stream ended at data_ack) | 14..16 reserved
+///  16.. P × u64: payload bytes received so far on path 0..P (on its current connection)
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct DataAck {
+    pub data_ack: u64,
+    pub window: u32,
+    pub fin: bool,
+    pub path_rx: Vec<u64>,
+}
+
+impl DataAck {
+    pub(super) fn parse(b: &[u8]) -> Result<Self, Error> {
+        const K: FrameType = FrameType::DataAck;
+        if b.len() < DATA_ACK_FIXED {
+            return Err(malformed(K, "body shorter than its fixed part"));
+        }
+        let n = b[12] as usize;
+        if b[13] & !ACK_FLAG_FIN != 0 {
+            return Err(malformed(K, "unknown flags"));
+        }
+        if b[14..16] != [0, 0] {
+            return Err(Error::ReservedNonZero);
+        }
+        if n > MAX_PATHS {
+            return Err(malformed(K, "too many path counters"));
+        }
+        if b.len() != DATA_ACK_FIXED + 8 * n {
+            return Err(malformed(K, "length does not match its counts"));
+        }
+        let path_rx = (0..n)
+            .map(|i| be_u64(&b[DATA_ACK_FIXED + 8 * i..DATA_ACK_FIXED + 8 * (i + 1)]))
+            .collect();
+        Ok(DataAck {
+            data_ack: be_u64(&b[0..8]),
+            window: be_u32(&b[8..12]),
+            fin: b[13] & ACK_FLAG_FIN != 0,
+            path_rx,
+        })
+    }
+
+    pub(super) fn body_len(&self) -> usize {
+        DATA_ACK_FIXED + 8 * self.path_rx.len()
+    }
+
+    pub(super) fn emit(&self, out: &mut Vec<u8>) {
+        debug_assert!(self.path_rx.len() <= MAX_PATHS);
+        out.extend_from_slice(&self.data_ack.to_be_bytes());
+        out.extend_from_slice(&self.window.to_be_bytes());
+        let flags = if self.fin { ACK_FLAG_FIN } else { 0 };
+        out.extend_from_slice(&[self.path_rx.len() as u8, flags, 0, 0]);
+        for v in &self.path_rx {
+            out.extend_from_slice(&v.to_be_bytes());
+        }
     }
 }

@@ -11,7 +11,7 @@
 
 mod frames;
 
-pub use frames::{Ack, Align, Close, Data, Hello, Join, LaneRepr, Scheme, WindowMode, NO_PATH};
+pub use frames::{Ack, Align, Close, Data, DataAck, Hello, Join, LaneRepr, MpData, Scheme, WindowMode, NO_PATH};
 
 use thiserror::Error as ThisError;
 
@@ -33,7 +33,7 @@ pub const MAX_LANES: usize = MAX_PATHS;
 /// Longest CLOSE reason text.
 pub const MAX_REASON: usize = 256;
 /// Largest frame of any type, header included.
-pub const MAX_FRAME_LEN: usize = HEADER_LEN + frames::DATA_FIXED + MAX_SEGMENT;
+pub const MAX_FRAME_LEN: usize = HEADER_LEN + frames::MP_DATA_FIXED + MAX_SEGMENT;
 
 /// Frame types. Values are part of the protocol; never reuse one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +45,10 @@ pub enum FrameType {
     Ack = 4,
     Align = 5,
     Close = 6,
+    /// MPTCP-style meta layer only: a segment with a 64-bit data sequence number.
+    MpData = 7,
+    /// MPTCP-style meta layer only: the shared DATA_ACK and receive window.
+    DataAck = 8,
 }
 
 impl FrameType {
@@ -56,6 +60,8 @@ impl FrameType {
             4 => FrameType::Ack,
             5 => FrameType::Align,
             6 => FrameType::Close,
+            7 => FrameType::MpData,
+            8 => FrameType::DataAck,
             _ => return None,
         })
     }
@@ -69,6 +75,8 @@ impl FrameType {
             FrameType::Ack => frames::ACK_FIXED + 8 * MAX_PATHS + 8 * MAX_ACK_RANGES,
             FrameType::Align => frames::ALIGN_FIXED + frames::LANE_LEN * MAX_LANES,
             FrameType::Close => frames::CLOSE_FIXED + MAX_REASON,
+            FrameType::MpData => frames::MP_DATA_FIXED + MAX_SEGMENT,
+            FrameType::DataAck => frames::DATA_ACK_FIXED + 8 * MAX_PATHS,
         }
     }
 }
@@ -101,6 +109,8 @@ pub enum Frame<'a> {
     Ack(Ack),
     Align(Align),
     Close(Close),
+    MpData(MpData<'a>),
+    DataAck(DataAck),
 }
 
 impl<'a> Frame<'a> {
@@ -118,8 +128,10 @@ impl<'a> Frame<'a> {
             FrameType::Ack => Frame::Ack(Ack::parse(body)?),
             FrameType::Align => Frame::Align(Align::parse(body)?),
             FrameType::Close => Frame::Close(Close::parse(body)?),
+            FrameType::MpData => Frame::MpData(MpData::parse(header.flags, body)?),
+            FrameType::DataAck => Frame::DataAck(DataAck::parse(body)?),
         };
-        if header.kind != FrameType::Data && header.flags != 0 {
+        if !matches!(header.kind, FrameType::Data | FrameType::MpData) && header.flags != 0 {
             return Err(Error::Malformed {
                 kind: header.kind,
                 what: "flags must be zero",
@@ -137,6 +149,8 @@ impl<'a> Frame<'a> {
             Frame::Ack(_) => (FrameType::Ack, 0),
             Frame::Align(_) => (FrameType::Align, 0),
             Frame::Close(_) => (FrameType::Close, 0),
+            Frame::MpData(d) => (FrameType::MpData, d.flags()),
+            Frame::DataAck(_) => (FrameType::DataAck, 0),
         };
         let body_len = self.buffer_len() - HEADER_LEN;
         Header { kind, flags, body_len }.emit(out);
@@ -147,6 +161,8 @@ impl<'a> Frame<'a> {
             Frame::Ack(f) => f.emit(out),
             Frame::Align(f) => f.emit(out),
             Frame::Close(f) => f.emit(out),
+            Frame::MpData(f) => f.emit(out),
+            Frame::DataAck(f) => f.emit(out),
         }
     }
 
@@ -160,6 +176,8 @@ impl<'a> Frame<'a> {
                 Frame::Ack(a) => a.body_len(),
                 Frame::Align(a) => a.body_len(),
                 Frame::Close(c) => c.body_len(),
+                Frame::MpData(d) => d.body_len(),
+                Frame::DataAck(a) => a.body_len(),
             }
     }
 
@@ -171,6 +189,8 @@ impl<'a> Frame<'a> {
             Frame::Ack(_) => FrameType::Ack,
             Frame::Align(_) => FrameType::Align,
             Frame::Close(_) => FrameType::Close,
+            Frame::MpData(_) => FrameType::MpData,
+            Frame::DataAck(_) => FrameType::DataAck,
         }
     }
 }

@@ -52,6 +52,31 @@ fn sample_frames() -> Vec<Frame<'static>> {
             code: 2,
             reason: "flow control violated".into(),
         }),
+        Frame::MpData(MpData {
+            dsn: u64::MAX - 5,
+            fin: true,
+            payload: b"hello",
+        }),
+        Frame::MpData(MpData {
+            dsn: 0,
+            fin: false,
+            payload: b"",
+        }),
+        Frame::DataAck(DataAck {
+            data_ack: 1 << 40,
+            window: 6 << 20,
+            fin: true,
+            path_rx: vec![3, u64::MAX],
+        }),
+        Frame::Hello(Hello {
+            scheme: Scheme::Mptcp,
+            window_mode: WindowMode::Auto,
+            isn: 0,
+            recv_buffer: 6 << 20,
+            segment_size: 16384,
+            window_bytes: 0,
+            key: [1; 32],
+        }),
     ]
 }
 
@@ -188,4 +213,43 @@ proptest! {
         let bytes = encode(&f);
         prop_assert_eq!(Frame::parse(&bytes).unwrap(), (f, bytes.len()));
     }
+}
+
+#[test]
+fn meta_layer_frames_reject_garbage() {
+    // MP_DATA whose DSN + length overflows u64.
+    let mut v = Vec::new();
+    MpData::emit_header(u64::MAX, false, 2, &mut v);
+    v.extend_from_slice(b"xy");
+    assert!(matches!(Frame::parse(&v), Err(Error::Malformed { kind: FrameType::MpData, .. })));
+    // MP_DATA with an unknown flag.
+    let mut v = Vec::new();
+    MpData::emit_header(7, false, 0, &mut v);
+    v[1] = 0x02;
+    assert!(matches!(Frame::parse(&v), Err(Error::Malformed { .. })));
+    // MP_DATA body shorter than its DSN.
+    let v = [7u8, 0, 0, 0, 0, 0, 0, 4, 1, 2, 3, 4];
+    assert!(matches!(Frame::parse(&v), Err(Error::Malformed { .. })));
+    // DATA_ACK whose counter count does not match its length, too many counters, reserved bytes.
+    let good = encode(&Frame::DataAck(DataAck {
+        data_ack: 1,
+        window: 2,
+        fin: false,
+        path_rx: vec![5],
+    }));
+    let mut bad = good.clone();
+    bad[HEADER_LEN + 12] = 2;
+    assert!(matches!(Frame::parse(&bad), Err(Error::Malformed { .. })));
+    let mut bad = good.clone();
+    bad[HEADER_LEN + 12] = 200;
+    assert!(matches!(Frame::parse(&bad), Err(Error::Malformed { .. })));
+    let mut bad = good.clone();
+    bad[HEADER_LEN + 15] = 1;
+    assert_eq!(Frame::parse(&bad), Err(Error::ReservedNonZero));
+    let mut bad = good;
+    bad[HEADER_LEN + 13] = 0x80;
+    assert!(matches!(Frame::parse(&bad), Err(Error::Malformed { .. })));
+    // A DATA_ACK header announcing more than its bound is refused from the header alone.
+    let hdr = [8u8, 0, 0, 0, 0, 0, 0x10, 0];
+    assert!(matches!(Frame::parse(&hdr), Err(Error::TooLong { .. })));
 }

@@ -1,0 +1,68 @@
+//! An MPTCP-style meta layer over the same N subflows FBDT uses, with the published
+//! schedulers (specs/baselines.md §3–4, docs/baselines.md).
+//!
+//! MPTCP semantics kept on purpose, because they are what the baselines are measured for:
+//! - 64-bit data sequence numbers (DSN), starting at 0 in each direction;
+//! - ONE shared reorder buffer at the receiver and ONE receive window for all paths: the
+//!   sender never sends a byte at or past `data_ack + rwnd`, so a segment stuck on a slow or
+//!   blocked path holds the window and stalls the fast path too (head-of-line blocking,
+//!   [M] F1);
+//! - in-order delivery from the reorder buffer;
+//! - reinjection: of the segment that blocks the window (opportunistic, with penalisation of
+//!   the slow path, as Linux's `mptcp_rcv_buf_optimization`), of a subflow's data after its
+//!   retransmission timeout, and of a dead subflow's data;
+//! - per-path send allowances (a congestion window per subflow) the scheduler must respect.
+//!
+//! The scheduler is a [`sched::Scheduler`]; one file per scheduler under `sched/`.
+
+pub mod receiver;
+pub mod sched;
+pub mod sender;
+
+pub use receiver::MpReceiver;
+pub use sched::{MusherParams, SchedulerKind};
+pub use sender::{Hint, MpSender};
+
+use crate::time::Duration;
+
+/// Receive buffer a meta-layer session uses unless told otherwise: 6 MiB, the largest
+/// receive buffer Linux autotuning grows a socket to by default (`net.ipv4.tcp_rmem[2]` =
+/// 6 MiB; MPTCP's meta socket autotunes against the same limit).
+pub const DEFAULT_RECV_BUFFER: usize = 6 * 1024 * 1024;
+
+/// Meta-layer segment: 16 KiB. The kernel schedules sk_buffs of up to the subflow's TSO
+/// size goal (up to 64 KiB) rather than single 1448-byte packets; 16 KiB is such a chunk and
+/// the same unit FBDT's default uses, so per-segment overheads match between the schemes.
+pub const DEFAULT_SEGMENT: usize = 16 * 1024;
+
+/// How the meta layer behaves; `Config::mptcp = Some(..)` selects it instead of FBDT.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MptcpConfig {
+    pub scheduler: SchedulerKind,
+    /// Opportunistic reinjection of the window-blocking segment plus penalisation of the
+    /// path holding it. `None` = the scheduler's default (on for minrtt, blest, ecf, rr,
+    /// musher; off for the strict fixed/amuse and the redundant scheduler).
+    pub reinject: Option<bool>,
+    /// A subflow may hold `cwnd_gain × cwnd` unacknowledged bytes, `cwnd` being what the
+    /// driver reports (TCP_INFO, or rate × RTT in the simulator). 2.0: a cwnd is at least
+    /// the BDP, and BBR's cwnd gain is 2; the extra also covers the DATA_ACK delay.
+    pub cwnd_gain: f64,
+    /// Subflow retransmission timeout: max(rto_min, 3 × srtt), doubled on every expiry
+    /// without progress up to rto_max (Linux: TCP_RTO_MIN 200 ms, TCP_RTO_MAX 120 s).
+    pub rto_min: Duration,
+    pub rto_max: Duration,
+    pub musher: MusherParams,
+}
+
+impl MptcpConfig {
+    pub fn new(scheduler: SchedulerKind) -> Self {
+        MptcpConfig {
+            scheduler,
+            reinject: None,
+            cwnd_gain: 2.0,
+            rto_min: Duration::from_millis(200),
+            rto_max: Duration::from_secs_f64(120.0),
+            musher: MusherParams::default(),
+        }
+    }
+}

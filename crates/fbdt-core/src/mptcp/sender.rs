@@ -1,0 +1,605 @@
+//! The meta-layer sender: one send buffer, 64-bit DSNs, one shared receive window, per-path
+//! allowances, reinjection, and a pluggable [`Scheduler`].
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use super::sched::{PathView, Scheduler, View};
+use super::MptcpConfig;
+use crate::config::Config;
+use crate::error::ProtocolError;
+use crate::path::{PathId, PathStats};
+use crate::stats::SenderStats;
+use crate::time::{Duration, Instant};
+use crate::wire::{DataAck, MpData};
+
+/// What the driver knows ahead of the protocol about a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hint {
+    /// The interface is about to go off-channel scanning.
+    ScanSoon,
+    /// The scan is over.
+    ScanEnded,
+}
+
+/// TCP MSS for congestion-avoidance growth after a penalisation.
+const MSS: f64 = 1448.0;
+/// Allowance before the driver reports a cwnd: Linux's initial window, 10 × MSS, rounded up
+/// to whole meta segments by `has_space` (an idle path always takes one).
+const INITIAL_CWND: u64 = 10 * 1448;
+
+#[derive(Clone, Copy, Debug)]
+struct Seg {
+    len: u32,
+    fin: bool,
+    /// Paths that carried a copy.
+    mask: u32,
+}
+
+#[derive(Clone, Debug)]
+struct MetaPath {
+    up: bool,
+    stats: PathStats,
+    /// Payload bytes handed to this connection / reported received (DATA_ACK counters).
+    sent: u64,
+    rx: u64,
+    /// Retransmission timer: armed while data is in flight.
+    rto_at: Option<Instant>,
+    backoff: u32,
+    /// Potentially failed: an RTO expired without progress; no new data until cleared.
+    pf: bool,
+    /// Progress seen since the path became pf.
+    pf_progress: bool,
+    /// Paused for an announced scan (scan-aware schedulers).
+    scan_paused: bool,
+    /// Congestion window after an opportunistic-reinjection penalty, regrowing by one MSS
+    /// per window of delivered bytes (Reno congestion avoidance) until the driver's value.
+    penalised_cwnd: Option<f64>,
+    last_penalty: Option<Instant>,
+    /// Redundant scheduler: next DSN this path has not carried.
+    red_next: u64,
+}
+
+impl MetaPath {
+    fn new() -> Self {
+        MetaPath {
+            up: false,
+            stats: PathStats::default(),
+            sent: 0,
+            rx: 0,
+            rto_at: None,
+            backoff: 0,
+            pf: false,
+            pf_progress: false,
+            scan_paused: false,
+            penalised_cwnd: None,
+            last_penalty: None,
+            red_next: 0,
+        }
+    }
+    fn in_flight(&self) -> u64 {
+        self.sent.saturating_sub(self.rx)
+    }
+    fn srtt_s(&self) -> f64 {
+        self.stats.srtt.map_or(0.0, |d| d.as_secs_f64())
+    }
+}
+
+pub struct MpSender {
+    cfg: MptcpConfig,
+    seg_size: u64,
+    send_buffer: u64,
+    sched: Box<dyn Scheduler>,
+    reinject: bool,
+    /// Bytes [snd_una, write_end).
+    buf: VecDeque<u8>,
+    snd_una: u64,
+    snd_nxt: u64,
+    write_end: u64,
+    finished: bool,
+    fin_sent: bool,
+    fin_acked: bool,
+    /// Right edge of the shared receive window (data_ack + rwnd, never moves left).
+    edge: u64,
+    segs: BTreeMap<u64, Seg>,
+    /// Segments to send again on another path (RTO expiry, dead path).
+    reinject_q: BTreeSet<u64>,
+    paths: Vec<MetaPath>,
+    views: Vec<PathView>,
+    stats: SenderStats,
+}
+
+impl MpSender {
+    pub fn new(cfg: &Config, mp: &MptcpConfig, now: Instant) -> Self {
+        let sched = mp.scheduler.build(&mp.musher, now);
+        let reinject = mp.reinject.unwrap_or_else(|| sched.reinject_default());
+        MpSender {
+            cfg: mp.clone(),
+            seg_size: cfg.segment_size as u64,
+            send_buffer: cfg.send_buffer as u64,
+            sched,
+            reinject,
+            buf: VecDeque::new(),
+            snd_una: 0,
+            snd_nxt: 0,
+            write_end: 0,
+            finished: false,
+            fin_sent: false,
+            fin_acked: false,
+            edge: 0,
+            segs: BTreeMap::new(),
+            reinject_q: BTreeSet::new(),
+            paths: Vec::new(),
+            views: Vec::new(),
+            stats: SenderStats::default(),
+        }
+    }
+
+    /// The peer's receive buffer from its HELLO: the initial window.
+    pub fn set_peer_recv_buffer(&mut self, bytes: u64) {
+        self.edge = self.edge.max(self.snd_una + bytes);
+    }
+
+    /// The scheduler's current ratio (ratio schedulers).
+    pub fn ratio(&self) -> Option<u8> {
+        self.sched.ratio()
+    }
+
+    fn path(&mut self, p: PathId) -> &mut MetaPath {
+        if self.paths.len() <= p.index() {
+            self.paths.resize_with(p.index() + 1, MetaPath::new);
+            self.stats.per_path_bytes_sent.resize(p.index() + 1, 0);
+        }
+        &mut self.paths[p.index()]
+    }
+
+    fn rto(&self, p: &MetaPath) -> Duration {
+        let base = Duration::from_secs_f64((3.0 * p.srtt_s()).max(self.cfg.rto_min.as_secs_f64()));
+        let backed = base.mul_f64(f64::from(1u32 << p.backoff.min(20)));
+        if backed.as_micros() > self.cfg.rto_max.as_micros() {
+            self.cfg.rto_max
+        } else {
+            backed
+        }
+    }
+
+    fn allowance(&self, p: &MetaPath) -> u64 {
+        let cwnd = p
+            .stats
+            .cwnd_bytes
+            .map_or(INITIAL_CWND as f64, |c| c as f64 * self.cfg.cwnd_gain);
+        let c = p.penalised_cwnd.map_or(cwnd, |pc| pc.min(cwnd));
+        c as u64
+    }
+
+    fn build_views(&mut self, now: Instant) -> Vec<PathView> {
+        let mut views = std::mem::take(&mut self.views);
+        views.clear();
+        for (i, p) in self.paths.iter().enumerate() {
+            views.push(PathView {
+                id: PathId(i as u8),
+                up: p.up,
+                usable: p.up && !p.pf && !p.scan_paused,
+                srtt_s: p.srtt_s(),
+                cwnd: self.allowance(p),
+                in_flight: p.in_flight(),
+                rate_bps: p.stats.delivery_rate_bps.unwrap_or(0.0),
+                delivered: p.rx,
+            });
+        }
+        let _ = now;
+        views
+    }
+
+    fn view<'a>(&self, now: Instant, views: &'a [PathView]) -> View<'a> {
+        View {
+            now,
+            paths: views,
+            seg: self.seg_size,
+            window_left: self.edge.saturating_sub(self.snd_nxt),
+            unsent: self.write_end - self.snd_nxt,
+        }
+    }
+
+    /// Emits the segment at `dsn` (already in `segs`) on `path`.
+    fn emit(&mut self, path: PathId, dsn: u64, now: Instant, out: &mut Vec<u8>) -> usize {
+        let seg = self.segs[&dsn];
+        let start = (dsn - self.snd_una) as usize;
+        MpData::emit_header(dsn, seg.fin, seg.len as usize, out);
+        let end = start + seg.len as usize;
+        let (a, b) = self.buf.as_slices();
+        if start < a.len() {
+            out.extend_from_slice(&a[start..end.min(a.len())]);
+        }
+        if end > a.len() {
+            out.extend_from_slice(&b[start.saturating_sub(a.len())..end - a.len()]);
+        }
+        if let Some(s) = self.segs.get_mut(&dsn) {
+            s.mask |= path.bit();
+        }
+        let rto = {
+            let p = &self.paths[path.index()];
+            (p.in_flight() == 0 && !p.pf).then(|| self.rto(p))
+        };
+        let p = &mut self.paths[path.index()];
+        if let Some(rto) = rto {
+            p.rto_at = Some(now + rto);
+        }
+        p.sent += u64::from(seg.len);
+        self.stats.per_path_bytes_sent[path.index()] += u64::from(seg.len);
+        MpData::OVERHEAD + seg.len as usize
+    }
+
+    fn space(&self, path: PathId) -> bool {
+        let p = &self.paths[path.index()];
+        p.up && !p.pf && !p.scan_paused && (p.in_flight() == 0 || p.in_flight() + self.seg_size <= self.allowance(p))
+    }
+
+    /// The next new segment's length, if one may be sent (window and data permitting).
+    fn next_len(&self) -> Option<(u32, bool)> {
+        let unsent = self.write_end - self.snd_nxt;
+        if unsent == 0 {
+            return (self.finished && !self.fin_sent).then_some((0, true));
+        }
+        let len = unsent.min(self.seg_size);
+        if self.snd_nxt + len > self.edge {
+            return None;
+        }
+        let fin = self.finished && self.snd_nxt + len == self.write_end;
+        Some((len as u32, fin))
+    }
+
+    fn window_blocked(&self) -> bool {
+        let unsent = self.write_end - self.snd_nxt;
+        unsent > 0 && self.snd_nxt + unsent.min(self.seg_size) > self.edge
+    }
+
+    /// Sends the head-of-window segment again on `path` and penalises the slower paths
+    /// holding it (Linux `mptcp_rcv_buf_optimization`: at most once per their RTT).
+    fn opportunistic_reinject(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
+        let Some((&dsn, &seg)) = self.segs.iter().next() else {
+            return 0;
+        };
+        if dsn != self.snd_una || seg.mask & path.bit() != 0 || MpData::OVERHEAD + seg.len as usize > room {
+            return 0;
+        }
+        let my_rtt = self.paths[path.index()].srtt_s();
+        for i in 0..self.paths.len() {
+            if seg.mask & (1 << i) == 0 {
+                continue;
+            }
+            let cwnd = self.allowance(&self.paths[i]) as f64;
+            let p = &mut self.paths[i];
+            let srtt = p.srtt_s();
+            let due = p
+                .last_penalty
+                .is_none_or(|t| now.saturating_since(t).as_secs_f64() >= srtt);
+            if srtt > my_rtt && due {
+                p.penalised_cwnd = Some((cwnd / 2.0).max(2.0 * MSS));
+                p.last_penalty = Some(now);
+            }
+        }
+        let n = self.emit(path, dsn, now, out);
+        self.stats.redundant_bytes_sent += u64::from(seg.len);
+        n
+    }
+
+    /// Queued reinjections (RTO, dead path) that `path` has not carried yet.
+    fn reinject_from_queue(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
+        let pick = self.reinject_q.iter().copied().find(|d| {
+            self.segs
+                .get(d)
+                .is_some_and(|s| s.mask & path.bit() == 0 && MpData::OVERHEAD + s.len as usize <= room)
+        });
+        let Some(dsn) = pick else { return 0 };
+        if !self.space(path) {
+            return 0;
+        }
+        self.reinject_q.remove(&dsn);
+        let len = u64::from(self.segs[&dsn].len);
+        let n = self.emit(path, dsn, now, out);
+        self.stats.redundant_bytes_sent += len;
+        n
+    }
+
+    fn queue_reinjection_of(&mut self, path: PathId) {
+        let bit = path.bit();
+        for (&d, s) in &self.segs {
+            if s.mask & bit != 0 {
+                self.reinject_q.insert(d);
+            }
+        }
+    }
+
+    /// Handles a DATA_ACK that arrived on any path.
+    pub fn on_data_ack(&mut self, _path: PathId, ack: &DataAck, now: Instant) -> Result<(), ProtocolError> {
+        let top = if self.fin_sent { self.write_end } else { self.snd_nxt };
+        if ack.data_ack > top {
+            return Err(ProtocolError::Unexpected {
+                path: _path,
+                what: "DATA_ACK beyond the data sent",
+            });
+        }
+        if ack.data_ack > self.snd_una {
+            let n = (ack.data_ack - self.snd_una) as usize;
+            self.buf.drain(..n);
+            // A segment straddling data_ack keeps its unacknowledged tail.
+            let mut keep = self.segs.split_off(&ack.data_ack);
+            if let Some((&d, s)) = self.segs.iter().next_back() {
+                let end = d + u64::from(s.len);
+                if end > ack.data_ack {
+                    keep.insert(
+                        ack.data_ack,
+                        Seg {
+                            len: (end - ack.data_ack) as u32,
+                            ..*s
+                        },
+                    );
+                }
+            }
+            self.segs = keep;
+            self.reinject_q = self.reinject_q.split_off(&ack.data_ack);
+            self.stats.bytes_acked += n as u64;
+            self.snd_una = ack.data_ack;
+            for p in &mut self.paths {
+                p.red_next = p.red_next.max(ack.data_ack);
+            }
+        }
+        self.edge = self.edge.max(ack.data_ack + u64::from(ack.window));
+        if ack.fin && self.fin_sent && ack.data_ack == self.write_end {
+            self.fin_acked = true;
+            self.segs.clear();
+            self.reinject_q.clear();
+        }
+        let blockage_aware = self.sched.blockage_aware();
+        for (i, &v) in ack.path_rx.iter().enumerate().take(self.paths.len()) {
+            let rto_base = {
+                let p = &self.paths[i];
+                Duration::from_secs_f64((3.0 * p.srtt_s()).max(self.cfg.rto_min.as_secs_f64()))
+            };
+            let p = &mut self.paths[i];
+            if !p.up {
+                continue;
+            }
+            let v = v.min(p.sent);
+            if v <= p.rx {
+                continue;
+            }
+            let delivered = (v - p.rx) as f64;
+            p.rx = v;
+            if let Some(pc) = p.penalised_cwnd.as_mut() {
+                *pc += MSS * delivered / pc.max(MSS);
+            }
+            if p.pf {
+                p.pf_progress = true;
+                if blockage_aware {
+                    p.pf = false;
+                    p.backoff = 0;
+                }
+            }
+            if !p.pf {
+                p.backoff = 0;
+                p.rto_at = (p.in_flight() > 0).then(|| now + rto_base);
+            }
+        }
+        if let Some(p) = self.paths.iter().position(|p| p.penalised_cwnd.is_some()) {
+            let drv = self.paths[p]
+                .stats
+                .cwnd_bytes
+                .map_or(f64::MAX, |c| c as f64 * self.cfg.cwnd_gain);
+            if self.paths[p].penalised_cwnd.is_some_and(|c| c >= drv) {
+                self.paths[p].penalised_cwnd = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// A driver hint (scan announcements).
+    pub fn path_hint(&mut self, path: PathId, hint: Hint) {
+        if !self.sched.scan_aware() {
+            return;
+        }
+        let p = self.path(path);
+        p.scan_paused = hint == Hint::ScanSoon;
+    }
+
+    fn send_redundant(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
+        let next = {
+            let p = &self.paths[path.index()];
+            p.red_next.max(self.snd_una)
+        };
+        if next < self.snd_nxt {
+            if !self.space(path) {
+                return 0;
+            }
+            let Some((&d, s)) = self.segs.range(next..).next() else {
+                return 0;
+            };
+            if MpData::OVERHEAD + s.len as usize > room {
+                return 0;
+            }
+            let len = u64::from(s.len);
+            self.paths[path.index()].red_next = d + len.max(1);
+            let n = self.emit(path, d, now, out);
+            self.stats.redundant_bytes_sent += len;
+            return n;
+        }
+        let n = self.send_new(path, room, now, out);
+        if n > 0 {
+            self.paths[path.index()].red_next = self.snd_nxt;
+        }
+        n
+    }
+
+    fn send_new(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
+        let Some((len, fin)) = self.next_len() else { return 0 };
+        if MpData::OVERHEAD + len as usize > room || !self.space(path) {
+            return 0;
+        }
+        let dsn = self.snd_nxt;
+        self.segs.insert(dsn, Seg { len, fin, mask: 0 });
+        self.snd_nxt += u64::from(len);
+        if fin {
+            self.fin_sent = true;
+        }
+        self.stats.bytes_sent += u64::from(len);
+        self.sched.on_sent(path, u64::from(len));
+        self.emit(path, dsn, now, out)
+    }
+}
+
+impl crate::scheme::StreamSender for MpSender {
+    fn write(&mut self, data: &[u8]) -> usize {
+        if self.finished {
+            return 0;
+        }
+        let n = data.len().min(self.send_room());
+        self.buf.extend(&data[..n]);
+        self.write_end += n as u64;
+        self.stats.bytes_written += n as u64;
+        n
+    }
+
+    fn finish(&mut self) {
+        self.finished = true;
+    }
+
+    fn is_all_acked(&self) -> bool {
+        self.snd_una == self.write_end && (!self.finished || self.fin_acked)
+    }
+
+    fn send_room(&self) -> usize {
+        if self.finished {
+            return 0;
+        }
+        self.send_buffer.saturating_sub(self.write_end - self.snd_una) as usize
+    }
+
+    fn path_up(&mut self, path: PathId, _now: Instant) {
+        let una = self.snd_una;
+        let p = self.path(path);
+        // A new connection: its counters start from zero on both ends.
+        *p = MetaPath {
+            up: true,
+            stats: p.stats,
+            red_next: una,
+            ..MetaPath::new()
+        };
+    }
+
+    fn path_down(&mut self, path: PathId, _now: Instant) {
+        let p = self.path(path);
+        if !p.up {
+            return;
+        }
+        p.up = false;
+        p.rto_at = None;
+        self.queue_reinjection_of(path);
+        // The copies it carried are gone: other paths may carry them now.
+        let bit = path.bit();
+        for s in self.segs.values_mut() {
+            s.mask &= !bit;
+        }
+    }
+
+    fn path_stats(&mut self, path: PathId, stats: PathStats) {
+        self.path(path).stats = stats;
+    }
+
+    fn on_ack(&mut self, path: PathId, _ack: &crate::wire::Ack, _now: Instant) -> Result<(), ProtocolError> {
+        Err(ProtocolError::Unexpected {
+            path,
+            what: "FBDT ACK in a meta-layer session",
+        })
+    }
+
+    fn poll_transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
+        if self.paths.get(path.index()).is_none_or(|p| !p.up) {
+            return 0;
+        }
+        let n = self.reinject_from_queue(path, room, now, out);
+        if n > 0 {
+            return n;
+        }
+        if self.sched.redundant() {
+            return self.send_redundant(path, room, now, out);
+        }
+        if self.window_blocked() {
+            self.stats.window_stalls += 1;
+            if self.reinject && self.space(path) {
+                return self.opportunistic_reinject(path, room, now, out);
+            }
+            return 0;
+        }
+        if self.next_len().is_none() {
+            return 0;
+        }
+        let views = self.build_views(now);
+        let chosen = {
+            let v = self.view(now, &views);
+            if self.next_len() == Some((0, true)) {
+                // DATA_FIN alone: any usable path.
+                views.iter().find(|p| p.usable).map(|p| p.id)
+            } else {
+                self.sched.select(&v)
+            }
+        };
+        self.views = views;
+        if chosen != Some(path) {
+            return 0;
+        }
+        self.send_new(path, room, now, out)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let rto = self.paths.iter().filter(|p| p.up).filter_map(|p| p.rto_at).min();
+        match (rto, self.sched.next_tick()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        for i in 0..self.paths.len() {
+            let p = &self.paths[i];
+            if !p.up || p.rto_at.is_none_or(|t| t > now) {
+                continue;
+            }
+            if p.pf && p.pf_progress {
+                // The backed-off retransmission got through: usable again.
+                let p = &mut self.paths[i];
+                p.pf = false;
+                p.pf_progress = false;
+                p.backoff = 0;
+                let rto = self.rto(&self.paths[i]);
+                let p = &mut self.paths[i];
+                p.rto_at = (p.in_flight() > 0).then(|| now + rto);
+                continue;
+            }
+            if p.in_flight() == 0 && !p.pf {
+                self.paths[i].rto_at = None;
+                continue;
+            }
+            // RTO expiry without progress: potentially failed, reinject its data elsewhere,
+            // back off.
+            if !self.paths[i].pf {
+                self.paths[i].pf = true;
+                self.paths[i].pf_progress = false;
+                self.stats.path_stalls += 1;
+                self.queue_reinjection_of(PathId(i as u8));
+            }
+            self.paths[i].backoff += 1;
+            let rto = self.rto(&self.paths[i]);
+            self.paths[i].rto_at = Some(now + rto);
+        }
+        if self.sched.next_tick().is_some_and(|t| t <= now) {
+            let views = self.build_views(now);
+            let v = self.view(now, &views);
+            self.sched.on_tick(&v);
+            self.views = views;
+        }
+    }
+
+    fn stats(&self) -> SenderStats {
+        self.stats.clone()
+    }
+}
