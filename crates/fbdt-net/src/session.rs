@@ -546,8 +546,11 @@ impl Driver {
             loop {
                 match tokio::time::timeout(PROBE_CONNECT, crate::dial::dial_tcp(&spec, &cfg, false)).await {
                     Ok(Ok(s)) => return Ok(s),
-                    Ok(Err(_)) => tokio::time::sleep(PROBE_CONNECT / 2).await,
-                    Err(_) => {}
+                    Ok(Err(e)) => {
+                        tracing::trace!(path = i, "probe: {e}");
+                        tokio::time::sleep(PROBE_CONNECT / 2).await
+                    }
+                    Err(_) => tracing::trace!(path = i, "probe: no SYN-ACK in time"),
                 }
             }
         }));
@@ -839,7 +842,9 @@ impl Driver {
                 self.conn.path_stats(PathId(i as u8), info.to_path_stats());
                 let stalled = info.looks_stalled();
                 if !stalled {
-                    self.paths[i].probe = None;
+                    if self.paths[i].probe.take().is_some() {
+                        tracing::debug!(session = %self.label, path = i, "path recovered on its own; probe dropped");
+                    }
                 } else if self.paths[i].probe.is_none() && self.dialer.is_some() && self.done_at.is_none() && !self.conn.is_closed() {
                     self.start_probe(i);
                 }

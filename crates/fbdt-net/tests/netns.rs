@@ -16,6 +16,12 @@ const PATHS: usize = 3;
 /// Per-path rate: low enough for 2 shared cores to keep up, high enough for a short run.
 const RATE: &str = "100mbit";
 
+fn mac(ns: &str, dev: &str) -> Result<String, String> {
+    let out = Command::new("ip").args(["-n", ns, "-br", "link", "show", "dev", dev]).output().map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace().nth(2).map(str::to_string).ok_or_else(|| format!("no MAC for {dev}: {text}"))
+}
+
 fn sh(args: &[&str]) -> Result<(), String> {
     let out = Command::new(args[0]).args(&args[1..]).output().map_err(|e| format!("{}: {e}", args[0]))?;
     if out.status.success() {
@@ -59,6 +65,14 @@ impl Netns {
                 sh(&["ip", "-n", n, "link", "set", d, "up"])?;
                 sh(&["ip", "netns", "exec", n, "tc", "qdisc", "add", "dev", d, "root", "tbf", "rate", RATE, "burst", "32kb", "latency", "20ms"])?;
             }
+        }
+        // Static neighbours: the test measures the transport's recovery, not ARP's (an ARP
+        // entry that failed during the outage is retried only once a second).
+        for i in 0..PATHS {
+            let (c, s) = (format!("c{i}"), format!("s{i}"));
+            let (mc, ms) = (mac(&ns.client, &c)?, mac(&ns.server, &s)?);
+            sh(&["ip", "-n", &ns.client, "neigh", "replace", &format!("10.77.{i}.1"), "lladdr", &ms, "dev", &c, "nud", "permanent"])?;
+            sh(&["ip", "-n", &ns.server, "neigh", "replace", &format!("10.77.{i}.2"), "lladdr", &mc, "dev", &s, "nud", "permanent"])?;
         }
         Ok(ns)
     }
