@@ -14,6 +14,7 @@
 //! protocol decisions. Limits are listed in docs/runtime.md.
 
 mod dial;
+mod send_check;
 mod server;
 mod session;
 pub mod sockopt;
