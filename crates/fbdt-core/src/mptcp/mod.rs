@@ -43,10 +43,14 @@ pub struct MptcpConfig {
     /// path holding it. `None` = the scheduler's default (on for minrtt, blest, ecf, rr,
     /// musher; off for the strict fixed/amuse and the redundant scheduler).
     pub reinject: Option<bool>,
-    /// A subflow may hold `cwnd_gain × cwnd` unacknowledged bytes, `cwnd` being what the
-    /// driver reports (TCP_INFO, or rate × RTT in the simulator). 2.0: a cwnd is at least
-    /// the BDP, and BBR's cwnd gain is 2; the extra also covers the DATA_ACK delay.
+    /// A subflow may hold `cwnd_gain × cwnd + cwnd_extra` bytes sent and not yet reported
+    /// received, `cwnd` being what the driver reports (TCP_INFO; rate × RTT in the
+    /// simulator). 1.0 and 64 KiB: the cwnd already is the BDP, and the in-flight count lags
+    /// the DATA_ACKs by a few segments. Much more than that exceeds what a simulated link
+    /// takes (BDP + its 256 KiB backlog): minRTT would then see room on the fast path that
+    /// the link refuses, and never use the slow one.
     pub cwnd_gain: f64,
+    pub cwnd_extra: u64,
     /// Subflow retransmission timeout: max(rto_min, 3 × srtt), doubled on every expiry
     /// without progress up to rto_max (Linux: TCP_RTO_MIN 200 ms, TCP_RTO_MAX 120 s).
     pub rto_min: Duration,
@@ -59,7 +63,8 @@ impl MptcpConfig {
         MptcpConfig {
             scheduler,
             reinject: None,
-            cwnd_gain: 2.0,
+            cwnd_gain: 1.0,
+            cwnd_extra: 64 * 1024,
             rto_min: Duration::from_millis(200),
             rto_max: Duration::from_secs_f64(120.0),
             musher: MusherParams::default(),

@@ -163,10 +163,9 @@ impl MpSender {
     }
 
     fn allowance(&self, p: &MetaPath) -> u64 {
-        let cwnd = p
-            .stats
-            .cwnd_bytes
-            .map_or(INITIAL_CWND as f64, |c| c as f64 * self.cfg.cwnd_gain);
+        let cwnd = p.stats.cwnd_bytes.map_or(INITIAL_CWND as f64, |c| {
+            c as f64 * self.cfg.cwnd_gain + self.cfg.cwnd_extra as f64
+        });
         let c = p.penalised_cwnd.map_or(cwnd, |pc| pc.min(cwnd));
         c as u64
     }
@@ -381,13 +380,14 @@ impl MpSender {
                 p.rto_at = (p.in_flight() > 0).then(|| now + rto_base);
             }
         }
-        if let Some(p) = self.paths.iter().position(|p| p.penalised_cwnd.is_some()) {
-            let drv = self.paths[p]
-                .stats
-                .cwnd_bytes
-                .map_or(f64::MAX, |c| c as f64 * self.cfg.cwnd_gain);
-            if self.paths[p].penalised_cwnd.is_some_and(|c| c >= drv) {
-                self.paths[p].penalised_cwnd = None;
+        // A penalised window that regrew to the driver's cwnd is no longer a cap.
+        for i in 0..self.paths.len() {
+            let p = &self.paths[i];
+            let drv = p.stats.cwnd_bytes.map_or(f64::MAX, |c| {
+                c as f64 * self.cfg.cwnd_gain + self.cfg.cwnd_extra as f64
+            });
+            if p.penalised_cwnd.is_some_and(|c| c >= drv) {
+                self.paths[i].penalised_cwnd = None;
             }
         }
         Ok(())

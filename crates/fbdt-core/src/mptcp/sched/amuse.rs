@@ -3,7 +3,7 @@
 //! delivery rates the driver reports in `PathStats` — in the simulator that is the link
 //! model's current rate (an exact oracle while a path is up; frozen at its last value during
 //! an outage, as TCP_INFO is); in the runtime it is TCP_INFO's delivery rate. r is
-//! re-evaluated at the start of every 100-segment pattern, clamped to [1, 99] so neither
+//! re-evaluated at the start of every 100-packet cycle, clamped to [1, 99] so neither
 //! path is abandoned.
 
 use super::fixed::{RatioPattern, RATIO_PATH};
@@ -32,15 +32,15 @@ pub fn oracle_ratio(v: &View<'_>) -> Option<u8> {
 
 impl Scheduler for Amuse {
     fn select(&mut self, v: &View<'_>) -> Option<PathId> {
-        if self.pattern.pos == 0 {
+        if self.pattern.at_cycle_start() {
             if let Some(r) = oracle_ratio(v) {
                 self.pattern.r = r;
             }
         }
         self.pattern.select(v)
     }
-    fn on_sent(&mut self, _path: PathId, _len: u64) {
-        self.pattern.advance();
+    fn on_sent(&mut self, _path: PathId, len: u64) {
+        self.pattern.advance(len);
     }
     fn reinject_default(&self) -> bool {
         false

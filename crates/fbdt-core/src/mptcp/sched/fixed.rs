@@ -2,6 +2,12 @@
 //! ratio path and the other 100 − r to the other path, in two consecutive bursts. Strict:
 //! when the path whose turn it is has no space, nothing is sent (no spill-over).
 //!
+//! The pattern counts MSS-sized packets (1448 bytes), as the kernel scheduler does, not
+//! meta-layer segments: a 100-packet cycle is 144,800 bytes, the ratio path takes the first
+//! r × 1448 of them. With 16 KiB segments a segment-counted burst of 77 would be 1.2 MiB —
+//! larger than a subflow's window — and the two paths would take turns instead of running
+//! side by side. A segment goes where the cycle position at its first byte says.
+//!
 //! The ratio path is path 1 — the WiGig/802.11ad path in every two-path built-in scenario
 //! (path 0 = WiFi). With more than two paths the "other" share goes to the lowest-index
 //! other path with space. A path that is down (reset, not merely blocked) leaves the
@@ -13,20 +19,29 @@ use crate::path::PathId;
 /// The path that gets r of every 100 segments.
 pub const RATIO_PATH: PathId = PathId(1);
 
-/// Position in the 100-segment pattern and the share r.
+/// The pattern's unit: one TCP MSS.
+pub const UNIT: u64 = 1448;
+
+/// Position in the 100-packet pattern (in bytes) and the share r.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RatioPattern {
     pub r: u8,
-    pub pos: u8,
+    /// Bytes into the current cycle of 100 × UNIT.
+    pub pos: u64,
 }
 
 impl RatioPattern {
     /// Whether the next segment is the ratio path's.
     pub fn ratio_turn(&self) -> bool {
-        self.pos < self.r
+        self.pos < u64::from(self.r) * UNIT
     }
-    pub fn advance(&mut self) {
-        self.pos = (self.pos + 1) % 100;
+    /// A segment of `len` bytes was assigned.
+    pub fn advance(&mut self, len: u64) {
+        self.pos = (self.pos + len.max(1)) % (100 * UNIT);
+    }
+    /// At the start of a cycle (where AMuSe re-reads its oracle).
+    pub fn at_cycle_start(&self) -> bool {
+        self.pos < UNIT
     }
 
     /// The strict FixedRatio decision.
@@ -67,8 +82,8 @@ impl Scheduler for FixedRatio {
     fn select(&mut self, v: &View<'_>) -> Option<PathId> {
         self.pattern.select(v)
     }
-    fn on_sent(&mut self, _path: PathId, _len: u64) {
-        self.pattern.advance();
+    fn on_sent(&mut self, _path: PathId, len: u64) {
+        self.pattern.advance(len);
     }
     fn reinject_default(&self) -> bool {
         false
@@ -91,7 +106,7 @@ mod tests {
             let mut seq = Vec::new();
             for _ in 0..200 {
                 let p = s.select(&view(&paths, 1 << 30, 1 << 30)).unwrap();
-                s.on_sent(p, 16384);
+                s.on_sent(p, UNIT);
                 seq.push(p.0);
             }
             let mut want: Vec<u8> = std::iter::repeat(1).take(r as usize).collect();
@@ -99,6 +114,20 @@ mod tests {
             assert_eq!(&seq[..100], &want[..], "r = {r}");
             assert_eq!(&seq[100..], &want[..], "the pattern repeats");
         }
+    }
+
+    #[test]
+    fn large_segments_follow_the_ratio_in_bytes() {
+        let paths = [path(0, 5.0, u64::MAX / 2, 0), path(1, 2.0, u64::MAX / 2, 0)];
+        let mut s = FixedRatio::new(77);
+        let mut bytes = [0u64; 2];
+        for _ in 0..10_000 {
+            let p = s.select(&view(&paths, 1 << 30, 1 << 30)).unwrap();
+            s.on_sent(p, 16384);
+            bytes[p.index()] += 16384;
+        }
+        let share = bytes[1] as f64 / (bytes[0] + bytes[1]) as f64;
+        assert!((share - 0.77).abs() < 0.01, "share {share}");
     }
 
     #[test]

@@ -342,8 +342,8 @@ impl Scheduler for Musher {
     fn select(&mut self, v: &View<'_>) -> Option<PathId> {
         self.pattern.select(v)
     }
-    fn on_sent(&mut self, _path: PathId, _len: u64) {
-        self.pattern.advance();
+    fn on_sent(&mut self, _path: PathId, len: u64) {
+        self.pattern.advance(len);
     }
     fn blockage_aware(&self) -> bool {
         true
