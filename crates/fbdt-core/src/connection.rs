@@ -675,3 +675,10 @@ impl Connection {
         }
     }
 }
+
+/// The runtime moves a `Connection` between worker threads: keep it `Send`.
+#[allow(dead_code)]
+const fn connection_is_send() {
+    const fn assert_send<T: Send>() {}
+    assert_send::<Connection>();
+}

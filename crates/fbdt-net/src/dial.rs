@@ -57,9 +57,7 @@ pub async fn connect(paths: Vec<PathSpec>, mut cfg: NetConfig) -> Result<Session
         return Err(Error::Config(format!("at most {} paths", fbdt_core::wire::MAX_PATHS)));
     }
     cfg.core.seed = rand::random();
-    let conn = crate::send_check::SendConnection(
-        Connection::client(cfg.core.clone()).map_err(|e| Error::Config(e.to_string()))?,
-    );
+    let conn = Connection::client(cfg.core.clone()).map_err(|e| Error::Config(e.to_string()))?;
     let cfg = Arc::new(cfg);
     let dials = paths.iter().map(|p| dial_tcp(p, &cfg, false));
     let results: Vec<io::Result<TcpStream>> = futures_join_all(dials).await;

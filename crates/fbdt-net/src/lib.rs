@@ -14,7 +14,6 @@
 //! protocol decisions. Limits are listed in docs/runtime.md.
 
 mod dial;
-mod send_check;
 mod server;
 mod session;
 pub mod sockopt;

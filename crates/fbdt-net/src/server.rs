@@ -190,11 +190,10 @@ async fn route(
             }
             let mut core = cfg.core.clone();
             core.seed = rand::random();
-            let Ok(conn) = Connection::server(core) else {
+            let Ok(mut conn) = Connection::server(core) else {
                 registry.count.fetch_sub(1, Ordering::SeqCst);
                 return;
             };
-            let mut conn = crate::send_check::SendConnection(conn);
             let _ = conn.add_path(PathId(0), Instant::ZERO);
             if let Err(e) = conn.handle_recv(PathId(0), &buf, Instant::ZERO) {
                 registry.count.fetch_sub(1, Ordering::SeqCst);

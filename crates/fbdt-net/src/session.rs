@@ -222,7 +222,7 @@ struct PathSlot {
 }
 
 struct Driver {
-    conn: crate::send_check::SendConnection,
+    conn: fbdt_core::Connection,
     cfg: Arc<NetConfig>,
     epoch: tokio::time::Instant,
     paths: Vec<PathSlot>,
@@ -265,7 +265,7 @@ struct Parts {
     connected_rx: oneshot::Receiver<Result<(), String>>,
 }
 
-fn build(conn: crate::send_check::SendConnection, cfg: Arc<NetConfig>, label: String) -> Parts {
+fn build(conn: fbdt_core::Connection, cfg: Arc<NetConfig>, label: String) -> Parts {
     let (cmd_tx, cmd_rx) = mpsc::channel(CHANNEL_CHUNKS);
     let (app_tx, app_rx) = mpsc::channel(CHANNEL_CHUNKS);
     let (ctx, crx) = oneshot::channel();
@@ -317,7 +317,7 @@ fn build(conn: crate::send_check::SendConnection, cfg: Arc<NetConfig>, label: St
 }
 
 pub(crate) async fn start_client(
-    conn: crate::send_check::SendConnection,
+    conn: fbdt_core::Connection,
     streams: Vec<Option<TcpStream>>,
     dialer: Dialer,
     cfg: Arc<NetConfig>,
@@ -352,7 +352,7 @@ pub(crate) async fn start_client(
 
 /// Starts a server session whose path 0 already carried the HELLO (handled by `conn`).
 pub(crate) fn start_server(
-    conn: crate::send_check::SendConnection,
+    conn: fbdt_core::Connection,
     stream0: TcpStream,
     new_paths: mpsc::Receiver<NewPath>,
     cfg: Arc<NetConfig>,

@@ -88,7 +88,7 @@ pub struct MpSender {
     cfg: MptcpConfig,
     seg_size: u64,
     send_buffer: u64,
-    sched: Box<dyn Scheduler>,
+    sched: Box<dyn Scheduler + Send>,
     reinject: bool,
     /// Bytes [snd_una, write_end).
     buf: VecDeque<u8>,

@@ -145,7 +145,7 @@ impl SchedulerKind {
         })
     }
 
-    pub fn build(&self, musher: &MusherParams, now: Instant) -> Box<dyn Scheduler> {
+    pub fn build(&self, musher: &MusherParams, now: Instant) -> Box<dyn Scheduler + Send> {
         match self {
             SchedulerKind::MinRtt => Box::new(MinRtt),
             SchedulerKind::Blest => Box::new(Blest::default()),
