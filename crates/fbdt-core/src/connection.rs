@@ -257,6 +257,16 @@ impl Connection {
         }
     }
 
+    /// Whether `first` (the first bytes of a new connection) begins with a JOIN this
+    /// session accepts: right token and HMAC. A server checks this before a new connection
+    /// may replace a live path, so a forged JOIN cannot knock a working path out.
+    pub fn accepts_join(&self, first: &[u8]) -> bool {
+        match (Frame::parse(first), &self.keys) {
+            (Ok((Frame::Join(j), _)), Some(k)) => k.verify(&j),
+            _ => false,
+        }
+    }
+
     /// A new connection for `path` exists. Client: path 0 carries HELLO, others JOIN once
     /// the session is established. Server: path 0 for a connection that began with HELLO,
     /// the JOIN's path index otherwise (see `handshake::first_frame`).

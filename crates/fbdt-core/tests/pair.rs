@@ -342,6 +342,23 @@ fn a_join_with_a_wrong_hmac_drops_only_that_path() {
 }
 
 #[test]
+fn a_server_can_check_a_join_before_it_replaces_a_path() {
+    let mut pair = Pair::new(2, Config::default());
+    pair.drive_bounded(10_000, |p| p.server.is_established() && p.client.is_established());
+    let token = pair.server.token().unwrap();
+    let mut forged = Vec::new();
+    Frame::Join(wire::Join { token, path_index: 1, hmac: [7; 32] }).emit(&mut forged);
+    assert!(!pair.server.accepts_join(&forged));
+    assert!(!pair.server.accepts_join(b"garbage"));
+    // The client's real JOIN for path 1, as a fresh connection would start with it.
+    pair.client.path_down(PathId(1), pair.now);
+    pair.client.add_path(PathId(1), pair.now).unwrap();
+    let mut real = Vec::new();
+    assert!(pair.client.poll_transmit(PathId(1), ROOM, pair.now, &mut real) > 0);
+    assert!(pair.server.accepts_join(&real));
+}
+
+#[test]
 fn an_unknown_version_is_refused() {
     let mut server = Connection::server(Config::default()).unwrap();
     server.add_path(PathId(0), Instant::ZERO).unwrap();

@@ -444,6 +444,10 @@ impl Driver {
             };
             progress = true;
             let i = np.index as usize;
+            if !self.conn.accepts_join(&np.first) {
+                tracing::warn!(session = %self.label, path = i, "refused a JOIN with a wrong HMAC");
+                continue;
+            }
             if self.paths.get(i).is_some_and(|p| p.stream.is_some()) {
                 // A fresh connection replaces this path's old one (the client saw it stall).
                 self.conn.path_down(PathId(np.index), now);
