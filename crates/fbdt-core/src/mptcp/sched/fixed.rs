@@ -10,8 +10,10 @@
 //!
 //! The ratio path is path 1 — the WiGig/802.11ad path in every two-path built-in scenario
 //! (path 0 = WiFi). With more than two paths the "other" share goes to the lowest-index
-//! other path with space. A path that is down (reset, not merely blocked) leaves the
-//! pattern: its share goes to the paths that are up, or the stream would stop for good.
+//! other path with space. A path that is not available — down, "potentially failed" after a
+//! retransmission timeout, or paused for a scan — leaves the pattern and its share goes to
+//! the available paths, as the kernel's schedulers only ever pick among available
+//! subflows. "Strict" is about a *full* path (no cwnd room): its turn is waited for.
 
 use super::{Scheduler, View};
 use crate::path::PathId;
@@ -46,8 +48,8 @@ impl RatioPattern {
 
     /// The strict FixedRatio decision.
     pub fn select(&self, v: &View<'_>) -> Option<PathId> {
-        let ratio = v.paths.iter().find(|p| p.id == RATIO_PATH && p.up);
-        let others_up = v.paths.iter().any(|p| p.id != RATIO_PATH && p.up);
+        let ratio = v.paths.iter().find(|p| p.id == RATIO_PATH && p.usable);
+        let others_up = v.paths.iter().any(|p| p.id != RATIO_PATH && p.usable);
         let to_ratio = match (ratio.is_some(), others_up) {
             (true, true) => self.ratio_turn(),
             (true, false) => true,
@@ -136,9 +138,8 @@ mod tests {
         // Ratio path full on its turn → wait, although path 0 has space.
         let paths = [path(0, 5.0, 1 << 20, 0), path(1, 2.0, 100_000, 100_000)];
         assert_eq!(s.select(&view(&paths, 1 << 30, 1 << 30)), None);
-        // Ratio path down (reset) → everything to path 0.
+        // Ratio path unavailable (potentially failed) → everything to path 0.
         let mut dead = path(1, 2.0, 1 << 20, 0);
-        dead.up = false;
         dead.usable = false;
         let paths = [path(0, 5.0, 1 << 20, 0), dead];
         assert_eq!(s.select(&view(&paths, 1 << 30, 1 << 30)), Some(PathId(0)));
