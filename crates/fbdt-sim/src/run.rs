@@ -11,6 +11,8 @@ use crate::endpoint::{FbdtEnd, Side, SimEndpoint, TcpEnd};
 use crate::link::{Link, LinkParams};
 
 /// What runs over the simulated paths.
+// One value per run: the size difference between the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum SimScheme {
     /// The core's `Connection`: FBDT, or the MPTCP-style meta layer when `Config::mptcp`

@@ -111,8 +111,8 @@ mod tests {
                 s.on_sent(p, UNIT);
                 seq.push(p.0);
             }
-            let mut want: Vec<u8> = std::iter::repeat(1).take(r as usize).collect();
-            want.extend(std::iter::repeat(0).take(100 - r as usize));
+            let mut want: Vec<u8> = std::iter::repeat_n(1, r as usize).collect();
+            want.extend(std::iter::repeat_n(0, 100 - r as usize));
             assert_eq!(&seq[..100], &want[..], "r = {r}");
             assert_eq!(&seq[100..], &want[..], "the pattern repeats");
         }

@@ -5,10 +5,12 @@
 //! Every τ2 the monitor takes one sample: total throughput (Σ bytes the receiver got on each
 //! subflow over τ2, from the DATA_ACK counters) and each subflow's send-queue occupancy
 //! (bytes sent and not yet received). It triggers a search when
-//! - throughput is more than ω below the reference for α samples in a row (capacity drop), or
+//! - throughput is more than ω below the reference for α samples in a row (capacity drop),
+//!   or
 //! - a subflow's send queue is more than β below its reference for λ samples in a row while
 //!   throughput stays within ω of the reference (capacity rise), or
 //! - `periodic` has passed since the last search.
+//!
 //! The search: T(r) over τ1, then probe r+δ and r−δ for τ1 each; walk in the better
 //! direction in steps of δ while throughput improves by more than `margin`; then one probe
 //! of δ/2 either side of the best; keep the best. Afterwards the references (and ω = 0.15 ·
@@ -229,6 +231,12 @@ impl Musher {
         });
     }
 
+    /// Starts measuring best (or centre) + `off`, or returns false when out of range.
+    fn try_rel(&mut self, s: &mut Search, from_centre: bool, off: i32, now: Instant) -> bool {
+        let base = if from_centre { s.centre } else { s.best_r };
+        self.try_r(s, i32::from(base) + off, now)
+    }
+
     /// Starts measuring `r`, or returns false when it is out of range.
     fn try_r(&mut self, s: &mut Search, r: i32, now: Instant) -> bool {
         let Some(r) = self.clamp(r) else { return false };
@@ -254,9 +262,9 @@ impl Musher {
             Stage::Base => {
                 s.best_t = t;
                 s.stage = Stage::Probe { up: true };
-                if !{ let r = i32::from(s.best_r) + d; self.try_r(&mut s, r, now) } {
+                if !self.try_rel(&mut s, false, d, now) {
                     s.stage = Stage::Probe { up: false };
-                    if !{ let r = i32::from(s.best_r) - d; self.try_r(&mut s, r, now) } {
+                    if !self.try_rel(&mut s, false, -(d), now) {
                         return self.finish_search(s.best_r, now);
                     }
                 }
@@ -264,7 +272,7 @@ impl Musher {
             Stage::Probe { up: true } => {
                 s.probe_up = t;
                 s.stage = Stage::Probe { up: false };
-                if !{ let r = i32::from(s.best_r) - d; self.try_r(&mut s, r, now) } {
+                if !self.try_rel(&mut s, false, -(d), now) {
                     return self.after_probes(s, f64::NEG_INFINITY, now);
                 }
             }
@@ -273,7 +281,7 @@ impl Musher {
                 if better {
                     s.best_r = s.trying;
                     s.best_t = t;
-                    if { let r = i32::from(s.best_r) + i32::from(dir) * d; self.try_r(&mut s, r, now) } {
+                    if self.try_rel(&mut s, false, i32::from(dir) * d, now) {
                         self.phase = Phase::Search(s);
                         return;
                     }
@@ -287,7 +295,7 @@ impl Musher {
                 }
                 if up {
                     s.stage = Stage::Fine { up: false };
-                    if { let r = i32::from(s.centre) - half; self.try_r(&mut s, r, now) } {
+                    if self.try_rel(&mut s, true, -(half), now) {
                         self.phase = Phase::Search(s);
                         return;
                     }
@@ -312,7 +320,7 @@ impl Musher {
             s.best_r = (i32::from(s.best_r) + i32::from(dir) * d) as u8;
             s.best_t = if dir > 0 { s.probe_up } else { down_t };
             s.stage = Stage::Walk { dir };
-            if { let r = i32::from(s.best_r) + i32::from(dir) * d; self.try_r(&mut s, r, now) } {
+            if self.try_rel(&mut s, false, i32::from(dir) * d, now) {
                 self.phase = Phase::Search(s);
                 return;
             }
@@ -325,12 +333,12 @@ impl Musher {
         let half = i32::from(self.p.delta / 2).max(1);
         s.centre = s.best_r;
         s.stage = Stage::Fine { up: true };
-        if { let r = i32::from(s.centre) + half; self.try_r(&mut s, r, now) } {
+        if self.try_rel(&mut s, true, half, now) {
             self.phase = Phase::Search(s);
             return;
         }
         s.stage = Stage::Fine { up: false };
-        if { let r = i32::from(s.centre) - half; self.try_r(&mut s, r, now) } {
+        if self.try_rel(&mut s, true, -(half), now) {
             self.phase = Phase::Search(s);
             return;
         }
