@@ -4,9 +4,9 @@
 //!   X = cwnd_f · n + n·(n−1)/2 · MSS,  n = rtt_s / rtt_f
 //! (its cwnd grows by one MSS per RTT in congestion avoidance). If λ·X plus the segment does
 //! not fit in the shared receive window left, sending on the slow path would block the fast
-//! one: wait instead. λ adapts as in the paper: +δλ when the window blocks anyway (the
-//! meta layer reports reinjections), −δλ/... is omitted; λ starts at 1 (VAGUE: we keep λ
-//! fixed unless `on_window_blocked` raises it, capped at 2, decayed by ×0.99 per segment).
+//! one: wait instead. The paper adapts λ (raise it when the window blocks anyway, lower it
+//! slowly otherwise); we keep λ = 1 (`Blest::lambda`, public so it can be set) — the
+//! adaptation's step sizes are not given precisely enough to copy.
 
 use super::{Scheduler, View};
 use crate::path::PathId;
@@ -45,10 +45,6 @@ impl Scheduler for Blest {
         } else {
             Some(slow.id)
         }
-    }
-
-    fn on_sent(&mut self, _path: PathId, _len: u64) {
-        self.lambda = (self.lambda * 0.99).max(1.0);
     }
 }
 
