@@ -1,5 +1,6 @@
 //! `fbdt-lab`: run FBDT and its baselines over the papers' scenarios.
 
+mod emu_backend;
 mod report;
 mod run;
 mod scheme;

@@ -42,18 +42,16 @@ pub struct RunArgs {
     /// Repetitions with seeds seed, seed+1, …
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
-    /// Multiply every path rate by this factor.
-    #[arg(long, default_value_t = 1.0)]
-    pub scale: f64,
+    /// Multiply every path rate by this factor (default: 1 in the simulator; on the testbed
+    /// the largest this machine emulates faithfully, see docs/testbed.md).
+    #[arg(long)]
+    pub scale: Option<f64>,
     /// Write the results JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
 
 pub fn run(args: RunArgs) -> Result<RunReport> {
-    if args.backend == Backend::Emu {
-        bail!("--backend emu is not wired into `fbdt-lab run` yet; use --backend sim");
-    }
     if args.repeat == 0 || args.repeat > 1000 {
         bail!("--repeat must be in 1..=1000");
     }
@@ -80,11 +78,18 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
     if names.is_empty() {
         bail!("--schemes is empty");
     }
+    if args.backend == Backend::Emu {
+        return run_emu(&args, scenario, &names, seed);
+    }
+    let scale = args.scale.unwrap_or(1.0);
+    if !(scale.is_finite() && scale > 0.0) {
+        bail!("--scale must be > 0, got {scale}");
+    }
     // Parse every scheme before running any, so a typo fails fast.
     for n in &names {
         scheme::parse(n, &scenario, seed)?;
     }
-    let first = scenario.schedule(args.scale)?;
+    let first = scenario.schedule(scale)?;
     let params = SimParams::default();
     let ticks_per_run = (scenario.duration_s / params.sample_interval_s).round() as u64;
     let bar = ProgressBar::new(ticks_per_run * names.len() as u64 * u64::from(args.repeat));
@@ -125,7 +130,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             let schedule = if r == 0 {
                 first.clone()
             } else {
-                sc.schedule(args.scale)?
+                sc.schedule(scale)?
             };
             let sim_scheme = match scheme::parse(name, &sc, run_seed)? {
                 Scheme::Fbdt(cfg) => SimScheme::Fbdt(*cfg),
@@ -184,19 +189,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
     }
     bar.finish_and_clear();
 
-    let sum_standalone = {
-        let tcp: Vec<f64> = scenario
-            .paths
-            .iter()
-            .filter_map(|p| {
-                results
-                    .iter()
-                    .find(|r| r.scheme == format!("tcp:{}", p.name))
-                    .map(|r| r.goodput_mbps)
-            })
-            .collect();
-        (tcp.len() == scenario.paths.len()).then(|| tcp.iter().sum())
-    };
+    let sum_standalone = sum_standalone(&scenario, &results);
     let mut meta = Meta::here();
     meta.sim = Some(BTreeMap::from([
         ("backlog_bytes".to_string(), params.link.backlog_bytes as f64),
@@ -209,7 +202,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
         backend: "sim".into(),
         duration_s: scenario.duration_s,
         seed,
-        scale: args.scale,
+        scale,
         congestion_control: scenario.congestion_control.clone(),
         capacity_mbps: first.capacity_mbps(),
         results,
@@ -223,6 +216,49 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
         eprintln!("wrote {}", path.display());
     }
     Ok(report)
+}
+
+fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> Result<RunReport> {
+    if args.repeat != 1 {
+        bail!("--repeat is not supported on --backend emu yet");
+    }
+    let bar = ProgressBar::new((scenario.duration_s / 0.1).round() as u64 * names.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>24} [{bar:30}] {percent:>3}%, ETA {eta}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let emu = crate::emu_backend::run(&scenario, names, args.scale, &bar)?;
+    bar.finish_and_clear();
+    let report = RunReport {
+        scenario: scenario.name.clone(),
+        backend: "emu".into(),
+        duration_s: scenario.duration_s,
+        seed,
+        scale: emu.scale,
+        congestion_control: scenario.congestion_control.clone(),
+        capacity_mbps: emu.capacity_mbps,
+        sum_standalone_mbps: sum_standalone(&scenario, &emu.results),
+        results: emu.results,
+        meta: Meta::here(),
+        scenario_def: scenario,
+    };
+    print_table(&report);
+    if let Some(path) = &args.json {
+        write_json(path, &report)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(report)
+}
+
+/// Σ of the `tcp:<path>` goodputs when every path was run alone.
+fn sum_standalone(scenario: &Scenario, results: &[SchemeResult]) -> Option<f64> {
+    let tcp: Vec<f64> = scenario
+        .paths
+        .iter()
+        .filter_map(|p| results.iter().find(|r| r.scheme == format!("tcp:{}", p.name)).map(|r| r.goodput_mbps))
+        .collect();
+    (tcp.len() == scenario.paths.len()).then(|| tcp.iter().sum())
 }
 
 pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<()> {

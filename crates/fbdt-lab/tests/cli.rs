@@ -119,3 +119,33 @@ fn scenarios_lists_the_builtins() {
         assert!(s.contains(name), "{name} missing from:\n{s}");
     }
 }
+
+#[test]
+fn an_emulated_run_measures_tcp_and_kernel_mptcp() {
+    if let Some(why) = fbdt_emu::skip_reason() {
+        eprintln!("SKIP: the emulated testbed needs root: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("emu.json");
+    let out = lab()
+        .args(["run", "los", "--backend", "emu", "--schemes", "tcp:wifi,mptcp", "--duration", "3"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["backend"], "emu");
+    let scale = v["scale"].as_f64().unwrap();
+    assert!(scale > 0.0 && scale <= 1.0);
+    let cap = v["capacity_mbps"].as_f64().unwrap();
+    for r in v["results"].as_array().unwrap() {
+        let g = r["goodput_mbps"].as_f64().unwrap();
+        assert!(g > 0.0 && g <= cap * 1.01, "{}: {g} vs capacity {cap}", r["scheme"]);
+    }
+    // Kernel MPTCP used both paths.
+    let mptcp = &v["results"][1];
+    assert!(mptcp["per_path_bytes"]["wifi"].as_u64().unwrap() > 0);
+    assert!(mptcp["per_path_bytes"]["wigig"].as_u64().unwrap() > 0);
+}
