@@ -3,61 +3,12 @@
 //! client checks every byte against the sender's pattern.
 
 use fbdt_core::{Config, SchedulerKind};
-use fbdt_scenario::{PathTimeline, Schedule, Step};
+use fbdt_scenario::Schedule;
 use fbdt_sim::{run, PathReset, SimParams, SimScheme};
 use proptest::prelude::*;
 
-#[derive(Clone, Debug)]
-struct PathPlan {
-    rate_mbps: f64,
-    delay_ms: f64,
-    /// (start s, length s) of outages.
-    outages: Vec<(f64, f64)>,
-}
-
-fn timeline(i: usize, plan: &PathPlan) -> PathTimeline {
-    let base = Step {
-        t_s: 0.0,
-        rate_mbps: plan.rate_mbps,
-        delay_ms: plan.delay_ms,
-        loss: 0.0,
-        scan: false,
-    };
-    let mut steps = vec![base];
-    let mut outages = plan.outages.clone();
-    outages.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut last_end = 0.0;
-    for (start, len) in outages {
-        let start = f64::max(start, last_end + 0.01);
-        steps.push(Step {
-            t_s: start,
-            rate_mbps: 0.0,
-            ..base
-        });
-        steps.push(Step {
-            t_s: start + len,
-            ..base
-        });
-        last_end = start + len;
-    }
-    PathTimeline {
-        name: format!("p{i}"),
-        steps,
-    }
-}
-
-fn path_plan() -> impl Strategy<Value = PathPlan> {
-    (
-        1.0f64..2000.0,
-        0.05f64..40.0,
-        prop::collection::vec((0.0f64..4.0, 0.01f64..1.5), 0..3),
-    )
-        .prop_map(|(rate_mbps, delay_ms, outages)| PathPlan {
-            rate_mbps,
-            delay_ms,
-            outages,
-        })
-}
+mod common;
+use common::{path_plan, timeline, PathPlan};
 
 fn scheduler() -> impl Strategy<Value = SchedulerKind> {
     prop_oneof![
@@ -120,7 +71,11 @@ fn check(
     prop_assert_eq!(client.receiver.bytes_delivered, size);
     prop_assert_eq!(client.receiver.bytes_read, size);
     let server = out.server.expect("stats");
-    prop_assert_eq!(server.sender.bytes_sent, size, "each byte's first transmission is counted once");
+    prop_assert_eq!(
+        server.sender.bytes_sent,
+        size,
+        "each byte's first transmission is counted once"
+    );
     prop_assert_eq!(server.sender.bytes_acked, size);
     Ok(())
 }
@@ -160,11 +115,28 @@ fn each_scheduler_survives_outages_and_a_kill() {
     ];
     for kind in kinds {
         let plans = vec![
-            PathPlan { rate_mbps: 500.0, delay_ms: 3.0, outages: vec![(0.3, 0.5)] },
-            PathPlan { rate_mbps: 1600.0, delay_ms: 1.0, outages: vec![(0.1, 0.4), (1.0, 1.0)] },
-            PathPlan { rate_mbps: 50.0, delay_ms: 20.0, outages: vec![] },
+            PathPlan {
+                rate_mbps: 500.0,
+                delay_ms: 3.0,
+                outages: vec![(0.3, 0.5)],
+            },
+            PathPlan {
+                rate_mbps: 1600.0,
+                delay_ms: 1.0,
+                outages: vec![(0.1, 0.4), (1.0, 1.0)],
+            },
+            PathPlan {
+                rate_mbps: 50.0,
+                delay_ms: 20.0,
+                outages: vec![],
+            },
         ];
-        check(plans, vec![(0.5, 1, Some(0.2)), (0.7, 2, None)], 60_000_000, config(kind.clone(), 16384, 1 << 20, 1))
-            .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        check(
+            plans,
+            vec![(0.5, 1, Some(0.2)), (0.7, 2, None)],
+            60_000_000,
+            config(kind.clone(), 16384, 1 << 20, 1),
+        )
+        .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
     }
 }

@@ -1,0 +1,56 @@
+//! Random path behaviours shared by the integrity property tests.
+
+use fbdt_scenario::{PathTimeline, Step};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+pub struct PathPlan {
+    pub rate_mbps: f64,
+    pub delay_ms: f64,
+    /// (start s, length s) of outages.
+    pub outages: Vec<(f64, f64)>,
+}
+
+pub fn timeline(i: usize, plan: &PathPlan) -> PathTimeline {
+    let base = Step {
+        t_s: 0.0,
+        rate_mbps: plan.rate_mbps,
+        delay_ms: plan.delay_ms,
+        loss: 0.0,
+        scan: false,
+    };
+    let mut steps = vec![base];
+    let mut outages = plan.outages.clone();
+    outages.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut last_end = 0.0;
+    for (start, len) in outages {
+        let start = f64::max(start, last_end + 0.01);
+        steps.push(Step {
+            t_s: start,
+            rate_mbps: 0.0,
+            ..base
+        });
+        steps.push(Step {
+            t_s: start + len,
+            ..base
+        });
+        last_end = start + len;
+    }
+    PathTimeline {
+        name: format!("p{i}"),
+        steps,
+    }
+}
+
+pub fn path_plan() -> impl Strategy<Value = PathPlan> {
+    (
+        1.0f64..2000.0,
+        0.05f64..40.0,
+        prop::collection::vec((0.0f64..4.0, 0.01f64..1.5), 0..3),
+    )
+        .prop_map(|(rate_mbps, delay_ms, outages)| PathPlan {
+            rate_mbps,
+            delay_ms,
+            outages,
+        })
+}
