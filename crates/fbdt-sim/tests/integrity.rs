@@ -7,12 +7,11 @@
 //! against the sender's pattern; a wrong, missing, duplicated or reordered byte fails.
 
 use fbdt_core::{Config, WindowConfig};
-use fbdt_scenario::Schedule;
-use fbdt_sim::{run, PathReset, SimParams, SimScheme};
+use fbdt_sim::{run, SimParams, SimScheme};
 use proptest::prelude::*;
 
 mod common;
-use common::{path_plan, timeline, PathPlan};
+use common::{path_plan, setup, PathPlan};
 
 fn config() -> impl Strategy<Value = Config> {
     (
@@ -43,27 +42,7 @@ fn check(
     size: u64,
     cfg: Config,
 ) -> Result<(), TestCaseError> {
-    let n = plans.len();
-    let schedule = Schedule {
-        duration_s: 120.0,
-        scale: 1.0,
-        paths: plans.iter().enumerate().map(|(i, p)| timeline(i, p)).collect(),
-    };
-    // Path 0 is the survivor: kills only hit the others.
-    let path_resets: Vec<PathReset> = kills
-        .into_iter()
-        .filter(|&(_, p, _)| n > 1 && p % n != 0)
-        .map(|(at_s, p, reconnect_after_s)| PathReset {
-            at_s,
-            path: p % n,
-            reconnect_after_s,
-        })
-        .collect();
-    let params = SimParams {
-        transfer_bytes: Some(size),
-        path_resets,
-        ..SimParams::default()
-    };
+    let (schedule, params) = setup(&plans, kills, size, 120.0);
     let out = run(&schedule, &SimScheme::Fbdt(cfg), &params, |_| {}).map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert!(
         out.completed_at_s.is_some(),

@@ -3,12 +3,11 @@
 //! client checks every byte against the sender's pattern.
 
 use fbdt_core::{Config, SchedulerKind};
-use fbdt_scenario::Schedule;
-use fbdt_sim::{run, PathReset, SimParams, SimScheme};
+use fbdt_sim::{run, SimScheme};
 use proptest::prelude::*;
 
 mod common;
-use common::{path_plan, timeline, PathPlan};
+use common::{path_plan, setup, PathPlan};
 
 fn scheduler() -> impl Strategy<Value = SchedulerKind> {
     prop_oneof![
@@ -37,26 +36,7 @@ fn check(
     size: u64,
     cfg: Config,
 ) -> Result<(), TestCaseError> {
-    let n = plans.len();
-    let schedule = Schedule {
-        duration_s: 300.0,
-        scale: 1.0,
-        paths: plans.iter().enumerate().map(|(i, p)| timeline(i, p)).collect(),
-    };
-    let path_resets: Vec<PathReset> = kills
-        .into_iter()
-        .filter(|&(_, p, _)| n > 1 && p % n != 0)
-        .map(|(at_s, p, reconnect_after_s)| PathReset {
-            at_s,
-            path: p % n,
-            reconnect_after_s,
-        })
-        .collect();
-    let params = SimParams {
-        transfer_bytes: Some(size),
-        path_resets,
-        ..SimParams::default()
-    };
+    let (schedule, params) = setup(&plans, kills, size, 300.0);
     let out = run(&schedule, &SimScheme::Fbdt(cfg.clone()), &params, |_| {})
         .map_err(|e| TestCaseError::fail(format!("{:?}: {e}", cfg.mptcp.as_ref().map(|m| &m.scheduler))))?;
     prop_assert!(

@@ -1,6 +1,7 @@
 //! Random path behaviours shared by the integrity property tests.
 
-use fbdt_scenario::{PathTimeline, Step};
+use fbdt_scenario::{PathTimeline, Schedule, Step};
+use fbdt_sim::{PathReset, SimParams};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -53,4 +54,35 @@ pub fn path_plan() -> impl Strategy<Value = PathPlan> {
             delay_ms,
             outages,
         })
+}
+
+/// The schedule of `plans` over `duration_s`, and a sized transfer of `size` bytes with the
+/// connection kills of `kills` — path 0 is the survivor, kills only hit the others.
+pub fn setup(
+    plans: &[PathPlan],
+    kills: Vec<(f64, usize, Option<f64>)>,
+    size: u64,
+    duration_s: f64,
+) -> (Schedule, SimParams) {
+    let n = plans.len();
+    let schedule = Schedule {
+        duration_s,
+        scale: 1.0,
+        paths: plans.iter().enumerate().map(|(i, p)| timeline(i, p)).collect(),
+    };
+    let path_resets: Vec<PathReset> = kills
+        .into_iter()
+        .filter(|&(_, p, _)| n > 1 && p % n != 0)
+        .map(|(at_s, p, reconnect_after_s)| PathReset {
+            at_s,
+            path: p % n,
+            reconnect_after_s,
+        })
+        .collect();
+    let params = SimParams {
+        transfer_bytes: Some(size),
+        path_resets,
+        ..SimParams::default()
+    };
+    (schedule, params)
 }
