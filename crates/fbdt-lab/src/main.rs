@@ -1,6 +1,7 @@
 //! `fbdt-lab`: run FBDT and its baselines over the papers' scenarios.
 
 mod emu_backend;
+mod emu_fbdt;
 mod report;
 mod run;
 mod scheme;

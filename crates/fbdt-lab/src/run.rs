@@ -127,11 +127,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             let run_seed = seed + u64::from(r);
             let mut sc = scenario.clone();
             sc.seed = run_seed;
-            let schedule = if r == 0 {
-                first.clone()
-            } else {
-                sc.schedule(scale)?
-            };
+            let schedule = if r == 0 { first.clone() } else { sc.schedule(scale)? };
             let sim_scheme = match scheme::parse(name, &sc, run_seed)? {
                 Scheme::Fbdt(cfg) => SimScheme::Fbdt(*cfg),
                 Scheme::Tcp { path } => SimScheme::Tcp(path),
@@ -256,7 +252,12 @@ fn sum_standalone(scenario: &Scenario, results: &[SchemeResult]) -> Option<f64> 
     let tcp: Vec<f64> = scenario
         .paths
         .iter()
-        .filter_map(|p| results.iter().find(|r| r.scheme == format!("tcp:{}", p.name)).map(|r| r.goodput_mbps))
+        .filter_map(|p| {
+            results
+                .iter()
+                .find(|r| r.scheme == format!("tcp:{}", p.name))
+                .map(|r| r.goodput_mbps)
+        })
         .collect();
     (tcp.len() == scenario.paths.len()).then(|| tcp.iter().sum())
 }

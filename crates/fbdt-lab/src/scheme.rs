@@ -221,8 +221,14 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(expand("mp:fixed=5..15/5").unwrap(), vec!["mp:fixed=5", "mp:fixed=10", "mp:fixed=15"]);
-        assert_eq!(expand("mp:fixed=70..71+rcvbuf=1m").unwrap(), vec!["mp:fixed=70+rcvbuf=1m", "mp:fixed=71+rcvbuf=1m"]);
+        assert_eq!(
+            expand("mp:fixed=5..15/5").unwrap(),
+            vec!["mp:fixed=5", "mp:fixed=10", "mp:fixed=15"]
+        );
+        assert_eq!(
+            expand("mp:fixed=70..71+rcvbuf=1m").unwrap(),
+            vec!["mp:fixed=70+rcvbuf=1m", "mp:fixed=71+rcvbuf=1m"]
+        );
         assert_eq!(expand("fbdt").unwrap(), vec!["fbdt"]);
         assert!(expand("mp:fixed=9..5").is_err());
     }

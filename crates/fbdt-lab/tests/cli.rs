@@ -121,7 +121,7 @@ fn scenarios_lists_the_builtins() {
 }
 
 #[test]
-fn an_emulated_run_measures_tcp_and_kernel_mptcp() {
+fn an_emulated_run_measures_every_kind_of_scheme() {
     if let Some(why) = fbdt_emu::skip_reason() {
         eprintln!("SKIP: the emulated testbed needs root: {why}");
         return;
@@ -129,7 +129,16 @@ fn an_emulated_run_measures_tcp_and_kernel_mptcp() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("emu.json");
     let out = lab()
-        .args(["run", "los", "--backend", "emu", "--schemes", "tcp:wifi,mptcp", "--duration", "3"])
+        .args([
+            "run",
+            "los",
+            "--backend",
+            "emu",
+            "--schemes",
+            "tcp:wifi,mptcp,fbdt,mp:minrtt",
+            "--duration",
+            "3",
+        ])
         .arg("--json")
         .arg(&json)
         .output()
@@ -144,8 +153,19 @@ fn an_emulated_run_measures_tcp_and_kernel_mptcp() {
         let g = r["goodput_mbps"].as_f64().unwrap();
         assert!(g > 0.0 && g <= cap * 1.01, "{}: {g} vs capacity {cap}", r["scheme"]);
     }
-    // Kernel MPTCP used both paths.
-    let mptcp = &v["results"][1];
-    assert!(mptcp["per_path_bytes"]["wifi"].as_u64().unwrap() > 0);
-    assert!(mptcp["per_path_bytes"]["wigig"].as_u64().unwrap() > 0);
+    // Kernel MPTCP, FBDT and the userspace meta layer used both paths; TCP only its own.
+    let results = v["results"].as_array().unwrap();
+    for r in &results[1..] {
+        let used = |p: &str| r["per_path_bytes"][p].as_u64().unwrap();
+        assert!(
+            used("wifi") > 100_000 && used("wigig") > 100_000,
+            "{}: {}",
+            r["scheme"],
+            r["per_path_bytes"]
+        );
+    }
+    assert!(results[0]["per_path_bytes"]["wigig"].as_u64().unwrap() < 100_000);
+    // The session-based schemes report their protocol counters.
+    assert!(results[2]["counters"]["windows_loaded"].as_u64().unwrap() > 0);
+    assert!(results[3]["reinjected_bytes"].is_u64());
 }

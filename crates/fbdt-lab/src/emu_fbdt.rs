@@ -1,0 +1,168 @@
+//! FBDT and the userspace MPTCP meta layer (`mp:*`) on the emulated testbed: the fbdt-net
+//! runtime on one thread in each namespace. A current-thread tokio runtime keeps every
+//! socket — including the re-dials after an outage — in the namespace of the thread that
+//! created it (a multi-threaded runtime's workers would be, too, but its blocking pool
+//! threads need not be).
+
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use fbdt_emu::perf::Transfer;
+use fbdt_emu::{Side, Testbed};
+use fbdt_net::{LocalBind, NetConfig, PathSpec, SessionStats};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Cumulative-bytes samples are taken this often, as `fbdt_emu::perf::download` does.
+const SAMPLE: Duration = Duration::from_millis(100);
+const CHUNK: usize = 256 * 1024;
+/// Time the server waits for the client's session after it started listening.
+const ACCEPT_LIMIT: Duration = Duration::from_secs(15);
+/// After the sending time, how long the sender may wait for its last bytes to be
+/// acknowledged and the receiver may keep reading.
+const DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
+/// One download over the session plus both ends' counters at the end.
+pub struct SessionTransfer {
+    pub transfer: Transfer,
+    pub server: SessionStats,
+    pub client: SessionStats,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("building a tokio runtime")
+}
+
+/// The server (in the server namespace) sends for `secs` seconds over a session with one
+/// TCP connection per emulated path; the client (client namespace, path i bound to path i's
+/// client address) reads and samples. `progress(t)` is called on every sample.
+pub fn download(tb: &Testbed, net: NetConfig, secs: f64, progress: &(dyn Fn(f64) + Sync)) -> Result<SessionTransfer> {
+    let listen_on: Vec<std::net::SocketAddr> = tb
+        .paths()
+        .iter()
+        .map(|p| std::net::SocketAddr::from((p.server_ip, 0)))
+        .collect();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let server_net = net.clone();
+    let send_for = Duration::from_secs_f64(secs);
+    let server = tb.spawn_in(Side::Server, move || -> Result<SessionStats> {
+        runtime()?.block_on(async move {
+            let mut listener = fbdt_net::listen(&listen_on, server_net).await?;
+            let _ = addr_tx.send(listener.local_addrs().to_vec());
+            let session = tokio::time::timeout(ACCEPT_LIMIT, listener.accept())
+                .await
+                .map_err(|_| anyhow!("no session arrived within {ACCEPT_LIMIT:?}"))?
+                .ok_or_else(|| anyhow!("the listener ended before a session arrived"))?;
+            let stats = session.stats_handle();
+            let (mut rd, mut wr) = tokio::io::split(session);
+            let chunk = vec![0x5au8; CHUNK];
+            let started = Instant::now();
+            while started.elapsed() < send_for {
+                // A write blocks while every path is stalled; the deadline still holds.
+                let left = send_for.saturating_sub(started.elapsed());
+                match tokio::time::timeout(left, wr.write_all(&chunk)).await {
+                    Ok(r) => r.context("sending")?,
+                    Err(_) => break,
+                }
+            }
+            // The receiver stops reading DRAIN_LIMIT after the sending time; waiting longer
+            // for acknowledgements would only hold the testbed.
+            let _ = tokio::time::timeout(DRAIN_LIMIT, wr.shutdown()).await;
+            let mut rest = [0u8; 64];
+            let _ = tokio::time::timeout(Duration::from_millis(200), rd.read(&mut rest)).await;
+            Ok(stats.stats())
+        })
+    })?;
+    let addrs = match addr_rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(a) => a,
+        // The server thread dropped its end: it ended, with an error.
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            let why = match server.join() {
+                Ok(Ok(Err(e))) => e,
+                Ok(Err(e)) => anyhow!("entering the server namespace: {e}"),
+                Err(_) => anyhow!("the FBDT server thread panicked"),
+                Ok(Ok(Ok(_))) => anyhow!("the FBDT server ended before listening"),
+            };
+            return Err(why.context("starting the FBDT server"));
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => bail!("the FBDT server did not start listening within 10 s"),
+    };
+    let specs: Vec<PathSpec> = tb
+        .paths()
+        .iter()
+        .zip(&addrs)
+        .map(|(p, &remote)| PathSpec {
+            local: Some(LocalBind::Addr(p.client_ip.into())),
+            remote,
+        })
+        .collect();
+    let client = tb.run_in(Side::Client, || -> Result<(Transfer, SessionStats)> {
+        runtime()?.block_on(receive(specs, net, secs, progress))
+    })?;
+    let server = server
+        .join()
+        .map_err(|_| anyhow!("the FBDT server thread panicked"))?
+        .map_err(|e| anyhow!("entering the server namespace: {e}"))?;
+    let (transfer, client) = client.context("FBDT client")?;
+    let server = server.context("FBDT server")?;
+    Ok(SessionTransfer {
+        transfer,
+        server,
+        client,
+    })
+}
+
+async fn receive(
+    specs: Vec<PathSpec>,
+    net: NetConfig,
+    secs: f64,
+    progress: &(dyn Fn(f64) + Sync),
+) -> Result<(Transfer, SessionStats)> {
+    let session = fbdt_net::connect(specs, net).await.context("connecting")?;
+    let stats = session.stats_handle();
+    let (mut rd, mut wr) = tokio::io::split(session);
+    let mut buf = vec![0u8; CHUNK];
+    let started = Instant::now();
+    let hard_stop = tokio::time::Instant::now() + Duration::from_secs_f64(secs) + DRAIN_LIMIT;
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + SAMPLE, SAMPLE);
+    let (mut bytes, mut series) = (0u64, vec![(0.0, 0u64)]);
+    loop {
+        tokio::select! {
+            r = rd.read(&mut buf) => {
+                match r.context("receiving")? {
+                    0 => break,
+                    n => bytes += n as u64,
+                }
+            }
+            _ = tick.tick() => {
+                let t = started.elapsed().as_secs_f64();
+                series.push((t, bytes));
+                progress(t);
+            }
+            _ = tokio::time::sleep_until(hard_stop) => break,
+        }
+    }
+    let secs_total = started.elapsed().as_secs_f64();
+    series.push((secs_total, bytes));
+    let _ = tokio::time::timeout(Duration::from_millis(500), wr.shutdown()).await;
+    let in_time = series
+        .iter()
+        .take_while(|&&(t, _)| t <= secs + 1e-6)
+        .last()
+        .map_or(0, |&(_, b)| b);
+    if bytes == 0 {
+        bail!(
+            "no data arrived ({})",
+            stats.error().unwrap_or_else(|| "no session error".into())
+        );
+    }
+    let transfer = Transfer {
+        bytes,
+        secs: secs_total,
+        goodput_mbps: in_time as f64 * 8.0 / secs / 1e6,
+        series,
+    };
+    Ok((transfer, stats.stats()))
+}
