@@ -13,7 +13,9 @@ use fbdt_emu::{Testbed, TestbedOptions};
 use fbdt_scenario::Scenario;
 use indicatif::ProgressBar;
 
-use crate::report::{percentile, Counters, Sample, SchemeResult};
+use fbdt_net::{NetConfig, SessionStats};
+
+use crate::report::{percentile, Counters, RunSummary, Sample, SchemeResult};
 use crate::scheme::{self, Scheme};
 
 /// What the emulated runs produced.
@@ -48,9 +50,30 @@ fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
     }
 }
 
-/// Runs every scheme in `names` for the scenario's duration. `scale` None = the machine's
-/// default (fbdt_emu::default_scale).
-pub fn run(scenario: &Scenario, names: &[String], scale: Option<f64>, bar: &ProgressBar) -> Result<EmuRun> {
+/// One scheme's run on a fresh testbed.
+struct Single {
+    goodput_mbps: f64,
+    /// Bytes that arrived within the duration.
+    bytes: u64,
+    series: Vec<Sample>,
+    /// One-second goodputs.
+    seconds: Vec<f64>,
+    per_path_bytes: BTreeMap<String, u64>,
+    /// (server, client) counters of session-based schemes.
+    sessions: Option<(SessionStats, SessionStats)>,
+}
+
+/// Runs every scheme in `names` for the scenario's duration, `repeat` times (interleaved:
+/// every scheme once, then again, so slow drifts of a noisy machine hit all schemes alike;
+/// repetition r uses seed + r). `scale` None = the machine's default
+/// (fbdt_emu::default_scale).
+pub fn run(
+    scenario: &Scenario,
+    names: &[String],
+    scale: Option<f64>,
+    repeat: u32,
+    bar: &ProgressBar,
+) -> Result<EmuRun> {
     if let Some(why) = fbdt_emu::skip_reason() {
         bail!("--backend emu needs root (CAP_NET_ADMIN) to build network namespaces: {why}");
     }
@@ -64,103 +87,157 @@ pub fn run(scenario: &Scenario, names: &[String], scale: Option<f64>, bar: &Prog
             fbdt_emu::default_scale(unscaled.peak_total_mbps(), TestbedOptions::default().mtu)
         }
     };
-    let schedule = scenario.schedule(scale)?;
-    let spec = fbdt_emu::spec_from_schedule(scenario, &schedule)?;
-    let ticks = (scenario.duration_s / 0.1).round() as u64;
-    let mut results = Vec::new();
-    for name in names {
-        bar.set_message(name.clone());
-        let transport = transport(name, scenario)?;
-        let started = WallClock::now();
-        let base = bar.position();
-        let mut tb = Testbed::start(&spec, &TestbedOptions::default()).context("starting the testbed")?;
-        let before = tb.path_counters()?;
-        tb.play()?;
-        let progress = |t: f64| bar.set_position(base + (t / 0.1) as u64);
-        let (transfer, sessions) = match transport {
-            Transport::Kernel(proto, path) => {
-                let t = perf::download(
-                    &tb,
-                    path,
-                    path,
-                    proto,
-                    scenario.duration_s,
-                    0.0,
-                    Some(&|t, _| progress(t)),
-                );
-                (t.map_err(anyhow::Error::from), None)
-            }
-            Transport::Session(core) => {
-                let net = fbdt_net::NetConfig {
-                    core: *core,
-                    ..fbdt_net::NetConfig::default()
-                };
-                match crate::emu_fbdt::download(&tb, net, scenario.duration_s, &progress) {
-                    Ok(s) => (Ok(s.transfer), Some((s.server, s.client))),
-                    Err(e) => (Err(e), None),
-                }
-            }
-        };
-        let transfer = transfer.with_context(|| format!("scheme {name}"))?;
-        let after = tb.path_counters()?;
-        tb.stop();
-        bar.set_position(base + ticks);
-
-        let series: Vec<Sample> = transfer
-            .series
-            .windows(2)
-            .map(|w| Sample {
-                t: w[1].0,
-                mbps: (w[1].1 - w[0].1) as f64 * 8.0 / (w[1].0 - w[0].0).max(1e-9) / 1e6,
-            })
-            .collect();
-        let seconds: Vec<f64> = series
-            .chunks(10)
-            .filter(|c| c.len() == 10)
-            .map(|c| c.iter().map(|s| s.mbps).sum::<f64>() / 10.0)
-            .collect();
-        let per_path_bytes: BTreeMap<String, u64> = before
-            .iter()
-            .zip(&after)
-            .map(|(b, a)| (a.name.clone(), a.client.rx_bytes.saturating_sub(b.client.rx_bytes)))
-            .collect();
-        // What arrived within the run's duration: the reader drains queued bytes for a while
-        // after the sender stops, and those would inflate the rate.
-        let in_time = transfer
-            .series
-            .iter()
-            .take_while(|&&(t, _)| t <= scenario.duration_s + 1e-6)
-            .last()
-            .map_or(0, |&(_, b)| b);
-        let goodput = in_time as f64 * 8.0 / scenario.duration_s / 1e6;
-        bar.println(format!("{name}: {goodput:.1} Mbit/s (emulated, scale {scale})"));
-        results.push(SchemeResult {
-            scheme: name.clone(),
-            goodput_mbps: goodput,
-            goodput_p10_mbps: percentile(&seconds, 0.1),
-            goodput_p50_mbps: percentile(&seconds, 0.5),
-            goodput_p90_mbps: percentile(&seconds, 0.9),
-            bytes_delivered: in_time,
-            redundant_bytes: sessions.as_ref().map_or(0, |(_, c)| c.redundant_bytes_received),
-            per_path_bytes,
-            series,
-            runs: Vec::new(),
-            counters: sessions.as_ref().map(|(s, c)| Counters {
-                windows_loaded: s.windows_loaded,
-                redundant_bytes_received: c.redundant_bytes_received,
-                ..Counters::default()
-            }),
-            recv_buffer_max_bytes: None,
-            reinjected_bytes: sessions
-                .as_ref()
-                .filter(|_| name.starts_with("mp:"))
-                .map(|(s, _)| s.redundant_bytes_sent),
-            wall_s: started.elapsed().as_secs_f64(),
-        });
+    let first = scenario.schedule(scale)?;
+    let mut singles: Vec<Vec<(u64, Single)>> = names.iter().map(|_| Vec::new()).collect();
+    let mut wall = vec![0.0; names.len()];
+    for r in 0..repeat {
+        let mut sc = scenario.clone();
+        sc.seed = scenario.seed + u64::from(r);
+        let schedule = if r == 0 { first.clone() } else { sc.schedule(scale)? };
+        let spec = fbdt_emu::spec_from_schedule(&sc, &schedule)?;
+        for (i, name) in names.iter().enumerate() {
+            bar.set_message(if repeat > 1 {
+                format!("{name} #{}", r + 1)
+            } else {
+                name.clone()
+            });
+            let started = WallClock::now();
+            let one = run_one(&sc, &spec, name, bar).with_context(|| format!("scheme {name}, seed {}", sc.seed))?;
+            wall[i] += started.elapsed().as_secs_f64();
+            bar.println(format!(
+                "{name}: {:.1} Mbit/s (emulated, scale {scale:.3}, seed {})",
+                one.goodput_mbps, sc.seed
+            ));
+            singles[i].push((sc.seed, one));
+        }
     }
+    let results = names
+        .iter()
+        .zip(singles)
+        .zip(wall)
+        .map(|((name, runs), wall_s)| aggregate(name, runs, wall_s))
+        .collect();
     Ok(EmuRun {
         scale,
-        capacity_mbps: schedule.capacity_mbps(),
+        capacity_mbps: first.capacity_mbps(),
         results,
     })
+}
+
+fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &ProgressBar) -> Result<Single> {
+    let ticks = (scenario.duration_s / 0.1).round() as u64;
+    let transport = transport(name, scenario)?;
+    let base = bar.position();
+    let mut tb = Testbed::start(spec, &TestbedOptions::default()).context("starting the testbed")?;
+    let before = tb.path_counters()?;
+    tb.play()?;
+    let progress = |t: f64| bar.set_position(base + ((t / 0.1) as u64).min(ticks));
+    let (transfer, sessions) = match transport {
+        Transport::Kernel(proto, path) => {
+            let t = perf::download(
+                &tb,
+                path,
+                path,
+                proto,
+                scenario.duration_s,
+                0.0,
+                Some(&|t, _| progress(t)),
+            )?;
+            (t, None)
+        }
+        Transport::Session(core) => {
+            let net = NetConfig {
+                core: *core,
+                ..NetConfig::default()
+            };
+            let s = crate::emu_fbdt::download(&tb, net, scenario.duration_s, &progress)?;
+            (s.transfer, Some((s.server, s.client)))
+        }
+    };
+    let after = tb.path_counters()?;
+    tb.stop();
+    bar.set_position(base + ticks);
+
+    let series: Vec<Sample> = transfer
+        .series
+        .windows(2)
+        .map(|w| Sample {
+            t: w[1].0,
+            mbps: (w[1].1 - w[0].1) as f64 * 8.0 / (w[1].0 - w[0].0).max(1e-9) / 1e6,
+        })
+        .collect();
+    let seconds = series
+        .chunks(10)
+        .filter(|c| c.len() == 10)
+        .map(|c| c.iter().map(|s| s.mbps).sum::<f64>() / 10.0)
+        .collect();
+    let per_path_bytes = before
+        .iter()
+        .zip(&after)
+        .map(|(b, a)| (a.name.clone(), a.client.rx_bytes.saturating_sub(b.client.rx_bytes)))
+        .collect();
+    // What arrived within the run's duration: the reader drains queued bytes for a while
+    // after the sender stops, and those would inflate the rate.
+    let bytes = transfer
+        .series
+        .iter()
+        .take_while(|&&(t, _)| t <= scenario.duration_s + 1e-6)
+        .last()
+        .map_or(0, |&(_, b)| b);
+    Ok(Single {
+        goodput_mbps: bytes as f64 * 8.0 / scenario.duration_s / 1e6,
+        bytes,
+        series,
+        seconds,
+        per_path_bytes,
+        sessions,
+    })
+}
+
+/// Means over the repetitions (goodput), pooled one-second samples (percentiles), sums
+/// (bytes); the series is the first repetition's.
+fn aggregate(name: &str, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult {
+    let seconds: Vec<f64> = runs.iter().flat_map(|(_, r)| r.seconds.iter().copied()).collect();
+    let mut per_path_bytes: BTreeMap<String, u64> = BTreeMap::new();
+    let mut counters: Option<Counters> = None;
+    let mut reinjected: Option<u64> = None;
+    let mut redundant = 0;
+    for (_, r) in &runs {
+        for (p, b) in &r.per_path_bytes {
+            *per_path_bytes.entry(p.clone()).or_default() += b;
+        }
+        if let Some((server, client)) = &r.sessions {
+            redundant += client.redundant_bytes_received;
+            let k = counters.get_or_insert_with(Counters::default);
+            k.windows_loaded += server.windows_loaded;
+            k.redundant_bytes_received += client.redundant_bytes_received;
+            if name.starts_with("mp:") {
+                *reinjected.get_or_insert(0) += server.redundant_bytes_sent;
+            }
+        }
+    }
+    let summaries: Vec<RunSummary> = runs
+        .iter()
+        .map(|(seed, r)| RunSummary {
+            seed: *seed,
+            goodput_mbps: r.goodput_mbps,
+            redundant_bytes: r.sessions.as_ref().map_or(0, |(_, c)| c.redundant_bytes_received),
+        })
+        .collect();
+    SchemeResult {
+        scheme: name.to_string(),
+        goodput_mbps: summaries.iter().map(|r| r.goodput_mbps).sum::<f64>() / summaries.len().max(1) as f64,
+        goodput_p10_mbps: percentile(&seconds, 0.1),
+        goodput_p50_mbps: percentile(&seconds, 0.5),
+        goodput_p90_mbps: percentile(&seconds, 0.9),
+        bytes_delivered: runs.iter().map(|(_, r)| r.bytes).sum(),
+        redundant_bytes: redundant,
+        per_path_bytes,
+        series: runs.into_iter().next().map(|(_, r)| r.series).unwrap_or_default(),
+        runs: if summaries.len() > 1 { summaries } else { Vec::new() },
+        counters,
+        recv_buffer_max_bytes: None,
+        reinjected_bytes: reinjected,
+        wall_s,
+    }
 }

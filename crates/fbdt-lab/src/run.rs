@@ -215,16 +215,14 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
 }
 
 fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> Result<RunReport> {
-    if args.repeat != 1 {
-        bail!("--repeat is not supported on --backend emu yet");
-    }
-    let bar = ProgressBar::new((scenario.duration_s / 0.1).round() as u64 * names.len() as u64);
+    let bar =
+        ProgressBar::new((scenario.duration_s / 0.1).round() as u64 * names.len() as u64 * u64::from(args.repeat));
     bar.set_style(
         ProgressStyle::with_template("{msg:>24} [{bar:30}] {percent:>3}%, ETA {eta}")
             .expect("valid template")
             .progress_chars("=> "),
     );
-    let emu = crate::emu_backend::run(&scenario, names, args.scale, &bar)?;
+    let emu = crate::emu_backend::run(&scenario, names, args.scale, args.repeat, &bar)?;
     bar.finish_and_clear();
     let report = RunReport {
         scenario: scenario.name.clone(),
