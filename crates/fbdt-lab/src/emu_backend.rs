@@ -145,7 +145,8 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
             )?;
             (t, None)
         }
-        Transport::Session(core) => {
+        Transport::Session(mut core) => {
+            buffer_parity(name, &mut core, TestbedOptions::default().tcp_buffer_max);
             let net = NetConfig {
                 core: *core,
                 ..NetConfig::default()
@@ -192,6 +193,23 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
         per_path_bytes,
         sessions,
     })
+}
+
+/// On the testbed every kernel socket may grow its buffers to `tcp_buffer_max` — kernel
+/// MPTCP's one receive buffer included. FBDT's reorder and send buffers and the `mp:*` meta
+/// layer's shared receive buffer get the same ceiling, unless the scheme names its own
+/// (`+rcvbuf=`, `+sndbuf=`). (32 MiB, FBDT's library default, filled up on four bloated
+/// paths and triggered needless rescues: 3–5% redundant bytes in `rats4`.)
+fn buffer_parity(name: &str, core: &mut fbdt_core::Config, kernel_max: Option<u64>) {
+    let Some(max) = kernel_max.and_then(|m| usize::try_from(m).ok()) else {
+        return;
+    };
+    if !name.contains("+rcvbuf=") {
+        core.recv_buffer = max;
+    }
+    if !name.contains("+sndbuf=") {
+        core.send_buffer = max;
+    }
 }
 
 /// Means over the repetitions (goodput), pooled one-second samples (percentiles), sums
