@@ -196,6 +196,7 @@ impl MpSender {
             seg: self.seg_size,
             window_left: self.edge.saturating_sub(self.snd_nxt),
             unsent: self.write_end - self.snd_nxt,
+            reinjected: self.stats.redundant_bytes_sent,
         }
     }
 
@@ -383,9 +384,10 @@ impl MpSender {
         // A penalised window that regrew to the driver's cwnd is no longer a cap.
         for i in 0..self.paths.len() {
             let p = &self.paths[i];
-            let drv = p.stats.cwnd_bytes.map_or(f64::MAX, |c| {
-                c as f64 * self.cfg.cwnd_gain + self.cfg.cwnd_extra as f64
-            });
+            let drv = p
+                .stats
+                .cwnd_bytes
+                .map_or(f64::MAX, |c| c as f64 * self.cfg.cwnd_gain + self.cfg.cwnd_extra as f64);
             if p.penalised_cwnd.is_some_and(|c| c >= drv) {
                 self.paths[i].penalised_cwnd = None;
             }

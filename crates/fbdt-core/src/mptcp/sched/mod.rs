@@ -62,6 +62,9 @@ pub struct View<'a> {
     pub window_left: u64,
     /// Bytes written by the application and not yet sent once.
     pub unsent: u64,
+    /// Bytes the meta layer has sent again so far (reinjections of every kind): BLEST's
+    /// signal that the window blocked anyway.
+    pub reinjected: u64,
 }
 
 impl View<'_> {
@@ -184,6 +187,7 @@ pub(crate) mod testutil {
             seg: 16384,
             window_left,
             unsent,
+            reinjected: 0,
         }
     }
 }
