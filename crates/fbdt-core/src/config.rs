@@ -8,8 +8,9 @@ use thiserror::Error;
 /// How the transmission window is sized (spec decision 1).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum WindowConfig {
-    /// `factor × Σ rate_i · srtt_i`, clamped to `[min, max]` bytes, re-evaluated at every
-    /// window load. Before any estimate exists the window is `initial` bytes.
+    /// `factor × Σ rate_i × max srtt_i` over the live, unstalled paths, clamped to `[min, max]`
+    /// bytes, re-evaluated at every window load. Before any estimate exists the window is
+    /// `initial` bytes.
     Auto {
         factor: f64,
         min: usize,

@@ -307,16 +307,19 @@ impl FbdtSender {
                 max,
                 initial,
             } => {
-                let mut bdp = 0.0;
-                let mut known = false;
-                for t in self.paths.iter().filter(|t| t.alive) {
+                // The aggregate rate times the longest RTT: a path's segments at the back of
+                // the window are then due before the others reach them, so a slow-RTT path
+                // does not hold every window's delivery for its RTT.
+                let (mut rate, mut rtt, mut known) = (0.0, 0.0f64, false);
+                for t in self.paths.iter().filter(|t| t.alive && !t.stalled) {
                     if let Some(r) = t.est.rate_bps() {
-                        bdp += r * t.est.rtt().as_secs_f64();
+                        rate += r;
+                        rtt = rtt.max(t.est.rtt().as_secs_f64());
                         known = true;
                     }
                 }
                 if known {
-                    ((factor * bdp) as usize).clamp(min, max)
+                    ((factor * rate * rtt) as usize).clamp(min, max)
                 } else {
                     initial
                 }
