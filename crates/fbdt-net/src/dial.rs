@@ -18,7 +18,11 @@ pub const IPPROTO_MPTCP: i32 = 262;
 /// kernel MPTCP socket instead (used by `fbdt perf --transport mptcp`).
 pub async fn dial_tcp(spec: &PathSpec, cfg: &NetConfig, mptcp: bool) -> io::Result<TcpStream> {
     let domain = Domain::for_address(spec.remote);
-    let proto = if mptcp { Protocol::from(IPPROTO_MPTCP) } else { Protocol::TCP };
+    let proto = if mptcp {
+        Protocol::from(IPPROTO_MPTCP)
+    } else {
+        Protocol::TCP
+    };
     let sock = Socket::new(domain, Type::STREAM, Some(proto))?;
     sock.set_nonblocking(true)?;
     sock.set_nodelay(true)?;

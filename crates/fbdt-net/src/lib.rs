@@ -54,7 +54,10 @@ impl FromStr for PathSpec {
                     }
                     LocalBind::Iface(iface.to_string())
                 } else {
-                    LocalBind::Addr(l.parse().map_err(|e| format!("bad local address {l:?} in path {s:?}: {e}"))?)
+                    LocalBind::Addr(
+                        l.parse()
+                            .map_err(|e| format!("bad local address {l:?} in path {s:?}: {e}"))?,
+                    )
                 };
                 (Some(local), r)
             }

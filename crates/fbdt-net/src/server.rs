@@ -66,12 +66,18 @@ pub async fn listen(addrs: &[SocketAddr], cfg: NetConfig) -> Result<Listener, Er
     let mut bound = Vec::new();
     let mut tasks = Vec::new();
     for a in addrs {
-        let l = TcpListener::bind(a).await.map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("listen on {a}: {e}"))))?;
+        let l = TcpListener::bind(a)
+            .await
+            .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("listen on {a}: {e}"))))?;
         bound.push(l.local_addr()?);
         let (cfg, registry, pending, tx) = (cfg.clone(), registry.clone(), pending.clone(), tx.clone());
         tasks.push(tokio::spawn(accept_loop(l, cfg, registry, pending, tx)));
     }
-    Ok(Listener { rx, addrs: bound, tasks })
+    Ok(Listener {
+        rx,
+        addrs: bound,
+        tasks,
+    })
 }
 
 async fn accept_loop(
@@ -164,7 +170,13 @@ async fn route(
         }
         Ok(Err((code, why))) => return refuse(stream, peer, code, why).await,
         Err(_) => {
-            return refuse(stream, peer, 1, format!("no HELLO or JOIN within {:?}", cfg.handshake_timeout)).await
+            return refuse(
+                stream,
+                peer,
+                1,
+                format!("no HELLO or JOIN within {:?}", cfg.handshake_timeout),
+            )
+            .await
         }
     };
     drop(permit);

@@ -69,7 +69,12 @@ async fn recv_stream(mut r: impl AsyncReadExt + Unpin) -> (u64, [u8; 32]) {
 }
 
 /// Both directions at once; returns what each side received and its hash.
-async fn exchange(client: Session, server: Session, up: u64, down: u64) -> ((u64, [u8; 32]), [u8; 32], (u64, [u8; 32]), [u8; 32]) {
+async fn exchange(
+    client: Session,
+    server: Session,
+    up: u64,
+    down: u64,
+) -> ((u64, [u8; 32]), [u8; 32], (u64, [u8; 32]), [u8; 32]) {
     let (cr, cw) = tokio::io::split(client);
     let (sr, sw) = tokio::io::split(server);
     let c_send = tokio::spawn(send_stream(cw, 1, up));
@@ -117,7 +122,9 @@ impl Relay {
         let c2 = conns.clone();
         let accept = tokio::spawn(async move {
             while let Ok((mut a, _)) = l.accept().await {
-                let Ok(mut b) = tokio::net::TcpStream::connect(target).await else { continue };
+                let Ok(mut b) = tokio::net::TcpStream::connect(target).await else {
+                    continue;
+                };
                 let h = tokio::spawn(async move {
                     let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
                 });
@@ -192,7 +199,12 @@ fn hello_bytes() -> Vec<u8> {
     let mut c = fbdt_core::Connection::client(fbdt_core::Config::default()).unwrap();
     c.add_path(fbdt_core::PathId(0), fbdt_core::Instant::ZERO).unwrap();
     let mut out = Vec::new();
-    let _ = c.poll_transmit(fbdt_core::PathId(0), fbdt_core::max_frame_len(), fbdt_core::Instant::ZERO, &mut out);
+    let _ = c.poll_transmit(
+        fbdt_core::PathId(0),
+        fbdt_core::max_frame_len(),
+        fbdt_core::Instant::ZERO,
+        &mut out,
+    );
     out
 }
 
@@ -329,7 +341,11 @@ async fn garbage_inside_a_session_ends_only_that_session() {
             .await
             .expect("session ended");
         assert!(err.is_err(), "reading a session the peer corrupted fails");
-        assert!(victim.error().unwrap().contains("undecodable frame"), "{:?}", victim.error());
+        assert!(
+            victim.error().unwrap().contains("undecodable frame"),
+            "{:?}",
+            victim.error()
+        );
         small_transfer_works(&mut l, &addrs).await;
     })
     .await

@@ -17,13 +17,22 @@ const PATHS: usize = 3;
 const RATE: &str = "100mbit";
 
 fn mac(ns: &str, dev: &str) -> Result<String, String> {
-    let out = Command::new("ip").args(["-n", ns, "-br", "link", "show", "dev", dev]).output().map_err(|e| e.to_string())?;
+    let out = Command::new("ip")
+        .args(["-n", ns, "-br", "link", "show", "dev", dev])
+        .output()
+        .map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&out.stdout);
-    text.split_whitespace().nth(2).map(str::to_string).ok_or_else(|| format!("no MAC for {dev}: {text}"))
+    text.split_whitespace()
+        .nth(2)
+        .map(str::to_string)
+        .ok_or_else(|| format!("no MAC for {dev}: {text}"))
 }
 
 fn sh(args: &[&str]) -> Result<(), String> {
-    let out = Command::new(args[0]).args(&args[1..]).output().map_err(|e| format!("{}: {e}", args[0]))?;
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args[0]))?;
     if out.status.success() {
         Ok(())
     } else {
@@ -58,12 +67,35 @@ impl Netns {
         }
         for i in 0..PATHS {
             let (c, s) = (format!("c{i}"), format!("s{i}"));
-            sh(&["ip", "link", "add", &c, "netns", &ns.client, "type", "veth", "peer", "name", &s, "netns", &ns.server])?;
-            sh(&["ip", "-n", &ns.client, "addr", "add", &format!("10.77.{i}.2/24"), "dev", &c])?;
-            sh(&["ip", "-n", &ns.server, "addr", "add", &format!("10.77.{i}.1/24"), "dev", &s])?;
+            sh(&[
+                "ip", "link", "add", &c, "netns", &ns.client, "type", "veth", "peer", "name", &s, "netns", &ns.server,
+            ])?;
+            sh(&[
+                "ip",
+                "-n",
+                &ns.client,
+                "addr",
+                "add",
+                &format!("10.77.{i}.2/24"),
+                "dev",
+                &c,
+            ])?;
+            sh(&[
+                "ip",
+                "-n",
+                &ns.server,
+                "addr",
+                "add",
+                &format!("10.77.{i}.1/24"),
+                "dev",
+                &s,
+            ])?;
             for (n, d) in [(&ns.client, &c), (&ns.server, &s)] {
                 sh(&["ip", "-n", n, "link", "set", d, "up"])?;
-                sh(&["ip", "netns", "exec", n, "tc", "qdisc", "add", "dev", d, "root", "tbf", "rate", RATE, "burst", "32kb", "latency", "20ms"])?;
+                sh(&[
+                    "ip", "netns", "exec", n, "tc", "qdisc", "add", "dev", d, "root", "tbf", "rate", RATE, "burst",
+                    "32kb", "latency", "20ms",
+                ])?;
             }
         }
         // Static neighbours: the test measures the transport's recovery, not ARP's (an ARP
@@ -71,8 +103,34 @@ impl Netns {
         for i in 0..PATHS {
             let (c, s) = (format!("c{i}"), format!("s{i}"));
             let (mc, ms) = (mac(&ns.client, &c)?, mac(&ns.server, &s)?);
-            sh(&["ip", "-n", &ns.client, "neigh", "replace", &format!("10.77.{i}.1"), "lladdr", &ms, "dev", &c, "nud", "permanent"])?;
-            sh(&["ip", "-n", &ns.server, "neigh", "replace", &format!("10.77.{i}.2"), "lladdr", &mc, "dev", &s, "nud", "permanent"])?;
+            sh(&[
+                "ip",
+                "-n",
+                &ns.client,
+                "neigh",
+                "replace",
+                &format!("10.77.{i}.1"),
+                "lladdr",
+                &ms,
+                "dev",
+                &c,
+                "nud",
+                "permanent",
+            ])?;
+            sh(&[
+                "ip",
+                "-n",
+                &ns.server,
+                "neigh",
+                "replace",
+                &format!("10.77.{i}.2"),
+                "lladdr",
+                &mc,
+                "dev",
+                &s,
+                "nud",
+                "permanent",
+            ])?;
         }
         Ok(ns)
     }
@@ -89,13 +147,18 @@ fn in_netns<T: Send + 'static>(
         // SAFETY: a valid namespace fd; affects only this thread.
         let rc = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
         assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(f())
     })
 }
 
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8)
+        .collect()
 }
 
 /// `FBDT_NETNS_OUTAGE_MS` (default 2000) and `FBDT_NETNS_RTO_MAX_MS` (default 1000; 0 = the
@@ -142,7 +205,10 @@ fn link_down_then_up_completes_and_rejoins() {
             let addrs: Vec<std::net::SocketAddr> = vec!["0.0.0.0:0".parse().unwrap()];
             let mut l = listen(&addrs, net_config()).await.unwrap();
             port_tx.send(l.local_addrs()[0].port()).unwrap();
-            let s = tokio::time::timeout(Duration::from_secs(10), l.accept()).await.unwrap().unwrap();
+            let s = tokio::time::timeout(Duration::from_secs(10), l.accept())
+                .await
+                .unwrap()
+                .unwrap();
             let (mut r, _w) = tokio::io::split(s);
             let mut h = Sha256::new();
             let mut buf = vec![0u8; 1 << 16];
@@ -185,14 +251,25 @@ fn link_down_then_up_completes_and_rejoins() {
     // them), as in a blockage, so its RTO backs off. (Taking the client's own end down is a
     // local error the kernel retries every 500 ms without back-off; FBDT_NETNS_DOWN=c1.)
     let dev = std::env::var("FBDT_NETNS_DOWN").unwrap_or_else(|_| "s1".into());
-    let dev_ns = if dev.starts_with('c') { ns.client.clone() } else { ns.server.clone() };
+    let dev_ns = if dev.starts_with('c') {
+        ns.client.clone()
+    } else {
+        ns.server.clone()
+    };
     sh(&["ip", "-n", &dev_ns, "link", "set", &dev, "down"]).unwrap();
-    eprintln!("{:.2}s: {dev} down (path 1 had sent {} bytes)", t0.elapsed().as_secs_f64(), sent1());
+    eprintln!(
+        "{:.2}s: {dev} down (path 1 had sent {} bytes)",
+        t0.elapsed().as_secs_f64(),
+        sent1()
+    );
     std::thread::sleep(Duration::from_millis(env_ms("FBDT_NETNS_OUTAGE_MS", 2000)));
     sh(&["ip", "-n", &dev_ns, "link", "set", &dev, "up"]).unwrap();
     let up_at = Instant::now();
     let before = sent1();
-    eprintln!("{:.2}s: {dev} up (path 1 had sent {before} bytes)", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "{:.2}s: {dev} up (path 1 had sent {before} bytes)",
+        t0.elapsed().as_secs_f64()
+    );
     let mut resumed = None;
     while up_at.elapsed() < Duration::from_secs(5) && !client.is_finished() {
         if sent1() > before {
@@ -201,7 +278,10 @@ fn link_down_then_up_completes_and_rejoins() {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    eprintln!("path 1 carried data again {resumed:?} after the link came up; reconnects {}", stats.stats().paths[1].reconnects);
+    eprintln!(
+        "path 1 carried data again {resumed:?} after the link came up; reconnects {}",
+        stats.stats().paths[1].reconnects
+    );
     let digest = client.join().expect("client");
     let (n, got) = server.join().expect("server");
     eprintln!(

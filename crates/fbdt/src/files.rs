@@ -81,7 +81,11 @@ pub async fn recv(a: RecvArgs) -> anyhow::Result<()> {
     let out: Box<dyn AsyncWrite + Unpin + Send> = if a.output == "-" {
         Box::new(tokio::io::stdout())
     } else {
-        Box::new(tokio::fs::File::create(&a.output).await.with_context(|| a.output.clone())?)
+        Box::new(
+            tokio::fs::File::create(&a.output)
+                .await
+                .with_context(|| a.output.clone())?,
+        )
     };
     let pb = bar(None);
     let (n, digest) = pump(r, out, &pb).await?;
@@ -96,7 +100,9 @@ pub async fn send(a: SendArgs) -> anyhow::Result<()> {
     let (input, total): (Box<dyn AsyncRead + Unpin + Send>, Option<u64>) = if a.input == "-" {
         (Box::new(tokio::io::stdin()), None)
     } else {
-        let f = tokio::fs::File::open(PathBuf::from(&a.input)).await.with_context(|| a.input.clone())?;
+        let f = tokio::fs::File::open(PathBuf::from(&a.input))
+            .await
+            .with_context(|| a.input.clone())?;
         let len = f.metadata().await.ok().map(|m| m.len());
         (Box::new(f), len)
     };
@@ -104,7 +110,9 @@ pub async fn send(a: SendArgs) -> anyhow::Result<()> {
     let (mut r, mut w) = tokio::io::split(session);
     let pb = bar(total);
     let (n, digest) = pump(input, &mut w, &pb).await?;
-    w.shutdown().await.context("the receiver did not acknowledge every byte")?;
+    w.shutdown()
+        .await
+        .context("the receiver did not acknowledge every byte")?;
     pb.finish_and_clear();
     let mut theirs = Vec::new();
     r.read_to_end(&mut theirs).await?;

@@ -161,7 +161,10 @@ async fn receive(
         match stats {
             Some(h) => {
                 let s = h.stats();
-                (s.paths.iter().map(|p| p.bytes_received).collect(), s.redundant_bytes_received)
+                (
+                    s.paths.iter().map(|p| p.bytes_received).collect(),
+                    s.redundant_bytes_received,
+                )
             }
             None => (vec![total], 0),
         }
@@ -238,9 +241,16 @@ async fn server(a: PerfArgs) -> anyhow::Result<()> {
 /// An MPTCP listening socket (it also accepts plain TCP) or, without kernel MPTCP, TCP.
 fn tcp_listener(addr: SocketAddr) -> anyhow::Result<(tokio::net::TcpListener, bool)> {
     use socket2::{Domain, Protocol, Socket, Type};
-    let (sock, mptcp) = match Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::from(fbdt_net::IPPROTO_MPTCP))) {
+    let (sock, mptcp) = match Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM,
+        Some(Protocol::from(fbdt_net::IPPROTO_MPTCP)),
+    ) {
         Ok(s) => (s, true),
-        Err(_) => (Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?, false),
+        Err(_) => (
+            Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?,
+            false,
+        ),
     };
     sock.set_reuse_address(true)?;
     sock.bind(&addr.into()).with_context(|| format!("listen on {addr}"))?;
@@ -249,7 +259,10 @@ fn tcp_listener(addr: SocketAddr) -> anyhow::Result<(tokio::net::TcpListener, bo
     Ok((tokio::net::TcpListener::from_std(sock.into())?, mptcp))
 }
 
-async fn serve_one<S: AsyncRead + AsyncWrite + Send + 'static>(s: S, stats: Option<fbdt_net::StatsHandle>) -> anyhow::Result<()> {
+async fn serve_one<S: AsyncRead + AsyncWrite + Send + 'static>(
+    s: S,
+    stats: Option<fbdt_net::StatsHandle>,
+) -> anyhow::Result<()> {
     let (mut r, mut w) = tokio::io::split(s);
     let mut hdr = [0u8; 24];
     r.read_exact(&mut hdr).await.context("reading the request")?;
@@ -274,7 +287,11 @@ async fn client(a: PerfArgs) -> anyhow::Result<()> {
     let req = Request {
         upload: a.reverse,
         bytes: a.bytes.unwrap_or(0),
-        time_ms: if a.bytes.is_some() { 0 } else { (a.time.unwrap_or(10.0) * 1000.0) as u64 },
+        time_ms: if a.bytes.is_some() {
+            0
+        } else {
+            (a.time.unwrap_or(10.0) * 1000.0) as u64
+        },
     };
     if a.interval.is_nan() || a.interval <= 0.0 {
         bail!("--interval must be > 0");
@@ -296,7 +313,11 @@ async fn client(a: PerfArgs) -> anyhow::Result<()> {
             let s = fbdt_net::dial_tcp(&p, &cfg, mptcp)
                 .await
                 .with_context(|| format!("connecting to {} (the perf server's port + 1)", p.remote))?;
-            (exchange(s, None, req, &a, 1).await?, if mptcp { "mptcp" } else { "tcp" }, 1)
+            (
+                exchange(s, None, req, &a, 1).await?,
+                if mptcp { "mptcp" } else { "tcp" },
+                1,
+            )
         }
     };
     report(&a, &m, scheme, npaths, &cc, req);
@@ -315,7 +336,9 @@ async fn exchange<S: AsyncRead + AsyncWrite + Send + 'static>(
     if req.upload {
         send_data(&mut w, req).await?;
         let mut len = [0u8; 4];
-        r.read_exact(&mut len).await.context("reading the server's measurement")?;
+        r.read_exact(&mut len)
+            .await
+            .context("reading the server's measurement")?;
         let len = u32::from_be_bytes(len) as usize;
         if len > 64 << 20 {
             bail!("server measurement too large");
@@ -332,7 +355,11 @@ async fn exchange<S: AsyncRead + AsyncWrite + Send + 'static>(
         let m = receive(&mut r, stats, |m| {
             if !json && m.samples.len() % every == 0 {
                 let k = m.samples.len();
-                let prev = if k > every { Some(&m.samples[k - every - 1]) } else { None };
+                let prev = if k > every {
+                    Some(&m.samples[k - every - 1])
+                } else {
+                    None
+                };
                 line(prev, &m.samples[k - 1], npaths);
             }
         })
@@ -414,8 +441,11 @@ fn report(a: &PerfArgs, m: &Measure, scheme: &str, npaths: usize, cc: &str, req:
         }
     }
     let final_pp = m.samples.last().map(|s| s.2.clone()).unwrap_or_default();
-    let per_path: serde_json::Map<String, serde_json::Value> =
-        final_pp.iter().enumerate().map(|(i, b)| (format!("path{i}"), (*b).into())).collect();
+    let per_path: serde_json::Map<String, serde_json::Value> = final_pp
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (format!("path{i}"), (*b).into()))
+        .collect();
     let (ut, st, rss) = rusage();
     if a.json {
         let doc = serde_json::json!({
