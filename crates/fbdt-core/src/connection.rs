@@ -12,22 +12,32 @@
 //!
 //! `room` is how many bytes the path's connection can take now; offer at least
 //! [`max_frame_len`] or large DATA frames will wait.
+//!
+//! # Without copies
+//! `handle_recv`, `poll_transmit`, `write` and `read` work on slices (the simulator uses
+//! them). A driver on real sockets can avoid copying payloads with their `Bytes`
+//! counterparts: read into a `BytesMut` readied by [`wire::prepare_recv_buf`] and pass it
+//! to [`Connection::handle_recv_buf`] (DATA payloads stay slices of it up to
+//! [`Connection::read_bytes`]); write with [`Connection::write_bytes`] and collect frames
+//! with [`Connection::poll_transmit_buf`] into a [`FrameBuf`] for one vectored write. Use
+//! one input style per connection of a path.
 
 use std::collections::VecDeque;
 
+use bytes::{Buf, Bytes, BytesMut};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 use crate::config::{Config, MAX_BUFFER};
 use crate::error::ProtocolError;
 use crate::fbdt::{FbdtReceiver, FbdtSender};
-use crate::mptcp::{Hint, MpReceiver, MpSender};
 use crate::handshake::SessionKeys;
+use crate::mptcp::{Hint, MpReceiver, MpSender};
 use crate::path::{PathId, PathStats};
 use crate::scheme::{StreamReceiver, StreamSender};
 use crate::stats::{ReceiverStats, SenderStats};
 use crate::time::Instant;
-use crate::wire::{self, Close, Frame, Hello, Scheme, WindowMode, MAX_PATHS, MAX_SEGMENT};
+use crate::wire::{self, Close, Data, Frame, FrameBuf, Hello, Scheme, WindowMode, MAX_PATHS, MAX_SEGMENT};
 
 /// Largest frame this build emits or accepts.
 pub const fn max_frame_len() -> usize {
@@ -53,6 +63,11 @@ pub enum Event {
     PathJoined(PathId),
     /// The core gave up on a path; close its connection (and open a new one to re-join).
     PathFailed(PathId),
+    /// A path holds undelivered data and delivered nothing for the sender's stall time
+    /// (FBDT: max(3 × RTT, 30 ms)); the core already gives it no new work. Sooner than a
+    /// TCP-level sign (TCP_INFO shows a stall only after the RTO): a driver may start
+    /// opening a fresh connection for the path. Once per stall; delivery ends it.
+    PathStalled(PathId),
     /// The session ended, by us (`by_peer` false) or by the peer.
     Closed { code: u16, reason: String, by_peer: bool },
 }
@@ -68,8 +83,8 @@ enum PathState {
 
 struct PathIo {
     state: PathState,
-    /// Bytes of an incomplete frame (at most one frame).
-    rx: Vec<u8>,
+    /// `handle_recv`'s read buffer: at most one incomplete frame between calls.
+    rx: BytesMut,
     hello_due: bool,
     join_due: bool,
     close_due: bool,
@@ -277,7 +292,7 @@ impl Connection {
         while self.paths.len() <= path.index() {
             self.paths.push(PathIo {
                 state: PathState::Down,
-                rx: Vec::new(),
+                rx: BytesMut::new(),
                 hello_due: false,
                 join_due: false,
                 close_due: false,
@@ -286,7 +301,7 @@ impl Connection {
         let io = &mut self.paths[path.index()];
         *io = PathIo {
             state: PathState::Pending,
-            rx: Vec::new(),
+            rx: BytesMut::new(),
             hello_due: false,
             join_due: false,
             close_due: false,
@@ -330,36 +345,72 @@ impl Connection {
     /// Bytes arrived on `path`. A path-local error (`is_path_local`) means: close this
     /// path's connection, the session lives on. Any other error ended the session (a CLOSE
     /// is queued on the other paths).
-    pub fn handle_recv(&mut self, path: PathId, bytes: &[u8], now: Instant) -> Result<(), ProtocolError> {
+    ///
+    /// The bytes are copied into the path's own read buffer, in blocks as a socket read
+    /// would fill one, and parsed there ([`Connection::handle_recv_buf`]): an incomplete
+    /// frame waits there for the rest.
+    pub fn handle_recv(&mut self, path: PathId, mut bytes: &[u8], now: Instant) -> Result<(), ProtocolError> {
+        while !bytes.is_empty() && !self.closed {
+            let Some(io) = self.paths.get_mut(path.index()) else {
+                return Err(ProtocolError::Unexpected {
+                    path,
+                    what: "bytes on a path never added",
+                });
+            };
+            let mut buf = std::mem::take(&mut io.rx);
+            wire::prepare_recv_buf(&mut buf);
+            let n = bytes.len().min(buf.capacity() - buf.len());
+            buf.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            let result = self.parse_and_settle(path, &mut buf, now);
+            if let Some(io) = self.paths.get_mut(path.index()) {
+                io.rx = buf;
+            }
+            result?;
+        }
+        Ok(())
+    }
+
+    /// Bytes arrived on `path` and were appended to `buf` (readied by
+    /// [`wire::prepare_recv_buf`]): consumes every complete frame from its front and leaves
+    /// an incomplete one there for the next read. DATA payloads are kept as slices of
+    /// `buf`'s allocation, not copied. Errors as [`Connection::handle_recv`]; after an
+    /// error, or once the path is down, `buf` is emptied (its connection is done).
+    pub fn handle_recv_buf(&mut self, path: PathId, buf: &mut BytesMut, now: Instant) -> Result<(), ProtocolError> {
+        if let Some(io) = self.paths.get(path.index()) {
+            debug_assert!(
+                io.rx.is_empty(),
+                "handle_recv and handle_recv_buf mixed on one connection"
+            );
+        }
+        self.parse_and_settle(path, buf, now)
+    }
+
+    /// Parses what `buf` holds for `path` and settles the outcome: a path-local error
+    /// takes the path down, any other ends the session.
+    fn parse_and_settle(&mut self, path: PathId, buf: &mut BytesMut, now: Instant) -> Result<(), ProtocolError> {
         if self.closed {
+            buf.clear();
             return Ok(());
         }
-        let Some(io) = self.paths.get_mut(path.index()) else {
+        let Some(io) = self.paths.get(path.index()) else {
             return Err(ProtocolError::Unexpected {
                 path,
                 what: "bytes on a path never added",
             });
         };
         if io.state == PathState::Down {
+            buf.clear();
             return Ok(());
         }
-        let mut stash = std::mem::take(&mut io.rx);
-        let result = if stash.is_empty() {
-            self.parse_frames(path, bytes, now)
-                .map(|used| stash.extend_from_slice(&bytes[used..]))
-        } else {
-            stash.extend_from_slice(bytes);
-            self.parse_frames(path, &stash, now).map(|used| {
-                stash.drain(..used);
-            })
-        };
+        let result = self.parse_frames_buf(path, buf, now);
+        let gone = self.closed || self.paths[path.index()].state == PathState::Down;
+        if result.is_err() || gone {
+            buf.clear();
+        }
         match result {
             Ok(()) => {
-                if let Some(io) = self.paths.get_mut(path.index()) {
-                    if io.state != PathState::Down {
-                        io.rx = stash;
-                    }
-                }
+                self.collect_stalled_paths();
                 Ok(())
             }
             Err(e) if e.is_path_local() => {
@@ -373,23 +424,48 @@ impl Connection {
         }
     }
 
-    /// Consumes every complete frame at the front of `buf`; returns the bytes used.
-    fn parse_frames(&mut self, path: PathId, buf: &[u8], now: Instant) -> Result<usize, ProtocolError> {
-        let mut used = 0;
-        while used < buf.len() {
-            match Frame::parse(&buf[used..]) {
+    fn parse_frames_buf(&mut self, path: PathId, buf: &mut BytesMut, now: Instant) -> Result<(), ProtocolError> {
+        while !buf.is_empty() {
+            let (data, n) = match Frame::parse(buf) {
+                // A DATA frame's payload is cut out of the buffer below, as a shared slice.
+                Ok((Frame::Data(d), n)) => ((d.seq, d.fin), n),
                 Ok((frame, n)) => {
                     self.on_frame(path, frame, now)?;
-                    used += n;
+                    buf.advance(n);
                     if self.closed || self.paths[path.index()].state == PathState::Down {
                         break;
                     }
+                    continue;
                 }
                 Err(wire::Error::Incomplete { .. }) => break,
                 Err(source) => return Err(ProtocolError::Wire { path, source }),
-            }
+            };
+            let frame = buf.split_to(n).freeze();
+            let payload = frame.slice(Data::OVERHEAD..);
+            self.on_data_bytes(path, data.0, data.1, payload, now)?;
         }
-        Ok(used)
+        Ok(())
+    }
+
+    fn on_data_bytes(
+        &mut self,
+        path: PathId,
+        seq: crate::seq::Seq,
+        fin: bool,
+        payload: Bytes,
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        if self.paths[path.index()].state != PathState::Up || !self.established {
+            return Err(ProtocolError::Unexpected {
+                path,
+                what: "frame before the handshake completed",
+            });
+        }
+        self.receiver
+            .as_mut()
+            .expect("established")
+            .get_mut()
+            .on_data_bytes(path, seq, fin, payload, now)
     }
 
     fn on_frame(&mut self, path: PathId, frame: Frame<'_>, now: Instant) -> Result<(), ProtocolError> {
@@ -438,9 +514,20 @@ impl Connection {
                 path,
                 what: "frame before the handshake completed",
             }),
-            Frame::Data(d) => self.receiver.as_mut().expect("established").get_mut().on_data(path, &d, now),
+            // `parse_frames_buf` passes DATA to `on_data_bytes` itself (as a slice).
+            Frame::Data(d) => self
+                .receiver
+                .as_mut()
+                .expect("established")
+                .get_mut()
+                .on_data(path, &d, now),
             Frame::Ack(a) => self.sender.get_mut().on_ack(path, &a, now),
-            Frame::Align(a) => self.receiver.as_mut().expect("established").get_mut().on_align(path, &a, now),
+            Frame::Align(a) => self
+                .receiver
+                .as_mut()
+                .expect("established")
+                .get_mut()
+                .on_align(path, &a, now),
             Frame::MpData(d) => match self.receiver.as_mut() {
                 Some(Rx::Mp(r)) => r.on_mp_data(path, &d, now),
                 _ => Err(ProtocolError::Unexpected {
@@ -537,6 +624,18 @@ impl Connection {
     /// length, 0 when the path has nothing to send now.
     #[must_use]
     pub fn poll_transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
+        self.poll_transmit_to(path, room, now, Out::Vec(out))
+    }
+
+    /// [`Connection::poll_transmit`] into a [`FrameBuf`]: DATA payloads may be appended as
+    /// slices of the send buffer rather than copied (when the scheme's sender keeps
+    /// `Bytes`); write the chunks with one vectored write.
+    #[must_use]
+    pub fn poll_transmit_buf(&mut self, path: PathId, room: usize, now: Instant, out: &mut FrameBuf) -> usize {
+        self.poll_transmit_to(path, room, now, Out::Buf(out))
+    }
+
+    fn poll_transmit_to(&mut self, path: PathId, room: usize, now: Instant, mut out: Out<'_>) -> usize {
         let Some(io) = self.paths.get_mut(path.index()) else {
             return 0;
         };
@@ -558,7 +657,7 @@ impl Connection {
             if len > room {
                 return 0;
             }
-            frame.emit(out);
+            out.frame(&frame);
             let io = &mut self.paths[path.index()];
             match frame {
                 Frame::Close(_) => io.close_due = false,
@@ -579,7 +678,7 @@ impl Connection {
                 let frame = Frame::DataAck(ack);
                 let len = frame.buffer_len();
                 if len <= room {
-                    frame.emit(out);
+                    out.frame(&frame);
                     return len;
                 }
                 return 0;
@@ -589,20 +688,34 @@ impl Connection {
             let frame = Frame::Ack(ack);
             let len = frame.buffer_len();
             if len <= room {
-                frame.emit(out);
+                out.frame(&frame);
                 return len;
             }
             return 0;
         }
-        let n = self.sender.get_mut().poll_transmit(path, room, now, out);
-        self.collect_failed_paths(now);
+        let sender = self.sender.get_mut();
+        let n = match out {
+            Out::Vec(v) => sender.poll_transmit(path, room, now, v),
+            Out::Buf(b) => sender.poll_transmit_buf(path, room, now, b),
+        };
+        self.collect_path_events(now);
         n
     }
 
-    fn collect_failed_paths(&mut self, now: Instant) {
+    /// Turns what the sender learnt about paths (after ACKs, timeouts, transmits) into
+    /// events.
+    fn collect_path_events(&mut self, now: Instant) {
+        self.collect_stalled_paths();
         while let Some(p) = self.sender.poll_failed_path() {
             self.path_down(p, now);
             self.events.push_back(Event::PathFailed(p));
+        }
+    }
+
+    /// Stalls are reported as soon as an input reveals them (an ACK, a timeout).
+    fn collect_stalled_paths(&mut self) {
+        while let Some(p) = self.sender.get_mut().poll_stalled_path() {
+            self.events.push_back(Event::PathStalled(p));
         }
     }
 
@@ -627,7 +740,7 @@ impl Connection {
         if let Some(r) = self.receiver.as_mut() {
             r.get_mut().handle_timeout(now);
         }
-        self.collect_failed_paths(now);
+        self.collect_path_events(now);
     }
 
     #[must_use]
@@ -642,6 +755,15 @@ impl Connection {
             return 0;
         }
         self.sender.get_mut().write(data)
+    }
+
+    /// [`Connection::write`] for bytes held in a `Bytes`: a sender that keeps its buffer as
+    /// `Bytes` takes a slice instead of copying. The caller advances `data` by the result.
+    pub fn write_bytes(&mut self, data: &Bytes) -> usize {
+        if self.closed {
+            return 0;
+        }
+        self.sender.get_mut().write_bytes(data)
     }
 
     /// Bytes `write` would accept now.
@@ -668,6 +790,12 @@ impl Connection {
         self.receiver.as_mut().map_or(0, |r| r.get_mut().read(buf))
     }
 
+    /// Takes up to `max` in-order bytes of the peer's stream as one chunk, without copying
+    /// when they arrived through [`Connection::handle_recv_buf`]; None when none are ready.
+    pub fn read_bytes(&mut self, max: usize) -> Option<Bytes> {
+        self.receiver.as_mut().and_then(|r| r.get_mut().read_bytes(max))
+    }
+
     pub fn readable(&self) -> usize {
         self.receiver.as_ref().map_or(0, |r| r.get().readable())
     }
@@ -682,6 +810,23 @@ impl Connection {
             sender: self.sender.get().stats(),
             receiver: self.receiver.as_ref().map(|r| r.get().stats()).unwrap_or_default(),
             forward_path: self.sender.forward_path(),
+        }
+    }
+}
+
+/// Where `poll_transmit` puts a frame.
+enum Out<'a> {
+    Vec(&'a mut Vec<u8>),
+    Buf(&'a mut FrameBuf),
+}
+
+impl Out<'_> {
+    fn frame(&mut self, frame: &Frame<'_>) {
+        match self {
+            Out::Vec(v) => frame.emit(v),
+            Out::Buf(b) => {
+                b.push_with(|v| frame.emit(v));
+            }
         }
     }
 }

@@ -4,7 +4,8 @@
 
 use std::collections::VecDeque;
 
-use fbdt_core::wire::{self, Frame};
+use bytes::{Bytes, BytesMut};
+use fbdt_core::wire::{self, Frame, FrameBuf};
 use fbdt_core::{Config, Connection, Duration, Event, Instant, PathId, ProtocolError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -38,6 +39,10 @@ struct Pair {
     rng: ChaCha8Rng,
     client_errors: Vec<ProtocolError>,
     server_errors: Vec<ProtocolError>,
+    /// The client receives through `handle_recv_buf` (one read buffer per path) and both
+    /// sides transmit through `poll_transmit_buf`, as fbdt-net does.
+    buffers: bool,
+    client_rbufs: Vec<BytesMut>,
 }
 
 const ROOM: usize = 512 * 1024;
@@ -63,6 +68,8 @@ impl Pair {
             rng: ChaCha8Rng::seed_from_u64(7),
             client_errors: vec![],
             server_errors: vec![],
+            buffers: false,
+            client_rbufs: (0..paths).map(|_| BytesMut::new()).collect(),
         }
     }
 
@@ -71,7 +78,15 @@ impl Pair {
             for (conn, pipe) in [(&mut self.client, &mut *up), (&mut self.server, &mut *down)] {
                 while pipe.busy_until <= self.now {
                     let mut out = Vec::new();
-                    let n = conn.poll_transmit(PathId(p as u8), ROOM, self.now, &mut out);
+                    let n = if self.buffers {
+                        let mut fb = FrameBuf::new();
+                        let n = conn.poll_transmit_buf(PathId(p as u8), ROOM, self.now, &mut fb);
+                        assert_eq!(fb.len(), n);
+                        out = fb.to_vec();
+                        n
+                    } else {
+                        conn.poll_transmit(PathId(p as u8), ROOM, self.now, &mut out)
+                    };
                     if n == 0 {
                         break;
                     }
@@ -122,7 +137,23 @@ impl Pair {
             }
             while self.pipes[p].1.queue.front().is_some_and(|&(t, _)| t <= self.now) {
                 let (_, bytes) = self.pipes[p].1.queue.pop_front().unwrap();
-                if let Err(e) = self.client.handle_recv(PathId(p as u8), &bytes, self.now) {
+                let r = if self.buffers {
+                    // As a socket read would: into the spare room of the path's buffer.
+                    let buf = &mut self.client_rbufs[p];
+                    let mut rest = &bytes[..];
+                    let mut r = Ok(());
+                    while !rest.is_empty() && r.is_ok() {
+                        wire::prepare_recv_buf(buf);
+                        let n = rest.len().min(buf.capacity() - buf.len());
+                        buf.extend_from_slice(&rest[..n]);
+                        rest = &rest[n..];
+                        r = self.client.handle_recv_buf(PathId(p as u8), buf, self.now);
+                    }
+                    r
+                } else {
+                    self.client.handle_recv(PathId(p as u8), &bytes, self.now)
+                };
+                if let Err(e) = r {
                     self.client_errors.push(e);
                 }
             }
@@ -190,6 +221,53 @@ fn exchange(pair: &mut Pair, a_data: &[u8], b_data: &[u8]) -> (Vec<u8>, Vec<u8>)
         p.client.is_recv_finished() && p.server.is_recv_finished() && p.client.is_send_done() && p.server.is_send_done()
     });
     (at_server, at_client)
+}
+
+/// Both directions through the `Bytes` APIs (`write_bytes`, `poll_transmit_buf`,
+/// `handle_recv_buf`, `read_bytes`) on one side and the slice APIs on the other, with a
+/// receive buffer small enough that the receiver's pinned-memory budget runs out and it
+/// falls back to copying: every byte arrives, in order.
+#[test]
+fn the_bytes_apis_carry_both_directions() {
+    for recv_buffer in [2 * wire::MAX_SEGMENT, 8 << 20] {
+        let cfg = Config {
+            recv_buffer,
+            ..Config::default()
+        };
+        let mut pair = Pair::new(3, cfg);
+        pair.buffers = true;
+        let (a, b) = (data(3 << 20, 11), data(5 << 20, 12));
+        let (a_chunks, b_bytes) = (Bytes::from(a.clone()), Bytes::from(b.clone()));
+        let (mut a_off, mut b_off) = (0usize, 0usize);
+        let (mut at_server, mut at_client) = (Vec::new(), Vec::new());
+        pair.drive_bounded(2_000_000, |p| {
+            // The client writes `Bytes` in 100 KiB pieces, the server copies slices.
+            while a_off < a.len() {
+                let piece = a_chunks.slice(a_off..(a_off + 100_000).min(a.len()));
+                let n = p.client.write_bytes(&piece);
+                a_off += n;
+                if n < piece.len() {
+                    break;
+                }
+            }
+            if a_off == a.len() {
+                p.client.finish();
+            }
+            write_some(&mut p.server, &b_bytes, &mut b_off);
+            read_all(&mut p.server, &mut at_server);
+            while let Some(c) = p.client.read_bytes(70_000) {
+                assert!(!c.is_empty() && c.len() <= 70_000);
+                at_client.extend_from_slice(&c);
+            }
+            p.client.is_recv_finished()
+                && p.server.is_recv_finished()
+                && p.client.is_send_done()
+                && p.server.is_send_done()
+        });
+        assert!(pair.client_errors.is_empty() && pair.server_errors.is_empty());
+        assert!(at_server == a, "client → server differs (recv_buffer {recv_buffer})");
+        assert!(at_client == b, "server → client differs (recv_buffer {recv_buffer})");
+    }
 }
 
 #[test]
@@ -347,7 +425,12 @@ fn a_server_can_check_a_join_before_it_replaces_a_path() {
     pair.drive_bounded(10_000, |p| p.server.is_established() && p.client.is_established());
     let token = pair.server.token().unwrap();
     let mut forged = Vec::new();
-    Frame::Join(wire::Join { token, path_index: 1, hmac: [7; 32] }).emit(&mut forged);
+    Frame::Join(wire::Join {
+        token,
+        path_index: 1,
+        hmac: [7; 32],
+    })
+    .emit(&mut forged);
     assert!(!pair.server.accepts_join(&forged));
     assert!(!pair.server.accepts_join(b"garbage"));
     // The client's real JOIN for path 1, as a fresh connection would start with it.

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 use std::time::Duration as StdDuration;
 
-use bytes::{Buf, Bytes};
+use bytes::{Buf, Bytes, BytesMut};
+use fbdt_core::wire::{prepare_recv_buf, FrameBuf};
 use fbdt_core::{max_frame_len, Event, Instant, PathId, Role};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -20,15 +21,18 @@ use tokio_util::sync::PollSender;
 use crate::sockopt;
 use crate::{Error, NetConfig, PathSpec};
 
-/// Largest chunk crossing a channel between the application and the driver.
-const CHUNK: usize = 64 * 1024;
-/// Chunks each channel holds: 8 × 64 KiB = 512 KiB per direction on top of the core's
+/// Most bytes in one message between the application and the driver (one write's copy, or
+/// one batch of received slices). Large, so that the two tasks — often on two threads —
+/// wake each other once per 256 KiB, not once per segment: on loopback those wake-ups
+/// cost more CPU than the copies.
+const CHUNK: usize = 256 * 1024;
+/// Messages each channel holds: 4 × 256 KiB = 1 MiB per direction on top of the core's
 /// buffers.
-const CHANNEL_CHUNKS: usize = 8;
+const CHANNEL_CHUNKS: usize = 4;
 /// Bytes of frames gathered for one write(2) on a path.
 const WRITE_BATCH: usize = 64 * 1024;
-/// Reads per path per driver step (each up to `CHUNK` bytes), so one busy path cannot
-/// starve the others.
+/// Reads per path per driver step (each up to `wire::RECV_BLOCK` bytes), so one busy path
+/// cannot starve the others.
 const READS_PER_STEP: usize = 16;
 /// Driver steps per poll before yielding to the scheduler.
 const STEPS_PER_POLL: usize = 32;
@@ -98,8 +102,9 @@ struct Shared {
 /// reading returns EOF after the peer's stream ended.
 pub struct Session {
     cmd: PollSender<Cmd>,
-    rx: mpsc::Receiver<Bytes>,
-    cur: Bytes,
+    rx: mpsc::Receiver<Vec<Bytes>>,
+    /// The batch being read, front first (reversed: the next slice is last).
+    cur: Vec<Bytes>,
     shutdown: Option<oneshot::Receiver<Result<(), String>>>,
     shared: Arc<Shared>,
     role: Role,
@@ -147,9 +152,31 @@ fn broken(msg: impl Into<String>) -> io::Error {
 impl AsyncRead for Session {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let me = &mut *self;
-        if me.cur.is_empty() {
-            match ready!(me.rx.poll_recv(cx)) {
-                Some(b) => me.cur = b,
+        let start = buf.filled().len();
+        // Fill `buf` from the batches at hand; wait only if nothing was copied.
+        while buf.remaining() > 0 {
+            if let Some(b) = me.cur.last_mut() {
+                let n = b.len().min(buf.remaining());
+                buf.put_slice(&b[..n]);
+                b.advance(n);
+                if b.is_empty() {
+                    me.cur.pop();
+                }
+                continue;
+            }
+            let next = if buf.filled().len() > start {
+                match me.rx.try_recv() {
+                    Ok(batch) => Some(batch),
+                    Err(_) => break,
+                }
+            } else {
+                ready!(me.rx.poll_recv(cx))
+            };
+            match next {
+                Some(mut batch) => {
+                    batch.reverse();
+                    me.cur = batch;
+                }
                 None => {
                     return Poll::Ready(match me.error() {
                         Some(e) => Err(io::Error::new(io::ErrorKind::ConnectionAborted, e)),
@@ -158,9 +185,6 @@ impl AsyncRead for Session {
                 }
             }
         }
-        let n = me.cur.len().min(buf.remaining());
-        buf.put_slice(&me.cur[..n]);
-        me.cur.advance(n);
         Poll::Ready(Ok(()))
     }
 }
@@ -201,21 +225,33 @@ impl AsyncWrite for Session {
         Poll::Ready(match ready!(Pin::new(rx).poll(cx)) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(broken(e)),
-            Err(_) => Err(broken(me.error().unwrap_or_else(|| "session ended before the peer acknowledged everything".into()))),
+            Err(_) => Err(broken(me.error().unwrap_or_else(|| {
+                "session ended before the peer acknowledged everything".into()
+            }))),
         })
     }
 }
+
+/// Most chunks in one writev (a 64 KiB batch of 16 KiB segments is about 10).
+const MAX_IOV: usize = 64;
 
 type DialFuture = Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send>>;
 
 #[derive(Default)]
 struct PathSlot {
     stream: Option<TcpStream>,
-    out: Vec<u8>,
+    /// Bytes read and not yet parsed (at most one incomplete frame between reads); DATA
+    /// payloads are cut out of it as shared slices, so it is never copied wholesale.
+    rbuf: BytesMut,
+    /// Frames being written (one batch), `out_pos` of them written.
+    out: FrameBuf,
     out_pos: usize,
     dialing: Option<DialFuture>,
     /// Client: a fresh connection being opened beside a stalled one.
     probe: Option<DialFuture>,
+    /// When the core reported this connection's path stalled (`Event::PathStalled`);
+    /// cleared once TCP saw an ACK after that.
+    core_stalled_at: Option<tokio::time::Instant>,
     failures: u32,
     connections: u32,
     info: sockopt::TcpInfoSample,
@@ -233,7 +269,7 @@ struct Driver {
     parked: Option<Bytes>,
     finished: bool,
     finish_waiters: Vec<oneshot::Sender<Result<(), String>>>,
-    to_app: PollSender<Bytes>,
+    to_app: PollSender<Vec<Bytes>>,
     app_gone: bool,
     eof_sent: bool,
     connected: Option<oneshot::Sender<Result<(), String>>>,
@@ -241,7 +277,6 @@ struct Driver {
     timer_at: Option<tokio::time::Instant>,
     tick: tokio::time::Interval,
     shared: Arc<Shared>,
-    read_buf: Vec<u8>,
     /// When everything was delivered both ways.
     done_at: Option<tokio::time::Instant>,
     half_closed_at: Option<tokio::time::Instant>,
@@ -292,7 +327,6 @@ fn build(conn: fbdt_core::Connection, cfg: Arc<NetConfig>, label: String) -> Par
         timer_at: None,
         tick,
         shared: shared.clone(),
-        read_buf: vec![0; CHUNK],
         done_at: None,
         half_closed_at: None,
         closed_at: None,
@@ -304,7 +338,7 @@ fn build(conn: fbdt_core::Connection, cfg: Arc<NetConfig>, label: String) -> Par
     let session = Session {
         cmd: PollSender::new(cmd_tx),
         rx: app_rx,
-        cur: Bytes::new(),
+        cur: Vec::new(),
         shutdown: None,
         shared,
         role,
@@ -345,7 +379,9 @@ pub(crate) async fn start_client(
     match tokio::time::timeout(timeout, connected_rx).await {
         Ok(Ok(Ok(()))) => Ok(session),
         Ok(Ok(Err(e))) => Err(Error::Closed(e)),
-        Ok(Err(_)) => Err(Error::Closed(session.error().unwrap_or_else(|| "handshake failed".into()))),
+        Ok(Err(_)) => Err(Error::Closed(
+            session.error().unwrap_or_else(|| "handshake failed".into()),
+        )),
         Err(_) => Err(Error::Closed("no HELLO from the server in time".into())),
     }
 }
@@ -359,7 +395,9 @@ pub(crate) fn start_server(
     label: String,
     on_end: Box<dyn FnOnce() + Send>,
 ) -> Session {
-    let Parts { mut driver, session, .. } = build(conn, cfg, label);
+    let Parts {
+        mut driver, session, ..
+    } = build(conn, cfg, label);
     driver.paths.push(PathSlot {
         stream: Some(stream0),
         connections: 1,
@@ -456,12 +494,9 @@ impl Driver {
                 tracing::warn!(session = %self.label, path = i, "refused a joining connection: {e}");
                 continue;
             }
-            let slot = self.slot(i);
-            slot.stream = Some(np.stream);
-            slot.out.clear();
-            slot.out_pos = 0;
-            slot.connections += 1;
-            self.on_input(i, &np.first, now);
+            self.install_stream(i, np.stream);
+            self.paths[i].rbuf.extend_from_slice(&np.first);
+            self.on_input(i, now);
         }
         progress
     }
@@ -480,12 +515,8 @@ impl Driver {
             match r {
                 Ok(s) if self.done_at.is_none() && !self.conn.is_closed() => {
                     tracing::info!(session = %self.label, path = i, "path reconnected");
-                    let slot = &mut self.paths[i];
-                    slot.stream = Some(s);
-                    slot.out.clear();
-                    slot.out_pos = 0;
-                    slot.failures = 0;
-                    slot.connections += 1;
+                    self.install_stream(i, s);
+                    self.paths[i].failures = 0;
                     if let Err(e) = self.conn.add_path(PathId(i as u8), now) {
                         tracing::warn!(session = %self.label, path = i, "add_path: {e}");
                         self.paths[i].stream = None;
@@ -518,7 +549,7 @@ impl Driver {
             let Ok(s) = r else { continue };
             let still_stalled = match self.paths[i].stream.as_ref() {
                 None => true,
-                Some(old) => sockopt::tcp_info(old).map_or(true, |t| t.looks_stalled()),
+                Some(old) => sockopt::tcp_info(old).map_or(true, |t| t.stalled_given_core(self.core_stalled_for(i))),
             };
             if !still_stalled || self.done_at.is_some() || self.conn.is_closed() {
                 continue;
@@ -526,16 +557,19 @@ impl Driver {
             tracing::info!(session = %self.label, path = i, "fresh connection replaces a stalled one");
             self.drop_stream(i);
             self.conn.path_down(PathId(i as u8), now);
-            let slot = &mut self.paths[i];
-            slot.dialing = None;
-            slot.stream = Some(s);
-            slot.connections += 1;
+            self.paths[i].dialing = None;
+            self.install_stream(i, s);
             if let Err(e) = self.conn.add_path(PathId(i as u8), now) {
                 tracing::warn!(session = %self.label, path = i, "add_path: {e}");
                 self.paths[i].stream = None;
             }
         }
         progress
+    }
+
+    /// How long ago the core reported path `i` stalled, if it did.
+    fn core_stalled_for(&self, i: usize) -> Option<StdDuration> {
+        self.paths[i].core_stalled_at.map(|t| t.elapsed())
     }
 
     /// Client: keeps sending fresh SYNs (each attempt bounded by `PROBE_CONNECT`) until one
@@ -582,9 +616,24 @@ impl Driver {
         }));
     }
 
-    /// Feeds bytes of path `i` to the core and handles what that says about the path.
-    fn on_input(&mut self, i: usize, bytes: &[u8], now: Instant) {
-        if let Err(e) = self.conn.handle_recv(PathId(i as u8), bytes, now) {
+    /// A new connection carries path `i` (its old one, if any, is already dropped).
+    fn install_stream(&mut self, i: usize, s: TcpStream) {
+        let slot = self.slot(i);
+        slot.stream = Some(s);
+        slot.rbuf.clear();
+        slot.out.clear();
+        slot.out_pos = 0;
+        slot.core_stalled_at = None;
+        slot.connections += 1;
+    }
+
+    /// Feeds the bytes read on path `i` to the core and handles what that says about the
+    /// path.
+    fn on_input(&mut self, i: usize, now: Instant) {
+        let mut buf = std::mem::take(&mut self.paths[i].rbuf);
+        let r = self.conn.handle_recv_buf(PathId(i as u8), &mut buf, now);
+        self.paths[i].rbuf = buf;
+        if let Err(e) = r {
             if e.is_path_local() {
                 tracing::warn!(session = %self.label, path = i, "closing that connection: {e}");
                 self.drop_stream(i);
@@ -604,6 +653,8 @@ impl Driver {
     fn drop_stream(&mut self, i: usize) {
         let slot = &mut self.paths[i];
         slot.stream = None;
+        slot.core_stalled_at = None;
+        slot.rbuf.clear();
         slot.out.clear();
         slot.out_pos = 0;
     }
@@ -625,21 +676,22 @@ impl Driver {
 
     fn read_path(&mut self, i: usize, cx: &mut Context<'_>, now: Instant) -> bool {
         let mut any = false;
-        let mut buf = std::mem::take(&mut self.read_buf);
         for _ in 0..READS_PER_STEP {
-            let Some(s) = self.paths[i].stream.as_mut() else {
+            let slot = &mut self.paths[i];
+            let Some(s) = slot.stream.as_mut() else {
                 break;
             };
-            let mut rb = ReadBuf::new(&mut buf);
-            match Pin::new(s).poll_read(cx, &mut rb) {
-                Poll::Ready(Ok(())) if rb.filled().is_empty() => {
+            // Read straight into the spare room of the path's buffer: frames are parsed in
+            // place and their payloads travel on as slices of it.
+            prepare_recv_buf(&mut slot.rbuf);
+            match tokio_util::io::poll_read_buf(Pin::new(s), cx, &mut slot.rbuf) {
+                Poll::Ready(Ok(0)) => {
                     self.kill_path(i, "closed by the peer", now);
                     any = true;
                     break;
                 }
-                Poll::Ready(Ok(())) => {
-                    let n = rb.filled().len();
-                    self.on_input(i, &buf[..n], now);
+                Poll::Ready(Ok(_)) => {
+                    self.on_input(i, now);
                     any = true;
                 }
                 Poll::Ready(Err(e)) => {
@@ -650,7 +702,6 @@ impl Driver {
                 Poll::Pending => break,
             }
         }
-        self.read_buf = buf;
         any
     }
 
@@ -675,7 +726,11 @@ impl Driver {
                 slot.out.clear();
                 slot.out_pos = 0;
                 while slot.out.len() < WRITE_BATCH {
-                    if self.conn.poll_transmit(PathId(i as u8), max_frame_len(), now, &mut slot.out) == 0 {
+                    if self
+                        .conn
+                        .poll_transmit_buf(PathId(i as u8), max_frame_len(), now, &mut slot.out)
+                        == 0
+                    {
                         break;
                     }
                 }
@@ -683,7 +738,14 @@ impl Driver {
                     return any;
                 }
             }
-            match Pin::new(s).poll_write(cx, &slot.out[slot.out_pos..]) {
+            // One writev of headers and payload slices.
+            let mut iov = [io::IoSlice::new(&[]); MAX_IOV];
+            let mut n_iov = 0;
+            for (slot_iov, c) in iov.iter_mut().zip(slot.out.chunks_from(slot.out_pos)) {
+                *slot_iov = io::IoSlice::new(c);
+                n_iov += 1;
+            }
+            match Pin::new(s).poll_write_vectored(cx, &iov[..n_iov]) {
                 Poll::Ready(Ok(0)) => {
                     self.kill_path(i, "write returned 0", now);
                     return true;
@@ -706,7 +768,7 @@ impl Driver {
         let mut progress = false;
         loop {
             if let Some(b) = self.parked.as_mut() {
-                let n = self.conn.write(b);
+                let n = self.conn.write_bytes(b);
                 b.advance(n);
                 if b.is_empty() {
                     self.parked = None;
@@ -758,18 +820,21 @@ impl Driver {
                 break;
             }
             if self.app_gone {
-                let mut sink = std::mem::take(&mut self.read_buf);
-                self.conn.read(&mut sink[..n]);
-                self.read_buf = sink;
+                let _ = self.conn.read_bytes(n);
                 progress = true;
                 continue;
             }
             match self.to_app.poll_reserve(cx) {
                 Poll::Ready(Ok(())) => {
-                    let mut v = vec![0u8; n];
-                    let got = self.conn.read(&mut v);
-                    v.truncate(got);
-                    let _ = self.to_app.send_item(Bytes::from(v));
+                    // In-order payloads go to the application as the slices they arrived
+                    // in, up to CHUNK bytes per message.
+                    let mut batch = Vec::new();
+                    let mut left = n;
+                    while let Some(b) = self.conn.read_bytes(left) {
+                        left -= b.len();
+                        batch.push(b);
+                    }
+                    let _ = self.to_app.send_item(batch);
                     progress = true;
                 }
                 Poll::Ready(Err(_)) => {
@@ -797,6 +862,23 @@ impl Driver {
                     }
                 }
                 Event::PathJoined(p) => tracing::debug!(session = %self.label, path = p.0, "path joined"),
+                Event::PathStalled(p) => {
+                    let i = p.index();
+                    tracing::debug!(session = %self.label, path = i, "core: path stalled");
+                    // Probe at once rather than after TCP's 300 ms of silence: a fresh
+                    // connection is ready by the time the old one is known to be stuck.
+                    // It replaces the old one only while no ACK arrived since this report.
+                    if self.paths.get(i).is_some_and(|s| s.stream.is_some()) {
+                        self.paths[i].core_stalled_at = Some(tokio::time::Instant::now());
+                        if self.paths[i].probe.is_none()
+                            && self.dialer.is_some()
+                            && self.done_at.is_none()
+                            && !self.conn.is_closed()
+                        {
+                            self.start_probe(i);
+                        }
+                    }
+                }
                 Event::PathFailed(p) => {
                     let i = p.index();
                     tracing::warn!(session = %self.label, path = i, "core declared the path failed; reconnecting");
@@ -844,12 +926,21 @@ impl Driver {
             if let Ok(info) = sockopt::tcp_info(s) {
                 self.paths[i].info = info;
                 self.conn.path_stats(PathId(i as u8), info.to_path_stats());
-                let stalled = info.looks_stalled();
+                let core = self.core_stalled_for(i);
+                if core.is_some() && !info.stalled_given_core(core) {
+                    // TCP got an ACK since the core's report: that stall is over.
+                    self.paths[i].core_stalled_at = None;
+                }
+                let stalled = info.stalled_given_core(self.core_stalled_for(i));
                 if !stalled {
                     if self.paths[i].probe.take().is_some() {
                         tracing::debug!(session = %self.label, path = i, "path recovered on its own; probe dropped");
                     }
-                } else if self.paths[i].probe.is_none() && self.dialer.is_some() && self.done_at.is_none() && !self.conn.is_closed() {
+                } else if self.paths[i].probe.is_none()
+                    && self.dialer.is_some()
+                    && self.done_at.is_none()
+                    && !self.conn.is_closed()
+                {
                     self.start_probe(i);
                 }
             }
@@ -884,7 +975,9 @@ impl Driver {
     }
 
     fn flushed(&self) -> bool {
-        self.paths.iter().all(|p| p.stream.is_none() || p.out_pos == p.out.len())
+        self.paths
+            .iter()
+            .all(|p| p.stream.is_none() || p.out_pos == p.out.len())
     }
 
     fn should_end(&mut self) -> bool {

@@ -1,32 +1,70 @@
 //! FBDT receiver: reassembles segments arriving on any path, discards duplicates by
 //! sequence number, delivers in order, and acknowledges on every live path.
+//!
+//! Payloads are held as `Bytes`. A driver that hands them over as slices of its read
+//! buffer (`on_data_bytes`) gets them back as slices (`read_bytes`): no copy between the
+//! socket read and the application. A slice keeps its whole read allocation alive, so each
+//! one is charged `wire::recv_pin` (at least a read block); once those charges would pass
+//! the receive buffer, further pieces are copied into allocations of their own. Memory is
+//! therefore at most 2 × `recv_buffer`: slices' allocations ≤ `recv_buffer`, copies ≤ the
+//! bytes held ≤ `recv_buffer` (flow control).
 
 use std::collections::{BTreeMap, VecDeque};
+
+use bytes::{Buf, Bytes};
 
 use crate::config::Config;
 use crate::error::ProtocolError;
 use crate::path::PathId;
 use crate::scheme::StreamReceiver;
+use crate::seq::Seq;
 use crate::seq::SeqSpace;
 use crate::stats::ReceiverStats;
 use crate::time::{Duration, Instant};
-use crate::wire::{Ack, Align, Data, MAX_ACK_RANGES, MAX_PATHS, NO_PATH};
+use crate::wire::{recv_pin, Ack, Align, Data, MAX_ACK_RANGES, MAX_PATHS, NO_PATH};
 
 /// Offsets more than this far below the next expected byte are refused as ambiguous: a
 /// copy that old could be a wrapped sequence number. The sender resets a path long before
 /// it could hold data that old (see `sender::STALE_COPY_LIMIT`).
 const MAX_DUPLICATE_AGE: u64 = 1 << 30;
 
+/// Received bytes held until read, and the memory they keep alive.
+struct Piece {
+    data: Bytes,
+    /// What `data` keeps allocated: its own length if copied, `recv_pin` if a slice of a
+    /// read buffer.
+    pin: usize,
+}
+
+/// A DATA payload as it arrived: borrowed (copied when kept) or a shared slice.
+#[derive(Clone, Copy)]
+enum Payload<'a> {
+    Borrowed(&'a [u8]),
+    Shared(&'a Bytes),
+}
+
+impl Payload<'_> {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Payload::Borrowed(s) => s,
+            Payload::Shared(b) => b,
+        }
+    }
+}
+
 pub struct FbdtReceiver {
     space: SeqSpace,
     capacity: usize,
     /// Next in-order offset expected.
     rcv_nxt: u64,
-    /// In-order bytes not yet read by the application.
-    ready: VecDeque<u8>,
+    /// In-order bytes not yet read by the application (`ready_len` of them).
+    ready: VecDeque<Piece>,
+    ready_len: usize,
     /// Out-of-order pieces keyed by offset; never overlapping, all within the window.
-    ooo: BTreeMap<u64, Vec<u8>>,
+    ooo: BTreeMap<u64, Piece>,
     ooo_bytes: usize,
+    /// Σ `pin` of the pieces in `ready` and `ooo`.
+    pinned: usize,
     fin_at: Option<u64>,
     path_rx: Vec<u64>,
     alive: u32,
@@ -48,8 +86,10 @@ impl FbdtReceiver {
             capacity: cfg.recv_buffer,
             rcv_nxt: 0,
             ready: VecDeque::new(),
+            ready_len: 0,
             ooo: BTreeMap::new(),
             ooo_bytes: 0,
+            pinned: 0,
             fin_at: None,
             path_rx: Vec::new(),
             alive: 0,
@@ -66,7 +106,7 @@ impl FbdtReceiver {
 
     /// Offset one past the last byte the sender may send (never moves backwards).
     fn right_edge(&self) -> u64 {
-        self.rcv_nxt + (self.capacity - self.ready.len()) as u64
+        self.rcv_nxt + (self.capacity - self.ready_len) as u64
     }
 
     fn ack_now(&mut self) {
@@ -75,26 +115,43 @@ impl FbdtReceiver {
         self.ack_deadline = None;
     }
 
-    /// Stores `payload` (at `start`) except the parts already held; returns the bytes that
-    /// were duplicates.
-    fn insert(&mut self, start: u64, payload: &[u8]) -> u64 {
-        let end = start + payload.len() as u64;
+    /// Keeps `range` of `payload`: a slice if the pinned budget allows, else a copy.
+    fn keep(&mut self, payload: Payload<'_>, range: std::ops::Range<usize>) -> Piece {
+        let piece = match payload {
+            Payload::Shared(b) if self.pinned + recv_pin(b.len()) <= self.capacity => Piece {
+                data: b.slice(range),
+                pin: recv_pin(b.len()),
+            },
+            p => {
+                let data = Bytes::copy_from_slice(&p.as_slice()[range]);
+                Piece { pin: data.len(), data }
+            }
+        };
+        self.pinned += piece.pin;
+        piece
+    }
+
+    /// Stores `payload` (at `start`, from `skip` bytes into it) except the parts already
+    /// held; returns the bytes that were duplicates.
+    fn insert(&mut self, start: u64, payload: Payload<'_>, skip: usize) -> u64 {
+        let end = start + (payload.as_slice().len() - skip) as u64;
         let mut cur = start;
         let mut dup = 0u64;
         if let Some((&s, v)) = self.ooo.range(..cur).next_back() {
-            let e = s + v.len() as u64;
+            let e = s + v.data.len() as u64;
             if e > cur {
                 dup += e.min(end) - cur;
                 cur = e;
             }
         }
         while cur < end {
-            let next = self.ooo.range(cur..end).next().map(|(&s, v)| (s, v.len() as u64));
+            let next = self.ooo.range(cur..end).next().map(|(&s, v)| (s, v.data.len() as u64));
             let piece_end = next.map_or(end, |(s, _)| s);
             if piece_end > cur {
-                let piece = &payload[(cur - start) as usize..(piece_end - start) as usize];
-                self.ooo_bytes += piece.len();
-                self.ooo.insert(cur, piece.to_vec());
+                let range = skip + (cur - start) as usize..skip + (piece_end - start) as usize;
+                let piece = self.keep(payload, range);
+                self.ooo_bytes += piece.data.len();
+                self.ooo.insert(cur, piece);
             }
             match next {
                 Some((s, len)) => {
@@ -109,17 +166,19 @@ impl FbdtReceiver {
 
     fn deliver_in_order(&mut self) {
         while let Some(piece) = self.ooo.remove(&self.rcv_nxt) {
-            self.ooo_bytes -= piece.len();
-            self.rcv_nxt += piece.len() as u64;
-            self.stats.bytes_delivered += piece.len() as u64;
-            self.ready.extend(piece);
+            let len = piece.data.len();
+            self.ooo_bytes -= len;
+            self.rcv_nxt += len as u64;
+            self.stats.bytes_delivered += len as u64;
+            self.ready_len += len;
+            self.ready.push_back(piece);
         }
     }
 
     fn ranges(&self) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = Vec::new();
         for (&s, v) in &self.ooo {
-            let e = s + v.len() as u64;
+            let e = s + v.data.len() as u64;
             if let Some(last) = out.last_mut().filter(|l| l.1 == s) {
                 last.1 = e;
             } else if out.len() == MAX_ACK_RANGES {
@@ -137,10 +196,45 @@ impl FbdtReceiver {
             self.stats.per_path_bytes_received.resize(path.index() + 1, 0);
         }
     }
-}
 
-impl StreamReceiver for FbdtReceiver {
-    fn on_data(&mut self, path: PathId, data: &Data<'_>, now: Instant) -> Result<(), ProtocolError> {
+    /// Drops the front `n` ready bytes (after the application took them).
+    fn consume_ready(&mut self, mut n: usize) {
+        self.ready_len -= n;
+        while n > 0 {
+            let front = self.ready.front_mut().expect("ready_len counts these bytes");
+            let take = n.min(front.data.len());
+            front.data.advance(take);
+            n -= take;
+            if front.data.is_empty() {
+                self.pinned -= front.pin;
+                self.ready.pop_front();
+            }
+        }
+    }
+
+    /// After the application read: reopen the window promptly once it drained a quarter
+    /// of it, so a sender blocked by flow control is not left waiting for the next frame.
+    fn after_read(&mut self, n: usize) {
+        self.stats.bytes_read += n as u64;
+        let window = self.capacity - self.ready_len;
+        if window >= self.advertised + self.capacity / 4 {
+            self.ack_now();
+        }
+    }
+
+    fn accept(
+        &mut self,
+        path: PathId,
+        seq: Seq,
+        fin: bool,
+        payload: Payload<'_>,
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        let data = Data {
+            seq,
+            fin,
+            payload: payload.as_slice(),
+        };
         self.note_path(path);
         let len = data.payload.len() as u64;
         self.path_rx[path.index()] += len;
@@ -171,7 +265,7 @@ impl StreamReceiver for FbdtReceiver {
                 .ooo
                 .iter()
                 .next_back()
-                .map_or(self.rcv_nxt, |(&s, v)| s + v.len() as u64);
+                .map_or(self.rcv_nxt, |(&s, v)| s + v.data.len() as u64);
             if end < highest.max(self.rcv_nxt) {
                 return Err(ProtocolError::FinMismatch);
             }
@@ -182,7 +276,7 @@ impl StreamReceiver for FbdtReceiver {
         let mut dup = old;
         if end > self.rcv_nxt {
             let from = start.max(self.rcv_nxt);
-            dup += self.insert(from, &data.payload[(from - start) as usize..]);
+            dup += self.insert(from, payload, (from - start) as usize);
         }
         self.stats.redundant_bytes_received += dup;
         let before = self.rcv_nxt;
@@ -198,6 +292,23 @@ impl StreamReceiver for FbdtReceiver {
             self.ack_deadline = Some(now + self.max_ack_delay);
         }
         Ok(())
+    }
+}
+
+impl StreamReceiver for FbdtReceiver {
+    fn on_data(&mut self, path: PathId, data: &Data<'_>, now: Instant) -> Result<(), ProtocolError> {
+        self.accept(path, data.seq, data.fin, Payload::Borrowed(data.payload), now)
+    }
+
+    fn on_data_bytes(
+        &mut self,
+        path: PathId,
+        seq: Seq,
+        fin: bool,
+        payload: Bytes,
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        self.accept(path, seq, fin, Payload::Shared(&payload), now)
     }
 
     fn on_align(&mut self, _path: PathId, a: &Align, _now: Instant) -> Result<(), ProtocolError> {
@@ -228,28 +339,44 @@ impl StreamReceiver for FbdtReceiver {
     }
 
     fn read(&mut self, buf: &mut [u8]) -> usize {
-        let n = buf.len().min(self.ready.len());
-        let (a, b) = self.ready.as_slices();
-        let from_a = n.min(a.len());
-        buf[..from_a].copy_from_slice(&a[..from_a]);
-        buf[from_a..n].copy_from_slice(&b[..n - from_a]);
-        self.ready.drain(..n);
-        self.stats.bytes_read += n as u64;
-        // Reopen the window promptly once the application has drained a quarter of it, so
-        // a sender blocked by flow control is not left waiting for the next data frame.
-        let window = self.capacity - self.ready.len();
-        if window >= self.advertised + self.capacity / 4 {
-            self.ack_now();
+        let n = buf.len().min(self.ready_len);
+        let mut at = 0;
+        for p in &self.ready {
+            if at == n {
+                break;
+            }
+            let take = (n - at).min(p.data.len());
+            buf[at..at + take].copy_from_slice(&p.data[..take]);
+            at += take;
         }
+        self.consume_ready(n);
+        self.after_read(n);
         n
     }
 
+    fn read_bytes(&mut self, max: usize) -> Option<Bytes> {
+        let front = self.ready.front_mut()?;
+        let out = if front.data.len() <= max {
+            let p = self.ready.pop_front().expect("front exists");
+            self.pinned -= p.pin;
+            p.data
+        } else {
+            front.data.split_to(max)
+        };
+        if out.is_empty() {
+            return None;
+        }
+        self.ready_len -= out.len();
+        self.after_read(out.len());
+        Some(out)
+    }
+
     fn readable(&self) -> usize {
-        self.ready.len()
+        self.ready_len
     }
 
     fn is_finished(&self) -> bool {
-        self.fin_at == Some(self.rcv_nxt) && self.ready.is_empty()
+        self.fin_at == Some(self.rcv_nxt) && self.ready_len == 0
     }
 
     fn path_up(&mut self, path: PathId, _now: Instant) {
@@ -268,7 +395,7 @@ impl StreamReceiver for FbdtReceiver {
             return None;
         }
         self.ack_pending &= !path.bit();
-        self.advertised = self.capacity - self.ready.len();
+        self.advertised = self.capacity - self.ready_len;
         self.stats.acks_sent += 1;
         Some(Ack {
             cum: self.space.seq(self.rcv_nxt),
@@ -295,5 +422,56 @@ impl StreamReceiver for FbdtReceiver {
 
     fn stats(&self) -> ReceiverStats {
         self.stats.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Out-of-order slices are kept as slices while their charges fit the receive buffer,
+    /// then copied; everything still comes out in order, and the charges return to zero.
+    #[test]
+    fn slices_are_kept_within_the_pinned_budget_then_copied() {
+        const SEG: usize = 16 * 1024;
+        let cfg = Config {
+            recv_buffer: 512 * 1024,
+            ..Config::default()
+        };
+        let mut r = FbdtReceiver::new(&cfg, 0);
+        r.path_up(PathId(0), Instant::ZERO);
+        let stream: Vec<u8> = (0..cfg.recv_buffer).map(|i| (i % 251) as u8).collect();
+        let segs = cfg.recv_buffer / SEG;
+        // Every segment but the first, top down: all held out of order.
+        for k in (1..segs).rev() {
+            let block = Bytes::copy_from_slice(&stream[k * SEG..(k + 1) * SEG]);
+            r.on_data_bytes(PathId(0), Seq((k * SEG) as u32), false, block, Instant::ZERO)
+                .unwrap();
+            assert!(r.pinned <= 2 * cfg.recv_buffer);
+            let slices = r.ooo.values().filter(|p| p.pin > p.data.len()).count();
+            assert!(slices * recv_pin(SEG) <= cfg.recv_buffer);
+        }
+        let copies = r.ooo.values().filter(|p| p.pin == p.data.len()).count();
+        assert!(copies > 0, "the budget ran out: later pieces were copied");
+        assert!(
+            r.ooo.values().any(|p| p.pin > p.data.len()),
+            "earlier pieces kept as slices"
+        );
+        r.on_data(
+            PathId(0),
+            &Data {
+                seq: Seq(0),
+                fin: false,
+                payload: &stream[..SEG],
+            },
+            Instant::ZERO,
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        while let Some(c) = r.read_bytes(50_000) {
+            out.extend_from_slice(&c);
+        }
+        assert!(out == stream);
+        assert_eq!((r.pinned, r.readable(), r.ooo_bytes), (0, 0, 0));
     }
 }

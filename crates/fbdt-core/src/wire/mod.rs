@@ -9,8 +9,10 @@
 //! returns a frame, [`Error::Incomplete`] or another [`Error`]; it never panics, never
 //! indexes out of bounds and never allocates more than the frame it returns.
 
+mod buf;
 mod frames;
 
+pub use buf::{prepare_recv_buf, recv_pin, FrameBuf, FrameOut, SendBuf, RECV_BLOCK, RECV_MIN_READ};
 pub use frames::{Ack, Align, Close, Data, DataAck, Hello, Join, LaneRepr, MpData, Scheme, WindowMode, NO_PATH};
 
 use thiserror::Error as ThisError;
