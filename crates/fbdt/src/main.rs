@@ -2,6 +2,7 @@
 
 mod files;
 mod perf;
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -24,6 +25,9 @@ Files:
   server$ fbdt recv --listen 0.0.0.0:5300 --output big.iso
   client$ fbdt send big.iso --path 192.168.1.20=10.0.0.1:5300 --path 10.1.0.20=10.0.0.1:5300
 
+Tunnel (server side: each session reaches a TCP service):
+  server$ fbdt serve --listen 0.0.0.0:5400 --forward 127.0.0.1:22
+
 Logs: RUST_LOG=fbdt_net=debug fbdt …"
 )]
 struct Cli {
@@ -39,9 +43,12 @@ enum Cmd {
     Recv(files::RecvArgs),
     /// Send a file (or stdin) over FBDT; the receiver's SHA-256 is checked against ours.
     Send(files::SendArgs),
+    /// Server side of a tunnel: splice every FBDT session to a new TCP connection.
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> anyhow::Result<()> {
+    keep_freed_memory();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -56,8 +63,25 @@ fn main() -> anyhow::Result<()> {
             Cmd::Perf(a) => perf::run(a).await,
             Cmd::Recv(a) => files::recv(a).await,
             Cmd::Send(a) => files::send(a).await,
+            Cmd::Serve(a) => serve::serve(a).await,
         }
     })
+}
+
+/// Keeps glibc's allocator from handing freed buffers back to the kernel at once. FBDT's
+/// buffers (256 KiB write copies, 64 KiB read blocks, held until acknowledged or read) are
+/// freed in bursts; by default glibc then trims its heap or unmaps the chunk, and the next
+/// allocation faults every page in again — on loopback that cost more CPU than all the
+/// copies (page faults were 12× fewer with these settings, CPU per GiB ~1.6× lower).
+/// Chunks below 1 MiB come from the heap; up to 64 MiB of free heap is kept, about one
+/// session's core buffers.
+fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
+    }
 }
 
 /// Settings shared by the subcommands.

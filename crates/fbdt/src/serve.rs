@@ -1,0 +1,83 @@
+//! `fbdt serve --forward`: the server side of a tunnel. Every FBDT session it accepts is
+//! spliced to a new TCP connection to the forward address, both directions, until both
+//! ends finished. (The client-side proxy that would feed it from local TCP connections is
+//! not built yet; any program using `fbdt_net::connect` can be the client.)
+
+use std::net::SocketAddr;
+
+use anyhow::{bail, Context};
+use tokio::net::TcpStream;
+
+use crate::NetArgs;
+
+#[derive(clap::Args)]
+#[command(after_help = "\
+Examples:
+  fbdt serve --listen 0.0.0.0:5400 --forward 127.0.0.1:22          # sessions reach the local sshd
+  fbdt serve --listen 10.0.0.1:5400 --listen 10.1.0.1:5400 --forward web.internal:80")]
+pub struct ServeArgs {
+    /// Address to accept FBDT paths on (repeat for several).
+    #[arg(long, required = true, value_name = "IP:PORT")]
+    listen: Vec<SocketAddr>,
+    /// TCP service each session is spliced to (resolved for every session).
+    #[arg(long, value_name = "HOST:PORT")]
+    forward: String,
+    #[command(flatten)]
+    net: NetArgs,
+}
+
+pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    check_forward(&a.forward).await?;
+    let mut l = fbdt_net::listen(&a.listen, a.net.config()).await?;
+    // One line a script can wait for (with port 0 it names the ports taken).
+    let addrs: Vec<String> = l.local_addrs().iter().map(|s| s.to_string()).collect();
+    eprintln!("listening on {} forwarding to {}", addrs.join(" "), a.forward);
+    let mut next = 0u64;
+    while let Some(session) = l.accept().await {
+        next += 1;
+        let (id, forward) = (next, a.forward.clone());
+        tokio::spawn(async move {
+            match splice(session, &forward).await {
+                Ok((up, down)) => eprintln!("session {id}: done, {up} bytes to {forward}, {down} back"),
+                Err(e) => eprintln!("session {id}: {e:#}"),
+            }
+        });
+    }
+    bail!("the listener stopped")
+}
+
+/// Refuses a forward address that cannot work before anything listens: no port, or a
+/// name that does not resolve.
+async fn check_forward(forward: &str) -> anyhow::Result<()> {
+    let Some((host, port)) = forward.rsplit_once(':') else {
+        bail!("--forward {forward:?}: expected HOST:PORT (e.g. 127.0.0.1:22)");
+    };
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        bail!("--forward {forward:?}: expected HOST:PORT with a port 1-65535");
+    }
+    let mut addrs = tokio::net::lookup_host(forward)
+        .await
+        .with_context(|| format!("--forward {forward:?} does not resolve"))?;
+    if addrs.next().is_none() {
+        bail!("--forward {forward:?} resolves to no address");
+    }
+    Ok(())
+}
+
+/// Copies the session to a new connection to `forward` and back; returns the bytes each
+/// way. When one side ends its stream the other side's write half is shut down, so a
+/// half-close crosses the tunnel.
+async fn splice(mut session: fbdt_net::Session, forward: &str) -> anyhow::Result<(u64, u64)> {
+    let mut tcp = TcpStream::connect(forward)
+        .await
+        .with_context(|| format!("connect to {forward}"))?;
+    // The session already batches; small writes of interactive protocols should leave now.
+    tcp.set_nodelay(true)?;
+    let (up, down) = tokio::io::copy_bidirectional(&mut session, &mut tcp)
+        .await
+        .with_context(|| match session.error() {
+            Some(e) => format!("session: {e}"),
+            None => format!("splice to {forward}"),
+        })?;
+    Ok((up, down))
+}
