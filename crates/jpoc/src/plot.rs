@@ -15,10 +15,10 @@ const FONT_CANDIDATES: [&str; 3] = [
     "/usr/share/fonts/dejavu/DejaVuSans.ttf",
 ];
 
-const FONT: &str = "sans-serif";
+pub const FONT: &str = "sans-serif";
 
 /// Register the font once per process; later calls return the first outcome.
-fn ensure_font() -> Result<()> {
+pub fn ensure_font() -> Result<()> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
     DONE.get_or_init(|| {
         let mut tried = Vec::new();
