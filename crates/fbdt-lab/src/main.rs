@@ -2,6 +2,7 @@
 
 mod emu_backend;
 mod emu_fbdt;
+mod paper;
 mod report;
 mod run;
 mod scheme;
@@ -11,7 +12,7 @@ use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(name = "fbdt-lab", version, about = "Run FBDT and its baselines over the papers' multi-radio scenarios", long_about = None,
-    after_help = "Examples:\n  fbdt-lab scenarios\n  fbdt-lab run mobility --schemes fbdt,tcp:wifi,tcp:wigig --json mobility.json\n  fbdt-lab run blockage --schemes fbdt+rto=0,fbdt+rto=1,fbdt+window=paper --duration 10\n  fbdt-lab run my-scenario.toml --repeat 3\n  sudo fbdt-lab calibrate los --json calibration.json\n  fbdt-lab jpoc fairness --json fairness.json --plot fairness.png")]
+    after_help = "Examples:\n  fbdt-lab scenarios\n  sudo fbdt-lab paper --quick\n  fbdt-lab run mobility --schemes fbdt,tcp:wifi,tcp:wigig --json mobility.json\n  fbdt-lab run blockage --schemes fbdt+rto=0,fbdt+rto=1,fbdt+window=paper --duration 10\n  fbdt-lab run my-scenario.toml --repeat 3\n  sudo fbdt-lab calibrate los --json calibration.json\n  fbdt-lab jpoc fairness --json fairness.json --plot fairness.png")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -21,6 +22,8 @@ struct Cli {
 enum Command {
     /// Run schemes over one scenario and report goodput (table + JSON).
     Run(run::RunArgs),
+    /// The paper's throughput suite: every scenario and scheme, summary.json, plots, report.html.
+    Paper(paper::PaperArgs),
     /// List the built-in scenarios.
     Scenarios,
     /// Emulated testbed: each path alone, configured vs measured TCP goodput and RTT (root).
@@ -42,6 +45,7 @@ fn main() {
 fn real_main() -> Result<()> {
     match Cli::parse().command {
         Command::Run(args) => run::run(args).map(|_| ()),
+        Command::Paper(args) => paper::run(args),
         Command::Scenarios => scenarios(),
         Command::Calibrate(args) => fbdt_emu::run_calibrate(args),
         Command::Clean(args) => fbdt_emu::run_clean(args),

@@ -1,0 +1,388 @@
+//! `fbdt-lab paper`: the FBDT journal paper's throughput suite (Fig. 3b, 8c–f, the blocked
+//! log, Fig. 12) in one command — every scenario through `run::run`, then `summary.json`,
+//! the figures and `report.html` in one directory.
+
+mod html;
+mod plot;
+mod suite;
+mod summary;
+
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use fbdt_scenario::Scenario;
+
+use crate::report::RunReport;
+use crate::run::{self, Backend, RunArgs};
+use crate::scheme;
+use summary::{Failure, RunInfo, Summary};
+
+#[derive(Args, Debug)]
+pub struct PaperArgs {
+    /// Short runs: at most 10 s per scheme (12 s for the blockage, so its 4 s period is seen
+    /// three times), only fbdt, the MPTCP baseline and single-path TCP.
+    #[arg(long)]
+    pub quick: bool,
+    /// Default: emu when running as root, otherwise an error (pass --backend sim).
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
+    /// Output directory (default: results/paper-<backend>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Comma-separated scenarios instead of the paper's suite (built-in names or .toml files).
+    #[arg(long, value_delimiter = ',')]
+    pub scenarios: Vec<String>,
+    /// More schemes to run in every scenario, e.g. fbdt+rto=0,mp:ecf.
+    #[arg(long, value_delimiter = ',')]
+    pub schemes_extra: Vec<String>,
+    /// Multiply every path rate by this factor (default: 1 in the simulator; on the testbed
+    /// the largest this machine emulates faithfully).
+    #[arg(long)]
+    pub scale: Option<f64>,
+    /// A text or markdown file of findings, shown verbatim in the report's notes section.
+    #[arg(long)]
+    pub notes: Option<PathBuf>,
+    /// Seconds per scheme for every scenario (tests).
+    #[arg(long, hide = true)]
+    pub duration: Option<f64>,
+}
+
+/// The backend to use: the one asked for, else the testbed when we may build it. Never a
+/// silent switch to the simulator: its numbers mean something else.
+fn resolve_backend(asked: Option<Backend>, emu_skip: Option<String>) -> Result<Backend> {
+    match (asked, emu_skip) {
+        (Some(b), _) => Ok(b),
+        (None, None) => Ok(Backend::Emu),
+        (None, Some(why)) => bail!(
+            "the default backend is the emulated testbed, which needs root ({why}); run as root, \
+             or pass --backend sim for the simulator"
+        ),
+    }
+}
+
+fn backend_name(b: Backend) -> &'static str {
+    match b {
+        Backend::Sim => "sim",
+        Backend::Emu => "emu",
+    }
+}
+
+/// Creates `dir` and proves we can write into it before spending minutes on runs.
+fn prepare_out(dir: &Path) -> Result<()> {
+    let fail = |e: std::io::Error| anyhow!("--out {}: cannot write there: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let probe = dir.join(".fbdt-lab-write-test");
+    std::fs::write(&probe, b"").map_err(fail)?;
+    std::fs::remove_file(&probe).map_err(fail)
+}
+
+fn load_scenarios(names: &[String]) -> Result<Vec<(String, Scenario)>> {
+    let mut v: Vec<(String, Scenario)> = Vec::new();
+    for n in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        let s = Scenario::load(n).map_err(|e| anyhow!("--scenarios: {e}"))?;
+        if !v.iter().any(|(_, x)| x.name == s.name) {
+            v.push((n.to_string(), s));
+        }
+    }
+    if v.is_empty() {
+        bail!("--scenarios is empty");
+    }
+    Ok(v)
+}
+
+/// Every scheme of the plan must parse before anything runs, so a typo fails in a second,
+/// not after the first ten minutes of the suite.
+fn check_schemes(plan: &[suite::Planned], scenarios: &[(String, Scenario)], backend: Backend) -> Result<()> {
+    for (p, (_, sc)) in plan.iter().zip(scenarios) {
+        for name in &p.schemes {
+            for n in scheme::expand(name)? {
+                if n == "mptcp" {
+                    if backend != Backend::Emu {
+                        bail!("scheme `mptcp` (kernel MPTCP) runs only on the emulated testbed (--backend emu)");
+                    }
+                } else {
+                    scheme::parse(&n, sc, sc.seed).with_context(|| format!("scenario {}", sc.name))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn mmss(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    format!("{}m{:02}s", s / 60, s % 60)
+}
+
+pub fn run(args: PaperArgs) -> Result<()> {
+    let backend = resolve_backend(args.backend, fbdt_emu::skip_reason())?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("results/paper-{}", backend_name(backend))));
+    let names: Vec<String> = if args.scenarios.is_empty() {
+        suite::default_scenarios().into_iter().map(String::from).collect()
+    } else {
+        args.scenarios.clone()
+    };
+    let scenarios = load_scenarios(&names)?;
+    if let Some(d) = args.duration {
+        if !(d.is_finite() && d > 0.0) {
+            bail!("--duration must be > 0 seconds, got {d}");
+        }
+    }
+    let plan = suite::plan(&scenarios, backend, args.quick, &args.schemes_extra, args.duration);
+    check_schemes(&plan, &scenarios, backend)?;
+    let notes = match &args.notes {
+        Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("--notes {}", p.display()))?),
+        None => None,
+    };
+    prepare_out(&out)?;
+
+    let started_at = SystemTime::now();
+    let started = Instant::now();
+    let total_runs: usize = plan.iter().map(|p| p.schemes.len()).sum();
+    // Work = traffic seconds; the ETA scales the wall time per traffic second so far.
+    let total_work: f64 = plan.iter().map(|p| p.duration_s * p.schemes.len() as f64).sum();
+    eprintln!(
+        "fbdt-lab paper: {} backend, {} scenarios, {total_runs} runs, {:.0} s of traffic → {}",
+        backend_name(backend),
+        plan.len(),
+        total_work,
+        out.display()
+    );
+    let (mut reports, mut failures) = (Vec::new(), Vec::new());
+    let (mut done_runs, mut done_work) = (0usize, 0.0);
+    for p in &plan {
+        let elapsed = started.elapsed().as_secs_f64();
+        let eta = if done_work > 0.0 {
+            mmss(elapsed / done_work * (total_work - done_work))
+        } else {
+            "unknown".into()
+        };
+        eprintln!(
+            "[{}/{total_runs}] {} {} ({:.0} s each) — elapsed {}, ETA {eta}",
+            done_runs + 1,
+            p.name,
+            p.schemes.join(" "),
+            p.duration_s,
+            mmss(elapsed)
+        );
+        let outcome = run::run(RunArgs {
+            scenario: p.arg.clone(),
+            backend,
+            schemes: p.schemes.clone(),
+            duration: Some(p.duration_s),
+            seed: None,
+            repeat: 1,
+            scale: args.scale,
+            json: Some(out.join(format!("{}.json", p.name))),
+        });
+        match outcome {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                // One broken scenario must not throw away the others' minutes; it is reported
+                // in the summary and the page, and the command fails at the end.
+                eprintln!("error: scenario {}: {e:#}", p.name);
+                failures.push(Failure {
+                    scenario: p.name.clone(),
+                    error: format!("{e:#}"),
+                });
+            }
+        }
+        done_runs += p.schemes.len();
+        done_work += p.duration_s * p.schemes.len() as f64;
+    }
+
+    let info = run_info(&args, backend, &reports, started_at, started.elapsed().as_secs_f64());
+    let defined: Vec<Scenario> = scenarios.into_iter().map(|(_, s)| s).collect();
+    let summary = summary::build(&reports, &defined, failures, info);
+    run::write_json(&out.join("summary.json"), &summary)?;
+    let figures = figures(&out, &reports)?;
+    let page = html::render(&summary, &figures, notes.as_deref());
+    let page_path = out.join("report.html");
+    std::fs::write(&page_path, page).with_context(|| format!("writing {}", page_path.display()))?;
+    print_checks(&summary);
+    eprintln!(
+        "wrote {} (summary.json, figures, per-scenario JSON)",
+        page_path.display()
+    );
+    if !summary.failures.is_empty() {
+        bail!(
+            "{} of {} scenario runs failed (see {})",
+            summary.failures.len(),
+            plan.len(),
+            page_path.display()
+        );
+    }
+    Ok(())
+}
+
+fn run_info(args: &PaperArgs, backend: Backend, reports: &[RunReport], at: SystemTime, wall_s: f64) -> RunInfo {
+    let mut scales: Vec<f64> = Vec::new();
+    let mut ccs: Vec<String> = Vec::new();
+    for r in reports {
+        if !scales.contains(&r.scale) {
+            scales.push(r.scale);
+        }
+        if !ccs.contains(&r.congestion_control) {
+            ccs.push(r.congestion_control.clone());
+        }
+    }
+    let meta = reports
+        .first()
+        .map_or_else(crate::report::Meta::here, |r| r.meta.clone());
+    RunInfo {
+        backend: backend_name(backend).into(),
+        quick: args.quick,
+        baseline: suite::baseline(backend).into(),
+        scales,
+        congestion_control: ccs,
+        cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        // What `uname -r` prints.
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map_or_else(|_| "unknown".into(), |s| s.trim().to_string()),
+        git_revision: meta.git_revision,
+        command_line: meta.command_line,
+        started: humantime::format_rfc3339_seconds(at).to_string(),
+        wall_s,
+    }
+}
+
+/// Draws every figure; returns them in page order.
+fn figures(out: &Path, reports: &[RunReport]) -> Result<Vec<html::Figure>> {
+    let order = plot::scheme_order(reports);
+    let mut figs = Vec::new();
+    let mut add = |stem: String, caption: String| {
+        figs.push(html::Figure {
+            file: format!("{stem}.png"),
+            svg: Some(format!("{stem}.svg")),
+            caption,
+        })
+    };
+    let mut groups: Vec<(&str, &str)> = Vec::new();
+    for r in reports {
+        let g = suite::group_of(&r.scenario);
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    for (id, title) in groups {
+        let members: Vec<&RunReport> = reports
+            .iter()
+            .filter(|r| suite::group_of(&r.scenario).0 == id)
+            .collect();
+        let stem = format!("bars-{id}");
+        let fig = plot::Bars {
+            title: title.to_string(),
+            reports: members,
+            order: &order,
+        };
+        plot::save(out, &stem, &fig)?;
+        add(
+            stem,
+            format!("{title}: mean goodput per scheme, error bars = p10–p90 of one-second samples"),
+        );
+    }
+    let cdf: Vec<&RunReport> = reports
+        .iter()
+        .filter(|r| suite::CDF_SCENARIOS.contains(&r.scenario.as_str()))
+        .collect();
+    if !cdf.is_empty() {
+        plot::save(
+            out,
+            "cdf",
+            &plot::Cdfs {
+                reports: cdf,
+                order: &order,
+            },
+        )?;
+        add(
+            "cdf".into(),
+            "Fig. 8d–f and the blocked log: CDF of one-second goodput (means of ten 100 ms samples)".into(),
+        );
+    }
+    for r in reports {
+        let schedule = r.scenario_def.schedule(r.scale)?;
+        let stem = format!("ts-{}", r.scenario);
+        plot::save(
+            out,
+            &stem,
+            &plot::TimeSeries {
+                report: r,
+                schedule,
+                order: &order,
+            },
+        )?;
+        add(
+            stem,
+            format!(
+                "{}: goodput per 100 ms; shaded = a path's rate is 0; dashed = capacity, each step a rate change",
+                r.scenario
+            ),
+        );
+    }
+    Ok(figs)
+}
+
+fn print_checks(s: &Summary) {
+    println!(
+        "\ntarget checks ({} backend, MPTCP = {}):",
+        s.run.backend, s.run.baseline
+    );
+    for c in &s.checks {
+        println!(
+            "  {:<5} {:<16} {:<28} ours {:>6} paper {:>6}",
+            c.status.label(),
+            c.scenario,
+            c.target,
+            c.value.map_or("-".into(), |v| format!("{v:.4}")),
+            c.paper_value.map_or("-".into(), |v| format!("{v:.4}"))
+        );
+    }
+    for f in &s.failures {
+        println!("  FAILED {}: {}", f.scenario, f.error);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_silent_switch_to_the_simulator() {
+        assert_eq!(resolve_backend(None, None).unwrap(), Backend::Emu);
+        assert_eq!(resolve_backend(Some(Backend::Sim), None).unwrap(), Backend::Sim);
+        assert_eq!(
+            resolve_backend(Some(Backend::Emu), Some("not root".into())).unwrap(),
+            Backend::Emu
+        );
+        let e = resolve_backend(None, Some("not root".into())).unwrap_err().to_string();
+        assert!(e.contains("--backend sim") && e.contains("not root"), "{e}");
+    }
+
+    #[test]
+    fn unknown_scenarios_and_bad_schemes_fail_before_running() {
+        let e = load_scenarios(&["los".into(), "no-such".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no-such"), "{e}");
+        let sc = load_scenarios(&["los".into(), "los".into()]).unwrap();
+        assert_eq!(sc.len(), 1);
+        let plan = suite::plan(&sc, Backend::Sim, true, &["tcp:lte".into()], None);
+        let e = format!("{:#}", check_schemes(&plan, &sc, Backend::Sim).unwrap_err());
+        assert!(e.contains("lte"), "{e}");
+        let plan = suite::plan(&sc, Backend::Sim, true, &["mptcp".into()], None);
+        assert!(check_schemes(&plan, &sc, Backend::Sim).is_err());
+        let plan = suite::plan(&sc, Backend::Emu, true, &[], None);
+        check_schemes(&plan, &sc, Backend::Emu).unwrap();
+    }
+
+    #[test]
+    fn minutes_and_seconds() {
+        assert_eq!(mmss(0.0), "0m00s");
+        assert_eq!(mmss(125.4), "2m05s");
+    }
+}

@@ -1,0 +1,454 @@
+//! The report's figures, each drawn once per backend into `<stem>.png` and `<stem>.svg`:
+//! grouped bars per paper figure (Fig. 3b, 8c, 12), CDFs of one-second goodput (Fig. 8d–f),
+//! and per-scenario time series with the path events shaded. Text comes from jpoc's font
+//! registration (ab_glyph + a DejaVu file read at run time).
+
+use std::path::Path;
+
+use anyhow::{anyhow, Result};
+use fbdt_scenario::Schedule;
+use jpoc::plot::{ensure_font, FONT};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::summary::{per_second, short};
+use crate::report::RunReport;
+
+/// plotters' errors are generic over the backend; flatten them to text.
+fn pe<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+    anyhow!("plotting failed: {e:?}")
+}
+
+/// tab10: distinct on screen and in print. Colours follow the order of [`scheme_order`],
+/// which starts with fbdt and the MPTCP baseline, so those two look the same in every figure.
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// Every scheme of the suite, first occurrence first: the key for colours.
+pub fn scheme_order(reports: &[RunReport]) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for s in reports.iter().flat_map(|r| &r.results) {
+        if !v.contains(&s.scheme) {
+            v.push(s.scheme.clone());
+        }
+    }
+    v
+}
+
+/// The schemes of `order` that ran in any of `reports`, in that order.
+fn present<'a>(order: &'a [String], reports: &[&RunReport]) -> Vec<&'a String> {
+    order
+        .iter()
+        .filter(|s| reports.iter().any(|r| r.results.iter().any(|x| &x.scheme == *s)))
+        .collect()
+}
+
+fn color(order: &[String], scheme: &str) -> RGBColor {
+    PALETTE[order.iter().position(|s| s == scheme).unwrap_or(0) % PALETTE.len()]
+}
+
+/// A figure that can draw itself on any plotters backend.
+pub trait Figure {
+    fn size(&self) -> (u32, u32);
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>;
+}
+
+/// Writes `<dir>/<stem>.png` and `<dir>/<stem>.svg`.
+pub fn save(dir: &Path, stem: &str, fig: &impl Figure) -> Result<()> {
+    ensure_font()?;
+    let png = dir.join(format!("{stem}.png"));
+    let root = BitMapBackend::new(&png, fig.size()).into_drawing_area();
+    root.fill(&WHITE).map_err(pe)?;
+    fig.draw(&root)?;
+    root.present()
+        .map_err(|e| anyhow!("writing {}: {e:?}", png.display()))?;
+    let svg = dir.join(format!("{stem}.svg"));
+    let root = SVGBackend::new(&svg, fig.size()).into_drawing_area();
+    root.fill(&WHITE).map_err(pe)?;
+    fig.draw(&root)?;
+    root.present().map_err(|e| anyhow!("writing {}: {e:?}", svg.display()))
+}
+
+/// How a legend entry is drawn.
+#[derive(Clone, Copy)]
+pub enum Mark {
+    Fill(RGBColor),
+    Line(RGBColor),
+    Dashed(RGBColor),
+}
+
+/// Width of the legend column at the right of every figure: a legend inside the plot hides
+/// data (the peaks of a time series, the tall bars of Fig. 12).
+const LEGEND_W: u32 = 210;
+
+/// Splits off the legend column, draws `entries` in it and returns the area left for the plot.
+fn with_legend<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    entries: &[(String, Mark)],
+) -> Result<DrawingArea<DB, Shift>> {
+    let w = root.dim_in_pixel().0;
+    let (plot, side) = root.split_horizontally(w.saturating_sub(LEGEND_W));
+    let text = TextStyle::from((FONT, 14).into_font()).color(&BLACK);
+    for (i, (label, mark)) in entries.iter().enumerate() {
+        let y = 50 + 22 * i as i32;
+        match *mark {
+            Mark::Fill(c) => side.draw(&Rectangle::new([(4, y - 7), (26, y + 7)], c.filled())),
+            Mark::Line(c) => side.draw(&PathElement::new(vec![(4, y), (26, y)], c.stroke_width(3))),
+            Mark::Dashed(c) => side
+                .draw(&PathElement::new(vec![(4, y), (11, y)], c.stroke_width(2)))
+                .and_then(|_| side.draw(&PathElement::new(vec![(19, y), (26, y)], c.stroke_width(2)))),
+        }
+        .map_err(pe)?;
+        side.draw(&Text::new(label.clone(), (34, y - 8), text.clone()))
+            .map_err(pe)?;
+    }
+    Ok(plot)
+}
+
+/// Mean goodput per scheme per scenario, error bars p10–p90 of the one-second samples
+/// (the paper's Fig. 8c / Fig. 12 layout).
+pub struct Bars<'a> {
+    pub title: String,
+    pub reports: Vec<&'a RunReport>,
+    pub order: &'a [String],
+}
+
+impl Figure for Bars<'_> {
+    fn size(&self) -> (u32, u32) {
+        (1100, 520)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()> {
+        let schemes = present(self.order, &self.reports);
+        let entries: Vec<(String, Mark)> = schemes
+            .iter()
+            .map(|s| (s.to_string(), Mark::Fill(color(self.order, s))))
+            .chain(std::iter::once(("p10–p90".to_string(), Mark::Line(BLACK))))
+            .collect();
+        let plot = with_legend(root, &entries)?;
+        let n = self.reports.len() as f64;
+        let ymax = self
+            .reports
+            .iter()
+            .flat_map(|r| r.results.iter().map(|x| x.goodput_p90_mbps.max(x.goodput_mbps)))
+            .fold(1.0, f64::max)
+            * 1.05;
+        let names: Vec<String> = self.reports.iter().map(|r| r.scenario.clone()).collect();
+        let mut chart = ChartBuilder::on(&plot)
+            .caption(&self.title, (FONT, 19))
+            .margin(14)
+            .x_label_area_size(36)
+            .y_label_area_size(70)
+            // Ticks every half unit; only the centres (i + 0.5) carry a scenario's name.
+            .build_cartesian_2d((0.0..n).step(0.5), 0.0..ymax)
+            .map_err(pe)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(BLACK.mix(0.12))
+            .x_labels(2 * self.reports.len() + 1)
+            .x_label_formatter(&|x| {
+                let centre = (x.fract() - 0.5).abs() < 1e-6;
+                let name = names.get(x.floor() as usize).filter(|_| centre);
+                name.cloned().unwrap_or_default()
+            })
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .y_desc(format!("goodput (Mbit/s at scale {})", scales(&self.reports)))
+            .label_style((FONT, 15))
+            .axis_desc_style((FONT, 16))
+            .draw()
+            .map_err(pe)?;
+        let w = 0.84 / schemes.len().max(1) as f64;
+        for (k, scheme) in schemes.iter().enumerate() {
+            let c = color(self.order, scheme);
+            let bars: Vec<(f64, f64, f64, f64)> = self
+                .reports
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| {
+                    let x = r.results.iter().find(|x| &x.scheme == *scheme)?;
+                    let left = i as f64 + 0.08 + k as f64 * w;
+                    Some((left, x.goodput_mbps, x.goodput_p10_mbps, x.goodput_p90_mbps))
+                })
+                .collect();
+            chart
+                .draw_series(
+                    bars.iter()
+                        .map(|b| Rectangle::new([(b.0, 0.0), (b.0 + w * 0.92, b.1)], c.filled())),
+                )
+                .map_err(pe)?;
+            chart
+                .draw_series(bars.iter().map(|b| {
+                    let x = b.0 + w * 0.46;
+                    PathElement::new(vec![(x, b.2), (x, b.3)], BLACK.stroke_width(1))
+                }))
+                .map_err(pe)?;
+        }
+        Ok(())
+    }
+}
+
+fn scales(reports: &[&RunReport]) -> String {
+    let mut v: Vec<String> = reports.iter().map(|r| short(r.scale)).collect();
+    v.dedup();
+    v.join("/")
+}
+
+/// CDFs of one-second goodput per scheme, one panel per scenario (Fig. 8d–f).
+pub struct Cdfs<'a> {
+    pub reports: Vec<&'a RunReport>,
+    pub order: &'a [String],
+}
+
+impl Figure for Cdfs<'_> {
+    fn size(&self) -> (u32, u32) {
+        let rows = self.reports.len().div_ceil(2) as u32;
+        (1100, 380 * rows.max(1))
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()> {
+        let schemes = present(self.order, &self.reports);
+        let entries: Vec<(String, Mark)> = schemes
+            .iter()
+            .map(|s| (s.to_string(), Mark::Line(color(self.order, s))))
+            .collect();
+        let plot = with_legend(root, &entries)?;
+        let rows = self.reports.len().div_ceil(2).max(1);
+        let panels = plot.split_evenly((rows, 2));
+        for (r, area) in self.reports.iter().zip(panels.iter()) {
+            let curves: Vec<(&str, Vec<f64>)> = r
+                .results
+                .iter()
+                .map(|x| {
+                    let mut s = per_second(&x.series, r.duration_s);
+                    s.sort_by(f64::total_cmp);
+                    (x.scheme.as_str(), s)
+                })
+                .collect();
+            let xmax = curves.iter().flat_map(|c| c.1.last()).fold(1.0, |a: f64, b| a.max(*b)) * 1.05;
+            let mut chart = ChartBuilder::on(area)
+                .caption(format!("{} ({:.0} s)", r.scenario, r.duration_s), (FONT, 17))
+                .margin(10)
+                .x_label_area_size(40)
+                .y_label_area_size(46)
+                .build_cartesian_2d(0.0..xmax, 0.0..1.0)
+                .map_err(pe)?;
+            chart
+                .configure_mesh()
+                .light_line_style(TRANSPARENT)
+                .bold_line_style(BLACK.mix(0.12))
+                .x_label_formatter(&|x| format!("{x:.0}"))
+                .x_desc(format!("one-second goodput, Mbit/s (scale {})", short(r.scale)))
+                .y_desc("CDF")
+                .label_style((FONT, 13))
+                .axis_desc_style((FONT, 14))
+                .draw()
+                .map_err(pe)?;
+            for (scheme, s) in &curves {
+                let c = color(self.order, scheme);
+                chart
+                    .draw_series(LineSeries::new(cdf_steps(s), c.stroke_width(2)))
+                    .map_err(pe)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The empirical CDF of sorted samples as a step line: (x, fraction ≤ x).
+pub fn cdf_steps(sorted: &[f64]) -> Vec<(f64, f64)> {
+    let n = sorted.len() as f64;
+    let mut v = Vec::with_capacity(sorted.len() * 2);
+    for (i, &x) in sorted.iter().enumerate() {
+        v.push((x, i as f64 / n));
+        v.push((x, (i + 1) as f64 / n));
+    }
+    v
+}
+
+/// `[start, end)` intervals in which a path's rate is 0 (outage or scan), per path name.
+pub fn zero_rate_intervals(s: &Schedule) -> Vec<(String, f64, f64)> {
+    let mut v = Vec::new();
+    for p in &s.paths {
+        let mut start: Option<f64> = None;
+        for step in &p.steps {
+            match (start, step.rate_mbps == 0.0) {
+                (None, true) => start = Some(step.t_s),
+                (Some(a), false) => {
+                    v.push((p.name.clone(), a, step.t_s.min(s.duration_s)));
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(a) = start {
+            v.push((p.name.clone(), a, s.duration_s));
+        }
+    }
+    v.retain(|i| i.1 < s.duration_s);
+    v
+}
+
+/// Σ of the path rates as a step line over the run: where any path's rate changes.
+pub fn capacity_steps(s: &Schedule) -> Vec<(f64, f64)> {
+    let mut times: Vec<f64> = s
+        .paths
+        .iter()
+        .flat_map(|p| p.steps.iter().map(|x| x.t_s))
+        .filter(|&t| t < s.duration_s)
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times.dedup();
+    let mut v = Vec::new();
+    for t in times {
+        let c: f64 = s.paths.iter().map(|p| p.at(t).rate_mbps).sum();
+        if let Some(&(_, prev)) = v.last() {
+            v.push((t, prev));
+        }
+        v.push((t, c));
+    }
+    if let Some(&(_, last)) = v.last() {
+        v.push((s.duration_s, last));
+    }
+    v
+}
+
+/// Goodput (100 ms samples) per scheme over time, the capacity step line, and the
+/// intervals where a path is down shaded.
+pub struct TimeSeries<'a> {
+    pub report: &'a RunReport,
+    pub schedule: Schedule,
+    pub order: &'a [String],
+}
+
+/// Light fills for the down intervals, one per path that goes down.
+/// Neutral, so they do not read as one of the schemes' colours.
+const SHADES: [RGBColor; 4] = [
+    RGBColor(222, 222, 222),
+    RGBColor(228, 218, 240),
+    RGBColor(240, 232, 210),
+    RGBColor(210, 232, 238),
+];
+
+impl Figure for TimeSeries<'_> {
+    fn size(&self) -> (u32, u32) {
+        (1100, 420)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()> {
+        let r = self.report;
+        let cap = capacity_steps(&self.schedule);
+        let down = zero_rate_intervals(&self.schedule);
+        // Only paths that actually go down get a shade and a legend entry.
+        let shaded: Vec<(&str, RGBColor)> = self
+            .schedule
+            .paths
+            .iter()
+            .filter(|p| down.iter().any(|d| d.0 == p.name))
+            .enumerate()
+            .map(|(i, p)| (p.name.as_str(), SHADES[i % SHADES.len()]))
+            .collect();
+        let mut entries: Vec<(String, Mark)> = r
+            .results
+            .iter()
+            .map(|x| (x.scheme.clone(), Mark::Line(color(self.order, &x.scheme))))
+            .collect();
+        entries.push(("capacity (Σ path rates)".into(), Mark::Dashed(BLACK)));
+        entries.extend(shaded.iter().map(|(p, c)| (format!("{p} rate 0"), Mark::Fill(*c))));
+        let plot = with_legend(root, &entries)?;
+        let ymax = r
+            .results
+            .iter()
+            .flat_map(|x| x.series.iter().map(|s| s.mbps))
+            .chain(cap.iter().map(|c| c.1))
+            .fold(1.0, f64::max)
+            * 1.05;
+        let mut chart = ChartBuilder::on(&plot)
+            .caption(
+                format!(
+                    "{}: goodput per 100 ms ({} backend, scale {})",
+                    r.scenario,
+                    r.backend,
+                    short(r.scale)
+                ),
+                (FONT, 18),
+            )
+            .margin(14)
+            .x_label_area_size(42)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..r.duration_s, 0.0..ymax)
+            .map_err(pe)?;
+        chart
+            .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(BLACK.mix(0.12))
+            .x_label_formatter(&|x| short(*x))
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .x_desc("time (s)")
+            .y_desc("Mbit/s")
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 15))
+            .draw()
+            .map_err(pe)?;
+        for (name, shade) in &shaded {
+            chart
+                .draw_series(
+                    down.iter()
+                        .filter(|d| d.0 == *name)
+                        .map(|d| Rectangle::new([(d.1, 0.0), (d.2, ymax)], shade.filled())),
+                )
+                .map_err(pe)?;
+        }
+        chart
+            .draw_series(DashedLineSeries::new(cap, 6, 4, BLACK.stroke_width(1)))
+            .map_err(pe)?;
+        for x in &r.results {
+            let c = color(self.order, &x.scheme);
+            chart
+                .draw_series(LineSeries::new(
+                    x.series.iter().map(|s| (s.t, s.mbps)),
+                    c.stroke_width(1),
+                ))
+                .map_err(pe)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fbdt_scenario::Scenario;
+
+    #[test]
+    fn blockage_down_intervals_and_capacity_steps() {
+        let mut sc = Scenario::load("blockage").unwrap();
+        sc.duration_s = 12.0;
+        let s = sc.schedule(0.5).unwrap();
+        let down = zero_rate_intervals(&s);
+        let spans: Vec<(f64, f64)> = down.iter().map(|d| (d.1, d.2)).collect();
+        assert_eq!(spans, [(2.0, 4.0), (6.0, 8.0), (10.0, 12.0)]);
+        assert!(down.iter().all(|d| d.0 == "wigig"));
+        let cap = capacity_steps(&s);
+        assert_eq!(cap.first(), Some(&(0.0, 925.0)));
+        assert!(cap.contains(&(2.0, 225.0)) && cap.contains(&(4.0, 925.0)));
+        assert_eq!(cap.last(), Some(&(12.0, 225.0)));
+    }
+
+    #[test]
+    fn cdf_steps_reach_one() {
+        let v = cdf_steps(&[1.0, 2.0]);
+        assert_eq!(v, [(1.0, 0.0), (1.0, 0.5), (2.0, 0.5), (2.0, 1.0)]);
+    }
+}

@@ -1,0 +1,486 @@
+//! `summary.json`: the suite's runs reduced to one machine-readable table — goodputs, the
+//! ratios the paper argues with, the paper's own numbers and ratios, and the target checks.
+//! Paper numbers are at full rate and emulated runs are scaled, so the targets are ratios.
+
+use std::collections::BTreeMap;
+
+use fbdt_scenario::Scenario;
+use serde::{Deserialize, Serialize};
+
+use crate::report::{RunReport, Sample};
+
+/// How the suite was run (the report's "what was run" block).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub backend: String,
+    pub quick: bool,
+    /// The scheme standing for "MPTCP" in the ratios and targets.
+    pub baseline: String,
+    /// Distinct scales of the runs (one on a given machine).
+    pub scales: Vec<f64>,
+    pub congestion_control: Vec<String>,
+    pub cores: usize,
+    pub kernel: String,
+    pub git_revision: String,
+    pub command_line: Vec<String>,
+    /// UTC, RFC 3339.
+    pub started: String,
+    pub wall_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Summary {
+    pub run: RunInfo,
+    pub scenarios: Vec<ScenarioSummary>,
+    pub checks: Vec<Check>,
+    /// Scenarios whose run failed: (scenario, error). Their targets are not measured.
+    pub failures: Vec<Failure>,
+    /// Every check passed and nothing failed.
+    pub all_pass: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Failure {
+    pub scenario: String,
+    pub error: String,
+}
+
+/// The three ratios the targets are about.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ratios {
+    pub fbdt_over_sum_standalone: Option<f64>,
+    pub fbdt_over_mptcp: Option<f64>,
+    pub fbdt_over_capacity: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ScenarioSummary {
+    pub scenario: String,
+    pub duration_s: f64,
+    pub scale: f64,
+    /// At scale.
+    pub capacity_mbps: f64,
+    pub sum_standalone_mbps: Option<f64>,
+    pub schemes: Vec<SchemeSummary>,
+    pub ratios: Ratios,
+    pub paper: PaperNumbers,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SchemeSummary {
+    pub scheme: String,
+    pub goodput_mbps: f64,
+    pub p10_mbps: f64,
+    pub p50_mbps: f64,
+    pub p90_mbps: f64,
+    /// goodput ÷ scale: what the run amounts to at the paper's full rates.
+    pub full_rate_mbps: f64,
+    /// The paper's number for this scheme (full rate), if it gives one.
+    pub paper_mbps: Option<f64>,
+    pub ratio_to_sum_standalone: Option<f64>,
+    pub paper_ratio_to_sum_standalone: Option<f64>,
+}
+
+/// The paper's side of a scenario, from the scenario file's `[reference]` table.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PaperNumbers {
+    pub reference: BTreeMap<String, f64>,
+    /// Σ of the paper's `tcp:<path>` numbers when it gives one for every path.
+    pub sum_standalone_mbps: Option<f64>,
+    /// The scenario's capacity at full rate (scale 1) over its own full duration, not a
+    /// shortened run's: the paper's links as we model them.
+    pub capacity_mbps: Option<f64>,
+    pub ratios: Ratios,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Status {
+    #[serde(rename = "PASS")]
+    Pass,
+    #[serde(rename = "MISS")]
+    Miss,
+    /// A scheme the target needs did not run (or its run failed).
+    #[serde(rename = "N/A")]
+    NotMeasured,
+}
+
+impl Status {
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Miss => "MISS",
+            Status::NotMeasured => "N/A",
+        }
+    }
+}
+
+/// One target: `value ≥ threshold`, where value is one of the scenario's ratios.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Check {
+    pub scenario: String,
+    /// Human-readable, e.g. "FBDT ≥ 0.95 × Σ standalone".
+    pub target: String,
+    pub value: Option<f64>,
+    pub threshold: f64,
+    /// The same ratio from the paper's numbers, when it gives them.
+    pub paper_value: Option<f64>,
+    pub status: Status,
+}
+
+/// The paper's number for a scheme. The `mptcp` entry is the paper's MPTCP, which our
+/// baseline (whatever its name on this backend) stands for.
+pub fn paper_number(reference: &BTreeMap<String, f64>, scheme: &str, baseline: &str) -> Option<f64> {
+    let key = if scheme == baseline { "mptcp" } else { scheme };
+    reference.get(key).copied()
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+/// Σ of the paper's `tcp:<path>` numbers, if it has one for every path.
+fn paper_sum_standalone(r: &RunReport) -> Option<f64> {
+    r.scenario_def
+        .paths
+        .iter()
+        .map(|p| r.scenario_def.reference.get(&format!("tcp:{}", p.name)).copied())
+        .sum()
+}
+
+/// `full`: the scenario as defined (before a shortened run's `--duration`), for the paper's
+/// side; the run's own `scenario_def` when absent.
+pub fn scenario_summary(r: &RunReport, full: Option<&Scenario>, baseline: &str) -> ScenarioSummary {
+    let goodput = |s: &str| r.results.iter().find(|x| x.scheme == s).map(|x| x.goodput_mbps);
+    let reference = &r.scenario_def.reference;
+    let paper_sum = paper_sum_standalone(r);
+    let full_capacity = full
+        .unwrap_or(&r.scenario_def)
+        .schedule(1.0)
+        .ok()
+        .map(|s| s.capacity_mbps());
+    let schemes = r
+        .results
+        .iter()
+        .map(|x| {
+            let paper = paper_number(reference, &x.scheme, baseline);
+            SchemeSummary {
+                scheme: x.scheme.clone(),
+                goodput_mbps: x.goodput_mbps,
+                p10_mbps: x.goodput_p10_mbps,
+                p50_mbps: x.goodput_p50_mbps,
+                p90_mbps: x.goodput_p90_mbps,
+                full_rate_mbps: x.goodput_mbps / r.scale,
+                paper_mbps: paper,
+                ratio_to_sum_standalone: ratio(Some(x.goodput_mbps), r.sum_standalone_mbps),
+                paper_ratio_to_sum_standalone: ratio(paper, paper_sum),
+            }
+        })
+        .collect();
+    let paper_fbdt = reference.get("fbdt").copied();
+    ScenarioSummary {
+        scenario: r.scenario.clone(),
+        duration_s: r.duration_s,
+        scale: r.scale,
+        capacity_mbps: r.capacity_mbps,
+        sum_standalone_mbps: r.sum_standalone_mbps,
+        schemes,
+        ratios: Ratios {
+            fbdt_over_sum_standalone: ratio(goodput("fbdt"), r.sum_standalone_mbps),
+            fbdt_over_mptcp: ratio(goodput("fbdt"), goodput(baseline)),
+            fbdt_over_capacity: ratio(goodput("fbdt"), Some(r.capacity_mbps)),
+        },
+        paper: PaperNumbers {
+            reference: reference.clone(),
+            sum_standalone_mbps: paper_sum,
+            capacity_mbps: full_capacity,
+            ratios: Ratios {
+                fbdt_over_sum_standalone: ratio(paper_fbdt, paper_sum),
+                fbdt_over_mptcp: ratio(paper_fbdt, reference.get("mptcp").copied()),
+                fbdt_over_capacity: ratio(paper_fbdt, full_capacity),
+            },
+        },
+    }
+}
+
+/// The project's targets for one scenario: FBDT ≥ 0.95 × Σ standalone and ≥ MPTCP
+/// everywhere; ≥ 0.85 × capacity where a link comes and goes (blockage, mobility);
+/// ≥ 1.3 × MPTCP with loss on two of four links (rats4-loss2).
+pub fn checks(s: &ScenarioSummary) -> Vec<Check> {
+    let mut v = Vec::new();
+    let mut add = |target: &str, value: Option<f64>, threshold: f64, paper_value: Option<f64>| {
+        let status = match value {
+            None => Status::NotMeasured,
+            Some(x) if x >= threshold => Status::Pass,
+            Some(_) => Status::Miss,
+        };
+        v.push(Check {
+            scenario: s.scenario.clone(),
+            target: target.into(),
+            value,
+            threshold,
+            paper_value,
+            status,
+        });
+    };
+    let (ours, paper) = (&s.ratios, &s.paper.ratios);
+    add(
+        "FBDT ≥ 0.95 × Σ standalone",
+        ours.fbdt_over_sum_standalone,
+        0.95,
+        paper.fbdt_over_sum_standalone,
+    );
+    add("FBDT ≥ MPTCP", ours.fbdt_over_mptcp, 1.0, paper.fbdt_over_mptcp);
+    if matches!(s.scenario.as_str(), "blockage" | "mobility") {
+        add(
+            "FBDT ≥ 0.85 × capacity",
+            ours.fbdt_over_capacity,
+            0.85,
+            paper.fbdt_over_capacity,
+        );
+    }
+    if s.scenario == "rats4-loss2" {
+        add("FBDT ≥ 1.3 × MPTCP", ours.fbdt_over_mptcp, 1.3, paper.fbdt_over_mptcp);
+    }
+    v
+}
+
+/// `defined`: the scenarios as defined, matched to the reports by name (see
+/// [`scenario_summary`]).
+pub fn build(reports: &[RunReport], defined: &[Scenario], failures: Vec<Failure>, run: RunInfo) -> Summary {
+    let scenarios: Vec<ScenarioSummary> = reports
+        .iter()
+        .map(|r| scenario_summary(r, defined.iter().find(|s| s.name == r.scenario), &run.baseline))
+        .collect();
+    let checks: Vec<Check> = scenarios.iter().flat_map(checks).collect();
+    let all_pass = failures.is_empty() && checks.iter().all(|c| c.status == Status::Pass);
+    Summary {
+        run,
+        scenarios,
+        checks,
+        failures,
+        all_pass,
+    }
+}
+
+/// One-second goodputs from the 100 ms `series` of a run of `duration_s`: the mean of each
+/// whole second's samples (1 s / interval of them); a trailing partial second is dropped, as
+/// the runs' own per-second samples do, and so are samples after the run's end (the testbed
+/// keeps sampling while a transfer drains).
+pub fn per_second(series: &[Sample], duration_s: f64) -> Vec<f64> {
+    let Some(first) = series.first() else {
+        return Vec::new();
+    };
+    // `t` is the end of each interval, so the first sample's time is the interval.
+    let interval = first.t;
+    if !(interval > 0.0 && interval <= 1.0) {
+        return Vec::new();
+    }
+    let per = (1.0 / interval).round().max(1.0) as usize;
+    let within = series.partition_point(|s| s.t <= duration_s + interval / 2.0);
+    series[..within]
+        .chunks_exact(per)
+        .map(|c| c.iter().map(|s| s.mbps).sum::<f64>() / per as f64)
+        .collect()
+}
+
+/// A number as people write it: at most three decimals, no trailing zeros (0.204, 1, 12.5).
+pub fn short(x: f64) -> String {
+    let s = format!("{x:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.into()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::report::{Meta, SchemeResult};
+
+    pub(crate) fn result(scheme: &str, mbps: f64) -> SchemeResult {
+        SchemeResult {
+            scheme: scheme.into(),
+            goodput_mbps: mbps,
+            goodput_p10_mbps: mbps * 0.9,
+            goodput_p50_mbps: mbps,
+            goodput_p90_mbps: mbps * 1.1,
+            bytes_delivered: 0,
+            redundant_bytes: 0,
+            per_path_bytes: BTreeMap::new(),
+            series: (1..=30)
+                .map(|i| Sample {
+                    t: i as f64 * 0.1,
+                    mbps,
+                })
+                .collect(),
+            runs: Vec::new(),
+            counters: None,
+            wall_s: 0.0,
+            recv_buffer_max_bytes: None,
+            reinjected_bytes: None,
+        }
+    }
+
+    /// A report as `run::run` would write it: the built-in scenario, these goodputs.
+    pub(crate) fn report(name: &str, scale: f64, capacity: f64, goodputs: &[(&str, f64)]) -> RunReport {
+        let sc = Scenario::load(name).unwrap();
+        let results: Vec<SchemeResult> = goodputs.iter().map(|(s, g)| result(s, *g)).collect();
+        let tcp: Vec<f64> = sc
+            .paths
+            .iter()
+            .filter_map(|p| goodputs.iter().find(|g| g.0 == format!("tcp:{}", p.name)).map(|g| g.1))
+            .collect();
+        RunReport {
+            scenario: name.into(),
+            backend: "emu".into(),
+            duration_s: 3.0,
+            seed: 1,
+            scale,
+            congestion_control: "cubic".into(),
+            capacity_mbps: capacity,
+            sum_standalone_mbps: (tcp.len() == sc.paths.len()).then(|| tcp.iter().sum()),
+            results,
+            meta: Meta::here(),
+            scenario_def: sc,
+        }
+    }
+
+    pub(crate) fn info(baseline: &str) -> RunInfo {
+        RunInfo {
+            backend: "emu".into(),
+            quick: true,
+            baseline: baseline.into(),
+            scales: vec![0.2],
+            congestion_control: vec!["cubic".into()],
+            cores: 2,
+            kernel: "6.1.0".into(),
+            git_revision: "abc".into(),
+            command_line: vec!["fbdt-lab".into(), "paper".into()],
+            started: "2025-01-01T00:00:00Z".into(),
+            wall_s: 1.0,
+        }
+    }
+
+    fn close(a: Option<f64>, b: f64) -> bool {
+        a.is_some_and(|a| (a - b).abs() < 1e-9)
+    }
+
+    #[test]
+    fn los_ratios_paper_numbers_and_targets() {
+        // Paper (los): tcp:wifi 450, tcp:wigig 1400, mptcp 1550, fbdt 1970.
+        let r = report(
+            "los",
+            0.2,
+            380.0,
+            &[
+                ("fbdt", 360.0),
+                ("mptcp", 300.0),
+                ("tcp:wifi", 90.0),
+                ("tcp:wigig", 280.0),
+            ],
+        );
+        let s = build(&[r], &[], Vec::new(), info("mptcp"));
+        let los = &s.scenarios[0];
+        assert_eq!(los.sum_standalone_mbps, Some(370.0));
+        assert!(close(los.ratios.fbdt_over_sum_standalone, 360.0 / 370.0));
+        assert!(close(los.ratios.fbdt_over_mptcp, 1.2));
+        assert!(close(los.ratios.fbdt_over_capacity, 360.0 / 380.0));
+        assert_eq!(los.paper.sum_standalone_mbps, Some(1850.0));
+        assert!(close(los.paper.ratios.fbdt_over_sum_standalone, 1970.0 / 1850.0));
+        assert!(close(los.paper.ratios.fbdt_over_mptcp, 1970.0 / 1550.0));
+        let fbdt = &los.schemes[0];
+        assert!((fbdt.full_rate_mbps - 1800.0).abs() < 1e-9);
+        assert_eq!(fbdt.paper_mbps, Some(1970.0));
+        // The kernel MPTCP carries the paper's MPTCP number.
+        assert_eq!(los.schemes[1].paper_mbps, Some(1550.0));
+        assert!(close(los.schemes[2].paper_ratio_to_sum_standalone, 450.0 / 1850.0));
+
+        // 360/370 = 0.973 ≥ 0.95 and 1.2 ≥ 1: both targets pass; los has no capacity target.
+        assert_eq!(s.checks.len(), 2);
+        assert!(s.checks.iter().all(|c| c.status == Status::Pass), "{:?}", s.checks);
+        assert!(s.all_pass);
+    }
+
+    #[test]
+    fn misses_and_unmeasured_targets_are_reported_not_hidden() {
+        // Blockage in the simulator: FBDT below MPTCP and below 0.85 × capacity, no tcp runs.
+        let r = report("blockage", 1.0, 1200.0, &[("fbdt", 1000.0), ("mp:blest", 1100.0)]);
+        let s = build(&[r], &[], Vec::new(), info("mp:blest"));
+        let by: BTreeMap<&str, &Check> = s.checks.iter().map(|c| (c.target.as_str(), c)).collect();
+        assert_eq!(by["FBDT ≥ 0.95 × Σ standalone"].status, Status::NotMeasured);
+        assert_eq!(by["FBDT ≥ MPTCP"].status, Status::Miss);
+        assert_eq!(by["FBDT ≥ 0.85 × capacity"].status, Status::Miss);
+        assert!(close(by["FBDT ≥ 0.85 × capacity"].value, 1000.0 / 1200.0));
+        assert!(!s.all_pass);
+        // The simulator's baseline stands for the paper's MPTCP (blockage gives none).
+        assert_eq!(s.scenarios[0].schemes[1].paper_mbps, None);
+        // The paper's FBDT (1292) against our model of its links at full rate.
+        let full = Scenario::load("blockage")
+            .unwrap()
+            .schedule(1.0)
+            .unwrap()
+            .capacity_mbps();
+        assert!(close(by["FBDT ≥ 0.85 × capacity"].paper_value, 1292.0 / full));
+    }
+
+    #[test]
+    fn rats4_loss2_needs_a_30_percent_lead_over_mptcp() {
+        let tcp = [
+            ("tcp:wifi", 90.0),
+            ("tcp:wigig", 10.0),
+            ("tcp:eth1", 10.0),
+            ("tcp:eth2", 188.0),
+        ];
+        let mut g = vec![("fbdt", 290.0), ("mptcp", 250.0)];
+        g.extend(tcp);
+        let s = build(&[report("rats4-loss2", 0.2, 746.0, &g)], &[], Vec::new(), info("mptcp"));
+        let lead: Vec<&Check> = s.checks.iter().filter(|c| c.target == "FBDT ≥ 1.3 × MPTCP").collect();
+        assert_eq!(lead.len(), 1);
+        assert_eq!(lead[0].status, Status::Miss, "290/250 = 1.16 < 1.3");
+        assert_eq!(
+            s.checks.iter().find(|c| c.target == "FBDT ≥ MPTCP").unwrap().status,
+            Status::Pass
+        );
+        // No paper numbers for Fig. 12 in the scenario file: nothing is made up.
+        assert_eq!(lead[0].paper_value, None);
+    }
+
+    #[test]
+    fn a_failed_scenario_fails_the_suite() {
+        let f = Failure {
+            scenario: "nlos".into(),
+            error: "boom".into(),
+        };
+        let s = build(&[], &[], vec![f], info("mptcp"));
+        assert!(!s.all_pass && s.checks.is_empty());
+    }
+
+    #[test]
+    fn one_second_samples_average_whole_seconds() {
+        let series: Vec<Sample> = (1..=25)
+            .map(|i| Sample {
+                t: i as f64 * 0.1,
+                mbps: if i <= 10 { 100.0 } else { i as f64 },
+            })
+            .collect();
+        let s = per_second(&series, 10.0);
+        // 2.5 s → two whole seconds; the second is the mean of 11..=20.
+        assert_eq!(s, vec![100.0, 15.5]);
+        // Samples after the end of a 1 s run do not count.
+        assert_eq!(per_second(&series, 1.0), vec![100.0]);
+        assert!(per_second(&[], 1.0).is_empty());
+    }
+
+    #[test]
+    fn short_numbers() {
+        assert_eq!(short(0.20400000000000001), "0.204");
+        assert_eq!(short(1.0), "1");
+        assert_eq!(short(12.5), "12.5");
+        assert_eq!(short(0.0), "0");
+    }
+}

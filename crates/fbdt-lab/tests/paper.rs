@@ -1,0 +1,135 @@
+//! `fbdt-lab paper` as a user runs it: a short simulated suite writes the per-scenario JSON,
+//! summary.json, the figures and report.html; bad input fails with a clear message.
+
+use std::process::Command;
+
+fn lab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fbdt-lab"))
+}
+
+fn json(path: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The `key` strings of the objects in array `v`.
+fn strings<'a>(v: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
+    v.as_array().unwrap().iter().map(|x| x[key].as_str().unwrap()).collect()
+}
+
+#[test]
+fn quick_simulated_suite_writes_json_summary_figures_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("paper");
+    let notes = dir.path().join("notes.md");
+    std::fs::write(&notes, "FBDT <beats> MPTCP & co").unwrap();
+    let status = lab()
+        .args([
+            "paper",
+            "--backend",
+            "sim",
+            "--quick",
+            "--scenarios",
+            "los,blockage",
+            "--duration",
+            "2",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--notes")
+        .arg(&notes)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&status.stderr);
+    assert!(status.status.success(), "{stderr}");
+    // The overall progress line counts runs over the whole suite.
+    assert!(
+        stderr.contains("[1/8] los fbdt mp:blest tcp:wifi tcp:wigig"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("[5/8] blockage"), "{stderr}");
+
+    for scenario in ["los", "blockage"] {
+        let v = json(&out.join(format!("{scenario}.json")));
+        assert_eq!(v["scenario"], scenario);
+        assert_eq!(v["backend"], "sim");
+        assert_eq!(v["duration_s"], 2.0);
+        assert_eq!(
+            strings(&v["results"], "scheme"),
+            ["fbdt", "mp:blest", "tcp:wifi", "tcp:wigig"]
+        );
+    }
+
+    let s = json(&out.join("summary.json"));
+    assert_eq!(s["run"]["backend"], "sim");
+    assert_eq!(s["run"]["baseline"], "mp:blest");
+    assert_eq!(strings(&s["scenarios"], "scenario"), ["los", "blockage"]);
+    let los = &s["scenarios"][0];
+    // The ratio is the two goodputs of the run divided, and the paper's numbers come along.
+    let fbdt = los["schemes"][0]["goodput_mbps"].as_f64().unwrap();
+    let sum = los["sum_standalone_mbps"].as_f64().unwrap();
+    let r = los["ratios"]["fbdt_over_sum_standalone"].as_f64().unwrap();
+    assert!((r - fbdt / sum).abs() < 1e-9);
+    assert_eq!(los["paper"]["reference"]["fbdt"], 1970.0);
+    // los: two targets; blockage adds the capacity one. Each is PASS or MISS, never absent.
+    let checks = s["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 5);
+    for c in checks {
+        assert!(c["status"] == "PASS" || c["status"] == "MISS", "{c}");
+    }
+    assert!(s["failures"].as_array().unwrap().is_empty());
+
+    for f in ["bars-fig8c", "cdf", "ts-los", "ts-blockage"] {
+        for ext in ["png", "svg"] {
+            let p = out.join(format!("{f}.{ext}"));
+            assert!(std::fs::metadata(&p).is_ok_and(|m| m.len() > 1000), "{}", p.display());
+        }
+    }
+    let png = std::fs::read(out.join("cdf.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.contains("<img src=\"bars-fig8c.png\""));
+    assert!(page.contains("FBDT &lt;beats&gt; MPTCP &amp; co"));
+    assert!(page.contains("blockage") && page.contains("FBDT ≥ 0.85 × capacity"));
+}
+
+#[test]
+fn bad_input_fails_clearly_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, "").unwrap();
+    let unwritable = file.join("out");
+    let out = dir.path().join("o");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--scenarios".into(), "los,no-such-scenario".into()],
+            "no-such-scenario",
+        ),
+        (vec!["--out".into(), unwritable.display().to_string()], "--out"),
+        (vec!["--schemes-extra".into(), "tcp:lte".into()], "lte"),
+        (vec!["--schemes-extra".into(), "mptcp".into()], "emulated testbed"),
+    ];
+    for (extra, needle) in cases {
+        let mut cmd = lab();
+        cmd.args([
+            "paper",
+            "--backend",
+            "sim",
+            "--quick",
+            "--duration",
+            "1",
+            "--scenarios",
+            "los",
+        ]);
+        if !extra.iter().any(|a| a == "--out") {
+            cmd.arg("--out").arg(&out);
+        }
+        let o = cmd.args(&extra).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {stderr}");
+        assert!(stderr.contains(needle), "{extra:?}: {stderr}");
+    }
+    // Nothing ran for any of them.
+    assert!(!out.join("los.json").exists());
+}
