@@ -184,6 +184,15 @@ impl FbdtSender {
             .fold(0, |m, (i, _)| m | (1 << i))
     }
 
+    /// Live paths that are not stalled: the ones whose copies will arrive.
+    fn flowing_mask(&self) -> u32 {
+        self.paths
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.alive && !t.stalled)
+            .fold(0, |m, (i, _)| m | (1 << i))
+    }
+
     fn seg(&self, idx: u64) -> &Seg {
         &self.segs[(idx - self.seg_base) as usize]
     }
@@ -586,10 +595,16 @@ impl FbdtSender {
     /// A segment `p` should re-send now (redundant transmission or rescue), lowest first.
     fn rescue_segment(&self, p: PathId, now: Instant) -> Option<u64> {
         let alive = self.alive_mask();
+        let flowing = self.flowing_mask();
         let mine = now + self.delivery_delay(p);
-        // Only three things make a copy worth re-sending: its window's pointers met, the
-        // window is stalled by flow control, or its holder died. Skip windows where none can.
-        let any_window = self.flow_blocked || self.dead_holders;
+        // A stalled path (no progress for several RTTs: a blockage, an outage) keeps its
+        // copies until it recovers; a flowing path re-sends them now, so one blocked radio
+        // never holds the stream. A stalled requester rescues nothing.
+        let rescue_stalled = flowing & p.bit() != 0 && self.paths.iter().any(|t| t.stalled && t.in_flight() > 0);
+        // Only four things make a copy worth re-sending: its window's pointers met, the
+        // window is stalled by flow control, its holder died or stalled. Skip windows where
+        // none can.
+        let any_window = self.flow_blocked || self.dead_holders || rescue_stalled;
         let due = |w: &Window| self.deadlines(w, alive).earliest.is_some_and(|t| t <= now);
         for w in self.windows.iter().filter(|w| w.unacked > 0 && (any_window || due(w))) {
             for idx in w.scan_from.max(self.seg_base)..w.seg_hi {
@@ -607,7 +622,7 @@ impl FbdtSender {
                     continue;
                 }
                 let live = holders & alive;
-                if live == 0 {
+                if live == 0 || (rescue_stalled && holders & flowing == 0) {
                     return Some(idx);
                 }
                 if let Some(done) = w.handed_out_at {
