@@ -159,9 +159,11 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
     tb.stop();
     bar.set_position(base + ticks);
 
+    // Within the duration only, like the simulator's series: after it the reader drains.
     let series: Vec<Sample> = transfer
         .series
         .windows(2)
+        .take_while(|w| w[1].0 <= scenario.duration_s + 0.05)
         .map(|w| Sample {
             t: w[1].0,
             mbps: (w[1].1 - w[0].1) as f64 * 8.0 / (w[1].0 - w[0].0).max(1e-9) / 1e6,
