@@ -7,7 +7,8 @@
 //! one is charged `wire::recv_pin` (at least a read block); once those charges would pass
 //! the receive buffer, further pieces are copied into allocations of their own. Memory is
 //! therefore at most 2 × `recv_buffer`: slices' allocations ≤ `recv_buffer`, copies ≤ the
-//! bytes held ≤ `recv_buffer` (flow control).
+//! bytes held ≤ `recv_buffer` (flow control). A slice `read_bytes` hands out keeps at most
+//! 8 × its length alive (smaller ones are copied on the way out).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -27,6 +28,10 @@ use crate::wire::{recv_pin, Ack, Align, Data, MAX_ACK_RANGES, MAX_PATHS, NO_PATH
 /// copy that old could be a wrapped sequence number. The sender resets a path long before
 /// it could hold data that old (see `sender::STALE_COPY_LIMIT`).
 const MAX_DUPLICATE_AGE: u64 = 1 << 30;
+
+/// A slice handed to the application keeps at most this many times its length alive, so
+/// the bytes on their way to it (a bounded channel in fbdt-net) bound the memory too.
+const OUT_PIN_RATIO: usize = 8;
 
 /// Received bytes held until read, and the memory they keep alive.
 struct Piece {
@@ -356,7 +361,8 @@ impl StreamReceiver for FbdtReceiver {
 
     fn read_bytes(&mut self, max: usize) -> Option<Bytes> {
         let front = self.ready.front_mut()?;
-        let out = if front.data.len() <= max {
+        let pin = front.pin;
+        let mut out = if front.data.len() <= max {
             let p = self.ready.pop_front().expect("front exists");
             self.pinned -= p.pin;
             p.data
@@ -365,6 +371,11 @@ impl StreamReceiver for FbdtReceiver {
         };
         if out.is_empty() {
             return None;
+        }
+        // Beyond the receiver its pin is no longer counted: a slice leaves only if it is at
+        // least 1/OUT_PIN_RATIO of what it keeps alive, smaller ones are copied out.
+        if out.len() * OUT_PIN_RATIO < pin {
+            out = Bytes::copy_from_slice(&out);
         }
         self.ready_len -= out.len();
         self.after_read(out.len());
