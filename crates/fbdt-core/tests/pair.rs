@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 use fbdt_core::wire::{self, Frame, FrameBuf};
-use fbdt_core::{Config, Connection, Duration, Event, Instant, PathId, ProtocolError};
+use fbdt_core::{Config, Connection, Duration, Event, Instant, PathId, ProtocolError, SchedulerKind};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -224,16 +224,22 @@ fn exchange(pair: &mut Pair, a_data: &[u8], b_data: &[u8]) -> (Vec<u8>, Vec<u8>)
 }
 
 /// Both directions through the `Bytes` APIs (`write_bytes`, `poll_transmit_buf`,
-/// `handle_recv_buf`, `read_bytes`) on one side and the slice APIs on the other, with a
-/// receive buffer small enough that the receiver's pinned-memory budget runs out and it
-/// falls back to copying: every byte arrives, in order.
+/// `handle_recv_buf`, `read_bytes`) on one side and the slice APIs on the other: FBDT with
+/// a receive buffer small enough that the receiver's pinned-memory budget runs out and it
+/// falls back to copying, FBDT with a large one, and the meta layer (whose sender frames
+/// slices of its `SendBuf`): every byte arrives, in order.
 #[test]
 fn the_bytes_apis_carry_both_directions() {
-    for recv_buffer in [2 * wire::MAX_SEGMENT, 8 << 20] {
-        let cfg = Config {
-            recv_buffer,
-            ..Config::default()
-        };
+    let small = Config {
+        recv_buffer: 2 * wire::MAX_SEGMENT,
+        ..Config::default()
+    };
+    let large = Config {
+        recv_buffer: 8 << 20,
+        ..Config::default()
+    };
+    for cfg in [small, large, Config::mptcp(SchedulerKind::MinRtt)] {
+        let recv_buffer = cfg.recv_buffer;
         let mut pair = Pair::new(3, cfg);
         pair.buffers = true;
         let (a, b) = (data(3 << 20, 11), data(5 << 20, 12));

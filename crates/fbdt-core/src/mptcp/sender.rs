@@ -1,7 +1,7 @@
 //! The meta-layer sender: one send buffer, 64-bit DSNs, one shared receive window, per-path
 //! allowances, reinjection, and a pluggable [`Scheduler`].
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::sched::{PathView, Scheduler, View};
 use super::MptcpConfig;
@@ -10,7 +10,7 @@ use crate::error::ProtocolError;
 use crate::path::{PathId, PathStats};
 use crate::stats::SenderStats;
 use crate::time::{Duration, Instant};
-use crate::wire::{DataAck, MpData};
+use crate::wire::{DataAck, FrameBuf, FrameOut, MpData, SendBuf};
 
 /// What the driver knows ahead of the protocol about a path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,7 +91,7 @@ pub struct MpSender {
     sched: Box<dyn Scheduler + Send>,
     reinject: bool,
     /// Bytes [snd_una, write_end).
-    buf: VecDeque<u8>,
+    buf: SendBuf,
     snd_una: u64,
     snd_nxt: u64,
     write_end: u64,
@@ -118,7 +118,7 @@ impl MpSender {
             send_buffer: cfg.send_buffer as u64,
             sched,
             reinject,
-            buf: VecDeque::new(),
+            buf: SendBuf::new(),
             snd_una: 0,
             snd_nxt: 0,
             write_end: 0,
@@ -201,18 +201,12 @@ impl MpSender {
     }
 
     /// Emits the segment at `dsn` (already in `segs`) on `path`.
-    fn emit(&mut self, path: PathId, dsn: u64, now: Instant, out: &mut Vec<u8>) -> usize {
+    fn emit(&mut self, path: PathId, dsn: u64, now: Instant, out: &mut impl FrameOut) -> usize {
         let seg = self.segs[&dsn];
         let start = (dsn - self.snd_una) as usize;
-        MpData::emit_header(dsn, seg.fin, seg.len as usize, out);
-        let end = start + seg.len as usize;
-        let (a, b) = self.buf.as_slices();
-        if start < a.len() {
-            out.extend_from_slice(&a[start..end.min(a.len())]);
-        }
-        if end > a.len() {
-            out.extend_from_slice(&b[start.saturating_sub(a.len())..end - a.len()]);
-        }
+        out.put_inline(|v| MpData::emit_header(dsn, seg.fin, seg.len as usize, v));
+        // The payload as slices of the send buffer: shared into a FrameBuf, copied into a Vec.
+        self.buf.slices(start, seg.len as usize, |b| out.put_shared(b));
         if let Some(s) = self.segs.get_mut(&dsn) {
             s.mask |= path.bit();
         }
@@ -255,7 +249,7 @@ impl MpSender {
 
     /// Sends the head-of-window segment again on `path` and penalises the slower paths
     /// holding it (Linux `mptcp_rcv_buf_optimization`: at most once per their RTT).
-    fn opportunistic_reinject(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
+    fn opportunistic_reinject(&mut self, path: PathId, room: usize, now: Instant, out: &mut impl FrameOut) -> usize {
         let Some((&dsn, &seg)) = self.segs.iter().next() else {
             return 0;
         };
@@ -284,7 +278,7 @@ impl MpSender {
     }
 
     /// Queued reinjections (RTO, dead path) that `path` has not carried yet.
-    fn reinject_from_queue(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
+    fn reinject_from_queue(&mut self, path: PathId, room: usize, now: Instant, out: &mut impl FrameOut) -> usize {
         let pick = self.reinject_q.iter().copied().find(|d| {
             self.segs
                 .get(d)
@@ -321,7 +315,7 @@ impl MpSender {
         }
         if ack.data_ack > self.snd_una {
             let n = (ack.data_ack - self.snd_una) as usize;
-            self.buf.drain(..n);
+            self.buf.advance(n);
             // A segment straddling data_ack keeps its unacknowledged tail.
             let mut keep = self.segs.split_off(&ack.data_ack);
             if let Some((&d, s)) = self.segs.iter().next_back() {
@@ -404,7 +398,7 @@ impl MpSender {
         p.scan_paused = hint == Hint::ScanSoon;
     }
 
-    fn send_redundant(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
+    fn send_redundant(&mut self, path: PathId, room: usize, now: Instant, out: &mut impl FrameOut) -> usize {
         let next = {
             let p = &self.paths[path.index()];
             p.red_next.max(self.snd_una)
@@ -432,7 +426,7 @@ impl MpSender {
         n
     }
 
-    fn send_new(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
+    fn send_new(&mut self, path: PathId, room: usize, now: Instant, out: &mut impl FrameOut) -> usize {
         let Some((len, fin)) = self.next_len() else { return 0 };
         if MpData::OVERHEAD + len as usize > room || !self.space(path) {
             return 0;
@@ -447,6 +441,46 @@ impl MpSender {
         self.sched.on_sent(path, u64::from(len));
         self.emit(path, dsn, now, out)
     }
+
+    /// One frame for `path` into `out` (a `Vec` for `poll_transmit`, a `FrameBuf` for
+    /// `poll_transmit_buf`).
+    fn transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut impl FrameOut) -> usize {
+        if self.paths.get(path.index()).is_none_or(|p| !p.up) {
+            return 0;
+        }
+        let n = self.reinject_from_queue(path, room, now, out);
+        if n > 0 {
+            return n;
+        }
+        if self.sched.redundant() {
+            return self.send_redundant(path, room, now, out);
+        }
+        if self.window_blocked() {
+            self.stats.window_stalls += 1;
+            if self.reinject && self.space(path) {
+                return self.opportunistic_reinject(path, room, now, out);
+            }
+            return 0;
+        }
+        if self.next_len().is_none() {
+            return 0;
+        }
+        let views = self.build_views(now);
+        let chosen = {
+            let v = self.view(now, &views);
+            if self.next_len() == Some((0, true)) {
+                // DATA_FIN alone: any usable path.
+                views.iter().find(|p| p.usable).map(|p| p.id)
+            } else {
+                self.sched.select(&v)
+            }
+        };
+        self.views = views;
+        if chosen != Some(path) {
+            return 0;
+        }
+        self.send_new(path, room, now, out)
+    }
 }
 
 impl crate::scheme::StreamSender for MpSender {
@@ -455,7 +489,18 @@ impl crate::scheme::StreamSender for MpSender {
             return 0;
         }
         let n = data.len().min(self.send_room());
-        self.buf.extend(&data[..n]);
+        self.buf.push_slice(&data[..n]);
+        self.write_end += n as u64;
+        self.stats.bytes_written += n as u64;
+        n
+    }
+
+    fn write_bytes(&mut self, data: &bytes::Bytes) -> usize {
+        if self.finished {
+            return 0;
+        }
+        let n = data.len().min(self.send_room());
+        self.buf.push(data.slice(..n));
         self.write_end += n as u64;
         self.stats.bytes_written += n as u64;
         n
@@ -515,41 +560,11 @@ impl crate::scheme::StreamSender for MpSender {
     }
 
     fn poll_transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
-        if self.paths.get(path.index()).is_none_or(|p| !p.up) {
-            return 0;
-        }
-        let n = self.reinject_from_queue(path, room, now, out);
-        if n > 0 {
-            return n;
-        }
-        if self.sched.redundant() {
-            return self.send_redundant(path, room, now, out);
-        }
-        if self.window_blocked() {
-            self.stats.window_stalls += 1;
-            if self.reinject && self.space(path) {
-                return self.opportunistic_reinject(path, room, now, out);
-            }
-            return 0;
-        }
-        if self.next_len().is_none() {
-            return 0;
-        }
-        let views = self.build_views(now);
-        let chosen = {
-            let v = self.view(now, &views);
-            if self.next_len() == Some((0, true)) {
-                // DATA_FIN alone: any usable path.
-                views.iter().find(|p| p.usable).map(|p| p.id)
-            } else {
-                self.sched.select(&v)
-            }
-        };
-        self.views = views;
-        if chosen != Some(path) {
-            return 0;
-        }
-        self.send_new(path, room, now, out)
+        self.transmit(path, room, now, out)
+    }
+
+    fn poll_transmit_buf(&mut self, path: PathId, room: usize, now: Instant, out: &mut FrameBuf) -> usize {
+        self.transmit(path, room, now, out)
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
