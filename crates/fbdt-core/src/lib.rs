@@ -30,8 +30,8 @@ pub mod wire;
 
 pub use config::{Config, ConfigError, WindowConfig};
 pub use connection::{max_frame_len, Connection, ConnectionStats, Event, Role};
-pub use mptcp::{Hint, MptcpConfig, SchedulerKind};
 pub use error::ProtocolError;
+pub use mptcp::{Hint, MptcpConfig, SchedulerKind};
 pub use path::{PathId, PathStats};
 pub use stats::{ReceiverStats, SenderStats};
 pub use time::{Duration, Instant};

@@ -272,7 +272,8 @@ pub fn run(
                 if !tl.steps[k - 1].scan {
                     server.path_hint(i, Hint::ScanSoon);
                     client.path_hint(i, Hint::ScanSoon);
-                    out.log.push(format!("{now} {} scan announced for {:.3}s", tl.name, step.t_s));
+                    out.log
+                        .push(format!("{now} {} scan announced for {:.3}s", tl.name, step.t_s));
                 }
             }
             p.data.advance(now);

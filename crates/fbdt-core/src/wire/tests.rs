@@ -221,7 +221,13 @@ fn meta_layer_frames_reject_garbage() {
     let mut v = Vec::new();
     MpData::emit_header(u64::MAX, false, 2, &mut v);
     v.extend_from_slice(b"xy");
-    assert!(matches!(Frame::parse(&v), Err(Error::Malformed { kind: FrameType::MpData, .. })));
+    assert!(matches!(
+        Frame::parse(&v),
+        Err(Error::Malformed {
+            kind: FrameType::MpData,
+            ..
+        })
+    ));
     // MP_DATA with an unknown flag.
     let mut v = Vec::new();
     MpData::emit_header(7, false, 0, &mut v);

@@ -65,7 +65,10 @@ mod tests {
         let paths = [slow, fast_full];
         assert_eq!(Ecf::default().select(&view(&paths, 1 << 30, 100_000)), None);
         // Huge backlog: 101 fast rounds > 40 ms → use the slow path too.
-        assert_eq!(Ecf::default().select(&view(&paths, 1 << 30, 100_000_000)), Some(PathId(0)));
+        assert_eq!(
+            Ecf::default().select(&view(&paths, 1 << 30, 100_000_000)),
+            Some(PathId(0))
+        );
         // Fast path has space → fast.
         let paths = [slow, path(1, 2.0, 1_000_000, 0)];
         assert_eq!(Ecf::default().select(&view(&paths, 1 << 30, 100_000)), Some(PathId(1)));

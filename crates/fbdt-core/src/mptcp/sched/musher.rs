@@ -159,7 +159,11 @@ struct Search {
 }
 
 enum Phase {
-    Init { n: u32, tput: f64, queues: Vec<u64> },
+    Init {
+        n: u32,
+        tput: f64,
+        queues: Vec<u64>,
+    },
     Monitor(Monitor),
     Search(Search),
     /// Waiting for the first sample after a search to re-arm.
@@ -185,10 +189,7 @@ pub struct Musher {
 impl Musher {
     pub fn new(p: MusherParams, now: Instant) -> Self {
         Musher {
-            pattern: RatioPattern {
-                r: p.initial_r,
-                pos: 0,
-            },
+            pattern: RatioPattern { r: p.initial_r, pos: 0 },
             next_tick: now + p.tau2,
             last_search: now,
             last_delivered: Vec::new(),
@@ -461,7 +462,10 @@ mod tests {
         // 1500 (drop of 500 > ω): triggers on the third in a row, not before.
         assert_eq!(m.feed(&p, &sample(1500.0, 1_000_000, 1_000_000)), None);
         assert_eq!(m.feed(&p, &sample(1500.0, 1_000_000, 1_000_000)), None);
-        assert_eq!(m.feed(&p, &sample(1500.0, 1_000_000, 1_000_000)), Some(Trigger::CapacityDrop));
+        assert_eq!(
+            m.feed(&p, &sample(1500.0, 1_000_000, 1_000_000)),
+            Some(Trigger::CapacityDrop)
+        );
     }
 
     #[test]
@@ -481,11 +485,17 @@ mod tests {
         // β = 0.1 · 2 MB = 200 kB. Queue of path 0 falls by 500 kB, throughput steady.
         assert_eq!(m.feed(&p, &sample(1010.0, 1_500_000, 500_000)), None);
         assert_eq!(m.feed(&p, &sample(990.0, 1_500_000, 500_000)), None);
-        assert_eq!(m.feed(&p, &sample(1000.0, 1_500_000, 500_000)), Some(Trigger::CapacityRise));
+        assert_eq!(
+            m.feed(&p, &sample(1000.0, 1_500_000, 500_000)),
+            Some(Trigger::CapacityRise)
+        );
         // Throughput changing at the same time is not a rise.
         let mut m = Monitor::arm(&p, &sample(1000.0, 2_000_000, 500_000));
         for _ in 0..5 {
-            assert_ne!(m.feed(&p, &sample(1500.0, 1_500_000, 500_000)), Some(Trigger::CapacityRise));
+            assert_ne!(
+                m.feed(&p, &sample(1500.0, 1_500_000, 500_000)),
+                Some(Trigger::CapacityRise)
+            );
         }
     }
 

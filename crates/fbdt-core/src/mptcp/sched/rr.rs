@@ -31,7 +31,11 @@ mod tests {
 
     #[test]
     fn alternates_and_skips_full_paths() {
-        let paths = [path(0, 10.0, 1 << 20, 0), path(1, 2.0, 1 << 20, 0), path(2, 5.0, 1 << 20, 1 << 20)];
+        let paths = [
+            path(0, 10.0, 1 << 20, 0),
+            path(1, 2.0, 1 << 20, 0),
+            path(2, 5.0, 1 << 20, 1 << 20),
+        ];
         let mut rr = RoundRobin::default();
         let mut got = Vec::new();
         for _ in 0..4 {
