@@ -562,3 +562,45 @@ fn a_path_that_dies_mid_transfer_loses_nothing() {
         "the dead path's data was re-sent"
     );
 }
+
+#[test]
+fn a_path_that_goes_silent_is_reported_stalled_once_and_loses_nothing() {
+    let mut pair = Pair::new(
+        2,
+        Config {
+            segment_size: 8192,
+            ..Config::default()
+        },
+    );
+    let a = data(6_000_000, 11);
+    let mut off = 0;
+    let mut got = Vec::new();
+    let mut frozen_at = None;
+    let mut stalled = Vec::new();
+    pair.drive_bounded(2_000_000, |p| {
+        write_some(&mut p.client, &a, &mut off);
+        read_all(&mut p.server, &mut got);
+        while let Some(e) = p.client.poll_event() {
+            if let Event::PathStalled(path) = e {
+                stalled.push((path, p.now));
+            }
+        }
+        let on_path_1 = p.client.stats().sender.per_path_bytes_sent.get(1).copied().unwrap_or(0);
+        if frozen_at.is_none() && on_path_1 > 0 {
+            // A blockage: what path 1 sends from now on sits in the air for 2 s.
+            frozen_at = Some(p.now);
+            p.pipes[1].0.latency = Duration::from_millis(2000);
+        }
+        p.server.is_recv_finished()
+    });
+    assert_eq!(got, a);
+    let frozen_at = frozen_at.expect("path 1 carried data");
+    assert_eq!(stalled.len(), 1, "one report per stall: {stalled:?}");
+    let (path, at) = stalled[0];
+    assert_eq!(path, PathId(1));
+    assert!(
+        at > frozen_at && at < frozen_at + Duration::from_millis(2000),
+        "{at} vs {frozen_at}"
+    );
+    assert_eq!(pair.client.stats().sender.path_stalls, 1);
+}

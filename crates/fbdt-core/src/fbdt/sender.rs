@@ -120,6 +120,8 @@ pub struct FbdtSender {
     /// windows whose pointers have not met.
     dead_holders: bool,
     failed: VecDeque<PathId>,
+    /// Paths that became stalled and were not yet reported (at most one entry per path).
+    newly_stalled: VecDeque<PathId>,
     stats: SenderStats,
 }
 
@@ -149,6 +151,7 @@ impl FbdtSender {
             flow_blocked: false,
             dead_holders: false,
             failed: VecDeque::new(),
+            newly_stalled: VecDeque::new(),
             stats: SenderStats::default(),
         }
     }
@@ -773,6 +776,9 @@ impl FbdtSender {
                 t.stalled = true;
                 t.est.last_outage = Some(now);
                 self.stats.path_stalls += 1;
+                if !self.newly_stalled.contains(&p) {
+                    self.newly_stalled.push_back(p);
+                }
             }
             if t.copies
                 .front()
@@ -996,5 +1002,9 @@ impl StreamSender for FbdtSender {
 
     fn stats(&self) -> SenderStats {
         self.stats.clone()
+    }
+
+    fn poll_stalled_path(&mut self) -> Option<PathId> {
+        self.newly_stalled.pop_front()
     }
 }
