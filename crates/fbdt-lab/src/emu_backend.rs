@@ -221,6 +221,7 @@ fn aggregate(name: &str, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult 
     let mut per_path_bytes: BTreeMap<String, u64> = BTreeMap::new();
     let mut counters: Option<Counters> = None;
     let mut reinjected: Option<u64> = None;
+    let mut recv_buffer_max: Option<u64> = None;
     let mut redundant = 0;
     for (_, r) in &runs {
         for (p, b) in &r.per_path_bytes {
@@ -228,11 +229,13 @@ fn aggregate(name: &str, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult 
         }
         if let Some((server, client)) = &r.sessions {
             redundant += client.redundant_bytes_received;
-            let k = counters.get_or_insert_with(Counters::default);
-            k.windows_loaded += server.windows_loaded;
-            k.redundant_bytes_received += client.redundant_bytes_received;
+            counters
+                .get_or_insert_with(Counters::default)
+                .add(&server.core.sender, &client.core.receiver);
             if name.starts_with("mp:") {
-                *reinjected.get_or_insert(0) += server.redundant_bytes_sent;
+                *reinjected.get_or_insert(0) += server.core.sender.redundant_bytes_sent;
+                let m = recv_buffer_max.get_or_insert(0);
+                *m = (*m).max(client.core.receiver.max_buffered_bytes);
             }
         }
     }
@@ -256,7 +259,7 @@ fn aggregate(name: &str, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult 
         series: runs.into_iter().next().map(|(_, r)| r.series).unwrap_or_default(),
         runs: if summaries.len() > 1 { summaries } else { Vec::new() },
         counters,
-        recv_buffer_max_bytes: None,
+        recv_buffer_max_bytes: recv_buffer_max,
         reinjected_bytes: reinjected,
         wall_s,
     }

@@ -78,6 +78,20 @@ pub struct Counters {
     pub acks_sent: u64,
 }
 
+impl Counters {
+    /// Adds one run: the sending side's counters and the receiving side's.
+    pub fn add(&mut self, sender: &fbdt_core::SenderStats, receiver: &fbdt_core::ReceiverStats) {
+        self.windows_loaded += sender.windows_loaded;
+        self.realignments += sender.realignments;
+        self.window_stalls += sender.window_stalls;
+        self.path_stalls += sender.path_stalls;
+        self.forward_changes += sender.forward_changes;
+        self.redundant_bytes_received += receiver.redundant_bytes_received;
+        self.max_out_of_order_bytes = self.max_out_of_order_bytes.max(receiver.max_out_of_order_bytes);
+        self.acks_sent += receiver.acks_sent;
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Meta {
     pub tool: String,

@@ -158,15 +158,10 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
                 *total.reinjected_bytes.get_or_insert(0) += s.sender.redundant_bytes_sent;
             }
             if let (Some(s), Some(c)) = (&out.server, &out.client) {
-                let k = total.counters.get_or_insert_with(Counters::default);
-                k.windows_loaded += s.sender.windows_loaded;
-                k.realignments += s.sender.realignments;
-                k.window_stalls += s.sender.window_stalls;
-                k.path_stalls += s.sender.path_stalls;
-                k.forward_changes += s.sender.forward_changes;
-                k.redundant_bytes_received += c.receiver.redundant_bytes_received;
-                k.max_out_of_order_bytes = k.max_out_of_order_bytes.max(c.receiver.max_out_of_order_bytes);
-                k.acks_sent += c.receiver.acks_sent;
+                total
+                    .counters
+                    .get_or_insert_with(Counters::default)
+                    .add(&s.sender, &c.receiver);
             }
         }
         total.goodput_mbps = runs.iter().map(|r| r.goodput_mbps).sum::<f64>() / runs.len() as f64;

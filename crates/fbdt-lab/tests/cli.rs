@@ -167,5 +167,10 @@ fn an_emulated_run_measures_every_kind_of_scheme() {
     assert!(results[0]["per_path_bytes"]["wigig"].as_u64().unwrap() < 100_000);
     // The session-based schemes report their protocol counters.
     assert!(results[2]["counters"]["windows_loaded"].as_u64().unwrap() > 0);
+    assert!(results[2]["counters"]["acks_sent"].as_u64().unwrap() > 0);
     assert!(results[3]["reinjected_bytes"].is_u64());
+    // Two paths of different delays: the meta layer's shared buffer held something, and never
+    // more than the kernel sockets' ceiling it was given (64 MiB).
+    let held = results[3]["recv_buffer_max_bytes"].as_u64().unwrap();
+    assert!(held > 0 && held <= 64 << 20, "{held}");
 }

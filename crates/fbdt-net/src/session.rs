@@ -88,6 +88,9 @@ pub struct SessionStats {
     pub redundant_bytes_received: u64,
     pub windows_loaded: u64,
     pub paths: Vec<PathReport>,
+    /// Every counter of the protocol core, both directions (re-alignments, stalls, peak
+    /// out-of-order bytes, the meta layer's peak receive-buffer occupancy, ...).
+    pub core: fbdt_core::ConnectionStats,
 }
 
 #[derive(Default)]
@@ -968,6 +971,7 @@ impl Driver {
                     }
                 })
                 .collect(),
+            core: cs,
         };
         if let Ok(mut g) = self.shared.stats.lock() {
             *g = stats;
