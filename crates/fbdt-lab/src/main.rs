@@ -36,6 +36,16 @@ enum Command {
 }
 
 fn main() {
+    // fbdt-net reports path events (stalls, re-joins, lost connections) through `tracing`;
+    // RUST_LOG=fbdt_net=debug shows them during an emulated run. Off by default: a timed run
+    // ends its FBDT sessions at the deadline with data still queued, which the library
+    // rightly reports as lost connections.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     if let Err(e) = real_main() {
         eprintln!("error: {e:#}");
         std::process::exit(1);
