@@ -92,6 +92,49 @@ fn quick_simulated_suite_writes_json_summary_figures_and_report() {
     assert!(page.contains("<img src=\"bars-fig8c.png\""));
     assert!(page.contains("FBDT &lt;beats&gt; MPTCP &amp; co"));
     assert!(page.contains("blockage") && page.contains("FBDT ≥ 0.85 × capacity"));
+
+    // Notes written after looking at the results: the page is rebuilt from the JSON, nothing
+    // runs again, the run's description (when, how long) is the measured one.
+    std::fs::write(&notes, "second thoughts").unwrap();
+    std::fs::remove_file(out.join("cdf.png")).unwrap();
+    let before = std::fs::read_to_string(out.join("los.json")).unwrap();
+    let o = lab()
+        .args([
+            "paper",
+            "--backend",
+            "sim",
+            "--quick",
+            "--scenarios",
+            "los,blockage",
+            "--render-only",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--notes")
+        .arg(&notes)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(!stderr.contains("[1/8]"), "nothing runs: {stderr}");
+    assert_eq!(std::fs::read_to_string(out.join("los.json")).unwrap(), before);
+    assert!(out.join("cdf.png").exists());
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.contains("second thoughts"));
+    let again = json(&out.join("summary.json"));
+    assert_eq!(again["run"]["started"], s["run"]["started"]);
+    assert_eq!(again["scenarios"][0]["ratios"], s["scenarios"][0]["ratios"]);
+
+    // Without the scenarios' JSON there is nothing to render.
+    let empty = dir.path().join("empty");
+    let o = lab()
+        .args(["paper", "--backend", "sim", "--scenarios", "los", "--render-only"])
+        .arg("--out")
+        .arg(&empty)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no scenario JSON"));
 }
 
 #[test]

@@ -44,6 +44,10 @@ pub struct PaperArgs {
     /// A text or markdown file of findings, shown verbatim in the report's notes section.
     #[arg(long)]
     pub notes: Option<PathBuf>,
+    /// Run nothing: rebuild summary.json, the figures and report.html from the per-scenario
+    /// JSON already in --out (for example after writing --notes).
+    #[arg(long)]
+    pub render_only: bool,
     /// Seconds per scheme for every scenario (tests).
     #[arg(long, hide = true)]
     pub duration: Option<f64>,
@@ -140,6 +144,9 @@ pub fn run(args: PaperArgs) -> Result<()> {
         None => None,
     };
     prepare_out(&out)?;
+    if args.render_only {
+        return render_existing(&args, backend, &out, &plan, scenarios, notes.as_deref());
+    }
 
     let started_at = SystemTime::now();
     let started = Instant::now();
@@ -197,11 +204,70 @@ pub fn run(args: PaperArgs) -> Result<()> {
     }
 
     let info = run_info(&args, backend, &reports, started_at, started.elapsed().as_secs_f64());
+    write_outputs(&out, reports, scenarios, failures, info, notes.as_deref(), plan.len())
+}
+
+/// `--render-only`: the reports come from `out`, the run's description from the summary
+/// written when they were measured (else it is rebuilt from the reports, without a duration).
+fn render_existing(
+    args: &PaperArgs,
+    backend: Backend,
+    out: &Path,
+    plan: &[suite::Planned],
+    scenarios: Vec<(String, Scenario)>,
+    notes: Option<&str>,
+) -> Result<()> {
+    let mut reports = Vec::new();
+    let mut failures = Vec::new();
+    for p in plan {
+        let path = out.join(format!("{}.json", p.name));
+        let read = std::fs::read_to_string(&path)
+            .map_err(anyhow::Error::from)
+            .and_then(|text| serde_json::from_str::<RunReport>(&text).map_err(anyhow::Error::from));
+        match read {
+            Ok(r) => reports.push(r),
+            Err(e) => failures.push(Failure {
+                scenario: p.name.clone(),
+                error: format!("--render-only: {}: {e}", path.display()),
+            }),
+        }
+    }
+    if reports.is_empty() {
+        bail!(
+            "--render-only: no scenario JSON in {} (run `fbdt-lab paper` with this --out first)",
+            out.display()
+        );
+    }
+    let earlier = std::fs::read_to_string(out.join("summary.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Summary>(&t).ok());
+    let info = match earlier {
+        Some(s) => s.run,
+        None => run_info(args, backend, &reports, SystemTime::now(), 0.0),
+    };
+    eprintln!(
+        "fbdt-lab paper --render-only: {} scenario reports from {}",
+        reports.len(),
+        out.display()
+    );
+    write_outputs(out, reports, scenarios, failures, info, notes, plan.len())
+}
+
+/// summary.json, the figures and report.html; fails at the end if any scenario failed.
+fn write_outputs(
+    out: &Path,
+    reports: Vec<RunReport>,
+    scenarios: Vec<(String, Scenario)>,
+    failures: Vec<Failure>,
+    info: RunInfo,
+    notes: Option<&str>,
+    planned: usize,
+) -> Result<()> {
     let defined: Vec<Scenario> = scenarios.into_iter().map(|(_, s)| s).collect();
     let summary = summary::build(&reports, &defined, failures, info);
     run::write_json(&out.join("summary.json"), &summary)?;
-    let figures = figures(&out, &reports)?;
-    let page = html::render(&summary, &figures, notes.as_deref());
+    let figures = figures(out, &reports)?;
+    let page = html::render(&summary, &figures, notes);
     let page_path = out.join("report.html");
     std::fs::write(&page_path, page).with_context(|| format!("writing {}", page_path.display()))?;
     print_checks(&summary);
@@ -213,7 +279,7 @@ pub fn run(args: PaperArgs) -> Result<()> {
         bail!(
             "{} of {} scenario runs failed (see {})",
             summary.failures.len(),
-            plan.len(),
+            planned,
             page_path.display()
         );
     }
