@@ -24,7 +24,7 @@ use crate::scheme::StreamSender;
 use crate::seq::SeqSpace;
 use crate::stats::SenderStats;
 use crate::time::{Duration, Instant};
-use crate::wire::{Ack, Align, Data, Frame, MAX_PATHS};
+use crate::wire::{Ack, Align, Data, Frame, FrameBuf, FrameOut, SendBuf, MAX_PATHS};
 
 /// A path whose oldest undelivered copy is this far behind the cumulative ACK is reset:
 /// were it to deliver that copy after the stream moved on by 2^31 bytes, its 32-bit
@@ -95,8 +95,9 @@ impl PathTx {
 pub struct FbdtSender {
     cfg: Config,
     space: SeqSpace,
-    /// Bytes `[una, written)`.
-    buf: VecDeque<u8>,
+    /// Bytes `[una, written)`, as shared chunks: frames carry slices of them, so bytes
+    /// the application hands over as `Bytes` reach the socket without a copy.
+    buf: SendBuf,
     una: u64,
     written: u64,
     finished: bool,
@@ -131,7 +132,7 @@ impl FbdtSender {
         FbdtSender {
             cfg: cfg.clone(),
             space: SeqSpace::new(isn),
-            buf: VecDeque::new(),
+            buf: SendBuf::new(),
             una: 0,
             written: 0,
             finished: false,
@@ -648,21 +649,14 @@ impl FbdtSender {
         self.dead_holders = false;
     }
 
-    fn emit_segment(&mut self, p: PathId, idx: u64, now: Instant, out: &mut Vec<u8>) -> usize {
+    fn emit_segment(&mut self, p: PathId, idx: u64, now: Instant, out: &mut impl FrameOut) -> usize {
         let seg = self.seg(idx).clone();
         let expect = now + self.delivery_delay(p);
         let start = (seg.off - self.una) as usize;
         let len = seg.len as usize;
-        Data::emit_header(self.space.seq(seg.off), seg.fin, len, out);
-        let (a, b) = self.buf.as_slices();
-        if start + len <= a.len() {
-            out.extend_from_slice(&a[start..start + len]);
-        } else if start >= a.len() {
-            out.extend_from_slice(&b[start - a.len()..start - a.len() + len]);
-        } else {
-            out.extend_from_slice(&a[start..]);
-            out.extend_from_slice(&b[..len - (a.len() - start)]);
-        }
+        out.put_inline(|v| Data::emit_header(self.space.seq(seg.off), seg.fin, len, v));
+        // The payload as slices of the send buffer: shared into a FrameBuf, copied into a Vec.
+        self.buf.slices(start, len, |b| out.put_shared(b));
         let state = match seg.state {
             SegState::Unsent => {
                 self.stats.bytes_sent += len as u64;
@@ -750,7 +744,7 @@ impl FbdtSender {
             let len = front.len as usize;
             self.fin_acked |= front.fin;
             self.una += len as u64;
-            self.buf.drain(..len);
+            self.buf.advance(len);
             self.segs.pop_front();
             self.seg_base += 1;
         }
@@ -762,6 +756,53 @@ impl FbdtSender {
             self.windows.pop_front();
         }
         self.stats.bytes_acked = self.una;
+    }
+
+    /// One frame for `path` into `out` (a `Vec` for `poll_transmit`, a `FrameBuf` for
+    /// `poll_transmit_buf`): the two differ only in whether the payload is copied.
+    fn transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut impl FrameOut) -> usize {
+        self.ensure_path(path);
+        if !self.paths[path.index()].alive {
+            return 0;
+        }
+        self.checked_until = self.checked_until.max(now);
+        if let Some(a) = self.aligns.front() {
+            let frame = Frame::Align(a.clone());
+            if frame.buffer_len() > room {
+                return 0;
+            }
+            out.put_inline(|v| frame.emit(v));
+            self.aligns.pop_front();
+            return frame.buffer_len();
+        }
+        let mut payload_room = room.saturating_sub(Data::OVERHEAD);
+        if let Some(limit) = self.path_send_limit(path) {
+            let allowed = limit.saturating_sub(self.paths[path.index()].in_flight());
+            payload_room = payload_room.min(allowed as usize);
+        }
+        match self.rescue_segment(path, now) {
+            Some(idx) => {
+                if self.seg(idx).len as usize > payload_room || room < Data::OVERHEAD {
+                    return 0;
+                }
+                return self.emit_segment(path, idx, now, out);
+            }
+            None => self.rescue_scan_found_nothing(),
+        }
+        let Some((a, idx)) = self.lane_segment(path, now) else {
+            return 0;
+        };
+        if self.seg(idx).len as usize > payload_room || room < Data::OVERHEAD {
+            return 0;
+        }
+        let pos = self.window_pos(a.window).expect("lane_segment returns a live window");
+        let taken = self.windows[pos].lanes[a.lane].take(a.end);
+        debug_assert_eq!(taken, Some(idx));
+        if !self.windows[pos].has_unsent() {
+            self.windows[pos].handed_out_at = Some(now);
+            self.windows[pos].deadlines.set(None);
+        }
+        self.emit_segment(path, idx, now, out)
     }
 
     fn update_stalls(&mut self, now: Instant) {
@@ -797,7 +838,18 @@ impl StreamSender for FbdtSender {
             return 0;
         }
         let n = data.len().min(self.send_room());
-        self.buf.extend(&data[..n]);
+        self.buf.push_slice(&data[..n]);
+        self.written += n as u64;
+        self.stats.bytes_written += n as u64;
+        n
+    }
+
+    fn write_bytes(&mut self, data: &bytes::Bytes) -> usize {
+        if self.finished {
+            return 0;
+        }
+        let n = data.len().min(self.send_room());
+        self.buf.push(data.slice(..n));
         self.written += n as u64;
         self.stats.bytes_written += n as u64;
         n
@@ -926,48 +978,11 @@ impl StreamSender for FbdtSender {
     }
 
     fn poll_transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
-        self.ensure_path(path);
-        if !self.paths[path.index()].alive {
-            return 0;
-        }
-        self.checked_until = self.checked_until.max(now);
-        if let Some(a) = self.aligns.front() {
-            let frame = Frame::Align(a.clone());
-            if frame.buffer_len() > room {
-                return 0;
-            }
-            frame.emit(out);
-            self.aligns.pop_front();
-            return frame.buffer_len();
-        }
-        let mut payload_room = room.saturating_sub(Data::OVERHEAD);
-        if let Some(limit) = self.path_send_limit(path) {
-            let allowed = limit.saturating_sub(self.paths[path.index()].in_flight());
-            payload_room = payload_room.min(allowed as usize);
-        }
-        match self.rescue_segment(path, now) {
-            Some(idx) => {
-                if self.seg(idx).len as usize > payload_room || room < Data::OVERHEAD {
-                    return 0;
-                }
-                return self.emit_segment(path, idx, now, out);
-            }
-            None => self.rescue_scan_found_nothing(),
-        }
-        let Some((a, idx)) = self.lane_segment(path, now) else {
-            return 0;
-        };
-        if self.seg(idx).len as usize > payload_room || room < Data::OVERHEAD {
-            return 0;
-        }
-        let pos = self.window_pos(a.window).expect("lane_segment returns a live window");
-        let taken = self.windows[pos].lanes[a.lane].take(a.end);
-        debug_assert_eq!(taken, Some(idx));
-        if !self.windows[pos].has_unsent() {
-            self.windows[pos].handed_out_at = Some(now);
-            self.windows[pos].deadlines.set(None);
-        }
-        self.emit_segment(path, idx, now, out)
+        self.transmit(path, room, now, out)
+    }
+
+    fn poll_transmit_buf(&mut self, path: PathId, room: usize, now: Instant, out: &mut FrameBuf) -> usize {
+        self.transmit(path, room, now, out)
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -1006,5 +1021,106 @@ impl StreamSender for FbdtSender {
 
     fn poll_stalled_path(&mut self) -> Option<PathId> {
         self.newly_stalled.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+
+    /// Feeds `data` to one sender through `write` (copies) and to another through
+    /// `write_bytes` in pieces of `sizes` (cycled), drives both over two paths with
+    /// cumulative ACKs in between, and checks that they emit the same frames. Returns the
+    /// payload bytes the `Bytes` sender emitted and how many of them were slices of `data`
+    /// itself (no copy).
+    fn run_both(data: &Bytes, sizes: &[usize]) -> (u64, u64) {
+        let cfg = Config {
+            send_buffer: 256 * 1024,
+            ..Config::default()
+        };
+        let mut copying = FbdtSender::new(&cfg, 7, 1 << 20);
+        let mut sharing = FbdtSender::new(&cfg, 7, 1 << 20);
+        let mut now = Instant::ZERO;
+        for s in [&mut copying, &mut sharing] {
+            s.path_up(PathId(0), now);
+            s.path_up(PathId(1), now);
+        }
+        let app = data.as_ptr_range();
+        let (mut off, mut shared) = (0usize, 0u64);
+        let mut sizes = sizes.iter().cycle();
+        for _ in 0..10_000 {
+            while off < data.len() {
+                let piece = data.slice(off..(off + sizes.next().unwrap()).min(data.len()));
+                let n = copying.write(&piece);
+                assert_eq!(sharing.write_bytes(&piece), n);
+                off += n;
+                if n < piece.len() {
+                    break;
+                }
+            }
+            if off == data.len() {
+                copying.finish();
+                sharing.finish();
+            }
+            for p in [PathId(0), PathId(1)].into_iter().cycle().take(200) {
+                let (mut v, mut fb) = (Vec::new(), FrameBuf::new());
+                let n = copying.poll_transmit(p, 64 * 1024, now, &mut v);
+                assert_eq!(sharing.poll_transmit_buf(p, 64 * 1024, now, &mut fb), n);
+                assert_eq!(v, fb.to_vec());
+                shared += fb
+                    .chunks_from(0)
+                    .filter(|c| app.contains(&c.as_ptr()))
+                    .map(|c| c.len() as u64)
+                    .sum::<u64>();
+            }
+            now = now + Duration::from_millis(1);
+            // Acknowledge everything up to the first segment not sent yet.
+            let s = &sharing;
+            let cum = s
+                .segs
+                .iter()
+                .find(|g| g.state == SegState::Unsent)
+                .map_or(s.loaded, |g| g.off);
+            let ack = Ack {
+                cum: s.space.seq(cum),
+                window: 1 << 20,
+                fin: s.fin_loaded && cum == s.loaded && s.segs.iter().all(|g| g.state != SegState::Unsent),
+                path_rx: s.paths.iter().map(|t| t.sent).collect(),
+                ranges: Vec::new(),
+            };
+            copying.on_ack(PathId(0), &ack, now).unwrap();
+            sharing.on_ack(PathId(0), &ack, now).unwrap();
+            if sharing.is_all_acked() && sharing.finished {
+                break;
+            }
+        }
+        assert!(copying.is_all_acked() && sharing.is_all_acked() && sharing.finished);
+        assert_eq!(copying.stats().bytes_acked, data.len() as u64);
+        let st = sharing.stats();
+        (st.bytes_sent + st.redundant_bytes_sent, shared)
+    }
+
+    fn data(n: usize) -> Bytes {
+        (0..n).map(|i| (i * 31 % 251) as u8).collect::<Vec<u8>>().into()
+    }
+
+    /// Large writes: every payload byte goes out as a slice of the application's memory.
+    #[test]
+    fn bytes_writes_go_out_as_slices_of_the_applications_memory() {
+        let d = data(3 << 20);
+        let (payload, shared) = run_both(&d, &[100_000, 250_000, 8192]);
+        assert!(payload >= d.len() as u64);
+        assert_eq!(shared, payload);
+    }
+
+    /// Small writes are gathered (copied) into the buffer's tail; frames then straddle
+    /// shared chunks and the tail, and still match the copying path byte for byte.
+    #[test]
+    fn mixed_writes_frame_like_the_copying_path() {
+        let d = data(2 << 20);
+        let (payload, shared) = run_both(&d, &[1, 5000, 300, 70_000, 4095, 4096, 17]);
+        assert!(payload >= d.len() as u64 && shared > 0 && shared < payload);
     }
 }
