@@ -133,6 +133,27 @@ impl Session {
     pub fn is_client(&self) -> bool {
         self.role == Role::Client
     }
+
+    /// Queues `data` without copying it: the frames that carry it are slices of it, and the
+    /// kernel copies straight from its memory. For applications that already hold `Bytes`
+    /// (a file read into memory, a message being forwarded, a benchmark's one buffer);
+    /// `AsyncWrite` copies each write once. Waits while the session's buffers are full, as
+    /// a write does; an error means the session ended.
+    pub async fn write_chunk(&mut self, mut data: Bytes) -> io::Result<()> {
+        if self.shutdown.is_some() {
+            return Err(broken("write after shutdown"));
+        }
+        while !data.is_empty() {
+            if std::future::poll_fn(|cx| self.cmd.poll_reserve(cx)).await.is_err() {
+                return Err(broken(self.error().unwrap_or_else(|| "session ended".into())));
+            }
+            let piece = data.split_to(data.len().min(CHUNK));
+            if self.cmd.send_item(Cmd::Data(piece)).is_err() {
+                return Err(broken("session ended"));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Reads a session's counters from anywhere (cheap to clone).

@@ -351,3 +351,35 @@ async fn garbage_inside_a_session_ends_only_that_session() {
     .await
     .expect("bounded");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_chunk_carries_shared_buffers_intact() {
+    let (mut l, addrs) = server(2).await;
+    let mut client = connect(specs(&addrs), NetConfig::default()).await.expect("connect");
+    let server = l.accept().await.expect("session");
+    // One buffer handed over many times, and pieces larger than a channel message.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let mut big = vec![0u8; 700 * 1024];
+    rng.fill_bytes(&mut big);
+    let big = bytes::Bytes::from(big);
+    let mut h = Sha256::new();
+    let mut sent = 0u64;
+    let receiving = tokio::spawn(recv_stream(server));
+    for i in 0..40 {
+        let piece = big.slice(i * 1000..);
+        h.update(&piece);
+        sent += piece.len() as u64;
+        tokio::time::timeout(BOUND, client.write_chunk(piece))
+            .await
+            .expect("in time")
+            .expect("write_chunk");
+    }
+    client.shutdown().await.expect("shutdown");
+    assert!(
+        client.write_chunk(big.clone()).await.is_err(),
+        "writing after shutdown fails"
+    );
+    let (n, got) = tokio::time::timeout(BOUND, receiving).await.expect("in time").unwrap();
+    assert_eq!(n, sent);
+    assert_eq!(got, <[u8; 32]>::from(h.finalize()));
+}
