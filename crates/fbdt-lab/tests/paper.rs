@@ -17,31 +17,30 @@ fn strings<'a>(v: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
     v.as_array().unwrap().iter().map(|x| x[key].as_str().unwrap()).collect()
 }
 
+/// `paper --backend sim --quick` over los and blockage into `out` with `notes`; must
+/// succeed; returns its stderr.
+fn quick_suite(out: &std::path::Path, notes: &std::path::Path, extra: &[&str]) -> String {
+    let o = lab()
+        .args(["paper", "--backend", "sim", "--quick", "--scenarios", "los,blockage"])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .arg("--notes")
+        .arg(notes)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{stderr}");
+    stderr
+}
+
 #[test]
 fn quick_simulated_suite_writes_json_summary_figures_and_report() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("paper");
     let notes = dir.path().join("notes.md");
     std::fs::write(&notes, "FBDT <beats> MPTCP & co").unwrap();
-    let status = lab()
-        .args([
-            "paper",
-            "--backend",
-            "sim",
-            "--quick",
-            "--scenarios",
-            "los,blockage",
-            "--duration",
-            "2",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .arg("--notes")
-        .arg(&notes)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&status.stderr);
-    assert!(status.status.success(), "{stderr}");
+    let stderr = quick_suite(&out, &notes, &["--duration", "2"]);
     // The overall progress line counts runs over the whole suite.
     assert!(
         stderr.contains("[1/8] los fbdt mp:blest tcp:wifi tcp:wigig"),
@@ -98,24 +97,7 @@ fn quick_simulated_suite_writes_json_summary_figures_and_report() {
     std::fs::write(&notes, "second thoughts").unwrap();
     std::fs::remove_file(out.join("cdf.png")).unwrap();
     let before = std::fs::read_to_string(out.join("los.json")).unwrap();
-    let o = lab()
-        .args([
-            "paper",
-            "--backend",
-            "sim",
-            "--quick",
-            "--scenarios",
-            "los,blockage",
-            "--render-only",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .arg("--notes")
-        .arg(&notes)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stderr}");
+    let stderr = quick_suite(&out, &notes, &["--render-only"]);
     assert!(!stderr.contains("[1/8]"), "nothing runs: {stderr}");
     assert_eq!(std::fs::read_to_string(out.join("los.json")).unwrap(), before);
     assert!(out.join("cdf.png").exists());

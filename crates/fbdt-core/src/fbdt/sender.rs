@@ -805,6 +805,12 @@ impl FbdtSender {
         self.emit_segment(path, idx, now, out)
     }
 
+    fn count_written(&mut self, n: usize) -> usize {
+        self.written += n as u64;
+        self.stats.bytes_written += n as u64;
+        n
+    }
+
     fn update_stalls(&mut self, now: Instant) {
         for i in 0..self.paths.len() {
             let p = PathId(i as u8);
@@ -833,26 +839,17 @@ impl FbdtSender {
 }
 
 impl StreamSender for FbdtSender {
+    // `send_room` is 0 once finished, so a write after `finish` takes nothing.
     fn write(&mut self, data: &[u8]) -> usize {
-        if self.finished {
-            return 0;
-        }
         let n = data.len().min(self.send_room());
         self.buf.push_slice(&data[..n]);
-        self.written += n as u64;
-        self.stats.bytes_written += n as u64;
-        n
+        self.count_written(n)
     }
 
     fn write_bytes(&mut self, data: &bytes::Bytes) -> usize {
-        if self.finished {
-            return 0;
-        }
         let n = data.len().min(self.send_room());
         self.buf.push(data.slice(..n));
-        self.written += n as u64;
-        self.stats.bytes_written += n as u64;
-        n
+        self.count_written(n)
     }
 
     fn finish(&mut self) {
