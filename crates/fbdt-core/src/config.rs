@@ -1,36 +1,23 @@
-//! Session configuration. Every knob the papers leave open is here, with the default we
-//! chose and why (see specs/fbdt.md "our decisions" and docs/architecture.md).
+//! Session configuration: the knobs both schemes share, and the scheme with its own knobs
+//! ([`FbdtConfig`], [`MetaConfig`]). See specs/fbdt.md "our decisions" and
+//! docs/architecture.md for the defaults and why.
 
-use crate::time::Duration;
-use crate::wire::{MAX_PATHS, MAX_SEGMENT};
-use thiserror::Error;
+use crate::fbdt::{FbdtReceiver, FbdtSender};
+use crate::meta::{MetaReceiver, MetaSender};
+use crate::scheme::{SchemeReceiver, SchemeSender, StreamParams};
+use crate::time::{Duration, Instant};
+use crate::wire::{self, MAX_PATHS, MAX_SEGMENT};
 
-/// How the transmission window is sized (spec decision 1).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum WindowConfig {
-    /// `factor × Σ rate_i × max srtt_i` over the live, unstalled paths, clamped to `[min, max]`
-    /// bytes, re-evaluated at every window load. Before any estimate exists the window is
-    /// `initial` bytes.
-    Auto {
-        factor: f64,
-        min: usize,
-        max: usize,
-        initial: usize,
-    },
-    /// A fixed number of bytes, as in the paper's experiments (64 KiB).
-    Fixed(usize),
-}
+pub use crate::error::ConfigError;
+pub use crate::fbdt::{FbdtConfig, WindowConfig};
+pub use crate::meta::{MetaConfig, SchedulerKind};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
-    /// Bytes per FBDT segment (the unit a path is handed). Large segments keep framing
+    /// Bytes per segment (the unit a path is handed). Large segments keep framing
     /// overhead (12 bytes per segment) and per-segment work low; the paper used MSS-sized
     /// packets inside the kernel, which `Config::paper` reproduces.
     pub segment_size: usize,
-    pub window: WindowConfig,
-    /// Redundant-transmission wait as a multiple of the holder path's RTT: the paper's
-    /// min(RTT_other, RTO) is this factor ≤ 1; factors > 1 are allowed for the RTO sweep.
-    pub redundancy_wait: f64,
     /// Bytes the receiver buffers (reassembly + unread); advertised as the receive window.
     pub recv_buffer: usize,
     /// Bytes the application may write ahead of the peer's cumulative ACK.
@@ -39,46 +26,36 @@ pub struct Config {
     pub ack_every: u32,
     /// ... or this long after the first unacknowledged one, whichever comes first.
     pub max_ack_delay: Duration,
-    /// A path holding unacknowledged data whose receive counter has not moved for
-    /// max(`stall_rtts` × its ACK RTT, `stall_min`) is stalled: it gets no new window
-    /// regions and counts as an outage in its reliability score.
-    pub stall_rtts: f64,
-    pub stall_min: Duration,
-    /// A new forward path must score this many times the current one to take over
-    /// (hysteresis against flapping, spec decision 8).
-    pub forward_hysteresis: f64,
     /// Seeds the ISN and key material (time and randomness are inputs to the core).
     pub seed: u64,
     /// A fixed initial sequence number instead of a random one (tests exercise the 2^32
     /// wrap with it).
     pub initial_seq: Option<u32>,
-    /// `Some` runs the MPTCP-style meta layer with this scheduler instead of FBDT (the
-    /// baselines, docs/baselines.md); `segment_size`, `recv_buffer` and `send_buffer` apply
-    /// to it, the FBDT-only knobs do not. Both ends must agree (HELLO's scheme byte).
-    pub mptcp: Option<crate::mptcp::MptcpConfig>,
+    /// Which scheme the session runs, with its own knobs. Both ends must agree (HELLO's
+    /// scheme byte).
+    pub scheme: SchemeConfig,
+}
+
+/// The scheme a session runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SchemeConfig {
+    Fbdt(FbdtConfig),
+    /// The MPTCP-style meta layer with one of the published schedulers (the baselines,
+    /// docs/baselines.md).
+    Meta(MetaConfig),
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             segment_size: 16 * 1024,
-            window: WindowConfig::Auto {
-                factor: 2.0,
-                min: 256 * 1024,
-                max: 16 * 1024 * 1024,
-                initial: 1024 * 1024,
-            },
-            redundancy_wait: 1.0,
             recv_buffer: 32 * 1024 * 1024,
             send_buffer: 32 * 1024 * 1024,
             ack_every: 2,
             max_ack_delay: Duration::from_millis(2),
-            stall_rtts: 3.0,
-            stall_min: Duration::from_millis(30),
-            forward_hysteresis: 1.2,
             seed: 0,
             initial_seq: None,
-            mptcp: None,
+            scheme: SchemeConfig::Fbdt(FbdtConfig::default()),
         }
     }
 }
@@ -87,32 +64,65 @@ impl Default for Config {
 /// receiver's reference, which 32-bit sequence numbers need (see `seq`).
 pub const MAX_BUFFER: usize = 1 << 30;
 
-#[derive(Clone, Debug, PartialEq, Error)]
-pub enum ConfigError {
-    #[error("segment_size must be in 1..={MAX_SEGMENT}, got {0}")]
-    SegmentSize(usize),
-    #[error("window must hold at least one segment and at most the receive buffer ({0})")]
-    Window(String),
-    #[error("{name} must be in {min}..={max} bytes, got {got}")]
-    Buffer {
-        name: &'static str,
-        min: usize,
-        max: usize,
-        got: usize,
-    },
-    #[error("redundancy_wait must be a finite factor ≥ 0, got {0}")]
-    RedundancyWait(f64),
-    #[error("{0}")]
-    Other(&'static str),
-}
-
 impl Config {
     /// The paper's setting: MSS-sized segments and a fixed 64 KiB window.
     pub fn paper() -> Self {
         Config {
             segment_size: 1448,
-            window: WindowConfig::Fixed(64 * 1024),
+            scheme: SchemeConfig::Fbdt(FbdtConfig::paper()),
             ..Config::default()
+        }
+    }
+
+    /// A meta-layer (MPTCP-style) configuration with `scheduler` and the meta layer's
+    /// defaults: 16 KiB segments and a 6 MiB shared receive buffer (meta::DEFAULT_*).
+    pub fn meta(scheduler: SchedulerKind) -> Self {
+        Config {
+            segment_size: crate::meta::DEFAULT_SEGMENT,
+            recv_buffer: crate::meta::DEFAULT_RECV_BUFFER,
+            scheme: SchemeConfig::Meta(MetaConfig::new(scheduler)),
+            ..Config::default()
+        }
+    }
+
+    /// FBDT's knobs, when the session runs FBDT.
+    pub fn fbdt(&self) -> Option<&FbdtConfig> {
+        match &self.scheme {
+            SchemeConfig::Fbdt(f) => Some(f),
+            SchemeConfig::Meta(_) => None,
+        }
+    }
+
+    pub fn fbdt_mut(&mut self) -> Option<&mut FbdtConfig> {
+        match &mut self.scheme {
+            SchemeConfig::Fbdt(f) => Some(f),
+            SchemeConfig::Meta(_) => None,
+        }
+    }
+
+    /// The meta layer's knobs, when the session runs the meta layer.
+    pub fn meta_config(&self) -> Option<&MetaConfig> {
+        match &self.scheme {
+            SchemeConfig::Meta(m) => Some(m),
+            SchemeConfig::Fbdt(_) => None,
+        }
+    }
+
+    pub fn meta_config_mut(&mut self) -> Option<&mut MetaConfig> {
+        match &mut self.scheme {
+            SchemeConfig::Meta(m) => Some(m),
+            SchemeConfig::Fbdt(_) => None,
+        }
+    }
+
+    /// The knobs both schemes share, as the schemes take them.
+    pub fn stream_params(&self) -> StreamParams {
+        StreamParams {
+            segment_size: self.segment_size,
+            recv_buffer: self.recv_buffer,
+            send_buffer: self.send_buffer,
+            ack_every: self.ack_every,
+            max_ack_delay: self.max_ack_delay,
         }
     }
 
@@ -131,62 +141,48 @@ impl Config {
                 });
             }
         }
-        match self.window {
-            WindowConfig::Fixed(w) if w < self.segment_size || w > self.recv_buffer => {
-                return Err(ConfigError::Window(format!("fixed window of {w} bytes")));
-            }
-            WindowConfig::Auto {
-                factor,
-                min,
-                max,
-                initial,
-            } if !(factor.is_finite() && factor > 0.0)
-                || min < self.segment_size
-                || max < min
-                || initial < min
-                || initial > max =>
-            {
-                return Err(ConfigError::Window(format!(
-                    "auto window factor {factor}, min {min}, max {max}, initial {initial}"
-                )));
-            }
-            _ => {}
-        }
-        if !(self.redundancy_wait.is_finite() && self.redundancy_wait >= 0.0) {
-            return Err(ConfigError::RedundancyWait(self.redundancy_wait));
-        }
         if self.ack_every == 0 {
             return Err(ConfigError::Other("ack_every must be ≥ 1"));
         }
-        if !(self.stall_rtts.is_finite() && self.stall_rtts > 0.0) {
-            return Err(ConfigError::Other("stall_rtts must be a finite factor > 0"));
+        match &self.scheme {
+            SchemeConfig::Fbdt(f) => f.validate(&self.stream_params()),
+            SchemeConfig::Meta(m) => m.validate(),
         }
-        if !(self.forward_hysteresis.is_finite() && self.forward_hysteresis >= 1.0) {
-            return Err(ConfigError::Other("forward_hysteresis must be ≥ 1"));
+    }
+}
+
+impl SchemeConfig {
+    /// The scheme byte HELLO carries.
+    pub(crate) fn wire_scheme(&self) -> wire::Scheme {
+        match self {
+            SchemeConfig::Fbdt(_) => wire::Scheme::Fbdt,
+            SchemeConfig::Meta(_) => wire::Scheme::Meta,
         }
-        if let Some(mp) = &self.mptcp {
-            if !(mp.cwnd_gain.is_finite() && mp.cwnd_gain > 0.0) {
-                return Err(ConfigError::Other("mptcp cwnd_gain must be a finite factor > 0"));
-            }
-            if mp.rto_min.as_micros() == 0 || mp.rto_max.as_micros() < mp.rto_min.as_micros() {
-                return Err(ConfigError::Other("mptcp rto_min must be > 0 and ≤ rto_max"));
-            }
-            let m = &mp.musher;
-            if m.tau1.as_micros() == 0 || m.tau2.as_micros() == 0 || m.r_min > m.r_max || m.r_max > 100 {
-                return Err(ConfigError::Other("musher: tau1, tau2 > 0 and r_min ≤ r_max ≤ 100"));
-            }
-        }
-        Ok(())
     }
 
-    /// A meta-layer (MPTCP-style) configuration with `scheduler` and the meta layer's
-    /// defaults: 16 KiB segments and a 6 MiB shared receive buffer (mptcp::DEFAULT_*).
-    pub fn mptcp(scheduler: crate::mptcp::SchedulerKind) -> Self {
-        Config {
-            segment_size: crate::mptcp::DEFAULT_SEGMENT,
-            recv_buffer: crate::mptcp::DEFAULT_RECV_BUFFER,
-            mptcp: Some(crate::mptcp::MptcpConfig::new(scheduler)),
-            ..Config::default()
+    /// Smallest receive buffer a peer announcing `segment_size` may announce. FBDT: two
+    /// maximal segments, so a window of at least one segment always fits; the meta layer
+    /// only needs two of the peer's segments to make progress.
+    pub(crate) fn min_peer_recv_buffer(&self, segment_size: u32) -> u32 {
+        match self {
+            SchemeConfig::Fbdt(_) => 2 * MAX_SEGMENT as u32,
+            SchemeConfig::Meta(_) => 2 * segment_size,
+        }
+    }
+
+    /// The sending half of our direction, numbered from `isn`.
+    pub(crate) fn sender(&self, params: StreamParams, isn: u32) -> Box<dyn SchemeSender> {
+        match self {
+            SchemeConfig::Fbdt(f) => Box::new(FbdtSender::new(f, params, isn, 0)),
+            SchemeConfig::Meta(m) => Box::new(MetaSender::new(m, params, Instant::ZERO)),
+        }
+    }
+
+    /// The receiving half of the peer's direction, numbered from the peer's `isn`.
+    pub(crate) fn receiver(&self, params: StreamParams, peer_isn: u32) -> Box<dyn SchemeReceiver> {
+        match self {
+            SchemeConfig::Fbdt(_) => Box::new(FbdtReceiver::new(params, peer_isn)),
+            SchemeConfig::Meta(_) => Box::new(MetaReceiver::new(params)),
         }
     }
 }

@@ -24,29 +24,23 @@
 
 use std::collections::VecDeque;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
-use crate::config::{Config, MAX_BUFFER};
+use crate::config::{Config, ConfigError, MAX_BUFFER};
 use crate::error::ProtocolError;
-use crate::fbdt::{FbdtReceiver, FbdtSender};
 use crate::handshake::SessionKeys;
-use crate::mptcp::{Hint, MpReceiver, MpSender};
-use crate::path::{PathId, PathStats};
-use crate::scheme::{StreamReceiver, StreamSender};
+use crate::path::{Hint, PathId, PathStats};
+use crate::scheme::{SchemeReceiver, SchemeSender};
 use crate::stats::{ReceiverStats, SenderStats};
 use crate::time::Instant;
-use crate::wire::{self, Close, Data, Frame, FrameBuf, Hello, Scheme, WindowMode, MAX_PATHS, MAX_SEGMENT};
+use crate::wire::{self, Close, Flow, Frame, FrameBuf, Header, Hello, WindowMode, MAX_PATHS, MAX_SEGMENT};
 
 /// Largest frame this build emits or accepts.
 pub const fn max_frame_len() -> usize {
     wire::MAX_FRAME_LEN
 }
-
-/// Smallest receive buffer a peer may announce: two maximal segments, so a window of
-/// at least one segment always fits.
-const MIN_PEER_RECV_BUFFER: u32 = 2 * MAX_SEGMENT as u32;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -98,69 +92,6 @@ pub struct ConnectionStats {
     pub forward_path: Option<PathId>,
 }
 
-/// The sending half of whichever scheme the session runs (`Config::mptcp`).
-// One per connection, never moved in bulk: the size difference between the variants costs
-// nothing, while boxing would add an indirection to every call.
-#[allow(clippy::large_enum_variant)]
-enum Tx {
-    Fbdt(FbdtSender),
-    Mp(MpSender),
-}
-
-impl Tx {
-    fn get(&self) -> &dyn StreamSender {
-        match self {
-            Tx::Fbdt(s) => s,
-            Tx::Mp(s) => s,
-        }
-    }
-    fn get_mut(&mut self) -> &mut dyn StreamSender {
-        match self {
-            Tx::Fbdt(s) => s,
-            Tx::Mp(s) => s,
-        }
-    }
-    fn poll_failed_path(&mut self) -> Option<PathId> {
-        match self {
-            Tx::Fbdt(s) => s.poll_failed_path(),
-            Tx::Mp(_) => None,
-        }
-    }
-    fn set_peer_recv_buffer(&mut self, bytes: u64) {
-        match self {
-            Tx::Fbdt(s) => s.set_peer_recv_buffer(bytes),
-            Tx::Mp(s) => s.set_peer_recv_buffer(bytes),
-        }
-    }
-    fn forward_path(&self) -> Option<PathId> {
-        match self {
-            Tx::Fbdt(s) => s.forward_path(),
-            Tx::Mp(_) => None,
-        }
-    }
-}
-
-/// The receiving half of whichever scheme the session runs.
-enum Rx {
-    Fbdt(FbdtReceiver),
-    Mp(MpReceiver),
-}
-
-impl Rx {
-    fn get(&self) -> &dyn StreamReceiver {
-        match self {
-            Rx::Fbdt(r) => r,
-            Rx::Mp(r) => r,
-        }
-    }
-    fn get_mut(&mut self) -> &mut dyn StreamReceiver {
-        match self {
-            Rx::Fbdt(r) => r,
-            Rx::Mp(r) => r,
-        }
-    }
-}
-
 pub struct Connection {
     cfg: Config,
     role: Role,
@@ -168,8 +99,10 @@ pub struct Connection {
     local_isn: u32,
     keys: Option<SessionKeys>,
     paths: Vec<PathIo>,
-    sender: Tx,
-    receiver: Option<Rx>,
+    /// The sending half of whichever scheme the session runs (`Config::scheme`).
+    sender: Box<dyn SchemeSender>,
+    /// The receiving half, once the peer's HELLO told us its ISN.
+    receiver: Option<Box<dyn SchemeReceiver>>,
     established: bool,
     closed: bool,
     close_reason: Option<(u16, String)>,
@@ -177,15 +110,15 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn client(cfg: Config) -> Result<Self, crate::config::ConfigError> {
+    pub fn client(cfg: Config) -> Result<Self, ConfigError> {
         Self::new(cfg, Role::Client)
     }
 
-    pub fn server(cfg: Config) -> Result<Self, crate::config::ConfigError> {
+    pub fn server(cfg: Config) -> Result<Self, ConfigError> {
         Self::new(cfg, Role::Server)
     }
 
-    fn new(cfg: Config, role: Role) -> Result<Self, crate::config::ConfigError> {
+    fn new(cfg: Config, role: Role) -> Result<Self, ConfigError> {
         cfg.validate()?;
         // Distinct streams for the two roles even when both ends share a seed (simulator).
         let mut rng = ChaCha20Rng::seed_from_u64(
@@ -200,10 +133,7 @@ impl Connection {
         let random_isn: u32 = rng.gen();
         let local_isn = cfg.initial_seq.unwrap_or(random_isn);
         Ok(Connection {
-            sender: match &cfg.mptcp {
-                None => Tx::Fbdt(FbdtSender::new(&cfg, local_isn, 0)),
-                Some(mp) => Tx::Mp(MpSender::new(&cfg, mp, Instant::ZERO)),
-            },
+            sender: cfg.scheme.sender(cfg.stream_params(), local_isn),
             cfg,
             role,
             local_key,
@@ -236,12 +166,12 @@ impl Connection {
     }
 
     fn hello(&self) -> Hello {
-        let (window_mode, window_bytes) = match self.cfg.window {
-            crate::config::WindowConfig::Fixed(w) => (WindowMode::Fixed, w as u32),
-            crate::config::WindowConfig::Auto { .. } => (WindowMode::Auto, 0),
+        let (window_mode, window_bytes) = match self.cfg.fbdt().map(|f| f.window) {
+            Some(crate::config::WindowConfig::Fixed(w)) => (WindowMode::Fixed, w as u32),
+            _ => (WindowMode::Auto, 0),
         };
         Hello {
-            scheme: self.scheme(),
+            scheme: self.cfg.scheme.wire_scheme(),
             window_mode,
             isn: self.local_isn,
             recv_buffer: self.cfg.recv_buffer as u32,
@@ -251,28 +181,15 @@ impl Connection {
         }
     }
 
-    fn scheme(&self) -> Scheme {
-        if self.cfg.mptcp.is_some() {
-            Scheme::Mptcp
-        } else {
-            Scheme::Fbdt
-        }
-    }
-
     /// A driver hint about `path` (scan announcements). Only the meta layer's scan-aware
     /// schedulers (MuSher, AMuSe) act on it; FBDT ignores it.
     pub fn path_hint(&mut self, path: PathId, hint: Hint) {
-        if let Tx::Mp(s) = &mut self.sender {
-            s.path_hint(path, hint);
-        }
+        self.sender.path_hint(path, hint);
     }
 
     /// The meta layer's current scheduler ratio (FixedRatio, AMuSe, MuSher), for logs.
     pub fn scheduler_ratio(&self) -> Option<u8> {
-        match &self.sender {
-            Tx::Mp(s) => s.ratio(),
-            Tx::Fbdt(_) => None,
-        }
+        self.sender.scheduler_ratio()
     }
 
     /// Whether `first` (the first bytes of a new connection) begins with a JOIN this
@@ -322,9 +239,9 @@ impl Connection {
 
     fn mark_up(&mut self, path: PathId, now: Instant) {
         self.paths[path.index()].state = PathState::Up;
-        self.sender.get_mut().path_up(path, now);
+        self.sender.path_up(path, now);
         if let Some(r) = self.receiver.as_mut() {
-            r.get_mut().path_up(path, now);
+            r.path_up(path, now);
         }
     }
 
@@ -335,14 +252,14 @@ impl Connection {
         };
         io.state = PathState::Down;
         io.rx.clear();
-        self.sender.get_mut().path_down(path, now);
+        self.sender.path_down(path, now);
         if let Some(r) = self.receiver.as_mut() {
-            r.get_mut().path_down(path, now);
+            r.path_down(path, now);
         }
     }
 
     pub fn path_stats(&mut self, path: PathId, stats: PathStats) {
-        self.sender.get_mut().path_stats(path, stats);
+        self.sender.path_stats(path, stats);
     }
 
     /// Bytes arrived on `path`. A path-local error (`is_path_local`) means: close this
@@ -429,49 +346,27 @@ impl Connection {
 
     fn parse_frames_buf(&mut self, path: PathId, buf: &mut BytesMut, now: Instant) -> Result<(), ProtocolError> {
         while !buf.is_empty() {
-            let (data, n) = match Frame::parse(buf) {
-                // A DATA frame's payload is cut out of the buffer below, as a shared slice.
-                Ok((Frame::Data(d), n)) => ((d.seq, d.fin), n),
-                Ok((frame, n)) => {
-                    self.on_frame(path, frame, now)?;
-                    buf.advance(n);
-                    if self.closed || self.paths[path.index()].state == PathState::Down {
-                        break;
-                    }
-                    continue;
-                }
-                Err(wire::Error::Incomplete { .. }) => break,
+            let len = match Header::parse(buf) {
+                Ok(h) if buf.len() >= wire::HEADER_LEN + h.body_len => wire::HEADER_LEN + h.body_len,
+                Ok(_) | Err(wire::Error::Incomplete { .. }) => break,
                 Err(source) => return Err(ProtocolError::Wire { path, source }),
             };
-            let frame = buf.split_to(n).freeze();
-            let payload = frame.slice(Data::OVERHEAD..);
-            self.on_data_bytes(path, data.0, data.1, payload, now)?;
+            // The frame is cut out of the buffer as a shared slice: a receiver keeps DATA
+            // payloads as slices of it rather than copying them.
+            let encoded = buf.split_to(len).freeze();
+            let frame = match Frame::parse(&encoded) {
+                Ok((frame, _)) => frame,
+                Err(source) => return Err(ProtocolError::Wire { path, source }),
+            };
+            self.on_frame(path, frame, &encoded, now)?;
+            if self.closed || self.paths[path.index()].state == PathState::Down {
+                break;
+            }
         }
         Ok(())
     }
 
-    fn on_data_bytes(
-        &mut self,
-        path: PathId,
-        seq: crate::seq::Seq,
-        fin: bool,
-        payload: Bytes,
-        now: Instant,
-    ) -> Result<(), ProtocolError> {
-        if self.paths[path.index()].state != PathState::Up || !self.established {
-            return Err(ProtocolError::Unexpected {
-                path,
-                what: "frame before the handshake completed",
-            });
-        }
-        self.receiver
-            .as_mut()
-            .expect("established")
-            .get_mut()
-            .on_data_bytes(path, seq, fin, payload, now)
-    }
-
-    fn on_frame(&mut self, path: PathId, frame: Frame<'_>, now: Instant) -> Result<(), ProtocolError> {
+    fn on_frame(&mut self, path: PathId, frame: Frame<'_>, encoded: &Bytes, now: Instant) -> Result<(), ProtocolError> {
         let state = self.paths[path.index()].state;
         match frame {
             Frame::Close(c) => {
@@ -517,49 +412,28 @@ impl Connection {
                 path,
                 what: "frame before the handshake completed",
             }),
-            // `parse_frames_buf` passes DATA to `on_data_bytes` itself (as a slice).
-            Frame::Data(d) => self
-                .receiver
-                .as_mut()
-                .expect("established")
-                .get_mut()
-                .on_data(path, &d, now),
-            Frame::Ack(a) => self.sender.get_mut().on_ack(path, &a, now),
-            Frame::Align(a) => self
-                .receiver
-                .as_mut()
-                .expect("established")
-                .get_mut()
-                .on_align(path, &a, now),
-            Frame::MpData(d) => match self.receiver.as_mut() {
-                Some(Rx::Mp(r)) => r.on_mp_data(path, &d, now),
-                _ => Err(ProtocolError::Unexpected {
-                    path,
-                    what: "MP_DATA in an FBDT session",
-                }),
-            },
-            Frame::DataAck(a) => match &mut self.sender {
-                Tx::Mp(s) => s.on_data_ack(path, &a, now),
-                Tx::Fbdt(_) => Err(ProtocolError::Unexpected {
-                    path,
-                    what: "DATA_ACK in an FBDT session",
-                }),
+            _ => match frame.flow() {
+                Flow::Feedback => self.sender.handle_frame(path, &frame, now),
+                Flow::Stream => match self.receiver.as_mut() {
+                    Some(r) => r.handle_frame(path, &frame, encoded, now),
+                    None => Err(ProtocolError::Unexpected {
+                        path,
+                        what: "frame before the handshake completed",
+                    }),
+                },
+                Flow::Control => unreachable!("control frames are handled above"),
             },
         }
     }
 
     fn on_hello(&mut self, h: &Hello, now: Instant) -> Result<(), ProtocolError> {
-        if h.scheme != self.scheme() {
+        if h.scheme != self.cfg.scheme.wire_scheme() {
             return Err(ProtocolError::BadHello("scheme"));
         }
         if h.segment_size == 0 || h.segment_size as usize > MAX_SEGMENT {
             return Err(ProtocolError::BadHello("segment size out of range"));
         }
-        // The meta layer only needs two of the peer's segments to make progress.
-        let min_buffer = match h.scheme {
-            Scheme::Fbdt => MIN_PEER_RECV_BUFFER,
-            Scheme::Mptcp => 2 * h.segment_size,
-        };
+        let min_buffer = self.cfg.scheme.min_peer_recv_buffer(h.segment_size);
         if h.recv_buffer < min_buffer || h.recv_buffer as usize > MAX_BUFFER {
             return Err(ProtocolError::BadHello("receive buffer out of range"));
         }
@@ -569,10 +443,7 @@ impl Connection {
         };
         self.keys = Some(keys);
         self.sender.set_peer_recv_buffer(u64::from(h.recv_buffer));
-        self.receiver = Some(match self.cfg.mptcp {
-            None => Rx::Fbdt(FbdtReceiver::new(&self.cfg, h.isn)),
-            Some(_) => Rx::Mp(MpReceiver::new(&self.cfg)),
-        });
+        self.receiver = Some(self.cfg.scheme.receiver(self.cfg.stream_params(), h.isn));
         self.established = true;
         self.events.push_back(Event::Connected);
         match self.role {
@@ -676,19 +547,7 @@ impl Connection {
         if self.closed || !self.established || self.paths[path.index()].state != PathState::Up {
             return 0;
         }
-        if let Some(Rx::Mp(r)) = self.receiver.as_mut() {
-            if let Some(ack) = r.poll_data_ack(path) {
-                let frame = Frame::DataAck(ack);
-                let len = frame.buffer_len();
-                if len <= room {
-                    out.frame(&frame);
-                    return len;
-                }
-                return 0;
-            }
-        }
-        if let Some(ack) = self.receiver.as_mut().and_then(|r| r.get_mut().poll_ack(path, now)) {
-            let frame = Frame::Ack(ack);
+        if let Some(frame) = self.receiver.as_mut().and_then(|r| r.poll_frame(path, now)) {
             let len = frame.buffer_len();
             if len <= room {
                 out.frame(&frame);
@@ -696,7 +555,7 @@ impl Connection {
             }
             return 0;
         }
-        let sender = self.sender.get_mut();
+        let sender = &mut self.sender;
         let n = match out {
             Out::Vec(v) => sender.poll_transmit(path, room, now, v),
             Out::Buf(b) => sender.poll_transmit_buf(path, room, now, b),
@@ -717,7 +576,7 @@ impl Connection {
 
     /// Stalls are reported as soon as an input reveals them (an ACK, a timeout).
     fn collect_stalled_paths(&mut self) {
-        while let Some(p) = self.sender.get_mut().poll_stalled_path() {
+        while let Some(p) = self.sender.poll_stalled_path() {
             self.events.push_back(Event::PathStalled(p));
         }
     }
@@ -728,8 +587,8 @@ impl Connection {
         if self.closed || !self.established {
             return None;
         }
-        let r = self.receiver.as_ref().and_then(|r| r.get().poll_timeout());
-        match (self.sender.get().poll_timeout(), r) {
+        let r = self.receiver.as_ref().and_then(|r| r.poll_timeout());
+        match (self.sender.poll_timeout(), r) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -739,9 +598,9 @@ impl Connection {
         if self.closed || !self.established {
             return;
         }
-        self.sender.get_mut().handle_timeout(now);
+        self.sender.handle_timeout(now);
         if let Some(r) = self.receiver.as_mut() {
-            r.get_mut().handle_timeout(now);
+            r.handle_timeout(now);
         }
         self.collect_path_events(now);
     }
@@ -757,7 +616,7 @@ impl Connection {
         if self.closed {
             return 0;
         }
-        self.sender.get_mut().write(data)
+        self.sender.write(data)
     }
 
     /// [`Connection::write`] for bytes held in a `Bytes`: a sender that keeps its buffer as
@@ -766,7 +625,7 @@ impl Connection {
         if self.closed {
             return 0;
         }
-        self.sender.get_mut().write_bytes(data)
+        self.sender.write_bytes(data)
     }
 
     /// Bytes `write` would accept now.
@@ -774,44 +633,44 @@ impl Connection {
         if self.closed {
             0
         } else {
-            self.sender.get().send_room()
+            self.sender.send_room()
         }
     }
 
     /// Ends our direction of the stream after the bytes written so far.
     pub fn finish(&mut self) {
-        self.sender.get_mut().finish();
+        self.sender.finish();
     }
 
     /// Every byte we wrote (and our stream end, if finished) has been acknowledged.
     pub fn is_send_done(&self) -> bool {
-        self.sender.get().is_all_acked()
+        self.sender.is_all_acked()
     }
 
     /// Reads in-order bytes of the peer's stream.
     pub fn read(&mut self, buf: &mut [u8]) -> usize {
-        self.receiver.as_mut().map_or(0, |r| r.get_mut().read(buf))
+        self.receiver.as_mut().map_or(0, |r| r.read(buf))
     }
 
     /// Takes up to `max` in-order bytes of the peer's stream as one chunk, without copying
     /// when they arrived through [`Connection::handle_recv_buf`]; None when none are ready.
     pub fn read_bytes(&mut self, max: usize) -> Option<Bytes> {
-        self.receiver.as_mut().and_then(|r| r.get_mut().read_bytes(max))
+        self.receiver.as_mut().and_then(|r| r.read_bytes(max))
     }
 
     pub fn readable(&self) -> usize {
-        self.receiver.as_ref().map_or(0, |r| r.get().readable())
+        self.receiver.as_ref().map_or(0, |r| r.readable())
     }
 
     /// The peer's stream ended and we read all of it.
     pub fn is_recv_finished(&self) -> bool {
-        self.receiver.as_ref().is_some_and(|r| r.get().is_finished())
+        self.receiver.as_ref().is_some_and(|r| r.is_finished())
     }
 
     pub fn stats(&self) -> ConnectionStats {
         ConnectionStats {
-            sender: self.sender.get().stats(),
-            receiver: self.receiver.as_ref().map(|r| r.get().stats()).unwrap_or_default(),
+            sender: self.sender.stats(),
+            receiver: self.receiver.as_ref().map(|r| r.stats()).unwrap_or_default(),
             forward_path: self.sender.forward_path(),
         }
     }

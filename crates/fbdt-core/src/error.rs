@@ -1,8 +1,28 @@
 //! Errors that end a path or a session. None of them is ever a panic.
 
 use crate::path::PathId;
-use crate::wire;
+use crate::wire::{self, MAX_SEGMENT};
 use thiserror::Error;
+
+/// A configuration that cannot run (`Config::validate`).
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum ConfigError {
+    #[error("segment_size must be in 1..={MAX_SEGMENT}, got {0}")]
+    SegmentSize(usize),
+    #[error("window must hold at least one segment and at most the receive buffer ({0})")]
+    Window(String),
+    #[error("{name} must be in {min}..={max} bytes, got {got}")]
+    Buffer {
+        name: &'static str,
+        min: usize,
+        max: usize,
+        got: usize,
+    },
+    #[error("redundancy_wait must be a finite factor ≥ 0, got {0}")]
+    RedundancyWait(f64),
+    #[error("{0}")]
+    Other(&'static str),
+}
 
 /// A violation by the peer (or a corrupt byte stream). Fatal for the session unless noted.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]

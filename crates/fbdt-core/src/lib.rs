@@ -7,11 +7,15 @@
 //! Layout:
 //! - [`wire`]: frames and their codec (docs/protocol.md);
 //! - [`seq`]: 32-bit sequence numbers with wrap;
-//! - [`fbdt`]: the FBDT sender and receiver;
-//! - [`mptcp`]: an MPTCP-style meta layer with the published schedulers (the baselines);
 //! - [`scheme`]: the sender/receiver traits every multipath scheme implements;
+//! - [`fbdt`]: the FBDT sender and receiver;
+//! - [`meta`]: an MPTCP-style meta layer with the published schedulers (the baselines);
+//! - [`config`]: the session's configuration, which builds the chosen scheme;
 //! - [`connection`]: handshake, per-path framing, one endpoint;
-//! - [`config`], [`stats`], [`time`], [`path`].
+//! - [`stats`], [`time`], [`path`], [`error`].
+//!
+//! Each module uses only modules listed before it (and the small leaf modules `seq`,
+//! `time`, `path`, `error`, `stats`, `handshake`).
 
 #![forbid(unsafe_code)]
 
@@ -20,7 +24,7 @@ pub mod connection;
 pub mod error;
 pub mod fbdt;
 pub mod handshake;
-pub mod mptcp;
+pub mod meta;
 pub mod path;
 pub mod scheme;
 pub mod seq;
@@ -28,10 +32,10 @@ pub mod stats;
 pub mod time;
 pub mod wire;
 
-pub use config::{Config, ConfigError, WindowConfig};
+pub use config::{Config, ConfigError, FbdtConfig, MetaConfig, SchemeConfig, WindowConfig};
 pub use connection::{max_frame_len, Connection, ConnectionStats, Event, Role};
 pub use error::ProtocolError;
-pub use mptcp::{Hint, MptcpConfig, SchedulerKind};
-pub use path::{PathId, PathStats};
+pub use meta::SchedulerKind;
+pub use path::{Hint, PathId, PathStats};
 pub use stats::{ReceiverStats, SenderStats};
 pub use time::{Duration, Instant};

@@ -22,6 +22,15 @@ impl fmt::Display for PathId {
     }
 }
 
+/// What the driver knows ahead of the protocol about a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hint {
+    /// The interface is about to go off-channel scanning.
+    ScanSoon,
+    /// The scan is over.
+    ScanEnded,
+}
+
 /// What the driver knows about a path's TCP connection (TCP_INFO in the runtime, the link
 /// model in the simulator). All optional: the core measures delivery and RTT itself from
 /// FBDT ACKs and uses these only until its own estimates exist.

@@ -1,48 +1,60 @@
-//! The two halves every multipath scheme implements. FBDT implements them in `fbdt`; the
-//! MPTCP-style meta layer with its schedulers will implement the same traits, so the
-//! runtime, the simulator and the lab drive every scheme alike.
+//! The two halves every multipath scheme implements: FBDT (`fbdt`) and the MPTCP-style meta
+//! layer (`meta`). Each half owns its frames — it decodes the ones addressed to it and
+//! produces the ones it sends — so `Connection` only frames, routes by direction
+//! ([`Frame::flow`]) and runs the handshake, and the runtime, the simulator and the lab
+//! drive every scheme alike.
 
 use bytes::Bytes;
 
 use crate::error::ProtocolError;
-use crate::path::{PathId, PathStats};
-use crate::seq::Seq;
+use crate::path::{Hint, PathId, PathStats};
 use crate::stats::{ReceiverStats, SenderStats};
-use crate::time::Instant;
-use crate::wire::{Ack, Align, Data, FrameBuf};
+use crate::time::{Duration, Instant};
+use crate::wire::{Frame, FrameBuf};
+
+/// The knobs both schemes share (see `Config` for their meaning), handed to a scheme's
+/// sender and receiver when the session builds them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StreamParams {
+    pub segment_size: usize,
+    pub recv_buffer: usize,
+    pub send_buffer: usize,
+    pub ack_every: u32,
+    pub max_ack_delay: Duration,
+}
 
 /// Sends one byte stream over N paths.
-pub trait StreamSender {
+pub trait SchemeSender: Send {
     /// Takes application bytes; returns how many fit in the send buffer (back-pressure).
     fn write(&mut self, data: &[u8]) -> usize;
     /// Like `write`, for bytes the driver already holds in a `Bytes`: a sender that keeps
     /// its buffer as `Bytes` chunks takes a slice of `data` instead of copying it.
-    fn write_bytes(&mut self, data: &Bytes) -> usize {
-        self.write(data)
-    }
+    fn write_bytes(&mut self, data: &Bytes) -> usize;
     /// No more bytes will be written; the stream end is sent after the last byte.
     fn finish(&mut self);
     /// Every byte written (and the end, if finished) is acknowledged.
     fn is_all_acked(&self) -> bool;
     /// Bytes the application may write now.
     fn send_room(&self) -> usize;
+    /// The peer's receive buffer, from its HELLO: the initial flow-control limit.
+    fn set_peer_recv_buffer(&mut self, bytes: u64);
 
     fn path_up(&mut self, path: PathId, now: Instant);
     fn path_down(&mut self, path: PathId, now: Instant);
     fn path_stats(&mut self, path: PathId, stats: PathStats);
+    /// A driver hint about `path` (scan announcements); schemes that do not use hints
+    /// ignore it.
+    fn path_hint(&mut self, _path: PathId, _hint: Hint) {}
 
-    /// An ACK arrived on `path` (it may acknowledge data sent on any path).
-    fn on_ack(&mut self, path: PathId, ack: &Ack, now: Instant) -> Result<(), ProtocolError>;
+    /// A feedback frame ([`Flow::Feedback`](crate::wire::Flow)) arrived on `path`; it may
+    /// acknowledge data sent on any path. A frame of another scheme is an error.
+    fn handle_frame(&mut self, path: PathId, frame: &Frame<'_>, now: Instant) -> Result<(), ProtocolError>;
     /// Appends at most one frame of at most `room` bytes for `path` to `out`; returns its
     /// length (0 = nothing to send on this path now).
     fn poll_transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize;
-    /// Like `poll_transmit`, appending to a `FrameBuf`: a sender that keeps its buffer as
-    /// `Bytes` chunks appends the header inline and the payload as shared slices (no copy).
-    fn poll_transmit_buf(&mut self, path: PathId, room: usize, now: Instant, out: &mut FrameBuf) -> usize {
-        out.push_with(|v| {
-            let _ = self.poll_transmit(path, room, now, v);
-        })
-    }
+    /// Like `poll_transmit`, appending to a `FrameBuf`: the header inline and the payload
+    /// as shared slices of the send buffer (no copy).
+    fn poll_transmit_buf(&mut self, path: PathId, room: usize, now: Instant, out: &mut FrameBuf) -> usize;
     fn poll_timeout(&self) -> Option<Instant>;
     fn handle_timeout(&mut self, now: Instant);
     fn stats(&self) -> SenderStats;
@@ -52,32 +64,37 @@ pub trait StreamSender {
     fn poll_stalled_path(&mut self) -> Option<PathId> {
         None
     }
+    /// A path the scheme had to reset; `Connection` takes it down and reports
+    /// `Event::PathFailed`.
+    fn poll_failed_path(&mut self) -> Option<PathId> {
+        None
+    }
+    /// The path the scheme currently treats as its most reliable one, if it has such a
+    /// notion (FBDT's forward path).
+    fn forward_path(&self) -> Option<PathId> {
+        None
+    }
+    /// The scheduler's current split in percent, for schedulers that keep one (logs).
+    fn scheduler_ratio(&self) -> Option<u8> {
+        None
+    }
 }
 
 /// Receives one byte stream from N paths and delivers it in order.
-pub trait StreamReceiver {
-    fn on_data(&mut self, path: PathId, data: &Data<'_>, now: Instant) -> Result<(), ProtocolError>;
-    /// A DATA frame whose payload the driver holds as `Bytes` (a slice of its read
-    /// buffer): a receiver may keep slices of it instead of copying.
-    fn on_data_bytes(
+pub trait SchemeReceiver: Send {
+    /// A stream frame ([`Flow::Stream`](crate::wire::Flow)) arrived on `path`. `frame` was
+    /// decoded from `encoded`, so its payload can be kept without a copy as
+    /// `encoded.slice_ref(payload)`. A frame of another scheme is an error.
+    fn handle_frame(
         &mut self,
         path: PathId,
-        seq: Seq,
-        fin: bool,
-        payload: Bytes,
+        frame: &Frame<'_>,
+        encoded: &Bytes,
         now: Instant,
-    ) -> Result<(), ProtocolError> {
-        self.on_data(
-            path,
-            &Data {
-                seq,
-                fin,
-                payload: &payload,
-            },
-            now,
-        )
-    }
-    fn on_align(&mut self, path: PathId, align: &Align, now: Instant) -> Result<(), ProtocolError>;
+    ) -> Result<(), ProtocolError>;
+    /// The feedback frame (ACK, DATA_ACK) due on `path` now, if any. `Connection` sends it
+    /// before any data of ours on that path.
+    fn poll_frame(&mut self, path: PathId, now: Instant) -> Option<Frame<'static>>;
     /// Copies in-order bytes into `buf`; returns how many.
     fn read(&mut self, buf: &mut [u8]) -> usize;
     /// Takes up to `max` in-order bytes as one chunk (None when nothing is ready); a
@@ -100,8 +117,6 @@ pub trait StreamReceiver {
     fn path_up(&mut self, path: PathId, now: Instant);
     fn path_down(&mut self, path: PathId, now: Instant);
 
-    /// The ACK to send on `path` now, if one is due there.
-    fn poll_ack(&mut self, path: PathId, now: Instant) -> Option<Ack>;
     fn poll_timeout(&self) -> Option<Instant>;
     fn handle_timeout(&mut self, now: Instant);
     fn stats(&self) -> ReceiverStats;

@@ -238,7 +238,7 @@ fn the_bytes_apis_carry_both_directions() {
         recv_buffer: 8 << 20,
         ..Config::default()
     };
-    for cfg in [small, large, Config::mptcp(SchedulerKind::MinRtt)] {
+    for cfg in [small, large, Config::meta(SchedulerKind::MinRtt)] {
         let recv_buffer = cfg.recv_buffer;
         let mut pair = Pair::new(3, cfg);
         pair.buffers = true;

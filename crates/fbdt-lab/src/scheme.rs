@@ -3,7 +3,7 @@
 //! `mptcp` (kernel MPTCP, testbed only). `expand` turns `mp:fixed=5..95/5` into a list.
 
 use anyhow::{anyhow, bail, Context, Result};
-use fbdt_core::{Config, SchedulerKind, WindowConfig};
+use fbdt_core::{Config, FbdtConfig, SchedulerKind, WindowConfig};
 use fbdt_scenario::Scenario;
 
 #[derive(Clone, Debug)]
@@ -52,7 +52,7 @@ pub fn parse(name: &str, scenario: &Scenario, seed: u64) -> Result<Scheme> {
             })?;
             let mut cfg = Config {
                 seed,
-                ..Config::mptcp(kind)
+                ..Config::meta(kind)
             };
             for opt in parts {
                 apply_mp_option(&mut cfg, opt).with_context(|| format!("scheme `{name}`"))?;
@@ -93,22 +93,31 @@ fn apply_mp_option(cfg: &mut Config, opt: &str) -> Result<()> {
     let (key, value) = opt
         .split_once('=')
         .ok_or_else(|| anyhow!("option `{opt}` must be key=value"))?;
-    let mp = cfg.mptcp.as_mut().expect("mp config");
     match key {
         "rcvbuf" => cfg.recv_buffer = bytes(value)?,
         "sndbuf" => cfg.send_buffer = bytes(value)?,
         "seg" => cfg.segment_size = bytes(value)?,
         "reinject" => {
-            mp.reinject = Some(match value {
+            meta(cfg)?.reinject = Some(match value {
                 "1" | "on" | "true" => true,
                 "0" | "off" | "false" => false,
                 _ => bail!("reinject=`{value}`: expected on or off"),
             })
         }
-        "gain" => mp.cwnd_gain = value.parse().map_err(|_| anyhow!("gain=`{value}` is not a number"))?,
+        "gain" => meta(cfg)?.cwnd_gain = value.parse().map_err(|_| anyhow!("gain=`{value}` is not a number"))?,
         _ => bail!("unknown option `{key}` (known for mp:*: rcvbuf, sndbuf, seg, reinject, gain)"),
     }
     Ok(())
+}
+
+/// The meta layer's knobs of an `mp:*` configuration.
+fn meta(cfg: &mut Config) -> Result<&mut fbdt_core::MetaConfig> {
+    cfg.meta_config_mut().ok_or_else(|| anyhow!("not a meta-layer scheme"))
+}
+
+/// FBDT's knobs of an `fbdt` configuration.
+fn fbdt(cfg: &mut Config) -> Result<&mut fbdt_core::FbdtConfig> {
+    cfg.fbdt_mut().ok_or_else(|| anyhow!("not an FBDT scheme"))
 }
 
 /// Parses sizes like `64k`, `16m`, `1448`.
@@ -133,21 +142,20 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
         .ok_or_else(|| anyhow!("option `{opt}` must be key=value"))?;
     match key {
         "rto" => {
-            cfg.redundancy_wait = value.parse().map_err(|_| anyhow!("rto=`{value}` is not a number"))?;
+            fbdt(cfg)?.redundancy_wait = value.parse().map_err(|_| anyhow!("rto=`{value}` is not a number"))?;
         }
         "window" => match value {
-            "auto" => cfg.window = Config::default().window,
+            "auto" => fbdt(cfg)?.window = FbdtConfig::default().window,
             "paper" => {
-                let paper = Config::paper();
-                cfg.window = paper.window;
-                cfg.segment_size = paper.segment_size;
+                fbdt(cfg)?.window = FbdtConfig::paper().window;
+                cfg.segment_size = Config::paper().segment_size;
             }
-            v => cfg.window = WindowConfig::Fixed(bytes(v)?),
+            v => fbdt(cfg)?.window = WindowConfig::Fixed(bytes(v)?),
         },
         "seg" => cfg.segment_size = bytes(value)?,
         "rcvbuf" => cfg.recv_buffer = bytes(value)?,
         "sndbuf" => cfg.send_buffer = bytes(value)?,
-        "factor" => match &mut cfg.window {
+        "factor" => match &mut fbdt(cfg)?.window {
             WindowConfig::Auto { factor, .. } => {
                 *factor = value.parse().map_err(|_| anyhow!("factor=`{value}` is not a number"))?
             }
@@ -171,8 +179,8 @@ mod tests {
         let s = scenario();
         match parse("fbdt+rto=0.5+window=64k+seg=1448", &s, 3).unwrap() {
             Scheme::Fbdt(c) => {
-                assert_eq!(c.redundancy_wait, 0.5);
-                assert_eq!(c.window, WindowConfig::Fixed(65536));
+                assert_eq!(c.fbdt().unwrap().redundancy_wait, 0.5);
+                assert_eq!(c.fbdt().unwrap().window, WindowConfig::Fixed(65536));
                 assert_eq!(c.segment_size, 1448);
                 assert_eq!(c.seed, 3);
             }
@@ -210,14 +218,14 @@ mod tests {
             ("mp:musher", SchedulerKind::Musher),
         ] {
             match parse(name, &s, 1).unwrap() {
-                Scheme::Fbdt(c) => assert_eq!(c.mptcp.unwrap().scheduler, kind),
+                Scheme::Fbdt(c) => assert_eq!(c.meta_config().unwrap().scheduler, kind),
                 other => panic!("{other:?}"),
             }
         }
         match parse("mp:minrtt+rcvbuf=2m+reinject=off", &s, 1).unwrap() {
             Scheme::Fbdt(c) => {
                 assert_eq!(c.recv_buffer, 2 << 20);
-                assert_eq!(c.mptcp.unwrap().reinject, Some(false));
+                assert_eq!(c.meta_config().unwrap().reinject, Some(false));
             }
             other => panic!("{other:?}"),
         }

@@ -15,7 +15,7 @@ use crate::link::{Link, LinkParams};
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum SimScheme {
-    /// The core's `Connection`: FBDT, or the MPTCP-style meta layer when `Config::mptcp`
+    /// The core's `Connection`: FBDT, or the MPTCP-style meta layer when `Config::scheme`
     /// is set (`SimScheme::mptcp`).
     Fbdt(Config),
     /// Single-path TCP on the path with this index.
@@ -23,9 +23,9 @@ pub enum SimScheme {
 }
 
 impl SimScheme {
-    /// The meta layer with `scheduler` and its defaults (`Config::mptcp`).
+    /// The meta layer with `scheduler` and its defaults (`Config::meta`).
     pub fn mptcp(scheduler: fbdt_core::SchedulerKind) -> Self {
-        SimScheme::Fbdt(Config::mptcp(scheduler))
+        SimScheme::Fbdt(Config::meta(scheduler))
     }
 }
 

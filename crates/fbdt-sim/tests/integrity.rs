@@ -6,7 +6,7 @@
 //! numbers (some just below 2^32, so the wrap is crossed). The client checks every byte
 //! against the sender's pattern; a wrong, missing, duplicated or reordered byte fails.
 
-use fbdt_core::{Config, WindowConfig};
+use fbdt_core::{Config, FbdtConfig, SchemeConfig, WindowConfig};
 use fbdt_sim::{run, SimParams, SimScheme};
 use proptest::prelude::*;
 
@@ -22,17 +22,20 @@ fn config() -> impl Strategy<Value = Config> {
         any::<u64>(),
     )
         .prop_map(|(seg, isn, rto, paper, seed)| {
-            let mut c = Config {
-                segment_size: seg,
-                initial_seq: isn,
+            let mut fbdt = FbdtConfig {
                 redundancy_wait: rto,
-                seed,
-                ..Config::default()
+                ..FbdtConfig::default()
             };
             if paper {
-                c.window = WindowConfig::Fixed((64 * 1024).max(seg));
+                fbdt.window = WindowConfig::Fixed((64 * 1024).max(seg));
             }
-            c
+            Config {
+                segment_size: seg,
+                initial_seq: isn,
+                seed,
+                scheme: SchemeConfig::Fbdt(fbdt),
+                ..Config::default()
+            }
         })
 }
 

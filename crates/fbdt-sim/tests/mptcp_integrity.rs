@@ -23,7 +23,7 @@ fn scheduler() -> impl Strategy<Value = SchedulerKind> {
 }
 
 fn config(kind: SchedulerKind, seg: usize, rcvbuf: usize, seed: u64) -> Config {
-    let mut c = Config::mptcp(kind);
+    let mut c = Config::meta(kind);
     c.segment_size = seg;
     c.recv_buffer = rcvbuf.max(2 * seg);
     c.seed = seed;
@@ -38,11 +38,11 @@ fn check(
 ) -> Result<(), TestCaseError> {
     let (schedule, params) = setup(&plans, kills, size, 300.0);
     let out = run(&schedule, &SimScheme::Fbdt(cfg.clone()), &params, |_| {})
-        .map_err(|e| TestCaseError::fail(format!("{:?}: {e}", cfg.mptcp.as_ref().map(|m| &m.scheduler))))?;
+        .map_err(|e| TestCaseError::fail(format!("{:?}: {e}", cfg.meta_config().map(|m| &m.scheduler))))?;
     prop_assert!(
         out.completed_at_s.is_some(),
         "{:?}: transfer of {} bytes did not complete: delivered {}",
-        cfg.mptcp.as_ref().map(|m| &m.scheduler),
+        cfg.meta_config().map(|m| &m.scheduler),
         size,
         out.bytes_delivered
     );

@@ -1,9 +1,11 @@
 //! FBDT (journal paper sec. IV): the sender and receiver over N paths.
 
+mod config;
 mod estimate;
 mod layout;
 mod receiver;
 mod sender;
 
+pub use config::{FbdtConfig, WindowConfig};
 pub use receiver::FbdtReceiver;
 pub use sender::FbdtSender;

@@ -14,15 +14,14 @@ use std::collections::{BTreeMap, VecDeque};
 
 use bytes::{Buf, Bytes};
 
-use crate::config::Config;
 use crate::error::ProtocolError;
 use crate::path::PathId;
-use crate::scheme::StreamReceiver;
+use crate::scheme::{SchemeReceiver, StreamParams};
 use crate::seq::Seq;
 use crate::seq::SeqSpace;
 use crate::stats::ReceiverStats;
 use crate::time::{Duration, Instant};
-use crate::wire::{recv_pin, Ack, Align, Data, MAX_ACK_RANGES, MAX_PATHS, NO_PATH};
+use crate::wire::{recv_pin, Ack, Align, Data, Frame, MAX_ACK_RANGES, MAX_PATHS, NO_PATH};
 
 /// Offsets more than this far below the next expected byte are refused as ambiguous: a
 /// copy that old could be a wrapped sequence number. The sender resets a path long before
@@ -39,22 +38,6 @@ struct Piece {
     /// What `data` keeps allocated: its own length if copied, `recv_pin` if a slice of a
     /// read buffer.
     pin: usize,
-}
-
-/// A DATA payload as it arrived: borrowed (copied when kept) or a shared slice.
-#[derive(Clone, Copy)]
-enum Payload<'a> {
-    Borrowed(&'a [u8]),
-    Shared(&'a Bytes),
-}
-
-impl Payload<'_> {
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            Payload::Borrowed(s) => s,
-            Payload::Shared(b) => b,
-        }
-    }
 }
 
 pub struct FbdtReceiver {
@@ -85,7 +68,7 @@ pub struct FbdtReceiver {
 }
 
 impl FbdtReceiver {
-    pub fn new(cfg: &Config, peer_isn: u32) -> Self {
+    pub fn new(cfg: StreamParams, peer_isn: u32) -> Self {
         FbdtReceiver {
             space: SeqSpace::new(peer_isn),
             capacity: cfg.recv_buffer,
@@ -121,16 +104,16 @@ impl FbdtReceiver {
     }
 
     /// Keeps `range` of `payload`: a slice if the pinned budget allows, else a copy.
-    fn keep(&mut self, payload: Payload<'_>, range: std::ops::Range<usize>) -> Piece {
-        let piece = match payload {
-            Payload::Shared(b) if self.pinned + recv_pin(b.len()) <= self.capacity => Piece {
-                data: b.slice(range),
-                pin: recv_pin(b.len()),
-            },
-            p => {
-                let data = Bytes::copy_from_slice(&p.as_slice()[range]);
-                Piece { pin: data.len(), data }
+    fn keep(&mut self, payload: &Bytes, range: std::ops::Range<usize>) -> Piece {
+        let pin = recv_pin(payload.len());
+        let piece = if self.pinned + pin <= self.capacity {
+            Piece {
+                data: payload.slice(range),
+                pin,
             }
+        } else {
+            let data = Bytes::copy_from_slice(&payload[range]);
+            Piece { pin: data.len(), data }
         };
         self.pinned += piece.pin;
         piece
@@ -138,8 +121,8 @@ impl FbdtReceiver {
 
     /// Stores `payload` (at `start`, from `skip` bytes into it) except the parts already
     /// held; returns the bytes that were duplicates.
-    fn insert(&mut self, start: u64, payload: Payload<'_>, skip: usize) -> u64 {
-        let end = start + (payload.as_slice().len() - skip) as u64;
+    fn insert(&mut self, start: u64, payload: &Bytes, skip: usize) -> u64 {
+        let end = start + (payload.len() - skip) as u64;
         let mut cur = start;
         let mut dup = 0u64;
         if let Some((&s, v)) = self.ooo.range(..cur).next_back() {
@@ -232,13 +215,13 @@ impl FbdtReceiver {
         path: PathId,
         seq: Seq,
         fin: bool,
-        payload: Payload<'_>,
+        payload: &Bytes,
         now: Instant,
     ) -> Result<(), ProtocolError> {
         let data = Data {
             seq,
             fin,
-            payload: payload.as_slice(),
+            payload: &payload[..],
         };
         self.note_path(path);
         let len = data.payload.len() as u64;
@@ -298,12 +281,6 @@ impl FbdtReceiver {
         }
         Ok(())
     }
-}
-
-impl StreamReceiver for FbdtReceiver {
-    fn on_data(&mut self, path: PathId, data: &Data<'_>, now: Instant) -> Result<(), ProtocolError> {
-        self.accept(path, data.seq, data.fin, Payload::Borrowed(data.payload), now)
-    }
 
     fn on_data_bytes(
         &mut self,
@@ -313,7 +290,7 @@ impl StreamReceiver for FbdtReceiver {
         payload: Bytes,
         now: Instant,
     ) -> Result<(), ProtocolError> {
-        self.accept(path, seq, fin, Payload::Shared(&payload), now)
+        self.accept(path, seq, fin, &payload, now)
     }
 
     fn on_align(&mut self, _path: PathId, a: &Align, _now: Instant) -> Result<(), ProtocolError> {
@@ -341,6 +318,50 @@ impl StreamReceiver for FbdtReceiver {
         self.window_end = Some(self.window_end.map_or(end, |w| w.max(end)));
         self.stats.aligns_received += 1;
         Ok(())
+    }
+
+    fn poll_ack(&mut self, path: PathId, _now: Instant) -> Option<Ack> {
+        if self.ack_pending & path.bit() == 0 {
+            return None;
+        }
+        self.ack_pending &= !path.bit();
+        self.advertised = self.capacity - self.ready_len;
+        self.stats.acks_sent += 1;
+        Some(Ack {
+            cum: self.space.seq(self.rcv_nxt),
+            window: self.advertised as u32,
+            fin: self.fin_at == Some(self.rcv_nxt),
+            path_rx: self.path_rx.clone(),
+            ranges: self
+                .ranges()
+                .into_iter()
+                .map(|(s, e)| (self.space.seq(s), self.space.seq(e)))
+                .collect(),
+        })
+    }
+}
+
+impl SchemeReceiver for FbdtReceiver {
+    fn handle_frame(
+        &mut self,
+        path: PathId,
+        frame: &Frame<'_>,
+        encoded: &Bytes,
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        match frame {
+            // The payload stays a slice of the driver's read buffer.
+            Frame::Data(d) => self.on_data_bytes(path, d.seq, d.fin, encoded.slice_ref(d.payload), now),
+            Frame::Align(a) => self.on_align(path, a, now),
+            _ => Err(ProtocolError::Unexpected {
+                path,
+                what: "MP_DATA in an FBDT session",
+            }),
+        }
+    }
+
+    fn poll_frame(&mut self, path: PathId, now: Instant) -> Option<Frame<'static>> {
+        self.poll_ack(path, now).map(Frame::Ack)
     }
 
     fn read(&mut self, buf: &mut [u8]) -> usize {
@@ -401,26 +422,6 @@ impl StreamReceiver for FbdtReceiver {
         self.ack_pending &= !path.bit();
     }
 
-    fn poll_ack(&mut self, path: PathId, _now: Instant) -> Option<Ack> {
-        if self.ack_pending & path.bit() == 0 {
-            return None;
-        }
-        self.ack_pending &= !path.bit();
-        self.advertised = self.capacity - self.ready_len;
-        self.stats.acks_sent += 1;
-        Some(Ack {
-            cum: self.space.seq(self.rcv_nxt),
-            window: self.advertised as u32,
-            fin: self.fin_at == Some(self.rcv_nxt),
-            path_rx: self.path_rx.clone(),
-            ranges: self
-                .ranges()
-                .into_iter()
-                .map(|(s, e)| (self.space.seq(s), self.space.seq(e)))
-                .collect(),
-        })
-    }
-
     fn poll_timeout(&self) -> Option<Instant> {
         self.ack_deadline
     }
@@ -445,11 +446,11 @@ mod tests {
     #[test]
     fn slices_are_kept_within_the_pinned_budget_then_copied() {
         const SEG: usize = 16 * 1024;
-        let cfg = Config {
+        let cfg = StreamParams {
             recv_buffer: 512 * 1024,
-            ..Config::default()
+            ..crate::Config::default().stream_params()
         };
-        let mut r = FbdtReceiver::new(&cfg, 0);
+        let mut r = FbdtReceiver::new(cfg, 0);
         r.path_up(PathId(0), Instant::ZERO);
         let stream: Vec<u8> = (0..cfg.recv_buffer).map(|i| (i % 251) as u8).collect();
         let segs = cfg.recv_buffer / SEG;
@@ -468,16 +469,8 @@ mod tests {
             r.ooo.values().any(|p| p.pin > p.data.len()),
             "earlier pieces kept as slices"
         );
-        r.on_data(
-            PathId(0),
-            &Data {
-                seq: Seq(0),
-                fin: false,
-                payload: &stream[..SEG],
-            },
-            Instant::ZERO,
-        )
-        .unwrap();
+        let first = Bytes::copy_from_slice(&stream[..SEG]);
+        r.on_data_bytes(PathId(0), Seq(0), false, first, Instant::ZERO).unwrap();
         let mut out = Vec::new();
         while let Some(c) = r.read_bytes(50_000) {
             out.extend_from_slice(&c);

@@ -15,12 +15,12 @@
 
 use std::collections::VecDeque;
 
+use super::config::{FbdtConfig, WindowConfig};
 use super::estimate::{PathEstimate, SAMPLE_INTERVAL};
 use super::layout::{initial_layout, split_lane, Assign, Deadlines, End, Lane, Window};
-use crate::config::{Config, WindowConfig};
 use crate::error::ProtocolError;
 use crate::path::{PathId, PathStats};
-use crate::scheme::StreamSender;
+use crate::scheme::{SchemeSender, StreamParams};
 use crate::seq::SeqSpace;
 use crate::stats::SenderStats;
 use crate::time::{Duration, Instant};
@@ -93,7 +93,8 @@ impl PathTx {
 }
 
 pub struct FbdtSender {
-    cfg: Config,
+    cfg: FbdtConfig,
+    params: StreamParams,
     space: SeqSpace,
     /// Bytes `[una, written)`, as shared chunks: frames carry slices of them, so bytes
     /// the application hands over as `Bytes` reach the socket without a copy.
@@ -128,9 +129,10 @@ pub struct FbdtSender {
 
 impl FbdtSender {
     /// `isn` numbers our direction; `peer_recv_buffer` is the window the peer announced.
-    pub fn new(cfg: &Config, isn: u32, peer_recv_buffer: u64) -> Self {
+    pub fn new(cfg: &FbdtConfig, params: StreamParams, isn: u32, peer_recv_buffer: u64) -> Self {
         FbdtSender {
             cfg: cfg.clone(),
+            params,
             space: SeqSpace::new(isn),
             buf: SendBuf::new(),
             una: 0,
@@ -155,22 +157,6 @@ impl FbdtSender {
             newly_stalled: VecDeque::new(),
             stats: SenderStats::default(),
         }
-    }
-
-    /// The peer's receive buffer, learnt from its HELLO: the initial flow-control limit.
-    pub fn set_peer_recv_buffer(&mut self, bytes: u64) {
-        self.right_edge = self.right_edge.max(bytes);
-    }
-
-    /// The forward path of the most recent window (the most reliable one).
-    pub fn forward_path(&self) -> Option<PathId> {
-        self.forward
-    }
-
-    /// A path that had to be reset (its data could no longer be numbered unambiguously);
-    /// the driver should close its connection and open a new one.
-    pub fn poll_failed_path(&mut self) -> Option<PathId> {
-        self.failed.pop_front()
     }
 
     fn ensure_path(&mut self, p: PathId) {
@@ -225,7 +211,7 @@ impl FbdtSender {
         };
         let queued = match (rate, d.srtt) {
             (Some(rate), Some(srtt)) if rate > 0.0 => {
-                Duration::from_secs_f64(t.in_flight() as f64 / rate) + srtt + self.cfg.max_ack_delay
+                Duration::from_secs_f64(t.in_flight() as f64 / rate) + srtt + self.params.max_ack_delay
             }
             _ => Duration::ZERO,
         };
@@ -384,7 +370,7 @@ impl FbdtSender {
             (None, Some(b)) => b,
             (None, None) => return None,
         };
-        Some(2 * window as u64 + 2 * self.cfg.segment_size as u64)
+        Some(2 * window as u64 + 2 * self.params.segment_size as u64)
     }
 
     fn has_current_work(&self, p: PathId) -> bool {
@@ -435,7 +421,7 @@ impl FbdtSender {
         // The window is cut short by the peer's receive window, or by our own send buffer
         // being full of unacknowledged data: either way data is held behind a hole, so the
         // segments at the bottom are worth re-sending (`rescue_segment`).
-        let buffer_full = self.buf.len() + self.cfg.segment_size > self.cfg.send_buffer;
+        let buffer_full = self.buf.len() + self.params.segment_size > self.params.send_buffer;
         let blocked = limit < wanted || (avail < target && buffer_full);
         if blocked && !self.flow_blocked {
             self.stats.window_stalls += 1;
@@ -449,7 +435,7 @@ impl FbdtSender {
         self.next_window_id = self.next_window_id.wrapping_add(1);
         let seg_lo = self.seg_base + self.segs.len() as u64;
         let off_lo = self.loaded;
-        let seg_size = self.cfg.segment_size as u64;
+        let seg_size = self.params.segment_size as u64;
         let mut off = self.loaded;
         let end = self.loaded + size;
         loop {
@@ -509,7 +495,7 @@ impl FbdtSender {
         else {
             return self.load_window(p, now);
         };
-        let seg_bytes = self.cfg.segment_size as f64;
+        let seg_bytes = self.params.segment_size as f64;
         let eta = |s: &Self, l: &Lane| {
             let rate: f64 = [l.bottom, l.top].iter().flatten().map(|&q| s.layout_rate(q)).sum();
             l.remaining() as f64 * seg_bytes / rate.max(1e-9)
@@ -836,83 +822,6 @@ impl FbdtSender {
             }
         }
     }
-}
-
-impl StreamSender for FbdtSender {
-    // `send_room` is 0 once finished, so a write after `finish` takes nothing.
-    fn write(&mut self, data: &[u8]) -> usize {
-        let n = data.len().min(self.send_room());
-        self.buf.push_slice(&data[..n]);
-        self.count_written(n)
-    }
-
-    fn write_bytes(&mut self, data: &bytes::Bytes) -> usize {
-        let n = data.len().min(self.send_room());
-        self.buf.push(data.slice(..n));
-        self.count_written(n)
-    }
-
-    fn finish(&mut self) {
-        self.finished = true;
-    }
-
-    fn is_all_acked(&self) -> bool {
-        self.una == self.written && (!self.finished || self.fin_acked)
-    }
-
-    fn send_room(&self) -> usize {
-        if self.finished {
-            0
-        } else {
-            self.cfg.send_buffer.saturating_sub(self.buf.len())
-        }
-    }
-
-    fn path_up(&mut self, path: PathId, now: Instant) {
-        self.ensure_path(path);
-        let t = &mut self.paths[path.index()];
-        t.alive = true;
-        t.stalled = false;
-        t.last_progress = now;
-        t.est.rebase(t.rx, t.sent);
-        self.invalidate_deadlines();
-    }
-
-    fn path_down(&mut self, path: PathId, _now: Instant) {
-        self.ensure_path(path);
-        let t = &mut self.paths[path.index()];
-        t.alive = false;
-        t.stalled = false;
-        t.assign = None;
-        t.next_assign = None;
-        t.copies.clear();
-        // Whatever the connection held is gone; count from what was delivered.
-        t.sent = t.rx;
-        for w in self.windows.iter_mut() {
-            for lane in w.lanes.iter_mut() {
-                for end in [End::Bottom, End::Top] {
-                    if lane.server(end) == Some(path) {
-                        lane.set_server(end, None);
-                    }
-                }
-            }
-        }
-        for seg in self.segs.iter_mut() {
-            if let SegState::Sent { holders, .. } = &mut seg.state {
-                *holders &= !path.bit();
-            }
-        }
-        self.dead_holders = true;
-        self.invalidate_deadlines();
-        if self.forward == Some(path) {
-            self.forward = None;
-        }
-    }
-
-    fn path_stats(&mut self, path: PathId, stats: PathStats) {
-        self.ensure_path(path);
-        self.paths[path.index()].est.driver = stats;
-    }
 
     fn on_ack(&mut self, path: PathId, ack: &Ack, now: Instant) -> Result<(), ProtocolError> {
         self.ensure_path(path);
@@ -972,6 +881,109 @@ impl StreamSender for FbdtSender {
         self.advance_una();
         self.update_stalls(now);
         Ok(())
+    }
+}
+
+impl SchemeSender for FbdtSender {
+    /// The peer's receive buffer, learnt from its HELLO: the initial flow-control limit.
+    fn set_peer_recv_buffer(&mut self, bytes: u64) {
+        self.right_edge = self.right_edge.max(bytes);
+    }
+
+    /// The forward path of the most recent window (the most reliable one).
+    fn forward_path(&self) -> Option<PathId> {
+        self.forward
+    }
+
+    /// A path that had to be reset (its data could no longer be numbered unambiguously);
+    /// the driver should close its connection and open a new one.
+    fn poll_failed_path(&mut self) -> Option<PathId> {
+        self.failed.pop_front()
+    }
+
+    fn handle_frame(&mut self, path: PathId, frame: &Frame<'_>, now: Instant) -> Result<(), ProtocolError> {
+        match frame {
+            Frame::Ack(a) => self.on_ack(path, a, now),
+            _ => Err(ProtocolError::Unexpected {
+                path,
+                what: "DATA_ACK in an FBDT session",
+            }),
+        }
+    }
+
+    // `send_room` is 0 once finished, so a write after `finish` takes nothing.
+    fn write(&mut self, data: &[u8]) -> usize {
+        let n = data.len().min(self.send_room());
+        self.buf.push_slice(&data[..n]);
+        self.count_written(n)
+    }
+
+    fn write_bytes(&mut self, data: &bytes::Bytes) -> usize {
+        let n = data.len().min(self.send_room());
+        self.buf.push(data.slice(..n));
+        self.count_written(n)
+    }
+
+    fn finish(&mut self) {
+        self.finished = true;
+    }
+
+    fn is_all_acked(&self) -> bool {
+        self.una == self.written && (!self.finished || self.fin_acked)
+    }
+
+    fn send_room(&self) -> usize {
+        if self.finished {
+            0
+        } else {
+            self.params.send_buffer.saturating_sub(self.buf.len())
+        }
+    }
+
+    fn path_up(&mut self, path: PathId, now: Instant) {
+        self.ensure_path(path);
+        let t = &mut self.paths[path.index()];
+        t.alive = true;
+        t.stalled = false;
+        t.last_progress = now;
+        t.est.rebase(t.rx, t.sent);
+        self.invalidate_deadlines();
+    }
+
+    fn path_down(&mut self, path: PathId, _now: Instant) {
+        self.ensure_path(path);
+        let t = &mut self.paths[path.index()];
+        t.alive = false;
+        t.stalled = false;
+        t.assign = None;
+        t.next_assign = None;
+        t.copies.clear();
+        // Whatever the connection held is gone; count from what was delivered.
+        t.sent = t.rx;
+        for w in self.windows.iter_mut() {
+            for lane in w.lanes.iter_mut() {
+                for end in [End::Bottom, End::Top] {
+                    if lane.server(end) == Some(path) {
+                        lane.set_server(end, None);
+                    }
+                }
+            }
+        }
+        for seg in self.segs.iter_mut() {
+            if let SegState::Sent { holders, .. } = &mut seg.state {
+                *holders &= !path.bit();
+            }
+        }
+        self.dead_holders = true;
+        self.invalidate_deadlines();
+        if self.forward == Some(path) {
+            self.forward = None;
+        }
+    }
+
+    fn path_stats(&mut self, path: PathId, stats: PathStats) {
+        self.ensure_path(path);
+        self.paths[path.index()].est.driver = stats;
     }
 
     fn poll_transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
@@ -1033,12 +1045,13 @@ mod tests {
     /// payload bytes the `Bytes` sender emitted and how many of them were slices of `data`
     /// itself (no copy).
     fn run_both(data: &Bytes, sizes: &[usize]) -> (u64, u64) {
-        let cfg = Config {
+        let params = StreamParams {
             send_buffer: 256 * 1024,
-            ..Config::default()
+            ..crate::Config::default().stream_params()
         };
-        let mut copying = FbdtSender::new(&cfg, 7, 1 << 20);
-        let mut sharing = FbdtSender::new(&cfg, 7, 1 << 20);
+        let cfg = FbdtConfig::default();
+        let mut copying = FbdtSender::new(&cfg, params, 7, 1 << 20);
+        let mut sharing = FbdtSender::new(&cfg, params, 7, 1 << 20);
         let mut now = Instant::ZERO;
         for s in [&mut copying, &mut sharing] {
             s.path_up(PathId(0), now);

@@ -27,9 +27,9 @@ const ACK_FLAG_FIN: u8 = 0x01;
 #[repr(u8)]
 pub enum Scheme {
     Fbdt = 0,
-    /// The MPTCP-style meta layer (crate::mptcp): MP_DATA / DATA_ACK instead of
+    /// The MPTCP-style meta layer (crate::meta): MP_DATA / DATA_ACK instead of
     /// DATA / ACK / ALIGN. The scheduler is the sender's business and not announced.
-    Mptcp = 1,
+    Meta = 1,
 }
 
 /// How the sender sizes its transmission window.
@@ -78,7 +78,7 @@ impl Hello {
         }
         let scheme = match b[5] {
             0 => Scheme::Fbdt,
-            1 => Scheme::Mptcp,
+            1 => Scheme::Meta,
             _ => return Err(malformed(K, "unknown scheme")),
         };
         let window_mode = match b[6] {

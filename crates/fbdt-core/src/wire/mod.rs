@@ -183,6 +183,16 @@ impl<'a> Frame<'a> {
             }
     }
 
+    /// Which part of an endpoint a frame is for: the session itself, the receiver of the
+    /// peer's stream, or the sender of ours (feedback about it).
+    pub fn flow(&self) -> Flow {
+        match self {
+            Frame::Hello(_) | Frame::Join(_) | Frame::Close(_) => Flow::Control,
+            Frame::Data(_) | Frame::Align(_) | Frame::MpData(_) => Flow::Stream,
+            Frame::Ack(_) | Frame::DataAck(_) => Flow::Feedback,
+        }
+    }
+
     pub fn kind(&self) -> FrameType {
         match self {
             Frame::Hello(_) => FrameType::Hello,
@@ -195,6 +205,17 @@ impl<'a> Frame<'a> {
             Frame::DataAck(_) => FrameType::DataAck,
         }
     }
+}
+
+/// Where a received frame goes (see [`Frame::flow`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// HELLO, JOIN, CLOSE: the session's own business.
+    Control,
+    /// The peer's stream (DATA, ALIGN, MP_DATA): for our receiver.
+    Stream,
+    /// Acknowledgements of our stream (ACK, DATA_ACK): for our sender.
+    Feedback,
 }
 
 /// The fixed 8-byte header, validated on its own so a bad length is refused before any

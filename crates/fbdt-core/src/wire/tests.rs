@@ -69,7 +69,7 @@ fn sample_frames() -> Vec<Frame<'static>> {
             path_rx: vec![3, u64::MAX],
         }),
         Frame::Hello(Hello {
-            scheme: Scheme::Mptcp,
+            scheme: Scheme::Meta,
             window_mode: WindowMode::Auto,
             isn: 0,
             recv_buffer: 6 << 20,

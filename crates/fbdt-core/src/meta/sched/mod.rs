@@ -93,7 +93,7 @@ pub trait Scheduler {
     fn redundant(&self) -> bool {
         false
     }
-    /// Default for opportunistic reinjection + penalisation (MptcpConfig::reinject).
+    /// Default for opportunistic reinjection + penalisation (MetaConfig::reinject).
     fn reinject_default(&self) -> bool {
         true
     }

@@ -5,14 +5,16 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::config::Config;
+use bytes::Bytes;
+
 use crate::error::ProtocolError;
 use crate::path::PathId;
+use crate::scheme::{SchemeReceiver, StreamParams};
 use crate::stats::ReceiverStats;
 use crate::time::Instant;
-use crate::wire::{DataAck, MpData};
+use crate::wire::{DataAck, Frame, MpData};
 
-pub struct MpReceiver {
+pub struct MetaReceiver {
     recv_buffer: u64,
     rcv_nxt: u64,
     ready: VecDeque<u8>,
@@ -28,10 +30,10 @@ pub struct MpReceiver {
     stats: ReceiverStats,
 }
 
-impl MpReceiver {
-    pub fn new(cfg: &Config) -> Self {
-        MpReceiver {
-            recv_buffer: cfg.recv_buffer as u64,
+impl MetaReceiver {
+    pub fn new(params: StreamParams) -> Self {
+        MetaReceiver {
+            recv_buffer: params.recv_buffer as u64,
             rcv_nxt: 0,
             ready: VecDeque::new(),
             ofo: BTreeMap::new(),
@@ -40,7 +42,7 @@ impl MpReceiver {
             path_rx: Vec::new(),
             up: 0,
             ack_due: 0,
-            advertised_edge: cfg.recv_buffer as u64,
+            advertised_edge: params.recv_buffer as u64,
             stats: ReceiverStats::default(),
         }
     }
@@ -57,7 +59,7 @@ impl MpReceiver {
         self.stats.bytes_delivered += part.len() as u64;
     }
 
-    pub fn on_mp_data(&mut self, path: PathId, d: &MpData<'_>, _now: Instant) -> Result<(), ProtocolError> {
+    fn on_mp_data(&mut self, path: PathId, d: &MpData<'_>, _now: Instant) -> Result<(), ProtocolError> {
         let len = d.payload.len() as u64;
         let end = d.dsn + len;
         let i = path.index();
@@ -122,7 +124,7 @@ impl MpReceiver {
     }
 
     /// The DATA_ACK to send on `path` now, if one is due there.
-    pub fn poll_data_ack(&mut self, path: PathId) -> Option<DataAck> {
+    fn poll_data_ack(&mut self, path: PathId) -> Option<DataAck> {
         if self.ack_due & path.bit() == 0 {
             return None;
         }
@@ -139,19 +141,29 @@ impl MpReceiver {
     }
 }
 
-impl crate::scheme::StreamReceiver for MpReceiver {
-    fn on_data(&mut self, path: PathId, _d: &crate::wire::Data<'_>, _now: Instant) -> Result<(), ProtocolError> {
-        Err(ProtocolError::Unexpected {
-            path,
-            what: "FBDT DATA in a meta-layer session",
-        })
+impl SchemeReceiver for MetaReceiver {
+    fn handle_frame(
+        &mut self,
+        path: PathId,
+        frame: &Frame<'_>,
+        _encoded: &Bytes,
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        match frame {
+            Frame::MpData(d) => self.on_mp_data(path, d, now),
+            Frame::Align(_) => Err(ProtocolError::Unexpected {
+                path,
+                what: "ALIGN in a meta-layer session",
+            }),
+            _ => Err(ProtocolError::Unexpected {
+                path,
+                what: "FBDT DATA in a meta-layer session",
+            }),
+        }
     }
 
-    fn on_align(&mut self, path: PathId, _a: &crate::wire::Align, _now: Instant) -> Result<(), ProtocolError> {
-        Err(ProtocolError::Unexpected {
-            path,
-            what: "ALIGN in a meta-layer session",
-        })
+    fn poll_frame(&mut self, path: PathId, _now: Instant) -> Option<Frame<'static>> {
+        self.poll_data_ack(path).map(Frame::DataAck)
     }
 
     fn read(&mut self, buf: &mut [u8]) -> usize {
@@ -189,10 +201,6 @@ impl crate::scheme::StreamReceiver for MpReceiver {
     fn path_down(&mut self, path: PathId, _now: Instant) {
         self.up &= !path.bit();
         self.ack_due &= !path.bit();
-    }
-
-    fn poll_ack(&mut self, _path: PathId, _now: Instant) -> Option<crate::wire::Ack> {
-        None
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

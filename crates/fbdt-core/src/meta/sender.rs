@@ -4,22 +4,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::sched::{PathView, Scheduler, View};
-use super::MptcpConfig;
-use crate::config::Config;
+use super::MetaConfig;
 use crate::error::ProtocolError;
-use crate::path::{PathId, PathStats};
+use crate::path::{Hint, PathId, PathStats};
+use crate::scheme::{SchemeSender, StreamParams};
 use crate::stats::SenderStats;
 use crate::time::{Duration, Instant};
-use crate::wire::{DataAck, FrameBuf, FrameOut, MpData, SendBuf};
-
-/// What the driver knows ahead of the protocol about a path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hint {
-    /// The interface is about to go off-channel scanning.
-    ScanSoon,
-    /// The scan is over.
-    ScanEnded,
-}
+use crate::wire::{DataAck, Frame, FrameBuf, FrameOut, MpData, SendBuf};
 
 /// TCP MSS for congestion-avoidance growth after a penalisation.
 const MSS: f64 = 1448.0;
@@ -84,8 +75,8 @@ impl MetaPath {
     }
 }
 
-pub struct MpSender {
-    cfg: MptcpConfig,
+pub struct MetaSender {
+    cfg: MetaConfig,
     seg_size: u64,
     send_buffer: u64,
     sched: Box<dyn Scheduler + Send>,
@@ -108,14 +99,14 @@ pub struct MpSender {
     stats: SenderStats,
 }
 
-impl MpSender {
-    pub fn new(cfg: &Config, mp: &MptcpConfig, now: Instant) -> Self {
-        let sched = mp.scheduler.build(&mp.musher, now);
-        let reinject = mp.reinject.unwrap_or_else(|| sched.reinject_default());
-        MpSender {
-            cfg: mp.clone(),
-            seg_size: cfg.segment_size as u64,
-            send_buffer: cfg.send_buffer as u64,
+impl MetaSender {
+    pub fn new(cfg: &MetaConfig, params: StreamParams, now: Instant) -> Self {
+        let sched = cfg.scheduler.build(&cfg.musher, now);
+        let reinject = cfg.reinject.unwrap_or_else(|| sched.reinject_default());
+        MetaSender {
+            cfg: cfg.clone(),
+            seg_size: params.segment_size as u64,
+            send_buffer: params.send_buffer as u64,
             sched,
             reinject,
             buf: SendBuf::new(),
@@ -132,16 +123,6 @@ impl MpSender {
             views: Vec::new(),
             stats: SenderStats::default(),
         }
-    }
-
-    /// The peer's receive buffer from its HELLO: the initial window.
-    pub fn set_peer_recv_buffer(&mut self, bytes: u64) {
-        self.edge = self.edge.max(self.snd_una + bytes);
-    }
-
-    /// The scheduler's current ratio (ratio schedulers).
-    pub fn ratio(&self) -> Option<u8> {
-        self.sched.ratio()
     }
 
     fn path(&mut self, p: PathId) -> &mut MetaPath {
@@ -305,7 +286,7 @@ impl MpSender {
     }
 
     /// Handles a DATA_ACK that arrived on any path.
-    pub fn on_data_ack(&mut self, _path: PathId, ack: &DataAck, now: Instant) -> Result<(), ProtocolError> {
+    fn on_data_ack(&mut self, _path: PathId, ack: &DataAck, now: Instant) -> Result<(), ProtocolError> {
         let top = if self.fin_sent { self.write_end } else { self.snd_nxt };
         if ack.data_ack > top {
             return Err(ProtocolError::Unexpected {
@@ -387,15 +368,6 @@ impl MpSender {
             }
         }
         Ok(())
-    }
-
-    /// A driver hint (scan announcements).
-    pub fn path_hint(&mut self, path: PathId, hint: Hint) {
-        if !self.sched.scan_aware() {
-            return;
-        }
-        let p = self.path(path);
-        p.scan_paused = hint == Hint::ScanSoon;
     }
 
     fn send_redundant(&mut self, path: PathId, room: usize, now: Instant, out: &mut impl FrameOut) -> usize {
@@ -483,7 +455,26 @@ impl MpSender {
     }
 }
 
-impl crate::scheme::StreamSender for MpSender {
+impl SchemeSender for MetaSender {
+    /// The peer's receive buffer from its HELLO: the initial window.
+    fn set_peer_recv_buffer(&mut self, bytes: u64) {
+        self.edge = self.edge.max(self.snd_una + bytes);
+    }
+
+    /// The scheduler's current ratio (ratio schedulers).
+    fn scheduler_ratio(&self) -> Option<u8> {
+        self.sched.ratio()
+    }
+
+    /// A driver hint (scan announcements): scan-aware schedulers pause the path.
+    fn path_hint(&mut self, path: PathId, hint: Hint) {
+        if !self.sched.scan_aware() {
+            return;
+        }
+        let p = self.path(path);
+        p.scan_paused = hint == Hint::ScanSoon;
+    }
+
     fn write(&mut self, data: &[u8]) -> usize {
         if self.finished {
             return 0;
@@ -552,11 +543,14 @@ impl crate::scheme::StreamSender for MpSender {
         self.path(path).stats = stats;
     }
 
-    fn on_ack(&mut self, path: PathId, _ack: &crate::wire::Ack, _now: Instant) -> Result<(), ProtocolError> {
-        Err(ProtocolError::Unexpected {
-            path,
-            what: "FBDT ACK in a meta-layer session",
-        })
+    fn handle_frame(&mut self, path: PathId, frame: &Frame<'_>, now: Instant) -> Result<(), ProtocolError> {
+        match frame {
+            Frame::DataAck(a) => self.on_data_ack(path, a, now),
+            _ => Err(ProtocolError::Unexpected {
+                path,
+                what: "FBDT ACK in a meta-layer session",
+            }),
+        }
     }
 
     fn poll_transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {

@@ -19,10 +19,11 @@ pub mod receiver;
 pub mod sched;
 pub mod sender;
 
-pub use receiver::MpReceiver;
+pub use receiver::MetaReceiver;
 pub use sched::{MusherParams, SchedulerKind};
-pub use sender::{Hint, MpSender};
+pub use sender::MetaSender;
 
+use crate::error::ConfigError;
 use crate::time::Duration;
 
 /// Receive buffer a meta-layer session uses unless told otherwise: 6 MiB, the largest
@@ -35,9 +36,9 @@ pub const DEFAULT_RECV_BUFFER: usize = 6 * 1024 * 1024;
 /// the same unit FBDT's default uses, so per-segment overheads match between the schemes.
 pub const DEFAULT_SEGMENT: usize = 16 * 1024;
 
-/// How the meta layer behaves; `Config::mptcp = Some(..)` selects it instead of FBDT.
+/// How the meta layer behaves; `SchemeConfig::Meta` selects it instead of FBDT.
 #[derive(Clone, Debug, PartialEq)]
-pub struct MptcpConfig {
+pub struct MetaConfig {
     pub scheduler: SchedulerKind,
     /// Opportunistic reinjection of the window-blocking segment plus penalisation of the
     /// path holding it. `None` = the scheduler's default (on for minrtt, blest, ecf, rr,
@@ -58,9 +59,9 @@ pub struct MptcpConfig {
     pub musher: MusherParams,
 }
 
-impl MptcpConfig {
+impl MetaConfig {
     pub fn new(scheduler: SchedulerKind) -> Self {
-        MptcpConfig {
+        MetaConfig {
             scheduler,
             reinject: None,
             cwnd_gain: 1.0,
@@ -69,5 +70,19 @@ impl MptcpConfig {
             rto_max: Duration::from_secs_f64(120.0),
             musher: MusherParams::default(),
         }
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(self.cwnd_gain.is_finite() && self.cwnd_gain > 0.0) {
+            return Err(ConfigError::Other("meta-layer cwnd_gain must be a finite factor > 0"));
+        }
+        if self.rto_min.as_micros() == 0 || self.rto_max.as_micros() < self.rto_min.as_micros() {
+            return Err(ConfigError::Other("meta-layer rto_min must be > 0 and ≤ rto_max"));
+        }
+        let m = &self.musher;
+        if m.tau1.as_micros() == 0 || m.tau2.as_micros() == 0 || m.r_min > m.r_max || m.r_max > 100 {
+            return Err(ConfigError::Other("musher: tau1, tau2 > 0 and r_min ≤ r_max ≤ 100"));
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,101 @@
+//! FBDT's own knobs. Every knob the papers leave open is here, with the default we chose and
+//! why (see specs/fbdt.md "our decisions" and docs/architecture.md); the knobs FBDT shares
+//! with the meta layer are in `StreamParams`.
+
+use crate::error::ConfigError;
+use crate::scheme::StreamParams;
+use crate::time::Duration;
+
+/// How the transmission window is sized (spec decision 1).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum WindowConfig {
+    /// `factor × Σ rate_i × max srtt_i` over the live, unstalled paths, clamped to `[min, max]`
+    /// bytes, re-evaluated at every window load. Before any estimate exists the window is
+    /// `initial` bytes.
+    Auto {
+        factor: f64,
+        min: usize,
+        max: usize,
+        initial: usize,
+    },
+    /// A fixed number of bytes, as in the paper's experiments (64 KiB).
+    Fixed(usize),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct FbdtConfig {
+    pub window: WindowConfig,
+    /// Redundant-transmission wait as a multiple of the holder path's RTT: the paper's
+    /// min(RTT_other, RTO) is this factor ≤ 1; factors > 1 are allowed for the RTO sweep.
+    pub redundancy_wait: f64,
+    /// A path holding unacknowledged data whose receive counter has not moved for
+    /// max(`stall_rtts` × its ACK RTT, `stall_min`) is stalled: it gets no new window
+    /// regions and counts as an outage in its reliability score.
+    pub stall_rtts: f64,
+    pub stall_min: Duration,
+    /// A new forward path must score this many times the current one to take over
+    /// (hysteresis against flapping, spec decision 8).
+    pub forward_hysteresis: f64,
+}
+
+impl Default for FbdtConfig {
+    fn default() -> Self {
+        FbdtConfig {
+            window: WindowConfig::Auto {
+                factor: 2.0,
+                min: 256 * 1024,
+                max: 16 * 1024 * 1024,
+                initial: 1024 * 1024,
+            },
+            redundancy_wait: 1.0,
+            stall_rtts: 3.0,
+            stall_min: Duration::from_millis(30),
+            forward_hysteresis: 1.2,
+        }
+    }
+}
+
+impl FbdtConfig {
+    /// The paper's fixed 64 KiB window (with MSS-sized segments, see `Config::paper`).
+    pub fn paper() -> Self {
+        FbdtConfig {
+            window: WindowConfig::Fixed(64 * 1024),
+            ..FbdtConfig::default()
+        }
+    }
+
+    /// Checks the knobs against the shared ones (`params` is already valid).
+    pub fn validate(&self, params: &StreamParams) -> Result<(), ConfigError> {
+        match self.window {
+            WindowConfig::Fixed(w) if w < params.segment_size || w > params.recv_buffer => {
+                return Err(ConfigError::Window(format!("fixed window of {w} bytes")));
+            }
+            WindowConfig::Auto {
+                factor,
+                min,
+                max,
+                initial,
+            } if !(factor.is_finite() && factor > 0.0)
+                || min < params.segment_size
+                || max < min
+                || initial < min
+                || initial > max =>
+            {
+                return Err(ConfigError::Window(format!(
+                    "auto window factor {factor}, min {min}, max {max}, initial {initial}"
+                )));
+            }
+            _ => {}
+        }
+        if !(self.redundancy_wait.is_finite() && self.redundancy_wait >= 0.0) {
+            return Err(ConfigError::RedundancyWait(self.redundancy_wait));
+        }
+        if !(self.stall_rtts.is_finite() && self.stall_rtts > 0.0) {
+            return Err(ConfigError::Other("stall_rtts must be a finite factor > 0"));
+        }
+        if !(self.forward_hysteresis.is_finite() && self.forward_hysteresis >= 1.0) {
+            return Err(ConfigError::Other("forward_hysteresis must be ≥ 1"));
+        }
+        Ok(())
+    }
+}
