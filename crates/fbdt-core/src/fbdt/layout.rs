@@ -1,9 +1,9 @@
 //! Transmission windows and their layout: which path serves which part of a window, from
 //! which end (journal sec. IV-B/C, eq. 4–5, Algorithm 1).
 //!
-//! A window's unsent segments are kept as *lanes*: contiguous ranges `[lo, hi)` of segment
-//! indices, each served by at most two paths — one ascending from the bottom, one
-//! descending from the top. With two paths there is one lane and this is exactly the
+//! A window's unsent segments are kept as *lanes*: contiguous ranges of segment indices
+//! between a forward pointer (ascending) and a backward pointer (descending), each end
+//! served by at most one path. With two paths there is one lane and this is exactly the
 //! paper's forward/backward pair: the pointers meet wherever the two paths' speeds put
 //! them. With N paths the initial layout is the paper's: regions sized by throughput share
 //! (eq. 4) at cumulative offsets (eq. 5), the forward path ascending in region 0 and each
@@ -14,63 +14,55 @@ use crate::path::PathId;
 use crate::time::Instant;
 use crate::wire::{LaneRepr, MAX_LANES, NO_PATH};
 
+/// The end of a lane a path serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum End {
-    Bottom,
-    Top,
+    /// Ascending from the lane's start: the forward pointer (the paper's forward path in
+    /// the first lane).
+    Forward,
+    /// Descending from the lane's end: the backward pointer (the paper's backward paths).
+    Backward,
 }
 
+/// A lane of a window: the unsent segments between two pointers.
+///
+/// Glossary (journal sec. IV-B): the *forward pointer* is the next segment the path at the
+/// [`End::Forward`] end sends, and moves up; the *backward pointer* is one past the next
+/// segment the path at the [`End::Backward`] end sends, and moves down; the lane is handed
+/// out when the pointers meet. Which path serves which end is not stored here but in the
+/// sender's per-path work (`sender::lanes`), the one record of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Lane {
-    pub lo: u64,
-    pub hi: u64,
-    pub bottom: Option<PathId>,
-    pub top: Option<PathId>,
+    pub forward: u64,
+    pub backward: u64,
 }
 
 impl Lane {
+    /// Unsent segments left between the pointers.
     pub fn remaining(&self) -> u64 {
-        self.hi - self.lo
+        self.backward - self.forward
     }
-    pub fn server(&self, end: End) -> Option<PathId> {
-        match end {
-            End::Bottom => self.bottom,
-            End::Top => self.top,
-        }
-    }
-    pub fn set_server(&mut self, end: End, p: Option<PathId>) {
-        match end {
-            End::Bottom => self.bottom = p,
-            End::Top => self.top = p,
-        }
-    }
-    /// Hands out the next segment from `end`, if any.
+    /// Hands out the next segment from `end`, moving its pointer, if any is left.
     pub fn take(&mut self, end: End) -> Option<u64> {
-        if self.lo >= self.hi {
-            return None;
+        let idx = self.peek(end)?;
+        match end {
+            End::Forward => self.forward += 1,
+            End::Backward => self.backward -= 1,
         }
-        Some(match end {
-            End::Bottom => {
-                self.lo += 1;
-                self.lo - 1
-            }
-            End::Top => {
-                self.hi -= 1;
-                self.hi
-            }
-        })
+        Some(idx)
     }
+    /// The segment `end` would send next.
     pub fn peek(&self, end: End) -> Option<u64> {
-        (self.lo < self.hi).then(|| match end {
-            End::Bottom => self.lo,
-            End::Top => self.hi - 1,
+        (self.forward < self.backward).then(|| match end {
+            End::Forward => self.forward,
+            End::Backward => self.backward - 1,
         })
     }
 }
 
-/// Where a path works: a lane end in a window.
+/// Where a path works: one end of one lane of one window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Assign {
+pub(super) struct LaneEnd {
     pub window: u32,
     pub lane: usize,
     pub end: End,
@@ -108,23 +100,32 @@ pub(super) struct Deadlines {
 
 impl Window {
     pub fn has_unsent(&self) -> bool {
-        self.lanes.iter().any(|l| l.lo < l.hi)
+        self.lanes.iter().any(|l| l.remaining() > 0)
     }
 
     /// The lanes still holding unsent segments, lowest first, at most [`MAX_LANES`]
     /// (splits can leave more; the receiver needs only the window bounds, so a long layout
-    /// is cut rather than refused).
-    pub fn lane_reprs(&self, seq_of_seg: impl Fn(u64) -> crate::seq::Seq) -> Vec<LaneRepr> {
+    /// is cut rather than refused). `server(lane, end)` names the path at each end.
+    pub fn lane_reprs(
+        &self,
+        seq_of_seg: impl Fn(u64) -> crate::seq::Seq,
+        server: impl Fn(usize, End) -> Option<PathId>,
+    ) -> Vec<LaneRepr> {
         let id = |p: Option<PathId>| p.map_or(NO_PATH, |p| p.0);
-        let mut live: Vec<&Lane> = self.lanes.iter().filter(|l| l.remaining() > 0).collect();
-        live.sort_by_key(|l| l.lo);
+        let mut live: Vec<(usize, &Lane)> = self
+            .lanes
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.remaining() > 0)
+            .collect();
+        live.sort_by_key(|(_, l)| l.forward);
         live.truncate(MAX_LANES);
         live.into_iter()
-            .map(|l| LaneRepr {
-                lo: seq_of_seg(l.lo),
-                hi: seq_of_seg(l.hi),
-                bottom: id(l.bottom),
-                top: id(l.top),
+            .map(|(i, l)| LaneRepr {
+                lo: seq_of_seg(l.forward),
+                hi: seq_of_seg(l.backward),
+                bottom: id(server(i, End::Forward)),
+                top: id(server(i, End::Backward)),
             })
             .collect()
     }
@@ -174,64 +175,52 @@ pub(super) fn region_sizes(n: u64, rates: &[f64]) -> Vec<u64> {
 
 /// The initial layout of a window of `n` segments starting at `seg_lo` over `ranked`
 /// paths (most reliable first, with their rates). Returns the lanes and, per ranked path,
-/// its lane end.
+/// its lane and end: the forward path at the forward end of lane 0, every other path at
+/// the backward end of its region.
 pub(super) fn initial_layout(seg_lo: u64, n: u64, ranked: &[(PathId, f64)]) -> (Vec<Lane>, Vec<(PathId, usize, End)>) {
     let rates: Vec<f64> = ranked.iter().map(|&(_, r)| r).collect();
     let sizes = region_sizes(n, &rates);
-    let mut lanes = Vec::new();
+    let mut lanes: Vec<Lane> = Vec::new();
     let mut ends = Vec::new();
     let mut at = seg_lo;
     for (i, (&(p, _), &size)) in ranked.iter().zip(&sizes).enumerate() {
-        let (lo, hi) = (at, at + size);
-        at = hi;
+        let (forward, backward) = (at, at + size);
+        at = backward;
         match i {
             0 => {
-                lanes.push(Lane {
-                    lo,
-                    hi,
-                    bottom: Some(p),
-                    top: None,
-                });
-                ends.push((p, 0, End::Bottom));
+                lanes.push(Lane { forward, backward });
+                ends.push((p, 0, End::Forward));
             }
-            // Region 1 descends toward region 0's ascending pointer: one lane.
+            // Region 1's backward pointer descends toward region 0's forward one: one lane.
             1 => {
-                lanes[0].hi = hi;
-                lanes[0].top = Some(p);
-                ends.push((p, 0, End::Top));
+                lanes[0].backward = backward;
+                ends.push((p, 0, End::Backward));
             }
             _ => {
-                lanes.push(Lane {
-                    lo,
-                    hi,
-                    bottom: None,
-                    top: Some(p),
-                });
-                ends.push((p, lanes.len() - 1, End::Top));
+                lanes.push(Lane { forward, backward });
+                ends.push((p, lanes.len() - 1, End::Backward));
             }
         }
     }
     (lanes, ends)
 }
 
-/// Splits a lane served at both ends so an idle path can help: the top server keeps a
-/// part at the top sized by its rate share; the idle path takes the top end of what
-/// remains, meeting the bottom server. Returns the new lane (for the old top server).
-pub(super) fn split_lane(lane: &mut Lane, rate_bottom: f64, rate_top: f64, rate_idle: f64, idle: PathId) -> Lane {
+/// Splits a lane served at both ends so an idle path can help. The backward server keeps a
+/// part at the top sized by its rate share, returned as a new lane (its backward pointer
+/// unchanged, nobody at its forward end); `lane` keeps the rest, whose new backward end
+/// the idle path takes, meeting the forward server.
+pub(super) fn split_lane(lane: &mut Lane, rate_forward: f64, rate_backward: f64, rate_idle: f64) -> Lane {
     let n = lane.remaining();
-    let total = (rate_bottom + rate_top + rate_idle).max(1e-9);
-    let top_share = ((n as f64) * rate_top / total).round() as u64;
+    let total = (rate_forward + rate_backward + rate_idle).max(1e-9);
+    let top_share = ((n as f64) * rate_backward / total).round() as u64;
     // The idle path must get at least one segment (n ≥ 2 is checked by the caller).
     let top_share = top_share.min(n.saturating_sub(1));
-    let cut = lane.hi - top_share;
+    let cut = lane.backward - top_share;
     let upper = Lane {
-        lo: cut,
-        hi: lane.hi,
-        bottom: None,
-        top: lane.top,
+        forward: cut,
+        backward: lane.backward,
     };
-    lane.hi = cut;
-    lane.top = Some(idle);
+    lane.backward = cut;
     upper
 }
 
@@ -247,89 +236,51 @@ mod tests {
         assert_eq!(region_sizes(5, &[0.0, 1.0]), vec![1, 4]);
     }
 
+    fn lane(forward: u64, backward: u64) -> Lane {
+        Lane { forward, backward }
+    }
+
     #[test]
     fn two_paths_share_one_lane_from_both_ends() {
         let (lanes, ends) = initial_layout(10, 40, &[(PathId(1), 3.0), (PathId(0), 1.0)]);
-        assert_eq!(
-            lanes,
-            vec![Lane {
-                lo: 10,
-                hi: 50,
-                bottom: Some(PathId(1)),
-                top: Some(PathId(0))
-            }]
-        );
-        assert_eq!(ends, vec![(PathId(1), 0, End::Bottom), (PathId(0), 0, End::Top)]);
+        assert_eq!(lanes, vec![lane(10, 50)]);
+        assert_eq!(ends, vec![(PathId(1), 0, End::Forward), (PathId(0), 0, End::Backward)]);
     }
 
     #[test]
     fn n_paths_follow_eq_4_and_5() {
         let ranked = [(PathId(0), 4.0), (PathId(1), 2.0), (PathId(2), 1.0), (PathId(3), 1.0)];
-        let (lanes, _) = initial_layout(0, 80, &ranked);
+        let (lanes, ends) = initial_layout(0, 80, &ranked);
         // Sizes 40/20/10/10 at offsets 0/40/60/70; regions 0 and 1 form lane 0.
+        assert_eq!(lanes, vec![lane(0, 60), lane(60, 70), lane(70, 80)]);
         assert_eq!(
-            lanes[0],
-            Lane {
-                lo: 0,
-                hi: 60,
-                bottom: Some(PathId(0)),
-                top: Some(PathId(1))
-            }
-        );
-        assert_eq!(
-            lanes[1],
-            Lane {
-                lo: 60,
-                hi: 70,
-                bottom: None,
-                top: Some(PathId(2))
-            }
-        );
-        assert_eq!(
-            lanes[2],
-            Lane {
-                lo: 70,
-                hi: 80,
-                bottom: None,
-                top: Some(PathId(3))
-            }
+            ends,
+            vec![
+                (PathId(0), 0, End::Forward),
+                (PathId(1), 0, End::Backward),
+                (PathId(2), 1, End::Backward),
+                (PathId(3), 2, End::Backward)
+            ]
         );
     }
 
     #[test]
     fn split_gives_the_idle_path_the_middle() {
-        let mut lane = Lane {
-            lo: 0,
-            hi: 100,
-            bottom: Some(PathId(0)),
-            top: Some(PathId(1)),
-        };
-        let upper = split_lane(&mut lane, 1.0, 1.0, 2.0, PathId(2));
-        assert_eq!(
-            upper,
-            Lane {
-                lo: 75,
-                hi: 100,
-                bottom: None,
-                top: Some(PathId(1))
-            }
-        );
-        assert_eq!(
-            lane,
-            Lane {
-                lo: 0,
-                hi: 75,
-                bottom: Some(PathId(0)),
-                top: Some(PathId(2))
-            }
-        );
-        let mut lane = Lane {
-            lo: 0,
-            hi: 2,
-            bottom: Some(PathId(0)),
-            top: Some(PathId(1)),
-        };
-        let upper = split_lane(&mut lane, 0.0, 100.0, 0.0, PathId(2));
-        assert_eq!((lane.remaining(), upper.remaining()), (1, 1));
+        let mut l = lane(0, 100);
+        let upper = split_lane(&mut l, 1.0, 1.0, 2.0);
+        assert_eq!((l, upper), (lane(0, 75), lane(75, 100)));
+        let mut l = lane(0, 2);
+        let upper = split_lane(&mut l, 0.0, 100.0, 0.0);
+        assert_eq!((l.remaining(), upper.remaining()), (1, 1));
+    }
+
+    #[test]
+    fn pointers_move_toward_each_other_and_meet() {
+        let mut l = lane(5, 8);
+        assert_eq!(l.take(End::Forward), Some(5));
+        assert_eq!(l.take(End::Backward), Some(7));
+        assert_eq!(l.peek(End::Backward), Some(6));
+        assert_eq!(l.take(End::Forward), Some(6));
+        assert_eq!((l.remaining(), l.take(End::Backward)), (0, None));
     }
 }

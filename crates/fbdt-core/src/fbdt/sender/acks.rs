@@ -1,0 +1,158 @@
+//! ACK and stall accounting: what an ACK acknowledges, per-path delivery counters and
+//! estimates, the cumulative point that frees the send buffer, and stalled or stale paths.
+
+use super::{FbdtSender, SegState, STALE_COPY_LIMIT};
+use crate::error::ProtocolError;
+use crate::fbdt::estimate::SAMPLE_INTERVAL;
+use crate::path::PathId;
+use crate::scheme::SchemeSender;
+use crate::time::{Duration, Instant};
+use crate::wire::{Ack, MAX_PATHS};
+
+impl FbdtSender {
+    pub(super) fn on_ack(&mut self, path: PathId, ack: &Ack, now: Instant) -> Result<(), ProtocolError> {
+        self.ensure_path(path);
+        let cum = self.space.offset(ack.cum, self.una).ok_or(ProtocolError::AckOfUnsent)?;
+        if cum > self.loaded {
+            return Err(ProtocolError::AckOfUnsent);
+        }
+        // An ACK that travelled a slow path may be older than what we know: use only what
+        // moves us forward.
+        self.right_edge = self.right_edge.max(cum + u64::from(ack.window));
+        let mut idx = self.seg_base;
+        while idx < self.seg_base + self.segs.len() as u64 {
+            let s = self.seg(idx);
+            let covered = s.off + u64::from(s.len) <= cum && (s.len > 0 || (ack.fin && s.off == cum));
+            if !covered {
+                break;
+            }
+            self.mark_acked(idx, now)?;
+            idx += 1;
+        }
+        for &(s, e) in &ack.ranges {
+            let (Some(s), Some(e)) = (self.space.offset(s, self.una), self.space.offset(e, self.una)) else {
+                continue;
+            };
+            if s >= e || e > self.loaded {
+                return Err(ProtocolError::AckOfUnsent);
+            }
+            let first = self.seg_base + self.segs.partition_point(|g| g.off < s) as u64;
+            let mut idx = first;
+            while idx < self.seg_base + self.segs.len() as u64 {
+                let g = self.seg(idx);
+                if g.off + u64::from(g.len) > e || g.len == 0 {
+                    break;
+                }
+                self.mark_acked(idx, now)?;
+                idx += 1;
+            }
+        }
+        for (i, &rx) in ack.path_rx.iter().enumerate().take(self.paths.len().min(MAX_PATHS)) {
+            let t = &mut self.paths[i];
+            if rx > t.rx {
+                t.rx = rx.min(t.sent.max(t.rx));
+                t.last_progress = now;
+                t.stalled = false;
+                while t.copies.front().is_some_and(|&(end, _)| end <= t.rx) {
+                    t.copies.pop_front();
+                }
+            }
+        }
+        if now.saturating_since(self.last_sample) >= SAMPLE_INTERVAL {
+            let dt = now.saturating_since(self.last_sample);
+            for t in self.paths.iter_mut().filter(|t| t.alive) {
+                t.est.sample(t.rx, t.sent, dt);
+            }
+            self.last_sample = now;
+        }
+        self.advance_una();
+        self.update_stalls(now);
+        Ok(())
+    }
+
+    pub(super) fn mark_acked(&mut self, idx: u64, now: Instant) -> Result<(), ProtocolError> {
+        let seg = self.seg(idx);
+        let (window, state) = (seg.window, seg.state);
+        match state {
+            SegState::Acked => return Ok(()),
+            SegState::Unsent => return Err(ProtocolError::AckOfUnsent),
+            SegState::Sent {
+                copies,
+                first_sent,
+                last_holder,
+                ..
+            } => {
+                if copies == 1 {
+                    self.paths[last_holder.index()]
+                        .est
+                        .rtt_sample(now.saturating_since(first_sent));
+                }
+            }
+        }
+        self.seg_mut(idx).state = SegState::Acked;
+        if let Some(pos) = self.window_pos(window) {
+            self.windows[pos].deadlines.set(None);
+            self.windows[pos].unacked -= 1;
+            let hi = self.windows[pos].seg_hi;
+            let mut from = self.windows[pos].scan_from.max(self.seg_base);
+            while from < hi && self.seg(from).state == SegState::Acked {
+                from += 1;
+            }
+            self.windows[pos].scan_from = from;
+        }
+        Ok(())
+    }
+
+    pub(super) fn advance_una(&mut self) {
+        while let Some(front) = self.segs.front() {
+            if front.state != SegState::Acked {
+                break;
+            }
+            let len = front.len as usize;
+            self.fin_acked |= front.fin;
+            self.una += len as u64;
+            self.buf.advance(len);
+            self.segs.pop_front();
+            self.seg_base += 1;
+        }
+        while self
+            .windows
+            .front()
+            .is_some_and(|w| w.unacked == 0 && w.seg_hi <= self.seg_base)
+        {
+            self.windows.pop_front();
+        }
+        self.stats.bytes_acked = self.una;
+    }
+
+    pub(super) fn stall_after(&self, p: PathId) -> Duration {
+        let rtt = self.paths[p.index()].est.rtt().mul_f64(self.cfg.stall_rtts);
+        rtt.max(self.cfg.stall_min)
+    }
+
+    pub(super) fn update_stalls(&mut self, now: Instant) {
+        for i in 0..self.paths.len() {
+            let p = PathId(i as u8);
+            let stall_after = self.stall_after(p);
+            let t = &mut self.paths[i];
+            if !t.alive {
+                continue;
+            }
+            if !t.stalled && t.in_flight() > 0 && now >= t.last_progress + stall_after {
+                t.stalled = true;
+                t.est.last_outage = Some(now);
+                self.stats.path_stalls += 1;
+                if !self.newly_stalled.contains(&p) {
+                    self.newly_stalled.push_back(p);
+                }
+            }
+            if t.copies
+                .front()
+                .is_some_and(|&(_, off)| off + STALE_COPY_LIMIT < self.una)
+            {
+                self.failed.push_back(p);
+                self.path_down(p, now);
+            }
+        }
+    }
+}

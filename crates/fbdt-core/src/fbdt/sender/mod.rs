@@ -1,0 +1,356 @@
+//! FBDT sender: serves transmission windows from both ends over N paths.
+//!
+//! Life of a byte: the application writes it into the send buffer; when a path asks for
+//! data and the newest window has nothing left to hand out, a new window is loaded (its
+//! size from [`WindowConfig`], its layout from `layout::initial_layout`); the path takes
+//! segments from its lane end (ascending from the forward pointer, descending from the
+//! backward pointer); an idle path joins a lane's free end or splits the slowest lane (a
+//! re-alignment, sent to the receiver as ALIGN). Once every segment of a window has been handed out (the
+//! pointers met), a segment still unacknowledged after `redundancy_wait × RTT` of its
+//! holder is re-sent by another path (the paper's redundant transmission); a segment held
+//! only by dead paths is re-sent at once. Bytes leave the buffer when cumulatively acked.
+//!
+//! Memory is bounded: the send buffer by `Config::send_buffer`, the segment table by the
+//! peer's receive window (windows are only loaded inside it).
+//!
+//! One file per job: `window` loads windows and lays them out, `lanes` keeps which path
+//! serves which lane end, `rescue` decides redundant transmissions and rescues, `acks`
+//! takes ACKs and tracks stalls, `transmit` puts one frame out.
+
+mod acks;
+mod lanes;
+mod rescue;
+#[cfg(test)]
+mod tests;
+mod transmit;
+mod window;
+
+use std::collections::VecDeque;
+
+use super::config::FbdtConfig;
+#[cfg(doc)]
+use super::config::WindowConfig;
+use super::estimate::PathEstimate;
+use super::layout::{LaneEnd, Window};
+use crate::error::ProtocolError;
+use crate::path::{PathId, PathStats};
+use crate::scheme::{SchemeSender, StreamParams};
+use crate::seq::SeqSpace;
+use crate::stats::SenderStats;
+use crate::time::Instant;
+use crate::wire::{Align, Frame, FrameBuf, SendBuf};
+
+/// A path whose oldest undelivered copy is this far behind the cumulative ACK is reset:
+/// were it to deliver that copy after the stream moved on by 2^31 bytes, its 32-bit
+/// sequence number would be ambiguous. 2^29 leaves a factor-4 margin.
+const STALE_COPY_LIMIT: u64 = 1 << 29;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SegState {
+    Unsent,
+    Sent {
+        /// Paths that were handed a copy (bitmask by path index).
+        holders: u32,
+        last_holder: PathId,
+        first_sent: Instant,
+        last_sent: Instant,
+        /// When the ACK for the latest copy is expected (queue ahead of it on its path,
+        /// the path's RTT, the receiver's ACK delay).
+        expect: Instant,
+        copies: u8,
+    },
+    Acked,
+}
+
+#[derive(Clone, Debug)]
+struct Seg {
+    off: u64,
+    len: u32,
+    fin: bool,
+    window: u32,
+    state: SegState,
+}
+
+#[derive(Debug)]
+struct PathTx {
+    alive: bool,
+    /// The lane end the path takes segments from: with `reserved`, the one record of
+    /// which path serves which lane end (`lanes`).
+    work: Option<LaneEnd>,
+    /// A lane end reserved in a newer window while the path finishes its current one.
+    reserved: Option<LaneEnd>,
+    /// Payload bytes handed to this path, and bytes the receiver reports it got there.
+    sent: u64,
+    rx: u64,
+    /// Undelivered copies in path order: (value of `sent` after the copy, stream offset).
+    copies: VecDeque<(u64, u64)>,
+    last_progress: Instant,
+    stalled: bool,
+    est: PathEstimate,
+}
+
+impl PathTx {
+    fn new() -> Self {
+        PathTx {
+            alive: false,
+            work: None,
+            reserved: None,
+            sent: 0,
+            rx: 0,
+            copies: VecDeque::new(),
+            last_progress: Instant::ZERO,
+            stalled: false,
+            est: PathEstimate::new(),
+        }
+    }
+    fn in_flight(&self) -> u64 {
+        self.sent.saturating_sub(self.rx)
+    }
+}
+
+pub struct FbdtSender {
+    cfg: FbdtConfig,
+    params: StreamParams,
+    space: SeqSpace,
+    /// Bytes `[una, written)`, as shared chunks: frames carry slices of them, so bytes
+    /// the application hands over as `Bytes` reach the socket without a copy.
+    buf: SendBuf,
+    una: u64,
+    written: u64,
+    finished: bool,
+    /// Bytes `[.., loaded)` belong to windows.
+    loaded: u64,
+    fin_loaded: bool,
+    fin_acked: bool,
+    segs: VecDeque<Seg>,
+    seg_base: u64,
+    windows: VecDeque<Window>,
+    next_window_id: u32,
+    /// The peer's flow-control limit: never send a byte at or past this offset.
+    right_edge: u64,
+    paths: Vec<PathTx>,
+    forward: Option<PathId>,
+    aligns: VecDeque<Align>,
+    last_sample: Instant,
+    checked_until: Instant,
+    flow_blocked: bool,
+    /// A path died since the last full rescue scan: its copies may need re-sending even in
+    /// windows whose pointers have not met.
+    dead_holders: bool,
+    failed: VecDeque<PathId>,
+    /// Paths that became stalled and were not yet reported (at most one entry per path).
+    newly_stalled: VecDeque<PathId>,
+    stats: SenderStats,
+}
+
+impl FbdtSender {
+    /// `isn` numbers our direction; `peer_recv_buffer` is the window the peer announced.
+    pub fn new(cfg: &FbdtConfig, params: StreamParams, isn: u32, peer_recv_buffer: u64) -> Self {
+        FbdtSender {
+            cfg: cfg.clone(),
+            params,
+            space: SeqSpace::new(isn),
+            buf: SendBuf::new(),
+            una: 0,
+            written: 0,
+            finished: false,
+            loaded: 0,
+            fin_loaded: false,
+            fin_acked: false,
+            segs: VecDeque::new(),
+            seg_base: 0,
+            windows: VecDeque::new(),
+            next_window_id: 0,
+            right_edge: peer_recv_buffer,
+            paths: Vec::new(),
+            forward: None,
+            aligns: VecDeque::new(),
+            last_sample: Instant::ZERO,
+            checked_until: Instant::ZERO,
+            flow_blocked: false,
+            dead_holders: false,
+            failed: VecDeque::new(),
+            newly_stalled: VecDeque::new(),
+            stats: SenderStats::default(),
+        }
+    }
+
+    fn ensure_path(&mut self, p: PathId) {
+        while self.paths.len() <= p.index() {
+            self.paths.push(PathTx::new());
+            self.stats.per_path_bytes_sent.push(0);
+        }
+    }
+
+    fn alive_mask(&self) -> u32 {
+        self.paths
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.alive)
+            .fold(0, |m, (i, _)| m | (1 << i))
+    }
+
+    /// Live paths that are not stalled: the ones whose copies will arrive.
+    fn flowing_mask(&self) -> u32 {
+        self.paths
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.alive && !t.stalled)
+            .fold(0, |m, (i, _)| m | (1 << i))
+    }
+
+    fn seg(&self, idx: u64) -> &Seg {
+        &self.segs[(idx - self.seg_base) as usize]
+    }
+
+    fn seg_mut(&mut self, idx: u64) -> &mut Seg {
+        &mut self.segs[(idx - self.seg_base) as usize]
+    }
+
+    fn window_pos(&self, id: u32) -> Option<usize> {
+        let front = self.windows.front()?.id;
+        let pos = id.wrapping_sub(front) as usize;
+        (pos < self.windows.len()).then_some(pos)
+    }
+}
+
+impl SchemeSender for FbdtSender {
+    /// The peer's receive buffer, learnt from its HELLO: the initial flow-control limit.
+    fn set_peer_recv_buffer(&mut self, bytes: u64) {
+        self.right_edge = self.right_edge.max(bytes);
+    }
+
+    /// The forward path of the most recent window (the most reliable one).
+    fn forward_path(&self) -> Option<PathId> {
+        self.forward
+    }
+
+    /// A path that had to be reset (its data could no longer be numbered unambiguously);
+    /// the driver should close its connection and open a new one.
+    fn poll_failed_path(&mut self) -> Option<PathId> {
+        self.failed.pop_front()
+    }
+
+    fn handle_frame(&mut self, path: PathId, frame: &Frame<'_>, now: Instant) -> Result<(), ProtocolError> {
+        match frame {
+            Frame::Ack(a) => self.on_ack(path, a, now),
+            _ => Err(ProtocolError::Unexpected {
+                path,
+                what: "DATA_ACK in an FBDT session",
+            }),
+        }
+    }
+
+    // `send_room` is 0 once finished, so a write after `finish` takes nothing.
+    fn write(&mut self, data: &[u8]) -> usize {
+        let n = data.len().min(self.send_room());
+        self.buf.push_slice(&data[..n]);
+        self.count_written(n)
+    }
+
+    fn write_bytes(&mut self, data: &bytes::Bytes) -> usize {
+        let n = data.len().min(self.send_room());
+        self.buf.push(data.slice(..n));
+        self.count_written(n)
+    }
+
+    fn finish(&mut self) {
+        self.finished = true;
+    }
+
+    fn is_all_acked(&self) -> bool {
+        self.una == self.written && (!self.finished || self.fin_acked)
+    }
+
+    fn send_room(&self) -> usize {
+        if self.finished {
+            0
+        } else {
+            self.params.send_buffer.saturating_sub(self.buf.len())
+        }
+    }
+
+    fn path_up(&mut self, path: PathId, now: Instant) {
+        self.ensure_path(path);
+        let t = &mut self.paths[path.index()];
+        t.alive = true;
+        t.stalled = false;
+        t.last_progress = now;
+        t.est.rebase(t.rx, t.sent);
+        self.invalidate_deadlines();
+    }
+
+    fn path_down(&mut self, path: PathId, _now: Instant) {
+        self.ensure_path(path);
+        let t = &mut self.paths[path.index()];
+        t.alive = false;
+        t.stalled = false;
+        // Its lane ends are free for others to join.
+        t.work = None;
+        t.reserved = None;
+        t.copies.clear();
+        // Whatever the connection held is gone; count from what was delivered.
+        t.sent = t.rx;
+        for seg in self.segs.iter_mut() {
+            if let SegState::Sent { holders, .. } = &mut seg.state {
+                *holders &= !path.bit();
+            }
+        }
+        self.dead_holders = true;
+        self.invalidate_deadlines();
+        if self.forward == Some(path) {
+            self.forward = None;
+        }
+    }
+
+    fn path_stats(&mut self, path: PathId, stats: PathStats) {
+        self.ensure_path(path);
+        self.paths[path.index()].est.driver = stats;
+    }
+
+    fn poll_transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
+        self.transmit(path, room, now, out)
+    }
+
+    fn poll_transmit_buf(&mut self, path: PathId, room: usize, now: Instant, out: &mut FrameBuf) -> usize {
+        self.transmit(path, room, now, out)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let alive = self.alive_mask();
+        let mut next: Option<Instant> = None;
+        let mut consider = |t: Instant| {
+            if t > self.checked_until {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        for w in self
+            .windows
+            .iter()
+            .filter(|w| w.unacked > 0 && w.handed_out_at.is_some())
+        {
+            if let Some(t) = self.deadlines(w, alive).earliest_after {
+                consider(t);
+            }
+        }
+        for (i, t) in self.paths.iter().enumerate() {
+            if t.alive && !t.stalled && t.in_flight() > 0 {
+                consider(t.last_progress + self.stall_after(PathId(i as u8)));
+            }
+        }
+        next
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.checked_until = self.checked_until.max(now);
+        self.update_stalls(now);
+    }
+
+    fn stats(&self) -> SenderStats {
+        self.stats.clone()
+    }
+
+    fn poll_stalled_path(&mut self) -> Option<PathId> {
+        self.newly_stalled.pop_front()
+    }
+}

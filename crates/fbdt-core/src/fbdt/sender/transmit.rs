@@ -1,0 +1,133 @@
+//! One frame out: a pending ALIGN, else a segment to re-send (`rescue`), else the next
+//! segment of the path's lane (`lanes`), within the path's send limit.
+
+use super::{FbdtSender, SegState};
+use crate::path::PathId;
+use crate::time::Instant;
+use crate::wire::{Data, Frame, FrameOut};
+
+impl FbdtSender {
+    /// One frame for `path` into `out` (a `Vec` for `poll_transmit`, a `FrameBuf` for
+    /// `poll_transmit_buf`): the two differ only in whether the payload is copied.
+    pub(super) fn transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut impl FrameOut) -> usize {
+        self.ensure_path(path);
+        if !self.paths[path.index()].alive {
+            return 0;
+        }
+        self.checked_until = self.checked_until.max(now);
+        if let Some(a) = self.aligns.front() {
+            let frame = Frame::Align(a.clone());
+            if frame.buffer_len() > room {
+                return 0;
+            }
+            out.put_inline(|v| frame.emit(v));
+            self.aligns.pop_front();
+            return frame.buffer_len();
+        }
+        let mut payload_room = room.saturating_sub(Data::OVERHEAD);
+        if let Some(limit) = self.path_send_limit(path) {
+            let allowed = limit.saturating_sub(self.paths[path.index()].in_flight());
+            payload_room = payload_room.min(allowed as usize);
+        }
+        match self.rescue_segment(path, now) {
+            Some(idx) => {
+                if self.seg(idx).len as usize > payload_room || room < Data::OVERHEAD {
+                    return 0;
+                }
+                return self.emit_segment(path, idx, now, out);
+            }
+            None => self.rescue_scan_found_nothing(),
+        }
+        let Some(next) = self.lane_segment(path, now) else {
+            return 0;
+        };
+        if self.seg(next.idx).len as usize > payload_room || room < Data::OVERHEAD {
+            return 0;
+        }
+        let w = &mut self.windows[next.pos];
+        let taken = w.lanes[next.at.lane].take(next.at.end);
+        debug_assert_eq!(taken, Some(next.idx));
+        if !w.has_unsent() {
+            // The pointers met: from now on its copies may be sent redundantly.
+            w.handed_out_at = Some(now);
+            w.deadlines.set(None);
+        }
+        self.emit_segment(path, next.idx, now, out)
+    }
+
+    /// Most payload bytes `p` may hold undelivered (spec decision 6: the paper's
+    /// per-direction send window = the TCP connection's window, plus a small backlog so the
+    /// pipe never runs dry). Twice the path's window (cwnd, or rate × srtt) plus two
+    /// segments; unlimited while the driver reports nothing.
+    pub(super) fn path_send_limit(&self, p: PathId) -> Option<u64> {
+        let d = &self.paths[p.index()].est.driver;
+        let bdp = d.delivery_rate_bps.zip(d.srtt).map(|(r, s)| r / 8.0 * s.as_secs_f64());
+        let window = match (d.cwnd_bytes, bdp) {
+            (Some(c), Some(b)) => (c as f64).max(b),
+            (Some(c), None) => c as f64,
+            (None, Some(b)) => b,
+            (None, None) => return None,
+        };
+        Some(2 * window as u64 + 2 * self.params.segment_size as u64)
+    }
+
+    pub(super) fn emit_segment(&mut self, p: PathId, idx: u64, now: Instant, out: &mut impl FrameOut) -> usize {
+        let seg = self.seg(idx).clone();
+        let expect = now + self.delivery_delay(p);
+        let start = (seg.off - self.una) as usize;
+        let len = seg.len as usize;
+        out.put_inline(|v| Data::emit_header(self.space.seq(seg.off), seg.fin, len, v));
+        // The payload as slices of the send buffer: shared into a FrameBuf, copied into a Vec.
+        self.buf.slices(start, len, |b| out.put_shared(b));
+        let state = match seg.state {
+            SegState::Unsent => {
+                self.stats.bytes_sent += len as u64;
+                SegState::Sent {
+                    holders: p.bit(),
+                    last_holder: p,
+                    first_sent: now,
+                    last_sent: now,
+                    expect,
+                    copies: 1,
+                }
+            }
+            SegState::Sent {
+                holders,
+                first_sent,
+                copies,
+                ..
+            } => {
+                self.stats.redundant_bytes_sent += len as u64;
+                SegState::Sent {
+                    holders: holders | p.bit(),
+                    last_holder: p,
+                    first_sent,
+                    last_sent: now,
+                    expect,
+                    copies: copies.saturating_add(1),
+                }
+            }
+            SegState::Acked => unreachable!("acked segments are never selected"),
+        };
+        self.seg_mut(idx).state = state;
+        if let Some(pos) = self.window_pos(seg.window) {
+            self.windows[pos].deadlines.set(None);
+        }
+        self.stats.per_path_bytes_sent[p.index()] += len as u64;
+        let t = &mut self.paths[p.index()];
+        if t.in_flight() == 0 {
+            t.last_progress = now;
+        }
+        t.sent += len as u64;
+        if len > 0 {
+            t.copies.push_back((t.sent, seg.off));
+        }
+        Data::OVERHEAD + len
+    }
+
+    pub(super) fn count_written(&mut self, n: usize) -> usize {
+        self.written += n as u64;
+        self.stats.bytes_written += n as u64;
+        n
+    }
+}

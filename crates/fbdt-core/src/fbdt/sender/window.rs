@@ -1,0 +1,196 @@
+//! Window loading: how large the next window is, which paths share it in which order
+//! (forward path first), its initial layout, and the ALIGN that tells the receiver.
+
+use super::{FbdtSender, Seg, SegState};
+use crate::fbdt::config::WindowConfig;
+use crate::fbdt::layout::{initial_layout, LaneEnd, Window};
+use crate::path::PathId;
+use crate::time::Instant;
+use crate::wire::Align;
+
+impl FbdtSender {
+    /// Rate used for layout decisions: measured, else the driver's, else the mean of the
+    /// others (so an unmeasured path gets a fair share to be measured with).
+    pub(super) fn layout_rate(&self, p: PathId) -> f64 {
+        let t = &self.paths[p.index()];
+        if t.stalled || !t.alive {
+            return 0.0;
+        }
+        if let Some(r) = t.est.rate_bps() {
+            return r;
+        }
+        let known: Vec<f64> = self
+            .paths
+            .iter()
+            .filter(|t| t.alive)
+            .filter_map(|t| t.est.rate_bps())
+            .collect();
+        if known.is_empty() {
+            1.0
+        } else {
+            known.iter().sum::<f64>() / known.len() as f64
+        }
+    }
+
+    pub(super) fn target_window(&self) -> usize {
+        match self.cfg.window {
+            WindowConfig::Fixed(w) => w,
+            WindowConfig::Auto {
+                factor,
+                min,
+                max,
+                initial,
+            } => {
+                // The aggregate rate times the longest RTT: a path's segments at the back of
+                // the window are then due before the others reach them, so a slow-RTT path
+                // does not hold every window's delivery for its RTT.
+                let (mut rate, mut rtt, mut known) = (0.0, 0.0f64, false);
+                for t in self.paths.iter().filter(|t| t.alive && !t.stalled) {
+                    if let Some(r) = t.est.rate_bps() {
+                        rate += r;
+                        rtt = rtt.max(t.est.rtt().as_secs_f64());
+                        known = true;
+                    }
+                }
+                if known {
+                    ((factor * rate * rtt) as usize).clamp(min, max)
+                } else {
+                    initial
+                }
+            }
+        }
+    }
+
+    /// Live paths ranked by reliability (forward first), with their layout rates.
+    pub(super) fn ranked_paths(&mut self, requester: PathId, now: Instant) -> Vec<(PathId, f64)> {
+        let mut ranked: Vec<(PathId, f64)> = (0..self.paths.len())
+            .map(|i| PathId(i as u8))
+            .filter(|&p| {
+                let t = &self.paths[p.index()];
+                t.alive && (!t.stalled || p == requester)
+            })
+            .map(|p| (p, self.paths[p.index()].est.score(now)))
+            .collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        if let Some(fwd) = self.forward {
+            if let Some(pos) = ranked.iter().position(|&(p, _)| p == fwd) {
+                if ranked[pos].1 * self.cfg.forward_hysteresis >= ranked[0].1 {
+                    let keep = ranked.remove(pos);
+                    ranked.insert(0, keep);
+                }
+            }
+        }
+        if let Some(&(first, _)) = ranked.first() {
+            if self.forward.is_some_and(|f| f != first) {
+                self.stats.forward_changes += 1;
+            }
+            self.forward = Some(first);
+        }
+        ranked
+            .into_iter()
+            .map(|(p, _)| (p, self.layout_rate(p).max(1.0)))
+            .collect()
+    }
+
+    /// Loads the next window if data and the peer's receive window allow.
+    pub(super) fn load_window(&mut self, requester: PathId, now: Instant) -> bool {
+        let avail = self.written - self.loaded;
+        let need_fin = self.finished && !self.fin_loaded;
+        if avail == 0 && !need_fin {
+            return false;
+        }
+        let limit = self.right_edge.saturating_sub(self.loaded);
+        let target = self.target_window() as u64;
+        let wanted = target.min(avail);
+        // The window is cut short by the peer's receive window, or by our own send buffer
+        // being full of unacknowledged data: either way data is held behind a hole, so the
+        // segments at the bottom are worth re-sending (`rescue_segment`).
+        let buffer_full = self.buf.len() + self.params.segment_size > self.params.send_buffer;
+        let blocked = limit < wanted || (avail < target && buffer_full);
+        if blocked && !self.flow_blocked {
+            self.stats.window_stalls += 1;
+        }
+        self.flow_blocked = blocked;
+        if avail > 0 && limit == 0 {
+            return false;
+        }
+        let size = wanted.min(limit);
+        let id = self.next_window_id;
+        self.next_window_id = self.next_window_id.wrapping_add(1);
+        let seg_lo = self.seg_base + self.segs.len() as u64;
+        let off_lo = self.loaded;
+        let seg_size = self.params.segment_size as u64;
+        let mut off = self.loaded;
+        let end = self.loaded + size;
+        loop {
+            let len = (end - off).min(seg_size);
+            let fin = self.finished && off + len == self.written;
+            self.segs.push_back(Seg {
+                off,
+                len: len as u32,
+                fin,
+                window: id,
+                state: SegState::Unsent,
+            });
+            off += len;
+            self.fin_loaded |= fin;
+            if off >= end {
+                break;
+            }
+        }
+        self.loaded = end;
+        let seg_hi = self.seg_base + self.segs.len() as u64;
+        let ranked = self.ranked_paths(requester, now);
+        let (lanes, ends) = initial_layout(seg_lo, seg_hi - seg_lo, &ranked);
+        self.windows.push_back(Window {
+            id,
+            seg_lo,
+            seg_hi,
+            off_lo,
+            off_hi: end,
+            lanes,
+            handed_out_at: None,
+            unacked: seg_hi - seg_lo,
+            scan_from: seg_lo,
+            deadlines: std::cell::Cell::new(None),
+        });
+        // A path still busy in an older window gets its lane end reserved for later.
+        for (q, lane, end) in ends {
+            let at = LaneEnd { window: id, lane, end };
+            if q == requester || !self.has_current_work(q) {
+                self.paths[q.index()].work = Some(at);
+            } else {
+                self.paths[q.index()].reserved = Some(at);
+            }
+        }
+        self.stats.windows_loaded += 1;
+        let pos = self.windows.len() - 1;
+        self.queue_align(pos);
+        true
+    }
+
+    pub(super) fn queue_align(&mut self, pos: usize) {
+        let w = &self.windows[pos];
+        // Lane bounds of exhausted lanes may name segments already acknowledged and
+        // dropped; those lanes are empty, so any offset inside the window will do.
+        let seq_of_seg = |idx: u64| {
+            let off = if idx >= w.seg_hi {
+                w.off_hi
+            } else if idx < self.seg_base {
+                self.una.clamp(w.off_lo, w.off_hi)
+            } else {
+                self.seg(idx).off
+            };
+            self.space.seq(off)
+        };
+        let align = Align {
+            window_id: w.id,
+            start: seq_of_seg(w.seg_lo),
+            end: seq_of_seg(w.seg_hi),
+            lanes: w.lane_reprs(seq_of_seg, |lane, end| self.server(w.id, lane, end)),
+        };
+        // Only the newest layout matters to the receiver; drop superseded ones.
+        self.aligns.retain(|a| a.window_id != w.id);
+        self.aligns.push_back(align);
+    }
+}
