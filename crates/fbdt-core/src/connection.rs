@@ -35,7 +35,7 @@ use crate::path::{Hint, PathId, PathStats};
 use crate::scheme::{SchemeReceiver, SchemeSender};
 use crate::stats::{ReceiverStats, SenderStats};
 use crate::time::Instant;
-use crate::wire::{self, Close, Flow, Frame, FrameBuf, Header, Hello, WindowMode, MAX_PATHS, MAX_SEGMENT};
+use crate::wire::{self, Close, Flow, Frame, FrameBuf, Header, Hello, MAX_PATHS, MAX_SEGMENT};
 
 /// Largest frame this build emits or accepts.
 pub const fn max_frame_len() -> usize {
@@ -166,17 +166,11 @@ impl Connection {
     }
 
     fn hello(&self) -> Hello {
-        let (window_mode, window_bytes) = match self.cfg.fbdt().map(|f| f.window) {
-            Some(crate::config::WindowConfig::Fixed(w)) => (WindowMode::Fixed, w as u32),
-            _ => (WindowMode::Auto, 0),
-        };
         Hello {
             scheme: self.cfg.scheme.wire_scheme(),
-            window_mode,
             isn: self.local_isn,
             recv_buffer: self.cfg.recv_buffer as u32,
             segment_size: self.cfg.segment_size as u32,
-            window_bytes,
             key: self.local_key,
         }
     }

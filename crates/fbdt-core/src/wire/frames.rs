@@ -32,16 +32,6 @@ pub enum Scheme {
     Meta = 1,
 }
 
-/// How the sender sizes its transmission window.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum WindowMode {
-    /// Sized from the paths' bandwidth-delay products, re-evaluated every window.
-    Auto = 0,
-    /// Fixed size, as in the paper's experiments (64 KiB).
-    Fixed = 1,
-}
-
 fn malformed(kind: FrameType, what: &'static str) -> Error {
     Error::Malformed { kind, what }
 }
@@ -49,18 +39,22 @@ fn malformed(kind: FrameType, what: &'static str) -> Error {
 /// HELLO: opens a session on its first connection; each side sends one.
 ///
 /// ```text
-///  0..4 magic "FBDT" | 4 version | 5 scheme | 6 window mode | 7 reserved
+///  0..4 magic "FBDT" | 4 version | 5 scheme | 6..8 reserved
 ///  8..12 ISN of the sender's direction | 12..16 receive buffer (bytes)
-/// 16..20 segment size | 20..24 window bytes (0 = auto) | 24..56 key material
+/// 16..20 segment size | 20..24 reserved | 24..56 key material
 /// ```
+///
+/// How the sender sizes its windows is its own business: the receiver needs only the
+/// bounds ALIGN and the receive window give it. Version 1 announced the window mode (byte
+/// 6) and size (20..24) and nothing read them; version 2 sends zeros there and refuses
+/// anything else. The bytes stay so HELLO keeps its length: the simulator times every
+/// byte, and a shorter HELLO would shift every result after it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hello {
     pub scheme: Scheme,
-    pub window_mode: WindowMode,
     pub isn: u32,
     pub recv_buffer: u32,
     pub segment_size: u32,
-    pub window_bytes: u32,
     pub key: [u8; 32],
 }
 
@@ -81,34 +75,27 @@ impl Hello {
             1 => Scheme::Meta,
             _ => return Err(malformed(K, "unknown scheme")),
         };
-        let window_mode = match b[6] {
-            0 => WindowMode::Auto,
-            1 => WindowMode::Fixed,
-            _ => return Err(malformed(K, "unknown window mode")),
-        };
-        if b[7] != 0 {
+        if b[6..8] != [0, 0] || b[20..24] != [0, 0, 0, 0] {
             return Err(Error::ReservedNonZero);
         }
         let mut key = [0u8; 32];
         key.copy_from_slice(&b[24..56]);
         Ok(Hello {
             scheme,
-            window_mode,
             isn: be_u32(&b[8..12]),
             recv_buffer: be_u32(&b[12..16]),
             segment_size: be_u32(&b[16..20]),
-            window_bytes: be_u32(&b[20..24]),
             key,
         })
     }
 
     pub(super) fn emit(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&[VERSION, self.scheme as u8, self.window_mode as u8, 0]);
+        out.extend_from_slice(&[VERSION, self.scheme as u8, 0, 0]);
         out.extend_from_slice(&self.isn.to_be_bytes());
         out.extend_from_slice(&self.recv_buffer.to_be_bytes());
         out.extend_from_slice(&self.segment_size.to_be_bytes());
-        out.extend_from_slice(&self.window_bytes.to_be_bytes());
+        out.extend_from_slice(&[0; 4]);
         out.extend_from_slice(&self.key);
     }
 }

@@ -13,12 +13,13 @@ mod buf;
 mod frames;
 
 pub use buf::{prepare_recv_buf, recv_pin, FrameBuf, FrameOut, SendBuf, RECV_BLOCK, RECV_MIN_READ};
-pub use frames::{Ack, Align, Close, Data, DataAck, Hello, Join, LaneRepr, MpData, Scheme, WindowMode, NO_PATH};
+pub use frames::{Ack, Align, Close, Data, DataAck, Hello, Join, LaneRepr, MpData, Scheme, NO_PATH};
 
 use thiserror::Error as ThisError;
 
-/// Protocol version carried in HELLO. A peer with another version is refused.
-pub const VERSION: u8 = 1;
+/// Protocol version carried in HELLO. A peer with another version is refused. Version 2
+/// turned HELLO's window mode and window size, which no peer read, into reserved zeros.
+pub const VERSION: u8 = 2;
 /// First four bytes of every HELLO body.
 pub const MAGIC: [u8; 4] = *b"FBDT";
 /// Bytes of the fixed frame header.

@@ -13,11 +13,9 @@ fn sample_frames() -> Vec<Frame<'static>> {
     vec![
         Frame::Hello(Hello {
             scheme: Scheme::Fbdt,
-            window_mode: WindowMode::Fixed,
             isn: 0xdead_beef,
             recv_buffer: 1 << 25,
             segment_size: 16384,
-            window_bytes: 65536,
             key: [7; 32],
         }),
         Frame::Join(Join {
@@ -70,11 +68,9 @@ fn sample_frames() -> Vec<Frame<'static>> {
         }),
         Frame::Hello(Hello {
             scheme: Scheme::Meta,
-            window_mode: WindowMode::Auto,
             isn: 0,
             recv_buffer: 6 << 20,
             segment_size: 16384,
-            window_bytes: 0,
             key: [1; 32],
         }),
     ]
@@ -134,9 +130,15 @@ fn unknown_type_reserved_bytes_version_and_magic_are_errors() {
     );
     assert_eq!(Frame::parse(&[3, 0, 1, 0, 0, 0, 0, 4]), Err(Error::ReservedNonZero));
     let hello = encode(&sample_frames()[0]);
-    let mut v2 = hello.clone();
-    v2[HEADER_LEN + 4] = 2;
-    assert_eq!(Frame::parse(&v2), Err(Error::UnsupportedVersion(2)));
+    // Version 1 carried the window mode and size; its HELLO is refused, not misread.
+    let mut v1 = hello.clone();
+    v1[HEADER_LEN + 4] = 1;
+    assert_eq!(Frame::parse(&v1), Err(Error::UnsupportedVersion(1)));
+    for at in [6, 7, 20, 23] {
+        let mut reserved = hello.clone();
+        reserved[HEADER_LEN + at] = 1;
+        assert_eq!(Frame::parse(&reserved), Err(Error::ReservedNonZero));
+    }
     let mut bad_magic = hello;
     bad_magic[HEADER_LEN] = b'X';
     assert_eq!(Frame::parse(&bad_magic), Err(Error::BadMagic));
