@@ -4,18 +4,16 @@
 //! are polled out (see [`Connection`] for the driving order). The same code runs under the
 //! async runtime (fbdt-net) and the deterministic simulator (fbdt-sim).
 //!
-//! Layout:
-//! - [`wire`]: frames and their codec (docs/protocol.md);
-//! - [`seq`]: 32-bit sequence numbers with wrap;
+//! Layout, bottom up — each module uses only those above it in this list:
+//! - [`time`], [`seq`], [`path`], [`stats`]: instants, 32-bit sequence numbers with wrap,
+//!   path ids and hints, counters;
+//! - [`wire`]: frames and their codec (docs/protocol.md); [`error`]: what ends a path, a
+//!   session or a configuration;
 //! - [`scheme`]: the sender/receiver traits every multipath scheme implements;
 //! - [`fbdt`]: the FBDT sender and receiver;
 //! - [`meta`]: an MPTCP-style meta layer with the published schedulers (the baselines);
 //! - [`config`]: the session's configuration, which builds the chosen scheme;
-//! - [`connection`]: handshake, per-path framing, one endpoint;
-//! - [`stats`], [`time`], [`path`], [`error`].
-//!
-//! Each module uses only modules listed before it (and the small leaf modules `seq`,
-//! `time`, `path`, `error`, `stats`, `handshake`).
+//! - [`handshake`], [`connection`]: session keys; handshake, per-path framing, one endpoint.
 
 #![forbid(unsafe_code)]
 
