@@ -402,21 +402,19 @@ impl Connection {
                 self.events.push_back(Event::PathJoined(path));
                 Ok(())
             }
-            _ if state != PathState::Up || !self.established => Err(ProtocolError::Unexpected {
-                path,
-                what: "frame before the handshake completed",
-            }),
-            _ => match frame.flow() {
-                Flow::Feedback => self.sender.handle_frame(path, &frame, now),
-                Flow::Stream => match self.receiver.as_mut() {
-                    Some(r) => r.handle_frame(path, &frame, encoded, now),
-                    None => Err(ProtocolError::Unexpected {
+            // The rest belongs to the scheme: the peer's stream to our receiver, feedback on
+            // ours to our sender. Each refuses frames of another scheme.
+            _ => {
+                let up = state == PathState::Up && self.established;
+                match (frame.flow(), self.receiver.as_mut()) {
+                    (Flow::Feedback, _) if up => self.sender.handle_frame(path, &frame, now),
+                    (Flow::Stream, Some(r)) if up => r.handle_frame(path, &frame, encoded, now),
+                    _ => Err(ProtocolError::Unexpected {
                         path,
                         what: "frame before the handshake completed",
                     }),
-                },
-                Flow::Control => unreachable!("control frames are handled above"),
-            },
+                }
+            }
         }
     }
 
