@@ -1,18 +1,13 @@
 //! FBDT receiver: reassembles segments arriving on any path, discards duplicates by
 //! sequence number, delivers in order, and acknowledges on every live path.
 //!
-//! Payloads are held as `Bytes`. A driver that hands them over as slices of its read
-//! buffer (`on_data_bytes`) gets them back as slices (`read_bytes`): no copy between the
-//! socket read and the application. A slice keeps its whole read allocation alive, so each
-//! one is charged `wire::recv_pin` (at least a read block); once those charges would pass
-//! the receive buffer, further pieces are copied into allocations of their own. Memory is
-//! therefore at most 2 × `recv_buffer`: slices' allocations ≤ `recv_buffer`, copies ≤ the
-//! bytes held ≤ `recv_buffer` (flow control). A slice `read_bytes` hands out keeps at most
-//! 8 × its length alive (smaller ones are copied on the way out).
+//! Payloads are held as `Bytes` in a [`RecvBuf`]: the slices of the driver's read buffer
+//! `Connection` hands over come back out of `read_bytes` as slices, no copy between the
+//! socket read and the application, within the memory bound `RecvBuf` documents.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 
 use crate::error::ProtocolError;
 use crate::path::PathId;
@@ -21,38 +16,23 @@ use crate::seq::Seq;
 use crate::seq::SeqSpace;
 use crate::stats::ReceiverStats;
 use crate::time::{Duration, Instant};
-use crate::wire::{recv_pin, Ack, Align, Data, Frame, MAX_ACK_RANGES, MAX_PATHS, NO_PATH};
+use crate::wire::{Ack, Align, Data, Frame, Piece, RecvBuf, MAX_ACK_RANGES, MAX_PATHS, NO_PATH};
 
 /// Offsets more than this far below the next expected byte are refused as ambiguous: a
 /// copy that old could be a wrapped sequence number. The sender resets a path long before
 /// it could hold data that old (see `sender::STALE_COPY_LIMIT`).
 const MAX_DUPLICATE_AGE: u64 = 1 << 30;
 
-/// A slice handed to the application keeps at most this many times its length alive, so
-/// the bytes on their way to it (a bounded channel in fbdt-net) bound the memory too.
-const OUT_PIN_RATIO: usize = 8;
-
-/// Received bytes held until read, and the memory they keep alive.
-struct Piece {
-    data: Bytes,
-    /// What `data` keeps allocated: its own length if copied, `recv_pin` if a slice of a
-    /// read buffer.
-    pin: usize,
-}
-
 pub struct FbdtReceiver {
     space: SeqSpace,
     capacity: usize,
     /// Next in-order offset expected.
     rcv_nxt: u64,
-    /// In-order bytes not yet read by the application (`ready_len` of them).
-    ready: VecDeque<Piece>,
-    ready_len: usize,
+    /// In-order bytes not yet read, and what every held piece keeps alive.
+    held: RecvBuf,
     /// Out-of-order pieces keyed by offset; never overlapping, all within the window.
     ooo: BTreeMap<u64, Piece>,
     ooo_bytes: usize,
-    /// Σ `pin` of the pieces in `ready` and `ooo`.
-    pinned: usize,
     fin_at: Option<u64>,
     path_rx: Vec<u64>,
     alive: u32,
@@ -73,11 +53,9 @@ impl FbdtReceiver {
             space: SeqSpace::new(peer_isn),
             capacity: cfg.recv_buffer,
             rcv_nxt: 0,
-            ready: VecDeque::new(),
-            ready_len: 0,
+            held: RecvBuf::new(cfg.recv_buffer),
             ooo: BTreeMap::new(),
             ooo_bytes: 0,
-            pinned: 0,
             fin_at: None,
             path_rx: Vec::new(),
             alive: 0,
@@ -94,29 +72,13 @@ impl FbdtReceiver {
 
     /// Offset one past the last byte the sender may send (never moves backwards).
     fn right_edge(&self) -> u64 {
-        self.rcv_nxt + (self.capacity - self.ready_len) as u64
+        self.rcv_nxt + (self.capacity - self.held.ready_len()) as u64
     }
 
     fn ack_now(&mut self) {
         self.ack_pending = self.alive;
         self.frames_since_ack = 0;
         self.ack_deadline = None;
-    }
-
-    /// Keeps `range` of `payload`: a slice if the pinned budget allows, else a copy.
-    fn keep(&mut self, payload: &Bytes, range: std::ops::Range<usize>) -> Piece {
-        let pin = recv_pin(payload.len());
-        let piece = if self.pinned + pin <= self.capacity {
-            Piece {
-                data: payload.slice(range),
-                pin,
-            }
-        } else {
-            let data = Bytes::copy_from_slice(&payload[range]);
-            Piece { pin: data.len(), data }
-        };
-        self.pinned += piece.pin;
-        piece
     }
 
     /// Stores `payload` (at `start`, from `skip` bytes into it) except the parts already
@@ -137,7 +99,7 @@ impl FbdtReceiver {
             let piece_end = next.map_or(end, |(s, _)| s);
             if piece_end > cur {
                 let range = skip + (cur - start) as usize..skip + (piece_end - start) as usize;
-                let piece = self.keep(payload, range);
+                let piece = self.held.keep(payload, range);
                 self.ooo_bytes += piece.data.len();
                 self.ooo.insert(cur, piece);
             }
@@ -158,8 +120,7 @@ impl FbdtReceiver {
             self.ooo_bytes -= len;
             self.rcv_nxt += len as u64;
             self.stats.bytes_delivered += len as u64;
-            self.ready_len += len;
-            self.ready.push_back(piece);
+            self.held.push_ready(piece);
         }
     }
 
@@ -185,26 +146,11 @@ impl FbdtReceiver {
         }
     }
 
-    /// Drops the front `n` ready bytes (after the application took them).
-    fn consume_ready(&mut self, mut n: usize) {
-        self.ready_len -= n;
-        while n > 0 {
-            let front = self.ready.front_mut().expect("ready_len counts these bytes");
-            let take = n.min(front.data.len());
-            front.data.advance(take);
-            n -= take;
-            if front.data.is_empty() {
-                self.pinned -= front.pin;
-                self.ready.pop_front();
-            }
-        }
-    }
-
     /// After the application read: reopen the window promptly once it drained a quarter
     /// of it, so a sender blocked by flow control is not left waiting for the next frame.
     fn after_read(&mut self, n: usize) {
         self.stats.bytes_read += n as u64;
-        let window = self.capacity - self.ready_len;
+        let window = self.capacity - self.held.ready_len();
         if window >= self.advertised + self.capacity / 4 {
             self.ack_now();
         }
@@ -325,7 +271,7 @@ impl FbdtReceiver {
             return None;
         }
         self.ack_pending &= !path.bit();
-        self.advertised = self.capacity - self.ready_len;
+        self.advertised = self.capacity - self.held.ready_len();
         self.stats.acks_sent += 1;
         Some(Ack {
             cum: self.space.seq(self.rcv_nxt),
@@ -365,50 +311,23 @@ impl SchemeReceiver for FbdtReceiver {
     }
 
     fn read(&mut self, buf: &mut [u8]) -> usize {
-        let n = buf.len().min(self.ready_len);
-        let mut at = 0;
-        for p in &self.ready {
-            if at == n {
-                break;
-            }
-            let take = (n - at).min(p.data.len());
-            buf[at..at + take].copy_from_slice(&p.data[..take]);
-            at += take;
-        }
-        self.consume_ready(n);
+        let n = self.held.read(buf);
         self.after_read(n);
         n
     }
 
     fn read_bytes(&mut self, max: usize) -> Option<Bytes> {
-        let front = self.ready.front_mut()?;
-        let pin = front.pin;
-        let mut out = if front.data.len() <= max {
-            let p = self.ready.pop_front().expect("front exists");
-            self.pinned -= p.pin;
-            p.data
-        } else {
-            front.data.split_to(max)
-        };
-        if out.is_empty() {
-            return None;
-        }
-        // Beyond the receiver its pin is no longer counted: a slice leaves only if it is at
-        // least 1/OUT_PIN_RATIO of what it keeps alive, smaller ones are copied out.
-        if out.len() * OUT_PIN_RATIO < pin {
-            out = Bytes::copy_from_slice(&out);
-        }
-        self.ready_len -= out.len();
+        let out = self.held.read_bytes(max)?;
         self.after_read(out.len());
         Some(out)
     }
 
     fn readable(&self) -> usize {
-        self.ready_len
+        self.held.ready_len()
     }
 
     fn is_finished(&self) -> bool {
-        self.fin_at == Some(self.rcv_nxt) && self.ready_len == 0
+        self.fin_at == Some(self.rcv_nxt) && self.held.ready_len() == 0
     }
 
     fn path_up(&mut self, path: PathId, _now: Instant) {
@@ -440,6 +359,7 @@ impl SchemeReceiver for FbdtReceiver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::recv_pin;
 
     /// Out-of-order slices are kept as slices while their charges fit the receive buffer,
     /// then copied; everything still comes out in order, and the charges return to zero.
@@ -459,7 +379,7 @@ mod tests {
             let block = Bytes::copy_from_slice(&stream[k * SEG..(k + 1) * SEG]);
             r.on_data_bytes(PathId(0), Seq((k * SEG) as u32), false, block, Instant::ZERO)
                 .unwrap();
-            assert!(r.pinned <= 2 * cfg.recv_buffer);
+            assert!(r.held.pinned() <= 2 * cfg.recv_buffer);
             let slices = r.ooo.values().filter(|p| p.pin > p.data.len()).count();
             assert!(slices * recv_pin(SEG) <= cfg.recv_buffer);
         }
@@ -476,6 +396,6 @@ mod tests {
             out.extend_from_slice(&c);
         }
         assert!(out == stream);
-        assert_eq!((r.pinned, r.readable(), r.ooo_bytes), (0, 0, 0));
+        assert_eq!((r.held.pinned(), r.readable(), r.ooo_bytes), (0, 0, 0));
     }
 }

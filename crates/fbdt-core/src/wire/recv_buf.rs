@@ -1,0 +1,147 @@
+//! [`RecvBuf`]: the received bytes a receiver holds (in order and out of order), kept as
+//! slices of the driver's read buffers while that is cheap, and the in-order ones until
+//! the application reads them. Both schemes' receivers use it.
+//!
+//! A slice keeps its whole read allocation alive, so each one is charged [`recv_pin`] (at
+//! least a read block); once those charges would pass the receive buffer, further pieces
+//! are copied into allocations of their own. Memory is therefore at most 2 × the receive
+//! buffer: slices' allocations ≤ the buffer, copies ≤ the bytes held ≤ the buffer (flow
+//! control). A slice [`RecvBuf::read_bytes`] hands out keeps at most [`OUT_PIN_RATIO`] ×
+//! its length alive (smaller ones are copied on the way out).
+
+use std::collections::VecDeque;
+use std::ops::Range;
+
+use bytes::{Buf, Bytes};
+
+use super::recv_pin;
+
+/// A slice handed to the application keeps at most this many times its length alive, so
+/// the bytes on their way to it (a bounded channel in fbdt-net) bound the memory too.
+pub const OUT_PIN_RATIO: usize = 8;
+
+/// Received bytes held until read, and the memory they keep alive.
+#[derive(Debug)]
+pub struct Piece {
+    pub data: Bytes,
+    /// What `data` keeps allocated: its own length if copied, `recv_pin` if a slice of a
+    /// read buffer.
+    pub pin: usize,
+}
+
+#[derive(Debug)]
+pub struct RecvBuf {
+    capacity: usize,
+    /// In-order bytes not yet read by the application (`ready_len` of them).
+    ready: VecDeque<Piece>,
+    ready_len: usize,
+    /// Σ `pin` of the pieces kept and not yet read or dropped.
+    pinned: usize,
+}
+
+impl RecvBuf {
+    /// A buffer charging slices against `capacity` bytes (the receive buffer).
+    pub fn new(capacity: usize) -> Self {
+        RecvBuf {
+            capacity,
+            ready: VecDeque::new(),
+            ready_len: 0,
+            pinned: 0,
+        }
+    }
+
+    /// Keeps `range` of `payload`: a slice if the pinned budget allows, else a copy. The
+    /// piece stays charged until it is read or given back with [`RecvBuf::drop_piece`].
+    pub fn keep(&mut self, payload: &Bytes, range: Range<usize>) -> Piece {
+        let pin = recv_pin(payload.len());
+        let piece = if self.pinned + pin <= self.capacity {
+            Piece {
+                data: payload.slice(range),
+                pin,
+            }
+        } else {
+            let data = Bytes::copy_from_slice(&payload[range]);
+            Piece { pin: data.len(), data }
+        };
+        self.pinned += piece.pin;
+        piece
+    }
+
+    /// A kept piece that will not be delivered (a duplicate): its charge ends.
+    pub fn drop_piece(&mut self, piece: Piece) {
+        self.pinned -= piece.pin;
+    }
+
+    /// Appends a kept piece to the in-order bytes.
+    pub fn push_ready(&mut self, piece: Piece) {
+        self.ready_len += piece.data.len();
+        self.ready.push_back(piece);
+    }
+
+    /// In-order bytes ready to read.
+    pub fn ready_len(&self) -> usize {
+        self.ready_len
+    }
+
+    /// What the held pieces keep allocated.
+    pub fn pinned(&self) -> usize {
+        self.pinned
+    }
+
+    /// Copies in-order bytes into `buf`; returns how many.
+    pub fn read(&mut self, buf: &mut [u8]) -> usize {
+        let n = buf.len().min(self.ready_len);
+        let mut at = 0;
+        for p in &self.ready {
+            if at == n {
+                break;
+            }
+            let take = (n - at).min(p.data.len());
+            buf[at..at + take].copy_from_slice(&p.data[..take]);
+            at += take;
+        }
+        self.consume_ready(n);
+        n
+    }
+
+    /// Takes up to `max` in-order bytes as one chunk, a slice when it keeps little else
+    /// alive; None when nothing is ready.
+    pub fn read_bytes(&mut self, max: usize) -> Option<Bytes> {
+        let front = self.ready.front_mut()?;
+        let pin = front.pin;
+        let mut out = if front.data.len() <= max {
+            let p = self.ready.pop_front()?;
+            self.pinned -= p.pin;
+            p.data
+        } else {
+            front.data.split_to(max)
+        };
+        if out.is_empty() {
+            return None;
+        }
+        // Beyond the receiver its pin is no longer counted: a slice leaves only if it is at
+        // least 1/OUT_PIN_RATIO of what it keeps alive, smaller ones are copied out.
+        if out.len() * OUT_PIN_RATIO < pin {
+            out = Bytes::copy_from_slice(&out);
+        }
+        self.ready_len -= out.len();
+        Some(out)
+    }
+
+    /// Drops the front `n` ready bytes (after the application took them).
+    fn consume_ready(&mut self, mut n: usize) {
+        self.ready_len -= n;
+        while n > 0 {
+            let Some(front) = self.ready.front_mut() else {
+                break;
+            };
+            let take = n.min(front.data.len());
+            front.data.advance(take);
+            n -= take;
+            if front.data.is_empty() {
+                self.pinned -= front.pin;
+                self.ready.pop_front();
+            }
+        }
+    }
+}
