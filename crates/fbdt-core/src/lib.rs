@@ -22,6 +22,7 @@ pub mod fbdt;
 pub mod handshake;
 pub mod mptcp;
 pub mod path;
+pub mod path_policy;
 pub mod scheme;
 pub mod seq;
 pub mod stats;
