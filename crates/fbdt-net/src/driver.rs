@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration as StdDuration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::BytesMut;
 use fbdt_core::path_policy::Decision;
 use fbdt_core::wire::{prepare_recv_buf, FrameBuf};
 use fbdt_core::{max_frame_len, Duration, Event, Instant, PathId, Role};
@@ -19,10 +19,10 @@ use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Sleep;
-use tokio_util::sync::PollSender;
 
+use crate::app::{AppPipe, Outbound};
 use crate::paths::{Opened, PathManager};
-use crate::session::{Cmd, NewPath, PathReport, Session, SessionStats, Shared, CHANNEL_CHUNKS, CHUNK};
+use crate::session::{NewPath, PathReport, Session, SessionStats, Shared, CHANNEL_CHUNKS};
 use crate::sockopt;
 use crate::{Error, NetConfig, PathSpec};
 
@@ -58,26 +58,6 @@ enum Phase {
     Closing { since: Instant },
 }
 
-/// The application's stream into the session.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Outbound {
-    Open,
-    /// `Connection::finish` was called (a shutdown); commands are still read.
-    Finished,
-    /// The application dropped its handle (the stream is finished too).
-    Dropped,
-}
-
-/// The session's stream to the application.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Inbound {
-    Open,
-    /// The application dropped its handle: what arrives is read and discarded.
-    AppGone,
-    /// The peer's stream ended and the application got EOF.
-    Eof,
-}
-
 /// The pump's side of one path.
 #[derive(Default)]
 struct PathSlot {
@@ -99,13 +79,7 @@ pub(crate) struct Driver {
     paths: Vec<PathSlot>,
     manager: PathManager,
     new_paths: Option<mpsc::Receiver<NewPath>>,
-    cmd_rx: mpsc::Receiver<Cmd>,
-    /// Application bytes the core had no room for yet.
-    parked: Option<Bytes>,
-    finish_waiters: Vec<oneshot::Sender<Result<(), String>>>,
-    to_app: PollSender<Vec<Bytes>>,
-    outbound: Outbound,
-    inbound: Inbound,
+    app: AppPipe,
     phase: Phase,
     connected: Option<oneshot::Sender<Result<(), String>>>,
     timer: Pin<Box<Sleep>>,
@@ -144,12 +118,7 @@ fn build(conn: fbdt_core::Connection, cfg: Arc<NetConfig>, specs: Option<Vec<Pat
         paths: Vec::new(),
         manager: PathManager::new(specs, cfg.clone(), label.clone()),
         new_paths: None,
-        cmd_rx,
-        parked: None,
-        finish_waiters: Vec::new(),
-        to_app: PollSender::new(app_tx),
-        outbound: Outbound::Open,
-        inbound: Inbound::Open,
+        app: AppPipe::new(cmd_rx, app_tx),
         phase: Phase::Running { no_path_since: None },
         connected: Some(ctx),
         timer: Box::pin(tokio::time::sleep(StdDuration::from_secs(3600))),
@@ -269,7 +238,7 @@ impl Driver {
         let mut progress = false;
         progress |= self.poll_new_paths(cx, now);
         progress |= self.poll_manager(cx, now);
-        progress |= self.pump_app_in(cx);
+        progress |= self.app.pump_in(&mut self.conn, cx);
         for i in 0..self.paths.len() {
             progress |= self.read_path(i, cx, now);
         }
@@ -282,7 +251,7 @@ impl Driver {
             self.on_tick();
             progress = true;
         }
-        progress |= self.pump_app_out(cx);
+        progress |= self.app.pump_out(&mut self.conn, cx);
         for i in 0..self.paths.len() {
             progress |= self.write_path(i, cx, now);
         }
@@ -402,7 +371,7 @@ impl Driver {
     /// The connection of path `i` died (error or EOF).
     fn kill_path(&mut self, i: usize, why: &str, now: Instant) {
         let ending = self.ending();
-        if ending || (self.outbound != Outbound::Open && self.conn.is_send_done()) {
+        if ending || (self.app.outbound != Outbound::Open && self.conn.is_send_done()) {
             tracing::debug!(session = %self.label, path = i, "connection ended: {why}");
         } else {
             tracing::warn!(session = %self.label, path = i, "connection lost: {why}");
@@ -500,90 +469,6 @@ impl Driver {
             }
         }
         true
-    }
-
-    /// Application bytes and commands into the core, as far as it has room.
-    fn pump_app_in(&mut self, cx: &mut Context<'_>) -> bool {
-        let mut progress = false;
-        loop {
-            if let Some(b) = self.parked.as_mut() {
-                let n = self.conn.write_bytes(b);
-                b.advance(n);
-                if b.is_empty() {
-                    self.parked = None;
-                    progress = true;
-                    continue;
-                }
-                progress |= n > 0;
-                break;
-            }
-            if self.outbound == Outbound::Dropped || self.conn.send_room() == 0 {
-                break;
-            }
-            match self.cmd_rx.poll_recv(cx) {
-                Poll::Ready(Some(Cmd::Data(b))) => self.parked = Some(b),
-                Poll::Ready(Some(Cmd::Finish(tx))) => {
-                    self.conn.finish();
-                    self.outbound = Outbound::Finished;
-                    self.finish_waiters.push(tx);
-                }
-                Poll::Ready(None) => {
-                    if self.outbound == Outbound::Open {
-                        self.conn.finish();
-                    }
-                    self.outbound = Outbound::Dropped;
-                }
-                Poll::Pending => break,
-            }
-            progress = true;
-        }
-        if self.outbound != Outbound::Open && self.conn.is_send_done() {
-            for tx in self.finish_waiters.drain(..) {
-                let _ = tx.send(Ok(()));
-            }
-        }
-        progress
-    }
-
-    /// In-order bytes from the core to the application, then EOF.
-    fn pump_app_out(&mut self, cx: &mut Context<'_>) -> bool {
-        let mut progress = false;
-        loop {
-            let n = self.conn.readable().min(CHUNK);
-            if n == 0 {
-                if self.inbound != Inbound::Eof && self.conn.is_recv_finished() {
-                    self.inbound = Inbound::Eof;
-                    self.to_app.close();
-                    progress = true;
-                }
-                break;
-            }
-            if self.inbound == Inbound::AppGone {
-                let _ = self.conn.read_bytes(n);
-                progress = true;
-                continue;
-            }
-            match self.to_app.poll_reserve(cx) {
-                Poll::Ready(Ok(())) => {
-                    // In-order payloads go to the application as the slices they arrived
-                    // in, up to CHUNK bytes per message.
-                    let mut batch = Vec::new();
-                    let mut left = n;
-                    while let Some(b) = self.conn.read_bytes(left) {
-                        left -= b.len();
-                        batch.push(b);
-                    }
-                    let _ = self.to_app.send_item(batch);
-                    progress = true;
-                }
-                Poll::Ready(Err(_)) => {
-                    self.inbound = Inbound::AppGone;
-                    progress = true;
-                }
-                Poll::Pending => break,
-            }
-        }
-        progress
     }
 
     fn drain_events(&mut self) -> bool {
@@ -700,11 +585,6 @@ impl Driver {
             .all(|p| p.stream.is_none() || p.out_pos == p.out.len())
     }
 
-    /// Both directions delivered and acknowledged, and the application told.
-    fn transfer_done(&self) -> bool {
-        self.outbound != Outbound::Open && self.conn.is_send_done() && self.inbound == Inbound::Eof
-    }
-
     /// Moves the session's [`Phase`] on; true when the task should end.
     fn should_end(&mut self) -> bool {
         let t = self.now();
@@ -725,7 +605,7 @@ impl Driver {
                         .set_error(format!("no live path for {:?}", self.cfg.idle_timeout));
                     return true;
                 }
-                if self.transfer_done() {
+                if self.app.done(&self.conn) {
                     self.phase = Phase::Done { since: t };
                     return !live;
                 }
@@ -758,13 +638,7 @@ impl Driver {
     fn end(&mut self) {
         self.on_tick();
         let err = self.shared.error();
-        for tx in self.finish_waiters.drain(..) {
-            let _ = tx.send(match &err {
-                None if self.conn.is_send_done() => Ok(()),
-                None => Err("session ended".into()),
-                Some(e) => Err(e.clone()),
-            });
-        }
+        self.app.end(&self.conn, err.as_ref());
         tracing::debug!(session = %self.label, "session ended{}", err.map(|e| format!(": {e}")).unwrap_or_default());
     }
 }

@@ -16,6 +16,7 @@
 //! `paths` → `dial`, and `driver` → `session` (the application's handle). Limits are
 //! listed in docs/runtime.md.
 
+mod app;
 mod client;
 mod dial;
 mod driver;
