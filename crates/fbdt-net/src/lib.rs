@@ -21,6 +21,7 @@ mod client;
 mod dial;
 mod driver;
 mod paths;
+pub mod sample;
 mod server;
 mod session;
 pub mod sockopt;
