@@ -24,6 +24,7 @@ pub mod fbdt;
 pub mod handshake;
 pub mod meta;
 pub mod path;
+pub mod path_policy;
 pub mod scheme;
 pub mod seq;
 pub mod stats;

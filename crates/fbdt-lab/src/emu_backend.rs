@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant as WallClock;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use fbdt_emu::perf::{self, Proto};
 use fbdt_emu::{Testbed, TestbedOptions};
 use fbdt_scenario::Scenario;
@@ -34,20 +34,12 @@ enum Transport {
 }
 
 fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
-    if let Some(path) = name.strip_prefix("tcp:") {
-        let i = scenario
-            .path_index(path)
-            .ok_or_else(|| anyhow!("scheme `{name}`: no path `{path}`"))?;
-        return Ok(Transport::Kernel(Proto::Tcp, i));
-    }
-    if name == "mptcp" {
+    Ok(match scheme::parse(name, scenario, scenario.seed)? {
+        Scheme::Fbdt(cfg) => Transport::Session(cfg),
+        Scheme::Tcp { path } => Transport::Kernel(Proto::Tcp, path),
         // Kernel MPTCP starts on the first path; its endpoints add a subflow per other path.
-        return Ok(Transport::Kernel(Proto::Mptcp, 0));
-    }
-    match scheme::parse(name, scenario, scenario.seed)? {
-        Scheme::Fbdt(cfg) => Ok(Transport::Session(cfg)),
-        Scheme::Tcp { path } => Ok(Transport::Kernel(Proto::Tcp, path)),
-    }
+        Scheme::KernelMptcp => Transport::Kernel(Proto::Mptcp, 0),
+    })
 }
 
 /// One scheme's run on a fresh testbed.

@@ -123,28 +123,19 @@ async fn receive(
     let session = fbdt_net::connect(specs, net).await.context("connecting")?;
     let stats = session.stats_handle();
     let (mut rd, mut wr) = tokio::io::split(session);
-    let mut buf = vec![0u8; CHUNK];
-    let started = Instant::now();
-    let hard_stop = tokio::time::Instant::now() + Duration::from_secs_f64(secs) + DRAIN_LIMIT;
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + SAMPLE, SAMPLE);
-    let (mut bytes, mut series) = (0u64, vec![(0.0, 0u64)]);
-    loop {
-        tokio::select! {
-            r = rd.read(&mut buf) => {
-                match r.context("receiving")? {
-                    0 => break,
-                    n => bytes += n as u64,
-                }
-            }
-            _ = tick.tick() => {
-                let t = started.elapsed().as_secs_f64();
-                series.push((t, bytes));
-                progress(t);
-            }
-            _ = tokio::time::sleep_until(hard_stop) => break,
-        }
-    }
-    let secs_total = started.elapsed().as_secs_f64();
+    let mut series = vec![(0.0, 0u64)];
+    let total = fbdt_net::sample::read_sampled(
+        &mut rd,
+        SAMPLE,
+        Some(Duration::from_secs_f64(secs) + DRAIN_LIMIT),
+        |t, b| {
+            series.push((t, b));
+            progress(t);
+        },
+    )
+    .await
+    .context("receiving")?;
+    let (bytes, secs_total) = (total.bytes, total.secs);
     series.push((secs_total, bytes));
     let _ = tokio::time::timeout(Duration::from_millis(500), wr.shutdown()).await;
     let in_time = series

@@ -2,6 +2,7 @@
 
 mod emu_backend;
 mod emu_fbdt;
+mod jpoc_cmd;
 mod paper;
 mod report;
 mod run;
@@ -32,7 +33,7 @@ enum Command {
     Clean(fbdt_emu::CleanArgs),
     /// JPOC: fair mmWave initial access vs 802.11ad A-BFT (thesis ch. 3).
     #[command(subcommand)]
-    Jpoc(jpoc::JpocCommand),
+    Jpoc(jpoc_cmd::JpocCommand),
 }
 
 fn main() {
@@ -59,7 +60,7 @@ fn real_main() -> Result<()> {
         Command::Scenarios => scenarios(),
         Command::Calibrate(args) => fbdt_emu::run_calibrate(args),
         Command::Clean(args) => fbdt_emu::run_clean(args),
-        Command::Jpoc(cmd) => jpoc::run(cmd),
+        Command::Jpoc(cmd) => jpoc_cmd::run(cmd),
     }
 }
 

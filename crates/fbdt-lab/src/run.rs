@@ -7,11 +7,11 @@ use std::time::Instant as WallClock;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use fbdt_scenario::Scenario;
-use fbdt_sim::{SimParams, SimScheme};
+use fbdt_sim::SimParams;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::report::{percentile, Counters, Meta, RunReport, RunSummary, Sample, SchemeResult};
-use crate::scheme::{self, Scheme};
+use crate::scheme;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
@@ -87,7 +87,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
     }
     // Parse every scheme before running any, so a typo fails fast.
     for n in &names {
-        scheme::parse(n, &scenario, seed)?;
+        scheme::parse(n, &scenario, seed)?.to_sim()?;
     }
     let first = scenario.schedule(scale)?;
     let params = SimParams::default();
@@ -128,10 +128,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             let mut sc = scenario.clone();
             sc.seed = run_seed;
             let schedule = if r == 0 { first.clone() } else { sc.schedule(scale)? };
-            let sim_scheme = match scheme::parse(name, &sc, run_seed)? {
-                Scheme::Fbdt(cfg) => SimScheme::Fbdt(*cfg),
-                Scheme::Tcp { path } => SimScheme::Tcp(path),
-            };
+            let sim_scheme = scheme::parse(name, &sc, run_seed)?.to_sim()?;
             let base = bar.position();
             let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |t| {
                 bar.set_position(base + (t / params.sample_interval_s).round() as u64)
@@ -180,7 +177,6 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
     }
     bar.finish_and_clear();
 
-    let sum_standalone = sum_standalone(&scenario, &results);
     let mut meta = Meta::here();
     meta.sim = Some(BTreeMap::from([
         ("backlog_bytes".to_string(), params.link.backlog_bytes as f64),
@@ -188,25 +184,8 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
         ("mss".to_string(), params.link.mss as f64),
         ("sample_interval_s".to_string(), params.sample_interval_s),
     ]));
-    let report = RunReport {
-        scenario: scenario.name.clone(),
-        backend: "sim".into(),
-        duration_s: scenario.duration_s,
-        seed,
-        scale,
-        congestion_control: scenario.congestion_control.clone(),
-        capacity_mbps: first.capacity_mbps(),
-        results,
-        sum_standalone_mbps: sum_standalone,
-        meta,
-        scenario_def: scenario,
-    };
-    print_table(&report);
-    if let Some(path) = &args.json {
-        write_json(path, &report)?;
-        eprintln!("wrote {}", path.display());
-    }
-    Ok(report)
+    let capacity_mbps = first.capacity_mbps();
+    publish(&args, scenario, Backend::Sim, seed, scale, capacity_mbps, results, meta)
 }
 
 fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> Result<RunReport> {
@@ -219,17 +198,51 @@ fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> R
     );
     let emu = crate::emu_backend::run(&scenario, names, args.scale, args.repeat, &bar)?;
     bar.finish_and_clear();
+    publish(
+        args,
+        scenario,
+        Backend::Emu,
+        seed,
+        emu.scale,
+        emu.capacity_mbps,
+        emu.results,
+        Meta::here(),
+    )
+}
+
+/// What the simulator records as the congestion control: its paths are ideal pipes (see
+/// fbdt_sim::link) with no congestion control, whatever the scenario names; the testbed
+/// applies the scenario's.
+pub const SIM_CONGESTION_CONTROL: &str = "none (ideal pipe)";
+
+/// Assembles the report (the one place for either backend), prints its table and writes
+/// the JSON if asked.
+#[allow(clippy::too_many_arguments)]
+fn publish(
+    args: &RunArgs,
+    scenario: Scenario,
+    backend: Backend,
+    seed: u64,
+    scale: f64,
+    capacity_mbps: f64,
+    results: Vec<SchemeResult>,
+    meta: Meta,
+) -> Result<RunReport> {
+    let (backend, congestion_control) = match backend {
+        Backend::Sim => ("sim", SIM_CONGESTION_CONTROL.to_string()),
+        Backend::Emu => ("emu", scenario.congestion_control.clone()),
+    };
     let report = RunReport {
         scenario: scenario.name.clone(),
-        backend: "emu".into(),
+        backend: backend.into(),
         duration_s: scenario.duration_s,
         seed,
-        scale: emu.scale,
-        congestion_control: scenario.congestion_control.clone(),
-        capacity_mbps: emu.capacity_mbps,
-        sum_standalone_mbps: sum_standalone(&scenario, &emu.results),
-        results: emu.results,
-        meta: Meta::here(),
+        scale,
+        congestion_control,
+        capacity_mbps,
+        sum_standalone_mbps: sum_standalone(&scenario, &results),
+        results,
+        meta,
         scenario_def: scenario,
     };
     print_table(&report);

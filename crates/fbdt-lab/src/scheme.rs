@@ -1,15 +1,37 @@
 //! Scheme names as users type them: `fbdt[+key=value…]`, `tcp:<path>`,
-//! `mp:<scheduler>[=<r>][+key=value…]` (the userspace MPTCP-style meta layer), later
-//! `mptcp` (kernel MPTCP, testbed only). `expand` turns `mp:fixed=5..95/5` into a list.
+//! `mp:<scheduler>[=<r>][+key=value…]` (the userspace MPTCP-style meta layer) and `mptcp`
+//! (kernel MPTCP, testbed only). This is the one parser for every backend: the simulator
+//! takes [`Scheme::to_sim`], the emulated backend maps [`Scheme`] to its transports.
+//! `expand` turns `mp:fixed=5..95/5` into a list.
 
 use anyhow::{anyhow, bail, Context, Result};
 use fbdt_core::{Config, FbdtConfig, SchedulerKind, WindowConfig};
 use fbdt_scenario::Scenario;
+use fbdt_sim::SimScheme;
 
 #[derive(Clone, Debug)]
 pub enum Scheme {
+    /// The core's `Connection`: FBDT, or the meta layer (`mp:*`) when `Config::mptcp` is
+    /// set.
     Fbdt(Box<Config>),
+    /// Single-path TCP on the path with this index.
     Tcp { path: usize },
+    /// Kernel MPTCP: starts on the first path, its endpoints add a subflow per other path.
+    /// Testbed only.
+    KernelMptcp,
+}
+
+impl Scheme {
+    /// What the simulator runs for this scheme; kernel MPTCP has no model there.
+    pub fn to_sim(self) -> Result<SimScheme> {
+        match self {
+            Scheme::Fbdt(cfg) => Ok(SimScheme::Fbdt(*cfg)),
+            Scheme::Tcp { path } => Ok(SimScheme::Tcp(path)),
+            Scheme::KernelMptcp => {
+                bail!("scheme `mptcp` (kernel MPTCP) runs only on the emulated testbed (--backend emu)")
+            }
+        }
+    }
 }
 
 /// Parses `"fbdt+rto=0.5+window=64k"`, `"tcp:wifi"`, … against the scenario's paths.
@@ -39,9 +61,7 @@ pub fn parse(name: &str, scenario: &Scenario, seed: u64) -> Result<Scheme> {
             cfg.validate().map_err(|e| anyhow!("scheme `{name}`: {e}"))?;
             Ok(Scheme::Fbdt(Box::new(cfg)))
         }
-        Some("mptcp") => {
-            bail!("scheme `mptcp` (kernel MPTCP) runs only on the emulated testbed (--backend emu)")
-        }
+        Some("mptcp") if name == "mptcp" => Ok(Scheme::KernelMptcp),
         Some(s) if s.starts_with("mp:") => {
             let sched = &s["mp:".len()..];
             let kind = SchedulerKind::parse(sched).ok_or_else(|| {
@@ -198,7 +218,11 @@ mod tests {
         assert!(err("fbdt+rto=-1").contains("redundancy_wait"));
         assert!(err("fbdt+window=1").contains("window"));
         assert!(err("quic").contains("unknown scheme"));
-        assert!(err("mptcp").contains("emulated"));
+        assert!(matches!(parse("mptcp", &s, 1).unwrap(), Scheme::KernelMptcp));
+        let sim = |n: &str| parse(n, &s, 1).and_then(Scheme::to_sim).map(|_| ());
+        assert!(format!("{:#}", sim("mptcp").unwrap_err()).contains("emulated"));
+        assert!(sim("tcp:wifi").is_ok());
+        assert!(err("mptcp+x=1").contains("unknown scheme"));
         assert!(err("mp:bogus").contains("unknown scheduler"));
         assert!(err("mp:fixed=101").contains("unknown scheduler"));
         assert!(err("mp:minrtt+window=1").contains("unknown option"));

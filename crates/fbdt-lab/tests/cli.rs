@@ -33,7 +33,9 @@ fn run_writes_the_stable_json_fields() {
     assert_eq!(v["scenario"], "mobility");
     assert_eq!(v["backend"], "sim");
     assert_eq!(v["duration_s"], 2.0);
-    assert_eq!(v["congestion_control"], "cubic");
+    // The simulator's paths have no congestion control, whatever the scenario names.
+    assert_eq!(v["congestion_control"], "none (ideal pipe)");
+    assert_eq!(v["scenario_def"]["congestion_control"], "cubic");
     for k in ["seed", "scale", "capacity_mbps"] {
         assert!(v[k].is_number(), "{k}");
     }

@@ -9,11 +9,19 @@
 //! - A [`Session`] is `AsyncRead + AsyncWrite`; `shutdown` ends our direction of the stream
 //!   and resolves once the peer acknowledged every byte.
 //!
-//! One task per session owns the `Connection`; it follows the core's driving order (after
-//! every input: transmit on every path, re-arm the one timer, drain events) and makes no
-//! protocol decisions. Limits are listed in docs/runtime.md.
+//! One task per session owns the `Connection` (`driver`); it follows the core's driving
+//! order (after every input: transmit on every path, re-arm the one timer, drain events)
+//! and makes no protocol decisions. Re-dials and stall probes live in `paths`, their policy
+//! in `fbdt_core::path_policy`. Modules depend one way: `client`/`server` → `driver` →
+//! `paths` → `dial`, and `driver` → `session` (the application's handle). Limits are
+//! listed in docs/runtime.md.
 
+mod app;
+mod client;
 mod dial;
+mod driver;
+mod paths;
+pub mod sample;
 mod server;
 mod session;
 pub mod sockopt;
@@ -22,7 +30,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 use std::time::Duration;
 
-pub use dial::{connect, dial_tcp, IPPROTO_MPTCP};
+pub use client::connect;
+pub use dial::{dial_tcp, IPPROTO_MPTCP};
 pub use server::{listen, Listener};
 pub use session::{PathReport, Session, SessionStats, StatsHandle};
 

@@ -14,7 +14,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::session::{self, NewPath};
+use crate::driver;
+use crate::session::NewPath;
 use crate::{Error, NetConfig, Session};
 
 /// Joining connections queued for one session before its task takes them.
@@ -241,7 +242,7 @@ async fn route(
                 reg.count.fetch_sub(1, Ordering::SeqCst);
             });
             tracing::info!(%peer, session = id, "new session");
-            let s = session::start_server(conn, stream, jrx, cfg.clone(), format!("s{id}"), on_end);
+            let s = driver::start_server(conn, stream, jrx, cfg.clone(), format!("s{id}"), on_end);
             if tx.try_send(s).is_err() {
                 tracing::warn!(%peer, "session dropped: the application is not accepting");
             }

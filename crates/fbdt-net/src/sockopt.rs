@@ -4,6 +4,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 
+use fbdt_core::path_policy::TcpSignals;
 use fbdt_core::{Duration, PathStats};
 
 /// Sets TCP_NOTSENT_LOWAT: the socket reports writable (and accepts writes) only while
@@ -129,22 +130,13 @@ pub struct TcpInfoSample {
 }
 
 impl TcpInfoSample {
-    /// Data is outstanding and no ACK came for `max(300 ms, 4 × srtt)`: the link under this
-    /// connection is probably gone (an outage or blockage) and its RTO is backing off.
-    pub fn looks_stalled(&self) -> bool {
-        let limit_ms = (self.srtt_us / 1000 * 4).max(300);
-        self.unacked > 0 && self.last_ack_recv_ms > limit_ms
-    }
-}
-
-impl TcpInfoSample {
-    /// Whether the connection counts as stalled, given how long ago the core reported its
-    /// path stalled (`Event::PathStalled`), if it did: TCP's own sign (`looks_stalled`),
-    /// or data outstanding and no ACK since the core's report. The core notices within a
-    /// few RTTs, TCP's sign needs 300 ms of silence.
-    pub fn stalled_given_core(&self, core_stalled_for: Option<std::time::Duration>) -> bool {
-        self.looks_stalled()
-            || core_stalled_for.is_some_and(|d| self.unacked > 0 && u128::from(self.last_ack_recv_ms) >= d.as_millis())
+    /// What the core's stall policy (`fbdt_core::path_policy`) needs from this sample.
+    pub fn signals(&self) -> TcpSignals {
+        TcpSignals {
+            unacked: self.unacked,
+            since_last_ack: Duration::from_millis(u64::from(self.last_ack_recv_ms)),
+            srtt: Duration::from_micros(u64::from(self.srtt_us)),
+        }
     }
 
     pub fn to_path_stats(self) -> PathStats {
@@ -184,40 +176,4 @@ pub fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfoSample> {
         last_ack_recv_ms: info.last_ack_recv,
         backoff: info.backoff,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration as D;
-
-    #[test]
-    fn a_core_stall_counts_until_an_ack_arrives() {
-        let quiet = TcpInfoSample {
-            srtt_us: 1000,
-            unacked: 4,
-            last_ack_recv_ms: 50,
-            ..TcpInfoSample::default()
-        };
-        assert!(!quiet.looks_stalled(), "50 ms of silence is not a TCP-level stall");
-        assert!(!quiet.stalled_given_core(None));
-        assert!(
-            quiet.stalled_given_core(Some(D::from_millis(40))),
-            "no ACK since the core's report"
-        );
-        assert!(
-            !quiet.stalled_given_core(Some(D::from_millis(60))),
-            "an ACK came after the report"
-        );
-        let idle = TcpInfoSample { unacked: 0, ..quiet };
-        assert!(
-            !idle.stalled_given_core(Some(D::from_millis(40))),
-            "nothing outstanding"
-        );
-        let long = TcpInfoSample {
-            last_ack_recv_ms: 400,
-            ..quiet
-        };
-        assert!(long.looks_stalled() && long.stalled_given_core(None));
-    }
 }

@@ -1,9 +1,27 @@
 //! What the simulator drives at each end of the paths: the FBDT core, or a single-path TCP
 //! baseline (the link model itself, no framing).
 
-use fbdt_core::{Config, Connection, ConnectionStats, Event, Hint, Instant, PathId, PathStats};
+use fbdt_core::{
+    Config, ConfigError, Connection, ConnectionStats, Event, Hint, Instant, PathId, PathStats, ProtocolError,
+};
+use thiserror::Error;
 
 use crate::pattern;
+
+/// Why a simulated endpoint failed.
+#[derive(Debug, Error)]
+pub enum EndpointError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// The receiving application read bytes that differ from the pattern.
+    #[error("corrupt stream bytes at offset {from}..{to}")]
+    Corrupt { from: u64, to: u64 },
+    /// The single-path TCP baseline delivered a byte that differs from the pattern.
+    #[error("corrupt TCP bytes at offset {0}")]
+    CorruptTcp(u64),
+}
 
 /// Which end of the simulated paths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,14 +34,14 @@ pub enum Side {
 
 /// A simulated endpoint: a sans-IO protocol plus the application around it.
 pub trait SimEndpoint {
-    fn recv(&mut self, path: usize, bytes: &[u8], now: Instant) -> Result<(), String>;
+    fn recv(&mut self, path: usize, bytes: &[u8], now: Instant) -> Result<(), EndpointError>;
     /// Appends at most one frame of at most `room` bytes for `path`; returns its length.
     fn transmit(&mut self, path: usize, room: usize, now: Instant, out: &mut Vec<u8>) -> usize;
     fn timeout(&self) -> Option<Instant>;
     fn on_timeout(&mut self, now: Instant);
     /// Runs the application: the server writes what fits, the client reads and checks
     /// everything available. Returns bytes the application received in order.
-    fn run_app(&mut self, now: Instant) -> Result<u64, String>;
+    fn run_app(&mut self, now: Instant) -> Result<u64, EndpointError>;
     /// Protocol events worth logging, with path resets the simulator must carry out.
     fn take_events(&mut self) -> Vec<Event>;
     fn path_down(&mut self, path: usize, now: Instant);
@@ -52,14 +70,13 @@ pub struct FbdtEnd {
 }
 
 impl FbdtEnd {
-    pub fn new(side: Side, cfg: Config, paths: usize, limit: Option<u64>, now: Instant) -> Result<Self, String> {
+    pub fn new(side: Side, cfg: Config, paths: usize, limit: Option<u64>, now: Instant) -> Result<Self, EndpointError> {
         let mut conn = match side {
             Side::Server => Connection::server(cfg),
             Side::Client => Connection::client(cfg),
-        }
-        .map_err(|e| e.to_string())?;
+        }?;
         for p in 0..paths {
-            conn.add_path(PathId(p as u8), now).map_err(|e| e.to_string())?;
+            conn.add_path(PathId(p as u8), now)?;
         }
         Ok(FbdtEnd {
             side,
@@ -72,10 +89,8 @@ impl FbdtEnd {
 }
 
 impl SimEndpoint for FbdtEnd {
-    fn recv(&mut self, path: usize, bytes: &[u8], now: Instant) -> Result<(), String> {
-        self.conn
-            .handle_recv(PathId(path as u8), bytes, now)
-            .map_err(|e| e.to_string())
+    fn recv(&mut self, path: usize, bytes: &[u8], now: Instant) -> Result<(), EndpointError> {
+        Ok(self.conn.handle_recv(PathId(path as u8), bytes, now)?)
     }
 
     fn transmit(&mut self, path: usize, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
@@ -90,7 +105,7 @@ impl SimEndpoint for FbdtEnd {
         self.conn.handle_timeout(now);
     }
 
-    fn run_app(&mut self, _now: Instant) -> Result<u64, String> {
+    fn run_app(&mut self, _now: Instant) -> Result<u64, EndpointError> {
         match self.side {
             Side::Server => loop {
                 let left = self.limit.map_or(u64::MAX, |l| l - self.offset);
@@ -121,11 +136,10 @@ impl SimEndpoint for FbdtEnd {
                         return Ok(got);
                     }
                     if !pattern::check(self.offset, &self.scratch[..n]) {
-                        return Err(format!(
-                            "corrupt stream bytes at offset {}..{}",
-                            self.offset,
-                            self.offset + n as u64
-                        ));
+                        return Err(EndpointError::Corrupt {
+                            from: self.offset,
+                            to: self.offset + n as u64,
+                        });
                     }
                     self.offset += n as u64;
                     got += n as u64;
@@ -191,7 +205,7 @@ impl TcpEnd {
 }
 
 impl SimEndpoint for TcpEnd {
-    fn recv(&mut self, path: usize, bytes: &[u8], _now: Instant) -> Result<(), String> {
+    fn recv(&mut self, path: usize, bytes: &[u8], _now: Instant) -> Result<(), EndpointError> {
         if self.side == Side::Client && path == self.path {
             if self.corrupt.is_none() && !pattern::check(self.offset, bytes) {
                 self.corrupt = Some(self.offset);
@@ -224,9 +238,9 @@ impl SimEndpoint for TcpEnd {
 
     fn on_timeout(&mut self, _now: Instant) {}
 
-    fn run_app(&mut self, _now: Instant) -> Result<u64, String> {
+    fn run_app(&mut self, _now: Instant) -> Result<u64, EndpointError> {
         if let Some(at) = self.corrupt {
-            return Err(format!("corrupt TCP bytes at offset {at}"));
+            return Err(EndpointError::CorruptTcp(at));
         }
         Ok(std::mem::take(&mut self.pending))
     }

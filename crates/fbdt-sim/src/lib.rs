@@ -10,6 +10,9 @@ pub mod endpoint;
 pub mod link;
 pub mod pattern;
 mod run;
+mod sim;
 
+pub use endpoint::EndpointError;
 pub use link::LinkParams;
 pub use run::{run, PathReset, SimError, SimOutcome, SimParams, SimScheme};
+pub use sim::Sim;

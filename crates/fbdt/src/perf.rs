@@ -153,10 +153,7 @@ async fn receive(
     stats: Option<fbdt_net::StatsHandle>,
     mut live: impl FnMut(&Measure),
 ) -> anyhow::Result<Measure> {
-    let start = Instant::now();
-    let mut buf = vec![0u8; CHUNK];
     let mut m = Measure::default();
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + SAMPLE, SAMPLE);
     let per_path = |stats: &Option<fbdt_net::StatsHandle>, total: u64| -> (Vec<u64>, u64) {
         match stats {
             Some(h) => {
@@ -169,21 +166,15 @@ async fn receive(
             None => (vec![total], 0),
         }
     };
-    loop {
-        tokio::select! {
-            r = r.read(&mut buf) => {
-                let n = r?;
-                if n == 0 { break; }
-                m.bytes += n as u64;
-            }
-            _ = tick.tick() => {
-                let (pp, _) = per_path(&stats, m.bytes);
-                m.samples.push((start.elapsed().as_secs_f64(), m.bytes, pp));
-                live(&m);
-            }
-        }
-    }
-    m.duration_s = start.elapsed().as_secs_f64();
+    let total = fbdt_net::sample::read_sampled(&mut r, SAMPLE, None, |t, bytes| {
+        let (pp, _) = per_path(&stats, bytes);
+        m.bytes = bytes;
+        m.samples.push((t, bytes, pp));
+        live(&m);
+    })
+    .await?;
+    m.bytes = total.bytes;
+    m.duration_s = total.secs;
     // FBDT counters are refreshed every 10 ms: wait one refresh for the final ones.
     if stats.is_some() {
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -5,14 +5,13 @@
 //! InH path loss, LOS probability, reduced multipath) give each client's per-beam received
 //! power; [`power`] (eq. 3.1–3.5) and [`jpoc`] (eq. 3.6–3.9) are the protocol's equations;
 //! [`abft`] resolves one contention round with the capture rule; [`sim`] runs beacon
-//! intervals; [`experiments`] reproduces the thesis figures; [`cli`] and [`plot`] are the
-//! only parts that touch the terminal or files. Everything random is seeded ([`rng`]).
+//! intervals; [`experiments`] reproduces the thesis figures; [`plot`] writes their PNGs (the
+//! command line is the lab's `fbdt-lab jpoc`). Everything random is seeded ([`rng`]).
 //! Modelling choices and where they differ from the thesis: docs/jpoc.md.
 
 pub mod abft;
 pub mod antenna;
 pub mod channel;
-pub mod cli;
 pub mod config;
 pub mod experiments;
 pub mod jpoc;
@@ -22,5 +21,4 @@ pub mod power;
 pub mod rng;
 pub mod sim;
 
-pub use cli::{run, JpocCommand};
 pub use config::Config;

@@ -1,57 +1,46 @@
-//! PNG figures with plotters. Text is rendered by ab_glyph from a TrueType file read at
-//! run time (Debian package fonts-dejavu-core), so nothing links against fontconfig or
-//! freetype. Override the font with the JPOC_FONT environment variable.
+//! PNG figures with plotters. Text is rendered by ab_glyph in the font `fbdt-font`
+//! registers (a TrueType file read at run time, Debian package fonts-dejavu-core; override
+//! with the JPOC_FONT environment variable), so nothing links against fontconfig or
+//! freetype.
 
 use crate::experiments::{BeamsReport, FairnessReport, HeatmapReport, OverheadReport};
-use anyhow::{anyhow, Context, Result};
+use fbdt_font::FAMILY as FONT;
 use plotters::prelude::*;
-use plotters::style::{register_font, FontStyle};
-use std::path::Path;
-use std::sync::OnceLock;
+use std::path::{Path, PathBuf};
 
-const FONT_CANDIDATES: [&str; 3] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-];
-
-pub const FONT: &str = "sans-serif";
-
-/// Register the font once per process; later calls return the first outcome.
-pub fn ensure_font() -> Result<()> {
-    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let mut tried = Vec::new();
-        let env = std::env::var("JPOC_FONT").ok();
-        for path in env.iter().map(String::as_str).chain(FONT_CANDIDATES) {
-            tried.push(path.to_string());
-            if let Ok(bytes) = std::fs::read(path) {
-                // plotters keeps a &'static reference to the font bytes for the process.
-                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-                return register_font(FONT, FontStyle::Normal, bytes)
-                    .map_err(|_| format!("{path} is not a usable TrueType font"));
-            }
-        }
-        Err(format!(
-            "no font found for plot text (tried {}); install the Debian package fonts-dejavu-core \
-             or set JPOC_FONT to a .ttf file",
-            tried.join(", ")
-        ))
-    })
-    .clone()
-    .map_err(|e| anyhow!(e))
+/// Why a figure was not written.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    #[error(transparent)]
+    Font(#[from] fbdt_font::FontError),
+    #[error("plot path {0} must end in .png")]
+    NotPng(PathBuf),
+    /// plotters' errors are generic over the backend; kept as text.
+    #[error("plotting failed: {0}")]
+    Draw(String),
+    #[error("writing {path}: {msg}")]
+    Write { path: PathBuf, msg: String },
 }
+
+type Result<T> = std::result::Result<T, PlotError>;
 
 pub fn check_png(path: &Path) -> Result<()> {
     match path.extension().and_then(|e| e.to_str()) {
         Some(e) if e.eq_ignore_ascii_case("png") => Ok(()),
-        _ => Err(anyhow!("plot path {} must end in .png", path.display())),
+        _ => Err(PlotError::NotPng(path.to_path_buf())),
     }
 }
 
-/// plotters' errors are generic over the backend; flatten them to text.
-fn pe<E: std::fmt::Debug>(e: E) -> anyhow::Error {
-    anyhow!("plotting failed: {e:?}")
+fn pe<E: std::fmt::Debug>(e: E) -> PlotError {
+    PlotError::Draw(format!("{e:?}"))
+}
+
+/// The figure's final write, naming the file.
+fn written<E: std::fmt::Debug>(path: &Path) -> impl FnOnce(E) -> PlotError + '_ {
+    move |e| PlotError::Write {
+        path: path.to_path_buf(),
+        msg: format!("{e:?}"),
+    }
 }
 
 const C_JPOC: RGBColor = RGBColor(31, 119, 180);
@@ -63,7 +52,7 @@ type PointGetter = Box<dyn Fn(&crate::experiments::FairnessPoint) -> (f64, [f64;
 
 pub fn fairness(r: &FairnessReport, path: &Path) -> Result<()> {
     check_png(path)?;
-    ensure_font()?;
+    fbdt_font::ensure()?;
     let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(pe)?;
     let xmax = r.points.iter().map(|p| p.blockage * 100.0).fold(0.0, f64::max).max(1.0);
@@ -123,14 +112,12 @@ pub fn fairness(r: &FairnessReport, path: &Path) -> Result<()> {
         .position(SeriesLabelPosition::LowerLeft)
         .draw()
         .map_err(pe)?;
-    root.present()
-        .map_err(pe)
-        .with_context(|| format!("writing {}", path.display()))
+    root.present().map_err(written(path))
 }
 
 pub fn overhead(r: &OverheadReport, path: &Path) -> Result<()> {
     check_png(path)?;
-    ensure_font()?;
+    fbdt_font::ensure()?;
     let root = BitMapBackend::new(path, (1200, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(pe)?;
     let (left, right) = root.split_horizontally(620);
@@ -234,14 +221,12 @@ pub fn overhead(r: &OverheadReport, path: &Path) -> Result<()> {
             )
         }))
         .map_err(pe)?;
-    root.present()
-        .map_err(pe)
-        .with_context(|| format!("writing {}", path.display()))
+    root.present().map_err(written(path))
 }
 
 pub fn beams(r: &BeamsReport, path: &Path) -> Result<()> {
     check_png(path)?;
-    ensure_font()?;
+    fbdt_font::ensure()?;
     let root = BitMapBackend::new(path, (1000, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(pe)?;
     let nb = r.brackets.len();
@@ -324,9 +309,7 @@ pub fn beams(r: &BeamsReport, path: &Path) -> Result<()> {
         .position(SeriesLabelPosition::UpperRight)
         .draw()
         .map_err(pe)?;
-    root.present()
-        .map_err(pe)
-        .with_context(|| format!("writing {}", path.display()))
+    root.present().map_err(written(path))
 }
 
 /// Five-stop perceptual ramp (viridis anchors) for index values 0 → 1.
@@ -348,7 +331,7 @@ fn ramp(v: f64) -> RGBColor {
 
 pub fn heatmap(r: &HeatmapReport, path: &Path) -> Result<()> {
     check_png(path)?;
-    ensure_font()?;
+    fbdt_font::ensure()?;
     let np = r.panels.len().max(1);
     let (w, h) = (460 * np as u32 + 170, 560);
     let root = BitMapBackend::new(path, (w, h)).into_drawing_area();
@@ -422,7 +405,5 @@ pub fn heatmap(r: &HeatmapReport, path: &Path) -> Result<()> {
         Rectangle::new([(0.0, v), (1.0, v + 0.01)], ramp(v + 0.005).filled())
     }))
     .map_err(pe)?;
-    root.present()
-        .map_err(pe)
-        .with_context(|| format!("writing {}", path.display()))
+    root.present().map_err(written(path))
 }

@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use anyhow::{anyhow, Result};
+use fbdt_font::FAMILY as FONT;
 use fbdt_scenario::Schedule;
-use jpoc::plot::{ensure_font, FONT};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -65,7 +65,7 @@ pub trait Figure {
 
 /// Writes `<dir>/<stem>.png` and `<dir>/<stem>.svg`.
 pub fn save(dir: &Path, stem: &str, fig: &impl Figure) -> Result<()> {
-    ensure_font()?;
+    fbdt_font::ensure()?;
     let png = dir.join(format!("{stem}.png"));
     let root = BitMapBackend::new(&png, fig.size()).into_drawing_area();
     root.fill(&WHITE).map_err(pe)?;

@@ -1,12 +1,12 @@
-//! Command-line surface, mounted by the lab binary as `fbdt-lab jpoc <cmd>` and by
-//! `examples/jpoc.rs`. Tables go to stdout, progress to stderr, results to --json/--plot.
+//! `fbdt-lab jpoc <cmd>`: the command line over the jpoc library. Tables go to stdout,
+//! progress to stderr, results to --json/--plot.
 
-use crate::config::Config;
-use crate::experiments::{self, BeamsReport, FairnessReport, HeatmapReport, OverheadReport};
-use crate::plot;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use jpoc::config::Config;
+use jpoc::experiments::{self, BeamsReport, FairnessReport, HeatmapReport, OverheadReport};
+use jpoc::plot;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 

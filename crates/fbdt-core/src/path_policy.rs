@@ -1,0 +1,277 @@
+//! When a path's TCP connection counts as stalled, and what a runtime does about it: keep
+//! it, open a fresh connection beside it (a *probe*), or let the probe replace it.
+//!
+//! A pure state machine, told the time like the rest of the core: the runtime feeds it the
+//! core's `Event::PathStalled` reports, TCP_INFO samples ([`TcpSignals`]) and probe
+//! outcomes, each with `now`, and carries out the [`Decision`]. It reads no clock and opens
+//! no socket, so the runtime only measures and acts.
+//!
+//! Why probe: a connection whose link went away backs its RTO off exponentially, so after
+//! the link returns it may stay silent for up to `TCP_RTO_MAX`. A fresh connection's SYN is
+//! not held back by that, so it finds the link as soon as it is back.
+
+use crate::time::{Duration, Instant};
+
+/// What TCP_INFO says about one connection, as far as stalls go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpSignals {
+    /// Segments sent and not yet acknowledged (`tcpi_unacked`).
+    pub unacked: u32,
+    /// Time since the last ACK arrived (`tcpi_last_ack_recv`, millisecond resolution).
+    pub since_last_ack: Duration,
+    /// Smoothed RTT (`tcpi_rtt`).
+    pub srtt: Duration,
+}
+
+/// TCP's own sign of a stall needs at least this much silence: a few RTOs' worth on the
+/// short paths of a LAN (Linux's minimum RTO is 200 ms).
+const MIN_SILENCE_MS: u64 = 300;
+/// ... or this many smoothed RTTs, on long paths.
+const SILENCE_RTTS: u64 = 4;
+
+impl TcpSignals {
+    /// TCP's own sign: data is outstanding and no ACK came for `max(300 ms, 4 × srtt)`; the
+    /// link under this connection is probably gone and its RTO is backing off.
+    pub fn looks_stalled(&self) -> bool {
+        let limit_ms = (self.srtt.as_micros() / 1000 * SILENCE_RTTS).max(MIN_SILENCE_MS);
+        self.unacked > 0 && self.since_last_ack.as_micros() / 1000 > limit_ms
+    }
+
+    /// TCP's sign, or data outstanding and no ACK since the core reported the stall at
+    /// `core_stalled_at`. The core notices within a few RTTs; TCP's sign needs 300 ms of
+    /// silence.
+    fn stalled(&self, core_stalled_at: Option<Instant>, now: Instant) -> bool {
+        let since_report = |at: Instant| now.saturating_since(at).as_micros() / 1000;
+        self.looks_stalled()
+            || core_stalled_at
+                .is_some_and(|at| self.unacked > 0 && self.since_last_ack.as_micros() / 1000 >= since_report(at))
+    }
+}
+
+/// What the runtime should do with a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing to do.
+    Keep,
+    /// Open a fresh connection beside the current one, retrying until one connects.
+    Probe,
+    /// The connection works again: abandon the probe.
+    CancelProbe,
+    /// The probe connected and the old connection is still stalled (or gone): the fresh
+    /// connection takes the path over.
+    Replace,
+    /// The probe connected but is not needed (the old connection recovered, or the session
+    /// is ending): close the fresh connection.
+    DiscardProbe,
+}
+
+/// What the runtime can do right now, as inputs to every decision.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Abilities {
+    /// A probe is under way for this path.
+    pub probing: bool,
+    /// This end can open connections for the path (a client that knows where the path
+    /// goes) and the session is not ending.
+    pub can_probe: bool,
+}
+
+/// Stall state of one path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathPolicy {
+    /// When the core reported the current connection stalled; cleared once TCP saw an ACK
+    /// after that, or the connection changed.
+    core_stalled_at: Option<Instant>,
+}
+
+impl PathPolicy {
+    /// The core reported the path stalled (`Event::PathStalled`). Probing at once, rather
+    /// than after TCP's 300 ms of silence, has a fresh connection ready by the time the old
+    /// one is known to be stuck.
+    pub fn on_core_stalled(&mut self, now: Instant, can: Abilities) -> Decision {
+        self.core_stalled_at = Some(now);
+        Self::probe_if(can)
+    }
+
+    /// A TCP_INFO sample of the path's connection.
+    pub fn on_tcp_info(&mut self, tcp: &TcpSignals, now: Instant, can: Abilities) -> Decision {
+        if self.core_stalled_at.is_some() && !tcp.stalled(self.core_stalled_at, now) {
+            // TCP got an ACK since the core's report: that stall is over.
+            self.core_stalled_at = None;
+        }
+        if !tcp.stalled(self.core_stalled_at, now) {
+            if can.probing {
+                Decision::CancelProbe
+            } else {
+                Decision::Keep
+            }
+        } else {
+            Self::probe_if(can)
+        }
+    }
+
+    /// A probe connected. `old` is the current connection's TCP_INFO (`None`: there is no
+    /// connection any more, or it cannot be read); `ending`: the session is ending.
+    pub fn on_probe_connected(&self, old: Option<&TcpSignals>, now: Instant, ending: bool) -> Decision {
+        let still_stalled = old.is_none_or(|t| t.stalled(self.core_stalled_at, now));
+        if still_stalled && !ending {
+            Decision::Replace
+        } else {
+            Decision::DiscardProbe
+        }
+    }
+
+    /// Another connection carries the path now (or none does): earlier reports are about
+    /// the old one.
+    pub fn on_connection_changed(&mut self) {
+        self.core_stalled_at = None;
+    }
+
+    fn probe_if(can: Abilities) -> Decision {
+        if !can.probing && can.can_probe {
+            Decision::Probe
+        } else {
+            Decision::Keep
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Instant {
+        Instant::from_micros(v * 1000)
+    }
+
+    /// Data outstanding, last ACK `ago` ms before the sample, 10 ms RTT.
+    fn tcp(ago: u64) -> TcpSignals {
+        TcpSignals {
+            unacked: 10,
+            since_last_ack: Duration::from_millis(ago),
+            srtt: Duration::from_millis(10),
+        }
+    }
+
+    const IDLE: Abilities = Abilities {
+        probing: false,
+        can_probe: true,
+    };
+    const PROBING: Abilities = Abilities {
+        probing: true,
+        can_probe: true,
+    };
+    const SERVER: Abilities = Abilities {
+        probing: false,
+        can_probe: false,
+    };
+
+    #[test]
+    fn tcp_sign_alone() {
+        // (last ACK ago ms, srtt ms, unacked, stalled?)
+        let rows = [
+            (50, 10, 10, false),
+            (300, 10, 10, false),
+            (301, 10, 10, true),
+            (301, 10, 0, false),
+            (399, 100, 10, false),
+            (401, 100, 10, true),
+        ];
+        for (ago, srtt, unacked, want) in rows {
+            let t = TcpSignals {
+                unacked,
+                since_last_ack: Duration::from_millis(ago),
+                srtt: Duration::from_millis(srtt),
+            };
+            assert_eq!(t.looks_stalled(), want, "ago {ago} srtt {srtt} unacked {unacked}");
+        }
+    }
+
+    /// "At t, feed X, expect Y" for one path.
+    enum Feed {
+        CoreStalled(Abilities),
+        TcpInfo(TcpSignals, Abilities),
+        ProbeConnected(Option<TcpSignals>, bool),
+        ConnectionChanged,
+    }
+
+    fn play(rows: &[(u64, Feed, Decision)]) {
+        let mut p = PathPolicy::default();
+        for (i, (t, feed, want)) in rows.iter().enumerate() {
+            let now = ms(*t);
+            let got = match feed {
+                Feed::CoreStalled(can) => p.on_core_stalled(now, *can),
+                Feed::TcpInfo(tcp, can) => p.on_tcp_info(tcp, now, *can),
+                Feed::ProbeConnected(old, ending) => p.on_probe_connected(old.as_ref(), now, *ending),
+                Feed::ConnectionChanged => {
+                    p.on_connection_changed();
+                    Decision::Keep
+                }
+            };
+            assert_eq!(got, *want, "row {i} at {t} ms");
+        }
+    }
+
+    #[test]
+    fn core_report_probes_at_once_and_the_probe_replaces_a_silent_connection() {
+        use Feed::*;
+        play(&[
+            (1000, CoreStalled(IDLE), Decision::Probe),
+            // 40 ms after the report, the last ACK is 45 ms old: no ACK since the report.
+            (1040, TcpInfo(tcp(45), PROBING), Decision::Keep),
+            (1060, ProbeConnected(Some(tcp(65)), false), Decision::Replace),
+        ]);
+    }
+
+    #[test]
+    fn an_ack_after_the_report_ends_the_stall_and_cancels_the_probe() {
+        use Feed::*;
+        play(&[
+            (1000, CoreStalled(IDLE), Decision::Probe),
+            // The last ACK came 5 ms ago, after the report 40 ms ago.
+            (1040, TcpInfo(tcp(5), PROBING), Decision::CancelProbe),
+            // The report is forgotten: 20 ms of silence is no stall on its own.
+            (1050, TcpInfo(tcp(20), IDLE), Decision::Keep),
+        ]);
+    }
+
+    #[test]
+    fn a_probe_that_connects_after_recovery_is_discarded() {
+        use Feed::*;
+        play(&[
+            (1000, CoreStalled(IDLE), Decision::Probe),
+            (1030, ProbeConnected(Some(tcp(2)), false), Decision::DiscardProbe),
+        ]);
+    }
+
+    #[test]
+    fn tcp_silence_alone_probes_and_no_connection_means_replace() {
+        use Feed::*;
+        play(&[
+            (500, TcpInfo(tcp(200), IDLE), Decision::Keep),
+            (700, TcpInfo(tcp(400), IDLE), Decision::Probe),
+            (710, TcpInfo(tcp(410), PROBING), Decision::Keep),
+            (900, ProbeConnected(None, false), Decision::Replace),
+        ]);
+    }
+
+    #[test]
+    fn nothing_is_replaced_while_ending_and_a_server_never_probes() {
+        use Feed::*;
+        play(&[
+            (1000, CoreStalled(SERVER), Decision::Keep),
+            (1400, TcpInfo(tcp(400), SERVER), Decision::Keep),
+            (1500, ProbeConnected(Some(tcp(500)), true), Decision::DiscardProbe),
+        ]);
+    }
+
+    #[test]
+    fn a_new_connection_forgets_the_old_report() {
+        use Feed::*;
+        play(&[
+            (1000, CoreStalled(IDLE), Decision::Probe),
+            (1010, ConnectionChanged, Decision::Keep),
+            // 50 ms of silence on the new connection is not a stall without a report.
+            (1060, TcpInfo(tcp(50), IDLE), Decision::Keep),
+        ]);
+    }
+}

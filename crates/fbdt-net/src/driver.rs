@@ -1,0 +1,644 @@
+//! The session's task: owns the `Connection` and pumps it — bytes between the paths'
+//! sockets and the core, bytes between the core and the application's [`Session`], the one
+//! timer and TCP_INFO. It follows the core's driving order (after every input: transmit on
+//! every path, re-arm the timer, drain events) and makes no protocol decisions; re-dials
+//! and probes are the [`PathManager`]'s.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration as StdDuration;
+
+use bytes::BytesMut;
+use fbdt_core::path_policy::Decision;
+use fbdt_core::wire::{prepare_recv_buf, FrameBuf};
+use fbdt_core::{max_frame_len, Duration, Event, Instant, PathId, Role};
+use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Sleep;
+
+use crate::app::{AppPipe, Outbound};
+use crate::paths::{Opened, PathManager};
+use crate::session::{NewPath, PathReport, Session, SessionStats, Shared, CHANNEL_CHUNKS};
+use crate::sockopt;
+use crate::{Error, NetConfig, PathSpec};
+
+/// Bytes of frames gathered for one write(2) on a path.
+const WRITE_BATCH: usize = 64 * 1024;
+/// Most chunks in one writev (a 64 KiB batch of 16 KiB segments is about 10).
+const MAX_IOV: usize = 64;
+/// Reads per path per driver step (each up to `wire::RECV_BLOCK` bytes), so one busy path
+/// cannot starve the others.
+const READS_PER_STEP: usize = 16;
+/// Driver steps per poll before yielding to the scheduler.
+const STEPS_PER_POLL: usize = 32;
+/// A client that has everything keeps pumping this long so its last ACKs go out, then
+/// half-closes its connections.
+const CLIENT_LINGER: Duration = Duration::from_millis(50);
+/// After finishing (or a CLOSE), the longest wait for the peer to close the connections.
+const END_LINGER: Duration = Duration::from_millis(3000);
+
+/// Where the session is in its life. It only moves forward — `Running` → `Done` →
+/// `HalfClosed` — and from any of them to `Closing` once the core's session is closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Data may flow. `no_path_since`: when the last connection went away (the session
+    /// gives up after `idle_timeout` without one).
+    Running { no_path_since: Option<Instant> },
+    /// Both directions delivered and acknowledged at `since`. A client lingers so its last
+    /// ACKs go out, then half-closes; a server waits for the client's FIN.
+    Done { since: Instant },
+    /// Client: FIN sent on every connection at `at`; waits for the server to close.
+    HalfClosed { at: Instant },
+    /// The core's session is closed (CLOSE sent or received) since `since`; the last
+    /// frames are flushed.
+    Closing { since: Instant },
+}
+
+/// The pump's side of one path.
+#[derive(Default)]
+struct PathSlot {
+    stream: Option<TcpStream>,
+    /// Bytes read and not yet parsed (at most one incomplete frame between reads); DATA
+    /// payloads are cut out of it as shared slices, so it is never copied wholesale.
+    rbuf: BytesMut,
+    /// Frames being written (one batch), `out_pos` of them written.
+    out: FrameBuf,
+    out_pos: usize,
+    connections: u32,
+    info: sockopt::TcpInfoSample,
+}
+
+pub(crate) struct Driver {
+    conn: fbdt_core::Connection,
+    cfg: Arc<NetConfig>,
+    epoch: tokio::time::Instant,
+    paths: Vec<PathSlot>,
+    manager: PathManager,
+    new_paths: Option<mpsc::Receiver<NewPath>>,
+    app: AppPipe,
+    phase: Phase,
+    connected: Option<oneshot::Sender<Result<(), String>>>,
+    timer: Pin<Box<Sleep>>,
+    timer_at: Option<tokio::time::Instant>,
+    tick: tokio::time::Interval,
+    shared: Arc<Shared>,
+    on_end: Option<Box<dyn FnOnce() + Send>>,
+    label: String,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if let Some(f) = self.on_end.take() {
+            f();
+        }
+    }
+}
+
+struct Parts {
+    driver: Driver,
+    session: Session,
+    connected_rx: oneshot::Receiver<Result<(), String>>,
+}
+
+fn build(conn: fbdt_core::Connection, cfg: Arc<NetConfig>, specs: Option<Vec<PathSpec>>, label: String) -> Parts {
+    let (cmd_tx, cmd_rx) = mpsc::channel(CHANNEL_CHUNKS);
+    let (app_tx, app_rx) = mpsc::channel(CHANNEL_CHUNKS);
+    let (ctx, crx) = oneshot::channel();
+    let shared = Arc::new(Shared::default());
+    let role = conn.role();
+    let mut tick = tokio::time::interval(cfg.stats_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let driver = Driver {
+        conn,
+        epoch: tokio::time::Instant::now(),
+        paths: Vec::new(),
+        manager: PathManager::new(specs, cfg.clone(), label.clone()),
+        new_paths: None,
+        app: AppPipe::new(cmd_rx, app_tx),
+        phase: Phase::Running { no_path_since: None },
+        connected: Some(ctx),
+        timer: Box::pin(tokio::time::sleep(StdDuration::from_secs(3600))),
+        timer_at: None,
+        tick,
+        shared: shared.clone(),
+        on_end: None,
+        label,
+        cfg,
+    };
+    Parts {
+        driver,
+        session: Session::new(cmd_tx, app_rx, shared, role),
+        connected_rx: crx,
+    }
+}
+
+/// Starts a client session over the connected `streams` (`None`: that path is dialled
+/// again in the background) and waits for the server's HELLO.
+pub(crate) async fn start_client(
+    conn: fbdt_core::Connection,
+    streams: Vec<Option<TcpStream>>,
+    specs: Vec<PathSpec>,
+    cfg: Arc<NetConfig>,
+) -> Result<Session, Error> {
+    let timeout = cfg.handshake_timeout;
+    let Parts {
+        mut driver,
+        session,
+        connected_rx,
+    } = build(conn, cfg, Some(specs), "client".into());
+    let now = driver.now();
+    for (i, s) in streams.into_iter().enumerate() {
+        driver.paths.push(PathSlot::default());
+        match s {
+            Some(s) => {
+                driver.paths[i].stream = Some(s);
+                driver.paths[i].connections = 1;
+                driver.conn.add_path(PathId(i as u8), now)?;
+            }
+            None => driver.manager.redial(i, false),
+        }
+    }
+    tokio::spawn(driver);
+    match tokio::time::timeout(timeout, connected_rx).await {
+        Ok(Ok(Ok(()))) => Ok(session),
+        Ok(Ok(Err(e))) => Err(Error::Closed(e)),
+        Ok(Err(_)) => Err(Error::Closed(
+            session.error().unwrap_or_else(|| "handshake failed".into()),
+        )),
+        Err(_) => Err(Error::Closed("no HELLO from the server in time".into())),
+    }
+}
+
+/// Starts a server session whose path 0 already carried the HELLO (handled by `conn`).
+pub(crate) fn start_server(
+    conn: fbdt_core::Connection,
+    stream0: TcpStream,
+    new_paths: mpsc::Receiver<NewPath>,
+    cfg: Arc<NetConfig>,
+    label: String,
+    on_end: Box<dyn FnOnce() + Send>,
+) -> Session {
+    let Parts {
+        mut driver, session, ..
+    } = build(conn, cfg, None, label);
+    driver.paths.push(PathSlot {
+        stream: Some(stream0),
+        connections: 1,
+        ..PathSlot::default()
+    });
+    driver.new_paths = Some(new_paths);
+    driver.on_end = Some(on_end);
+    tokio::spawn(driver);
+    session
+}
+
+impl Future for Driver {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let d = self.get_mut();
+        for _ in 0..STEPS_PER_POLL {
+            let progress = d.step(cx);
+            if d.should_end() {
+                d.end();
+                return Poll::Ready(());
+            }
+            if !progress {
+                return Poll::Pending;
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+impl Driver {
+    fn now(&self) -> Instant {
+        Instant::from_micros(self.epoch.elapsed().as_micros() as u64)
+    }
+
+    /// The session is winding down: no new connections are wanted.
+    fn ending(&self) -> bool {
+        !matches!(self.phase, Phase::Running { .. }) || self.conn.is_closed()
+    }
+
+    fn slot(&mut self, i: usize) -> &mut PathSlot {
+        if self.paths.len() <= i {
+            self.paths.resize_with(i + 1, PathSlot::default);
+        }
+        &mut self.paths[i]
+    }
+
+    /// One pass of the pump; true if anything happened (then it runs again).
+    fn step(&mut self, cx: &mut Context<'_>) -> bool {
+        let now = self.now();
+        let mut progress = false;
+        progress |= self.poll_new_paths(cx, now);
+        progress |= self.poll_manager(cx, now);
+        progress |= self.app.pump_in(&mut self.conn, cx);
+        for i in 0..self.paths.len() {
+            progress |= self.read_path(i, cx, now);
+        }
+        if self.timer_at.is_some() && self.timer.as_mut().poll(cx).is_ready() {
+            self.timer_at = None;
+            self.conn.handle_timeout(now);
+            progress = true;
+        }
+        if self.tick.poll_tick(cx).is_ready() {
+            self.on_tick();
+            progress = true;
+        }
+        progress |= self.app.pump_out(&mut self.conn, cx);
+        for i in 0..self.paths.len() {
+            progress |= self.write_path(i, cx, now);
+        }
+        progress |= self.drain_events();
+        progress |= self.rearm(cx);
+        progress
+    }
+
+    /// Server: connections that JOINed this session.
+    fn poll_new_paths(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
+        let mut progress = false;
+        while let Some(rx) = self.new_paths.as_mut() {
+            let np = match rx.poll_recv(cx) {
+                Poll::Ready(Some(np)) => np,
+                Poll::Ready(None) => {
+                    self.new_paths = None;
+                    break;
+                }
+                Poll::Pending => break,
+            };
+            progress = true;
+            let i = np.index as usize;
+            if !self.conn.accepts_join(&np.first) {
+                tracing::warn!(session = %self.label, path = i, "refused a JOIN with a wrong HMAC");
+                continue;
+            }
+            if self.paths.get(i).is_some_and(|p| p.stream.is_some()) {
+                // A fresh connection replaces this path's old one (the client saw it stall).
+                self.conn.path_down(PathId(np.index), now);
+            }
+            if let Err(e) = self.conn.add_path(PathId(np.index), now) {
+                tracing::warn!(session = %self.label, path = i, "refused a joining connection: {e}");
+                continue;
+            }
+            self.install_stream(i, np.stream);
+            self.paths[i].rbuf.extend_from_slice(&np.first);
+            self.on_input(i, now);
+        }
+        progress
+    }
+
+    /// Client: connections the path manager opened (re-dials, then probes).
+    fn poll_manager(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
+        let opened = self.manager.poll(cx, self.ending());
+        let progress = !opened.is_empty();
+        for o in opened {
+            match o {
+                Opened::Redialled(i, s) => {
+                    if self.ending() {
+                        continue;
+                    }
+                    tracing::info!(session = %self.label, path = i, "path reconnected");
+                    self.join(i, s, now);
+                }
+                Opened::Probe(i, s) => {
+                    let old = self.paths[i].stream.as_ref().and_then(|o| sockopt::tcp_info(o).ok());
+                    let old = old.map(|t| t.signals());
+                    if self.manager.on_probe_connected(i, old.as_ref(), now, self.ending()) != Decision::Replace {
+                        continue;
+                    }
+                    tracing::info!(session = %self.label, path = i, "fresh connection replaces a stalled one");
+                    self.drop_stream(i);
+                    self.conn.path_down(PathId(i as u8), now);
+                    self.join(i, s, now);
+                }
+            }
+        }
+        progress
+    }
+
+    /// Client: a new connection carries path `i` and JOINs the session on it.
+    fn join(&mut self, i: usize, s: TcpStream, now: Instant) {
+        self.install_stream(i, s);
+        if let Err(e) = self.conn.add_path(PathId(i as u8), now) {
+            tracing::warn!(session = %self.label, path = i, "add_path: {e}");
+            self.paths[i].stream = None;
+        }
+    }
+
+    /// A new connection carries path `i` (its old one, if any, is already dropped).
+    fn install_stream(&mut self, i: usize, s: TcpStream) {
+        let slot = self.slot(i);
+        slot.stream = Some(s);
+        slot.rbuf.clear();
+        slot.out.clear();
+        slot.out_pos = 0;
+        slot.connections += 1;
+        self.manager.on_connection_changed(i);
+    }
+
+    fn drop_stream(&mut self, i: usize) {
+        let slot = &mut self.paths[i];
+        slot.stream = None;
+        slot.rbuf.clear();
+        slot.out.clear();
+        slot.out_pos = 0;
+        self.manager.on_connection_changed(i);
+    }
+
+    /// Feeds the bytes read on path `i` to the core and handles what that says about the
+    /// path.
+    fn on_input(&mut self, i: usize, now: Instant) {
+        let mut buf = std::mem::take(&mut self.paths[i].rbuf);
+        let r = self.conn.handle_recv_buf(PathId(i as u8), &mut buf, now);
+        self.paths[i].rbuf = buf;
+        if let Err(e) = r {
+            if e.is_path_local() {
+                tracing::warn!(session = %self.label, path = i, "closing that connection: {e}");
+                self.drop_stream(i);
+            } else {
+                tracing::warn!(session = %self.label, path = i, "session failed: {e}");
+                self.shared.set_error(e.to_string());
+            }
+        }
+    }
+
+    /// The connection of path `i` died (error or EOF).
+    fn kill_path(&mut self, i: usize, why: &str, now: Instant) {
+        let ending = self.ending();
+        if ending || (self.app.outbound != Outbound::Open && self.conn.is_send_done()) {
+            tracing::debug!(session = %self.label, path = i, "connection ended: {why}");
+        } else {
+            tracing::warn!(session = %self.label, path = i, "connection lost: {why}");
+        }
+        self.drop_stream(i);
+        self.conn.path_down(PathId(i as u8), now);
+        self.manager.redial(i, ending);
+    }
+
+    fn read_path(&mut self, i: usize, cx: &mut Context<'_>, now: Instant) -> bool {
+        let mut any = false;
+        for _ in 0..READS_PER_STEP {
+            let slot = &mut self.paths[i];
+            let Some(s) = slot.stream.as_mut() else {
+                break;
+            };
+            // Read straight into the spare room of the path's buffer: frames are parsed in
+            // place and their payloads travel on as slices of it.
+            prepare_recv_buf(&mut slot.rbuf);
+            match tokio_util::io::poll_read_buf(Pin::new(s), cx, &mut slot.rbuf) {
+                Poll::Ready(Ok(0)) => {
+                    self.kill_path(i, "closed by the peer", now);
+                    any = true;
+                    break;
+                }
+                Poll::Ready(Ok(_)) => {
+                    self.on_input(i, now);
+                    any = true;
+                }
+                Poll::Ready(Err(e)) => {
+                    self.kill_path(i, &e.to_string(), now);
+                    any = true;
+                    break;
+                }
+                Poll::Pending => break,
+            }
+        }
+        any
+    }
+
+    fn write_path(&mut self, i: usize, cx: &mut Context<'_>, now: Instant) -> bool {
+        let mut any = false;
+        for _ in 0..64 {
+            let slot = &mut self.paths[i];
+            let Some(s) = slot.stream.as_mut() else {
+                return any;
+            };
+            if slot.out_pos == slot.out.len() {
+                // Offer room only when the kernel takes more (TCP_NOTSENT_LOWAT makes that
+                // "little unsent data queued"), so the core decides as late as it can.
+                match s.poll_write_ready(cx) {
+                    Poll::Pending => return any,
+                    Poll::Ready(Err(e)) => {
+                        self.kill_path(i, &e.to_string(), now);
+                        return true;
+                    }
+                    Poll::Ready(Ok(())) => {}
+                }
+                slot.out.clear();
+                slot.out_pos = 0;
+                while slot.out.len() < WRITE_BATCH {
+                    if self
+                        .conn
+                        .poll_transmit_buf(PathId(i as u8), max_frame_len(), now, &mut slot.out)
+                        == 0
+                    {
+                        break;
+                    }
+                }
+                if slot.out.is_empty() {
+                    return any;
+                }
+            }
+            // One writev of headers and payload slices.
+            let mut iov = [io::IoSlice::new(&[]); MAX_IOV];
+            let mut n_iov = 0;
+            for (slot_iov, c) in iov.iter_mut().zip(slot.out.chunks_from(slot.out_pos)) {
+                *slot_iov = io::IoSlice::new(c);
+                n_iov += 1;
+            }
+            match Pin::new(s).poll_write_vectored(cx, &iov[..n_iov]) {
+                Poll::Ready(Ok(0)) => {
+                    self.kill_path(i, "write returned 0", now);
+                    return true;
+                }
+                Poll::Ready(Ok(n)) => {
+                    slot.out_pos += n;
+                    any = true;
+                }
+                Poll::Ready(Err(e)) => {
+                    self.kill_path(i, &e.to_string(), now);
+                    return true;
+                }
+                Poll::Pending => return any,
+            }
+        }
+        true
+    }
+
+    fn drain_events(&mut self) -> bool {
+        let mut any = false;
+        while let Some(ev) = self.conn.poll_event() {
+            any = true;
+            match ev {
+                Event::Connected => {
+                    tracing::debug!(session = %self.label, "connected");
+                    if let Some(t) = self.conn.token() {
+                        let _ = self.shared.token.set(t);
+                    }
+                    if let Some(tx) = self.connected.take() {
+                        let _ = tx.send(Ok(()));
+                    }
+                }
+                Event::PathJoined(p) => tracing::debug!(session = %self.label, path = p.0, "path joined"),
+                Event::PathStalled(p) => {
+                    let i = p.index();
+                    tracing::debug!(session = %self.label, path = i, "core: path stalled");
+                    if self.paths.get(i).is_some_and(|s| s.stream.is_some()) {
+                        let (now, ending) = (self.now(), self.ending());
+                        self.manager.on_core_stalled(i, now, ending);
+                    }
+                }
+                Event::PathFailed(p) => {
+                    let i = p.index();
+                    tracing::warn!(session = %self.label, path = i, "core declared the path failed; reconnecting");
+                    if i < self.paths.len() {
+                        self.drop_stream(i);
+                        self.manager.redial(i, self.ending());
+                    }
+                }
+                Event::Closed { code, reason, by_peer } => {
+                    let who = if by_peer { "peer" } else { "we" };
+                    if code != 0 {
+                        tracing::warn!(session = %self.label, code, "{who} closed the session: {reason}");
+                        self.shared
+                            .set_error(format!("{who} closed the session (code {code}): {reason}"));
+                    } else if !(self.conn.is_recv_finished() && self.conn.is_send_done()) {
+                        self.shared
+                            .set_error(format!("{who} closed the session before the transfer ended"));
+                    }
+                    if let Some(tx) = self.connected.take() {
+                        let _ = tx.send(Err(reason));
+                    }
+                }
+            }
+        }
+        any
+    }
+
+    /// Re-arms the one timer at the core's deadline; true if it is already due.
+    fn rearm(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(t) = self.conn.poll_timeout() else {
+            self.timer_at = None;
+            return false;
+        };
+        let at = self.epoch + StdDuration::from_micros(t.as_micros());
+        if self.timer_at != Some(at) {
+            self.timer.as_mut().reset(at);
+            self.timer_at = Some(at);
+        }
+        self.timer.as_mut().poll(cx).is_ready()
+    }
+
+    /// Reads TCP_INFO of every connection into the core and the path manager, and
+    /// publishes the counters.
+    fn on_tick(&mut self) {
+        let (now, ending) = (self.now(), self.ending());
+        for i in 0..self.paths.len() {
+            let Some(s) = self.paths[i].stream.as_ref() else {
+                continue;
+            };
+            if let Ok(info) = sockopt::tcp_info(s) {
+                self.paths[i].info = info;
+                self.conn.path_stats(PathId(i as u8), info.to_path_stats());
+                self.manager.on_tcp_info(i, &info.signals(), now, ending);
+            }
+        }
+        let cs = self.conn.stats();
+        let paths = self
+            .paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PathReport {
+                connected: p.stream.is_some(),
+                bytes_sent: cs.sender.per_path_bytes_sent.get(i).copied().unwrap_or(0),
+                bytes_received: cs.receiver.per_path_bytes_received.get(i).copied().unwrap_or(0),
+                srtt_us: p.info.srtt_us,
+                cwnd_bytes: p.info.cwnd_bytes,
+                delivery_rate_bps: p.info.delivery_rate.unwrap_or(0) as f64 * 8.0,
+                reconnects: p.connections.saturating_sub(1),
+            })
+            .collect();
+        let stats = SessionStats {
+            bytes_written: cs.sender.bytes_written,
+            bytes_acked: cs.sender.bytes_acked,
+            bytes_delivered: cs.receiver.bytes_delivered,
+            redundant_bytes_sent: cs.sender.redundant_bytes_sent,
+            redundant_bytes_received: cs.receiver.redundant_bytes_received,
+            windows_loaded: cs.sender.windows_loaded,
+            paths,
+            core: cs,
+        };
+        if let Ok(mut g) = self.shared.stats.lock() {
+            *g = stats;
+        }
+    }
+
+    fn flushed(&self) -> bool {
+        self.paths
+            .iter()
+            .all(|p| p.stream.is_none() || p.out_pos == p.out.len())
+    }
+
+    /// Moves the session's [`Phase`] on; true when the task should end.
+    fn should_end(&mut self) -> bool {
+        let t = self.now();
+        let live = self.paths.iter().any(|p| p.stream.is_some());
+        if self.conn.is_closed() && !matches!(self.phase, Phase::Closing { .. }) {
+            self.phase = Phase::Closing { since: t };
+        }
+        match self.phase {
+            Phase::Closing { since } => !live || self.flushed() || t.saturating_since(since) > END_LINGER,
+            Phase::Running { no_path_since } => {
+                // Nothing to carry traffic and nothing coming back: give up after
+                // idle_timeout.
+                let no_path_since = (!live).then(|| no_path_since.unwrap_or(t));
+                self.phase = Phase::Running { no_path_since };
+                let idle = Duration::from_micros(self.cfg.idle_timeout.as_micros() as u64);
+                if no_path_since.is_some_and(|since| t.saturating_since(since) > idle) {
+                    self.shared
+                        .set_error(format!("no live path for {:?}", self.cfg.idle_timeout));
+                    return true;
+                }
+                if self.app.done(&self.conn) {
+                    self.phase = Phase::Done { since: t };
+                    return !live;
+                }
+                false
+            }
+            Phase::Done { since } => {
+                if !live {
+                    return true;
+                }
+                match self.conn.role() {
+                    Role::Client => {
+                        if t.saturating_since(since) >= CLIENT_LINGER && self.flushed() {
+                            // FIN after our last ACKs; the server sees EOF and ends too.
+                            for p in &self.paths {
+                                if let Some(s) = p.stream.as_ref() {
+                                    let _ = socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write);
+                                }
+                            }
+                            self.phase = Phase::HalfClosed { at: t };
+                        }
+                        false
+                    }
+                    Role::Server => t.saturating_since(since) > END_LINGER,
+                }
+            }
+            Phase::HalfClosed { at } => !live || t.saturating_since(at) > END_LINGER,
+        }
+    }
+
+    fn end(&mut self) {
+        self.on_tick();
+        let err = self.shared.error();
+        self.app.end(&self.conn, err.as_ref());
+        tracing::debug!(session = %self.label, "session ended{}", err.map(|e| format!(": {e}")).unwrap_or_default());
+    }
+}

@@ -1,0 +1,208 @@
+//! Path management on the client: re-dialling a path whose connection died (with back-off)
+//! and probing a stalled one with fresh connections. When a path counts as stalled and
+//! whether a probe takes over is decided by the core's clock-free
+//! [`fbdt_core::path_policy`]; this module measures (TCP_INFO) and acts (dials).
+//!
+//! A server has no dialer: it never re-dials or probes (the client does both, and its new
+//! connections arrive as JOINs).
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration as StdDuration;
+
+use fbdt_core::path_policy::{Abilities, Decision, PathPolicy, TcpSignals};
+use fbdt_core::Instant;
+use tokio::net::TcpStream;
+
+use crate::dial::dial_tcp;
+use crate::{NetConfig, PathSpec};
+
+/// A probe's connect attempt is abandoned after this long and a new SYN is sent: the first
+/// SYN's retransmission timer is 1 s, so a link that came back is found within ~this.
+const PROBE_CONNECT: StdDuration = StdDuration::from_millis(300);
+/// First re-dial after a connection died.
+const FIRST_REDIAL: StdDuration = StdDuration::from_millis(10);
+/// Re-dials after failed ones wait this, doubling up to `NetConfig::max_backoff` (1 s by
+/// default): a path that comes back is re-joined within about a second.
+const BACKOFF_BASE: StdDuration = StdDuration::from_millis(50);
+
+type DialFuture = Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send>>;
+
+#[derive(Default)]
+struct Managed {
+    /// A re-dial under way (after its back-off).
+    dialing: Option<DialFuture>,
+    /// Fresh connections being tried beside a stalled one.
+    probe: Option<DialFuture>,
+    policy: PathPolicy,
+    /// Failed re-dials in a row.
+    failures: u32,
+}
+
+/// A connection a dial or probe opened.
+pub(crate) enum Opened {
+    /// A re-dial connected: it carries the path (which has no connection).
+    Redialled(usize, TcpStream),
+    /// A probe connected: ask [`PathManager::on_probe_connected`] whether it takes over.
+    Probe(usize, TcpStream),
+}
+
+pub(crate) struct PathManager {
+    /// Client: where each path goes; `None` on a server.
+    specs: Option<Vec<PathSpec>>,
+    cfg: Arc<NetConfig>,
+    label: String,
+    paths: Vec<Managed>,
+}
+
+impl PathManager {
+    pub fn new(specs: Option<Vec<PathSpec>>, cfg: Arc<NetConfig>, label: String) -> Self {
+        PathManager {
+            specs,
+            cfg,
+            label,
+            paths: Vec::new(),
+        }
+    }
+
+    fn spec(&self, i: usize) -> Option<PathSpec> {
+        self.specs.as_ref().and_then(|s| s.get(i)).cloned()
+    }
+
+    fn slot(&mut self, i: usize) -> &mut Managed {
+        if self.paths.len() <= i {
+            self.paths.resize_with(i + 1, Managed::default);
+        }
+        &mut self.paths[i]
+    }
+
+    fn abilities(&self, i: usize, ending: bool) -> Abilities {
+        Abilities {
+            probing: self.paths.get(i).is_some_and(|m| m.probe.is_some()),
+            can_probe: !ending && self.spec(i).is_some(),
+        }
+    }
+
+    /// Client: dials path `i` again after its back-off (10 ms, then 50 ms doubling up to
+    /// `max_backoff` after failures). Not while the session is `ending`.
+    pub fn redial(&mut self, i: usize, ending: bool) {
+        let Some(spec) = self.spec(i) else {
+            return;
+        };
+        if ending {
+            return;
+        }
+        let cfg = self.cfg.clone();
+        let slot = self.slot(i);
+        let delay = if slot.failures == 0 {
+            FIRST_REDIAL
+        } else {
+            (BACKOFF_BASE * 2u32.saturating_pow(slot.failures.min(10) - 1)).min(cfg.max_backoff)
+        };
+        slot.dialing = Some(Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            dial_tcp(&spec, &cfg, false).await
+        }));
+    }
+
+    /// Polls every re-dial, then every probe; a failed re-dial is retried after back-off.
+    /// Returns the connections that opened, re-dials first, each in path order.
+    pub fn poll(&mut self, cx: &mut Context<'_>, ending: bool) -> Vec<Opened> {
+        let mut opened = Vec::new();
+        for i in 0..self.paths.len() {
+            let Some(Poll::Ready(r)) = self.paths[i].dialing.as_mut().map(|f| f.as_mut().poll(cx)) else {
+                continue;
+            };
+            self.paths[i].dialing = None;
+            match r {
+                Ok(s) => {
+                    self.paths[i].failures = 0;
+                    opened.push(Opened::Redialled(i, s));
+                }
+                Err(e) => {
+                    tracing::debug!(session = %self.label, path = i, "re-dial failed: {e}");
+                    self.paths[i].failures += 1;
+                    self.redial(i, ending);
+                }
+            }
+        }
+        for i in 0..self.paths.len() {
+            let Some(Poll::Ready(r)) = self.paths[i].probe.as_mut().map(|f| f.as_mut().poll(cx)) else {
+                continue;
+            };
+            self.paths[i].probe = None;
+            if let Ok(s) = r {
+                opened.push(Opened::Probe(i, s));
+            }
+        }
+        opened
+    }
+
+    /// The core reported path `i` stalled (`Event::PathStalled`) while a connection
+    /// carries it.
+    pub fn on_core_stalled(&mut self, i: usize, now: Instant, ending: bool) {
+        let can = self.abilities(i, ending);
+        let d = self.slot(i).policy.on_core_stalled(now, can);
+        self.act(i, d);
+    }
+
+    /// A TCP_INFO sample of path `i`'s connection.
+    pub fn on_tcp_info(&mut self, i: usize, tcp: &TcpSignals, now: Instant, ending: bool) {
+        let can = self.abilities(i, ending);
+        let d = self.slot(i).policy.on_tcp_info(tcp, now, can);
+        self.act(i, d);
+    }
+
+    /// A probe of path `i` connected; `old` is the current connection's TCP_INFO, if any.
+    /// On [`Decision::Replace`] the caller installs the probe's connection (a re-dial under
+    /// way is dropped here); otherwise the probe's connection is to be closed.
+    pub fn on_probe_connected(&mut self, i: usize, old: Option<&TcpSignals>, now: Instant, ending: bool) -> Decision {
+        let slot = self.slot(i);
+        let d = slot.policy.on_probe_connected(old, now, ending);
+        if d == Decision::Replace {
+            slot.dialing = None;
+        }
+        d
+    }
+
+    /// Another connection carries path `i` now, or none does.
+    pub fn on_connection_changed(&mut self, i: usize) {
+        self.slot(i).policy.on_connection_changed();
+    }
+
+    fn act(&mut self, i: usize, d: Decision) {
+        match d {
+            Decision::Probe => self.start_probe(i),
+            Decision::CancelProbe => {
+                self.paths[i].probe = None;
+                tracing::debug!(session = %self.label, path = i, "path recovered on its own; probe dropped");
+            }
+            Decision::Keep | Decision::Replace | Decision::DiscardProbe => {}
+        }
+    }
+
+    /// Keeps sending fresh SYNs (each attempt bounded by `PROBE_CONNECT`) until one
+    /// connects: a new connection is not held back by the old one's RTO back-off.
+    fn start_probe(&mut self, i: usize) {
+        let Some(spec) = self.spec(i) else {
+            return;
+        };
+        let cfg = self.cfg.clone();
+        tracing::debug!(session = %self.label, path = i, "path looks stalled: probing with fresh connections");
+        self.slot(i).probe = Some(Box::pin(async move {
+            loop {
+                match tokio::time::timeout(PROBE_CONNECT, dial_tcp(&spec, &cfg, false)).await {
+                    Ok(Ok(s)) => return Ok(s),
+                    Ok(Err(e)) => {
+                        tracing::trace!(path = i, "probe: {e}");
+                        tokio::time::sleep(PROBE_CONNECT / 2).await
+                    }
+                    Err(_) => tracing::trace!(path = i, "probe: no SYN-ACK in time"),
+                }
+            }
+        }));
+    }
+}

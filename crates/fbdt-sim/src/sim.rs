@@ -1,0 +1,449 @@
+//! The simulator as a stepping machine (after quinn-proto's test `Pair` and picoquic's test
+//! loop): [`Sim::step`] does everything due at the current instant, [`Sim::next_wake`] says
+//! when something is next due, [`Sim::advance`] jumps there. Earliest event first, fixed
+//! tie-break order, so a run repeats bit for bit.
+//!
+//! One step, in this order: path resets, schedule changes and scan notices, links moved
+//! to `now`, reconnects; arrivals (data direction, then reverse; path order); due timers
+//! (server, then client); the applications; TCP_INFO-like reports; each endpoint fills
+//! every path's room (server first); protocol events; goodput samples.
+
+use fbdt_core::{Duration, Event, Hint, Instant, PathStats};
+use fbdt_scenario::{PathTimeline, Schedule};
+
+use crate::endpoint::{FbdtEnd, Side, SimEndpoint, TcpEnd};
+use crate::link::Link;
+use crate::run::{PathReset, SimError, SimOutcome, SimParams, SimScheme};
+
+fn at(t_s: f64) -> Instant {
+    Instant::from_micros((t_s * 1e6).round().max(0.0) as u64)
+}
+
+struct PathSim {
+    data: Link,
+    reverse: Link,
+    next_step: usize,
+    /// A reset path reconnects once its link is up again, one RTT later.
+    reconnect: Option<Option<Instant>>,
+    /// Delay before reconnecting set by a [`PathReset`]; one RTT when unset.
+    reconnect_delay_s: Option<f64>,
+    /// TCP_INFO-like view given to the endpoints. Frozen while the path is down: a TCP
+    /// stack keeps its last srtt/cwnd through an outage until its RTO fires.
+    reported: PathStats,
+    /// Next step index to look at for a scan announcement.
+    next_scan_notice: usize,
+    /// The path is in a scan step (announced end pending).
+    scanning: bool,
+}
+
+impl PathSim {
+    fn refresh_report(&mut self, max_window: u64) {
+        if !self.data.is_up() {
+            return;
+        }
+        let rtt = 2.0 * self.data.delay_s();
+        let rate = self.data.rate();
+        self.reported = PathStats {
+            srtt: Some(Duration::from_secs_f64(rtt)),
+            delivery_rate_bps: Some(rate * 8.0),
+            cwnd_bytes: Some(((rate * rtt) as u64).min(max_window)),
+        };
+    }
+
+    /// The next scan step not yet announced (its index) and when its notice is due.
+    fn pending_scan_notice(&self, tl: &PathTimeline, notice_s: f64) -> Option<(usize, Instant)> {
+        tl.steps
+            .iter()
+            .enumerate()
+            .skip(self.next_scan_notice)
+            .find(|(_, s)| s.scan)
+            .map(|(k, s)| (k, at(s.t_s - notice_s)))
+    }
+
+    fn flush(&mut self) {
+        self.data.flush();
+        self.reverse.flush();
+    }
+}
+
+/// One simulated run in progress.
+pub struct Sim<'a> {
+    schedule: &'a Schedule,
+    scheme: &'a SimScheme,
+    params: &'a SimParams,
+    server: Box<dyn SimEndpoint>,
+    client: Box<dyn SimEndpoint>,
+    paths: Vec<PathSim>,
+    /// Resets sorted by time; `next_reset` is the first not yet carried out.
+    resets: Vec<PathReset>,
+    next_reset: usize,
+    now: Instant,
+    end: Instant,
+    /// Sample interval in µs, and the end of the current sample.
+    sample: u64,
+    next_sample: Instant,
+    in_sample: u64,
+    /// Steps in a row at the same instant (livelock guard).
+    same_instant: u32,
+    over: bool,
+    buf: Vec<u8>,
+    out: SimOutcome,
+}
+
+impl<'a> Sim<'a> {
+    /// Sets up both endpoints and every path at time zero.
+    pub fn new(schedule: &'a Schedule, scheme: &'a SimScheme, params: &'a SimParams) -> Result<Self, SimError> {
+        let n = schedule.paths.len();
+        let (server, client): (Box<dyn SimEndpoint>, Box<dyn SimEndpoint>) = match scheme {
+            SimScheme::Fbdt(cfg) => {
+                let end = |side| {
+                    FbdtEnd::new(side, cfg.clone(), n, params.transfer_bytes, Instant::ZERO).map_err(SimError::Config)
+                };
+                (Box::new(end(Side::Server)?), Box::new(end(Side::Client)?))
+            }
+            SimScheme::Tcp(p) => {
+                if *p >= n {
+                    return Err(SimError::NoSuchPath(*p, n));
+                }
+                (
+                    Box::new(TcpEnd::new(Side::Server, *p, params.transfer_bytes)),
+                    Box::new(TcpEnd::new(Side::Client, *p, params.transfer_bytes)),
+                )
+            }
+        };
+        let paths = schedule
+            .paths
+            .iter()
+            .map(|tl| {
+                let mut data = Link::new(params.link.clone());
+                let mut reverse = Link::new(params.link.clone());
+                let s = tl.steps[0];
+                data.set(Instant::ZERO, s.rate_mbps, s.delay_ms, s.loss);
+                reverse.set(Instant::ZERO, s.rate_mbps, s.delay_ms, 0.0);
+                PathSim {
+                    data,
+                    reverse,
+                    next_step: 1,
+                    reconnect: None,
+                    reconnect_delay_s: None,
+                    reported: PathStats::default(),
+                    next_scan_notice: 1,
+                    scanning: false,
+                }
+            })
+            .collect();
+        if let Some(r) = params.path_resets.iter().find(|r| r.path >= n) {
+            return Err(SimError::NoSuchPath(r.path, n));
+        }
+        let mut resets = params.path_resets.clone();
+        resets.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+        let sample = at(params.sample_interval_s).as_micros().max(1);
+        Ok(Sim {
+            schedule,
+            scheme,
+            params,
+            server,
+            client,
+            paths,
+            resets,
+            next_reset: 0,
+            now: Instant::ZERO,
+            end: at(schedule.duration_s),
+            sample,
+            next_sample: Instant::from_micros(sample),
+            in_sample: 0,
+            same_instant: 0,
+            over: false,
+            buf: Vec::new(),
+            out: SimOutcome {
+                duration_s: schedule.duration_s,
+                ..SimOutcome::default()
+            },
+        })
+    }
+
+    /// The current simulated time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// The run has ended: its duration is over, or a sized transfer was delivered and
+    /// acknowledged. Set by [`Sim::step`].
+    pub fn is_over(&self) -> bool {
+        self.over
+    }
+
+    /// Goodput samples so far: (end of interval in s, Mbit/s).
+    pub fn series(&self) -> &[(f64, f64)] {
+        &self.out.series
+    }
+
+    /// Does everything due at the current instant.
+    pub fn step(&mut self) -> Result<(), SimError> {
+        let now = self.now;
+        self.out.steps += 1;
+        self.apply_resets();
+        self.apply_schedule();
+        self.deliver()?;
+        if self.server.timeout().is_some_and(|t| t <= now) {
+            self.server.on_timeout(now);
+        }
+        if self.client.timeout().is_some_and(|t| t <= now) {
+            self.client.on_timeout(now);
+        }
+        let fail = |side| {
+            move |source| SimError::Endpoint {
+                side,
+                t: now.as_secs_f64(),
+                source,
+            }
+        };
+        self.server.run_app(now).map_err(fail(Side::Server))?;
+        let got = self.client.run_app(now).map_err(fail(Side::Client))?;
+        self.out.bytes_delivered += got;
+        self.in_sample += got;
+        for (i, p) in self.paths.iter_mut().enumerate() {
+            p.refresh_report(self.params.link.max_window_bytes);
+            self.server.path_stats(i, p.reported);
+            self.client.path_stats(i, p.reported);
+        }
+        self.transmit();
+        self.handle_events();
+        self.take_samples();
+        if self.params.transfer_bytes.is_some() && self.client.is_done() {
+            self.out.completed_at_s.get_or_insert(now.as_secs_f64());
+            // Run on until the sender has heard that everything arrived.
+            self.over |= self.server.is_done();
+        }
+        self.over |= now >= self.end;
+        Ok(())
+    }
+
+    /// When something is next due: the earliest of the run's end, the next sample, every
+    /// link's next event, schedule step, scan notice and reconnect, both endpoints'
+    /// timers and the next reset. Never earlier than `now` unless something is still due.
+    pub fn next_wake(&self) -> Instant {
+        let notice_s = self.params.scan_notice_s;
+        let paths = self.paths.iter().zip(&self.schedule.paths).flat_map(|(p, tl)| {
+            [
+                p.data.next_event(),
+                p.reverse.next_event(),
+                tl.steps.get(p.next_step).map(|s| at(s.t_s)),
+                p.pending_scan_notice(tl, notice_s).map(|(_, t)| t),
+                p.reconnect.flatten(),
+            ]
+        });
+        let others = [
+            self.server.timeout(),
+            self.client.timeout(),
+            self.resets.get(self.next_reset).map(|r| at(r.at_s)),
+        ];
+        paths
+            .chain(others)
+            .flatten()
+            .fold(self.end.min(self.next_sample), Instant::min)
+    }
+
+    /// Jumps to [`Sim::next_wake`]; fails after `max_steps_at_one_instant` steps in a row
+    /// that do not move time (a livelock, like quinn's `drive_bounded`).
+    pub fn advance(&mut self) -> Result<(), SimError> {
+        let next = self.next_wake();
+        if next <= self.now {
+            self.same_instant += 1;
+            if self.same_instant > self.params.max_steps_at_one_instant {
+                return Err(SimError::Livelock(
+                    self.params.max_steps_at_one_instant,
+                    self.now.as_secs_f64(),
+                ));
+            }
+        } else {
+            self.same_instant = 0;
+        }
+        self.now = next.max(self.now);
+        Ok(())
+    }
+
+    /// The outcome: goodput over the run (or until a sized transfer completed), per-second
+    /// goodput and the endpoints' counters.
+    pub fn finish(self) -> SimOutcome {
+        let mut out = self.out;
+        let n = self.paths.len();
+        let params = self.params;
+        let elapsed = out.completed_at_s.unwrap_or(self.schedule.duration_s).max(1e-9);
+        out.goodput_mbps = out.bytes_delivered as f64 * 8.0 / elapsed / 1e6;
+        let per_sec = (1.0 / params.sample_interval_s).round().max(1.0) as usize;
+        out.per_second_mbps = out
+            .series
+            .chunks(per_sec)
+            .filter(|c| c.len() == per_sec)
+            .map(|c| c.iter().map(|s| s.1).sum::<f64>() / per_sec as f64)
+            .collect();
+        out.server = self.server.stats();
+        out.client = self.client.stats();
+        match (&out.server, self.scheme) {
+            (Some(s), _) => {
+                out.redundant_bytes = s.sender.redundant_bytes_sent;
+                out.per_path_bytes = s.sender.per_path_bytes_sent.clone();
+                out.per_path_bytes.resize(n, 0);
+            }
+            (None, SimScheme::Tcp(p)) => {
+                out.per_path_bytes = vec![0; n];
+                out.per_path_bytes[*p] = self.paths[*p].data.bytes_serialised;
+            }
+            _ => {}
+        }
+        out
+    }
+
+    /// Kills the connections whose reset is due; each may reconnect later.
+    fn apply_resets(&mut self) {
+        let now = self.now;
+        while let Some(r) = self.resets.get(self.next_reset).filter(|r| at(r.at_s) <= now) {
+            let p = &mut self.paths[r.path];
+            p.flush();
+            p.reconnect = None;
+            self.server.path_down(r.path, now);
+            self.client.path_down(r.path, now);
+            self.out.log.push(format!("{now} path{} killed", r.path));
+            if let Some(after) = r.reconnect_after_s {
+                p.reconnect = Some(None);
+                p.reconnect_delay_s = Some(after);
+            }
+            self.next_reset += 1;
+        }
+    }
+
+    /// Per path: due schedule steps, due scan notices, the links moved to `now`, and a
+    /// pending reconnect.
+    fn apply_schedule(&mut self) {
+        let now = self.now;
+        let notice_s = self.params.scan_notice_s;
+        let (server, client) = (&mut self.server, &mut self.client);
+        for (i, (p, tl)) in self.paths.iter_mut().zip(&self.schedule.paths).enumerate() {
+            while let Some(step) = tl.steps.get(p.next_step).filter(|s| at(s.t_s) <= now) {
+                p.data.advance(now);
+                p.reverse.advance(now);
+                p.data.set(now, step.rate_mbps, step.delay_ms, step.loss);
+                p.reverse.set(now, step.rate_mbps, step.delay_ms, 0.0);
+                if p.scanning && !step.scan {
+                    p.scanning = false;
+                    server.path_hint(i, Hint::ScanEnded);
+                    client.path_hint(i, Hint::ScanEnded);
+                }
+                p.scanning |= step.scan;
+                self.out.log.push(format!(
+                    "{now} {} rate={} delay={}ms loss={}{}",
+                    tl.name,
+                    step.rate_mbps,
+                    step.delay_ms,
+                    step.loss,
+                    if step.scan { " scan" } else { "" }
+                ));
+                p.next_step += 1;
+            }
+            while let Some((k, _)) = p.pending_scan_notice(tl, notice_s).filter(|&(_, t)| t <= now) {
+                p.next_scan_notice = k + 1;
+                // A scan right after a scan step continues it: no second notice.
+                if !tl.steps[k - 1].scan {
+                    server.path_hint(i, Hint::ScanSoon);
+                    client.path_hint(i, Hint::ScanSoon);
+                    self.out
+                        .log
+                        .push(format!("{now} {} scan announced for {:.3}s", tl.name, tl.steps[k].t_s));
+                }
+            }
+            p.data.advance(now);
+            p.reverse.advance(now);
+            match p.reconnect {
+                Some(None) if p.data.is_up() => {
+                    let wait = p.reconnect_delay_s.take().unwrap_or(2.0 * p.data.delay_s());
+                    p.reconnect = Some(Some(now + Duration::from_secs_f64(wait)));
+                }
+                Some(Some(t)) if t <= now => {
+                    p.reconnect = None;
+                    server.path_up(i, now);
+                    client.path_up(i, now);
+                    self.out.log.push(format!("{now} path{i} reconnected"));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Hands every due arrival to its receiver: data direction to the client, then the
+    /// reverse direction to the server, each in path order.
+    fn deliver(&mut self) -> Result<(), SimError> {
+        let now = self.now;
+        for (side, ep) in [(Side::Client, &mut self.client), (Side::Server, &mut self.server)] {
+            for (i, p) in self.paths.iter_mut().enumerate() {
+                let link = if side == Side::Client {
+                    &mut p.data
+                } else {
+                    &mut p.reverse
+                };
+                while let Some(chunk) = link.pop_arrival(now) {
+                    ep.recv(i, &chunk, now).map_err(|source| SimError::Endpoint {
+                        side,
+                        t: now.as_secs_f64(),
+                        source,
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Lets each endpoint (server first) fill every path's room, frame by frame.
+    fn transmit(&mut self) {
+        let now = self.now;
+        for (ep, data_dir) in [(&mut self.server, true), (&mut self.client, false)] {
+            for (i, p) in self.paths.iter_mut().enumerate() {
+                let link = if data_dir { &mut p.data } else { &mut p.reverse };
+                loop {
+                    let room = link.room();
+                    if room == 0 {
+                        break;
+                    }
+                    self.buf.clear();
+                    if ep.transmit(i, room, now, &mut self.buf) == 0 {
+                        break;
+                    }
+                    link.push(std::mem::take(&mut self.buf));
+                }
+            }
+        }
+    }
+
+    /// Logs both endpoints' events (server first); a failed path is torn down on both
+    /// sides and reconnects once its link is up.
+    fn handle_events(&mut self) {
+        let now = self.now;
+        let server = self.server.take_events().into_iter().map(|e| ("server", e));
+        let events: Vec<(&str, Event)> = server
+            .chain(self.client.take_events().into_iter().map(|e| ("client", e)))
+            .collect();
+        for (side, e) in events {
+            self.out.log.push(format!("{now} {side} {e:?}"));
+            if let Event::PathFailed(p) = e {
+                let i = p.index();
+                if let Some(ps) = self.paths.get_mut(i) {
+                    ps.flush();
+                    ps.reconnect = Some(None);
+                }
+                self.server.path_down(i, now);
+                self.client.path_down(i, now);
+            }
+        }
+    }
+
+    /// Closes every sample interval that ended by `now` (none past the run's end).
+    fn take_samples(&mut self) {
+        while self.now >= self.next_sample && self.next_sample <= self.end {
+            let t = self.next_sample.as_secs_f64();
+            let mbps = self.in_sample as f64 * 8.0 / self.params.sample_interval_s / 1e6;
+            self.out.series.push((t, mbps));
+            self.in_sample = 0;
+            self.next_sample = Instant::from_micros(self.next_sample.as_micros() + self.sample);
+        }
+    }
+}
