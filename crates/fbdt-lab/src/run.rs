@@ -87,7 +87,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
     }
     // Parse every scheme before running any, so a typo fails fast.
     for n in &names {
-        scheme::parse(n, &scenario, seed)?.to_sim()?;
+        scheme::parse(n, &scenario, seed)?.into_sim()?;
     }
     let first = scenario.schedule(scale)?;
     let params = SimParams::default();
@@ -128,7 +128,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             let mut sc = scenario.clone();
             sc.seed = run_seed;
             let schedule = if r == 0 { first.clone() } else { sc.schedule(scale)? };
-            let sim_scheme = scheme::parse(name, &sc, run_seed)?.to_sim()?;
+            let sim_scheme = scheme::parse(name, &sc, run_seed)?.into_sim()?;
             let base = bar.position();
             let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |t| {
                 bar.set_position(base + (t / params.sample_interval_s).round() as u64)

@@ -1,7 +1,7 @@
 //! Scheme names as users type them: `fbdt[+key=value…]`, `tcp:<path>`,
 //! `mp:<scheduler>[=<r>][+key=value…]` (the userspace MPTCP-style meta layer) and `mptcp`
 //! (kernel MPTCP, testbed only). This is the one parser for every backend: the simulator
-//! takes [`Scheme::to_sim`], the emulated backend maps [`Scheme`] to its transports.
+//! takes [`Scheme::into_sim`], the emulated backend maps [`Scheme`] to its transports.
 //! `expand` turns `mp:fixed=5..95/5` into a list.
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -23,7 +23,7 @@ pub enum Scheme {
 
 impl Scheme {
     /// What the simulator runs for this scheme; kernel MPTCP has no model there.
-    pub fn to_sim(self) -> Result<SimScheme> {
+    pub fn into_sim(self) -> Result<SimScheme> {
         match self {
             Scheme::Fbdt(cfg) => Ok(SimScheme::Fbdt(*cfg)),
             Scheme::Tcp { path } => Ok(SimScheme::Tcp(path)),
@@ -219,7 +219,7 @@ mod tests {
         assert!(err("fbdt+window=1").contains("window"));
         assert!(err("quic").contains("unknown scheme"));
         assert!(matches!(parse("mptcp", &s, 1).unwrap(), Scheme::KernelMptcp));
-        let sim = |n: &str| parse(n, &s, 1).and_then(Scheme::to_sim).map(|_| ());
+        let sim = |n: &str| parse(n, &s, 1).and_then(Scheme::into_sim).map(|_| ());
         assert!(format!("{:#}", sim("mptcp").unwrap_err()).contains("emulated"));
         assert!(sim("tcp:wifi").is_ok());
         assert!(err("mptcp+x=1").contains("unknown scheme"));
