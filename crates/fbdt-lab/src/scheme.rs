@@ -11,8 +11,8 @@ use fbdt_sim::SimScheme;
 
 #[derive(Clone, Debug)]
 pub enum Scheme {
-    /// The core's `Connection`: FBDT, or the meta layer (`mp:*`) when `Config::mptcp` is
-    /// set.
+    /// The core's `Connection`: FBDT, or the meta layer (`mp:*`) when `Config::scheme` is
+    /// `SchemeConfig::Meta`.
     Fbdt(Box<Config>),
     /// Single-path TCP on the path with this index.
     Tcp { path: usize },
