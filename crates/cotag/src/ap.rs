@@ -142,9 +142,9 @@ impl Ap {
         self.buffered
     }
 
-    /// Combinations of `label` accepted and sent so far, while the label is known.
-    pub fn label_counts(&self, label: u32) -> Option<(usize, usize)> {
-        self.labels.get(&label).map(|l| (l.accepted, l.sent))
+    /// `(held, accepted, sent)` combinations of `label`, while the label is known.
+    pub fn label_counts(&self, label: u32) -> Option<(usize, usize, usize)> {
+        self.labels.get(&label).map(|l| (l.packets.len(), l.accepted, l.sent))
     }
 
     /// A coded packet arrives from the gateway. Malformed input is counted and returned as an
