@@ -83,6 +83,8 @@ pub struct Report {
     pub delivered: Vec<u64>,
     /// Delivered packets whose bytes differ from what was sent.
     pub corrupted: usize,
+    /// Source-to-delivery delay of each delivered packet, µs, in delivery order.
+    pub delays_us: Vec<u64>,
     /// Coded bytes put on each AP → device link (headers included).
     pub downlink_bytes: [u64; LINKS],
     pub end_us: Instant,
@@ -104,6 +106,14 @@ impl Report {
     /// Delivered sequence numbers strictly increase (gaps allowed, no reordering or copies).
     pub fn in_order(&self) -> bool {
         self.delivered.windows(2).all(|w| w[0] < w[1])
+    }
+
+    /// The `q`-quantile (0..=1) of the delivery delay, µs; 0 when nothing was delivered.
+    pub fn delay_quantile_us(&self, q: f64) -> u64 {
+        let mut d = self.delays_us.clone();
+        d.sort_unstable();
+        let i = ((d.len().saturating_sub(1)) as f64 * q.clamp(0.0, 1.0)).round() as usize;
+        d.get(i).copied().unwrap_or(0)
     }
 
     /// Bytes on the radio links per original byte delivered, minus one.
@@ -170,6 +180,7 @@ pub fn run(setup: &Setup) -> Result<Report, Error> {
     let mut up: [Wire; LINKS] = Default::default();
     let mut down: [Wire; LINKS] = Default::default();
     let mut sent: Vec<Vec<u8>> = Vec::with_capacity(setup.packets);
+    let mut sent_at: Vec<Instant> = Vec::with_capacity(setup.packets);
     let mut report = Report::default();
     let mut next_src: Instant = 0;
     let mut now: Instant = 0;
@@ -190,6 +201,7 @@ pub fn run(setup: &Setup) -> Result<Report, Error> {
             report.source_bytes += p.len() as u64;
             next_src += ((p.len() as f64 * 8.0 * 1e6 / setup.source_rate_bps).ceil() as u64).max(1);
             sent.push(p);
+            sent_at.push(now);
         }
         gateway.handle_timeout(now);
         aps.iter_mut().for_each(|a| a.handle_timeout(now));
@@ -212,6 +224,8 @@ pub fn run(setup: &Setup) -> Result<Report, Error> {
                 .map_or(u64::MAX, |s| u64::from_be_bytes(s.try_into().unwrap_or([0xff; 8])));
             if sent.get(seq as usize) != Some(&p) {
                 report.corrupted += 1;
+            } else {
+                report.delays_us.push(now - sent_at[seq as usize]);
             }
             report.delivered.push(seq);
         }

@@ -109,12 +109,18 @@ fn runs_repeat_bit_for_bit() {
 /// Not an assertion: prints the coding overhead for the docs (run with --nocapture).
 #[test]
 fn overhead_table() {
-    for (name, min, max, low) in [
-        ("full-size, no extras", 1400, 1400, 0.0),
-        ("full-size, extras 1.0", 1400, 1400, 1.0),
-        ("mixed 64-1400, no extras", 64, 1400, 0.0),
+    for (name, min, max, low, period_us) in [
+        ("full-size, no extras, T=1ms", 1400, 1400, 0.0, 1_000),
+        ("full-size, extras 1.0, T=1ms", 1400, 1400, 1.0, 1_000),
+        ("full-size, extras 1.0, T=0.25ms", 1400, 1400, 1.0, 250),
+        ("full-size, extras 1.0, T=3ms", 1400, 1400, 1.0, 3_000),
+        ("mixed 64-1400, no extras, T=1ms", 64, 1400, 0.0, 1_000),
     ] {
         let mut setup = full_size(5_000, 400e6);
+        setup.gateway.period_us = period_us;
+        // Liveness scales with T (3 T, the defaults' ratio).
+        setup.ap.liveness_us = 3 * period_us;
+        setup.device.liveness_us = 3 * period_us;
         setup.min_len = min;
         setup.max_len = max;
         setup.gateway.low_factor = low;
@@ -122,9 +128,11 @@ fn overhead_table() {
         assert!(r.exactly_once_in_order(), "{name}");
         let n = r.gateway.packets_in as f64 / r.gateway.cohorts as f64;
         eprintln!(
-            "{name}: mean n_k {n:.1}, header bytes/packet {:.1}, radio bytes / delivered bytes {:.3}",
+            "{name}: mean n_k {n:.1}, header bytes/packet {:.1}, radio bytes / delivered bytes {:.3}, delay p50 {} us p99 {} us",
             r.device.header_bytes_received as f64 / r.device.received as f64,
-            r.overhead_ratio() + 1.0
+            r.overhead_ratio() + 1.0,
+            r.delay_quantile_us(0.5),
+            r.delay_quantile_us(0.99),
         );
     }
 }
