@@ -178,6 +178,7 @@ impl Device {
     }
 
     /// The next original packet, in order.
+    #[must_use]
     pub fn poll_packet(&mut self) -> Option<Vec<u8>> {
         self.out.pop_front()
     }
