@@ -171,3 +171,91 @@ proptest! {
         prop_assert_eq!((s.cohorts_decoded + s.cohorts_failed) as usize, highest.map_or(0, |h| h + 1));
     }
 }
+
+fn arbitrary_packet() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        // Raw bytes: mostly malformed.
+        prop::collection::vec(any::<u8>(), 0..40),
+        // Well-formed headers with arbitrary labels, sizes and contents.
+        (
+            any::<u32>(),
+            any::<bool>(),
+            prop::collection::vec(any::<u8>(), 1..5),
+            prop::collection::vec(any::<u8>(), 3..12)
+        )
+            .prop_map(|(label, high, coeffs, payload)| {
+                let label = label % 8; // mostly near each other, so rules interact
+                CodedPacket {
+                    label,
+                    priority: if high { Priority::High } else { Priority::Low },
+                    coeffs,
+                    payload,
+                }
+                .to_bytes()
+                .unwrap()
+            }),
+        (any::<u32>(), prop::collection::vec(any::<u8>(), 3..12)).prop_map(|(label, payload)| {
+            CodedPacket {
+                label,
+                priority: Priority::Low,
+                coeffs: vec![1],
+                payload,
+            }
+            .to_bytes()
+            .unwrap()
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Hostile input: nothing panics, the device still releases only whole decoded cohorts of
+    /// symbols whose carried length fits, in label order.
+    #[test]
+    fn hostile_input_never_panics(
+        input in prop::collection::vec((0usize..3, arbitrary_packet(), 0u64..3_000), 0..80),
+    ) {
+        let mut ap = Ap::new(ApConfig { buffer_packets: 6, liveness_us: 1_000, seed: 1 }).unwrap();
+        let mut dev = Device::new(DeviceConfig { liveness_us: 1_000, max_rows: 16, max_ahead: 4, first_label: 0 }).unwrap();
+        let mut now = 0;
+        for (link, bytes, dt) in input {
+            now += dt;
+            // Errors are fine (and counted); panics are not.
+            let _ = ap.handle_recv(&bytes, now);
+            let _ = dev.handle_recv(link, &bytes, now);
+            while let Ok(Some(b)) = ap.poll_transmit(now) {
+                let _ = dev.handle_recv(link % 2, &b, now);
+            }
+            ap.handle_timeout(now);
+            dev.handle_timeout(now);
+            while dev.poll_packet().is_some() {}
+        }
+        let s = dev.stats();
+        prop_assert!(dev.next_label() as u64 >= s.cohorts_decoded + s.cohorts_failed);
+    }
+
+    /// quinn-proto's rule: when the gateway has nothing for a link, it has nothing until its
+    /// `poll_timeout` (or new input).
+    #[test]
+    fn gateway_timeout_is_when_work_appears(
+        arrivals in prop::collection::vec((0u64..2_500, 1usize..40), 1..30),
+        low_factor in 0.0f64..2.0,
+    ) {
+        let mut gw = Gateway::new(GatewayConfig { period_us: 500, low_factor, ..GatewayConfig::default() }).unwrap();
+        let mut now = 0;
+        for (dt, len) in arrivals {
+            now += dt;
+            gw.handle_packet(&vec![7u8; len], now).unwrap();
+            for link in 0..2 {
+                while gw.poll_transmit(link, now).unwrap().is_some() {}
+            }
+            if let Some(t) = gw.poll_timeout() {
+                prop_assert!(t > now, "timeout {} not after now {}", t, now);
+                for link in 0..2 {
+                    prop_assert!(gw.poll_transmit(link, t - 1).unwrap().is_none());
+                }
+            }
+        }
+    }
+}
