@@ -25,6 +25,9 @@ builtin_files!(
     "rats4",
     "rats4-loss1",
     "rats4-loss2",
+    "cotag-corr-pos",
+    "cotag-corr-zero",
+    "cotag-corr-neg",
 );
 
 pub fn builtin_names() -> Vec<&'static str> {

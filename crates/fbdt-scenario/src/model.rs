@@ -53,6 +53,11 @@ pub(crate) fn default_bin_ms() -> f64 {
     100.0
 }
 
+/// The Markov channel of paper 003 steps every 100 ms.
+pub(crate) fn default_markov_step_s() -> f64 {
+    0.1
+}
+
 /// How a path's rate evolves before events are applied. All rates in Mbit/s, unscaled.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "model", rename_all = "snake_case", deny_unknown_fields)]
@@ -82,6 +87,25 @@ pub enum RateSpec {
         /// Start in the low (nLoS) phase instead of the high one.
         #[serde(default)]
         start_low: bool,
+    },
+    /// Paper 003's mmWave channel: the path is High or Low, a Markov chain stepped every
+    /// `step_s` that flips with probability `flip_p`; in each step the rate is a Gaussian
+    /// sample of the state's mean and standard deviation (clamped at 0). With `pair`, two
+    /// paths share one joint chain whose High/Low states have cross-correlation
+    /// `correlation` (both paths must name each other and agree on `flip_p`, `correlation`
+    /// and `step_s`).
+    Markov {
+        high_mean_mbps: f64,
+        high_sd_mbps: f64,
+        low_mean_mbps: f64,
+        low_sd_mbps: f64,
+        flip_p: f64,
+        #[serde(default)]
+        correlation: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pair: Option<String>,
+        #[serde(default = "default_markov_step_s")]
+        step_s: f64,
     },
     /// A mahimahi trace (one line per 1500-byte delivery opportunity, ms), looped and binned
     /// into `bin_ms` steps. A relative `file` is relative to the scenario file.

@@ -149,7 +149,11 @@ fn levels(inst: &[&Instance], value: impl Fn(&EventKind) -> f64) -> Vec<(f64, Op
 
 fn timeline(s: &Scenario, idx: usize, p: &PathSpec, scale: f64) -> Result<PathTimeline, ScenarioError> {
     let dur = s.duration_s;
-    let base = sample::base_rate(&p.rate, s.seed, idx, dur)?;
+    let pair = match &p.rate {
+        crate::model::RateSpec::Markov { pair: Some(other), .. } => s.path_index(other),
+        _ => None,
+    };
+    let base = sample::base_rate(&p.rate, s.seed, idx, pair, dur)?;
     let inst =
         events::expand(&s.events, &p.name, dur).map_err(|(j, m)| invalid(s, format!("event #{}: {m}", j + 1)))?;
     let of = |name: &str| -> Vec<&Instance> { inst.iter().filter(|x| x.kind.name() == name).collect() };

@@ -112,6 +112,7 @@ pub(crate) fn validate(s: &Scenario, strict_times: bool) -> Check {
         }
         path(i, p, s.duration_s)?;
     }
+    markov_pairs(s)?;
     for j in 0..s.events.len() {
         event(j, s, strict_times)?;
     }
@@ -255,6 +256,38 @@ fn rate(i: usize, r: &RateSpec, duration_s: f64) -> Check {
             // Each dwell starts a fresh sample, so short dwells add steps too.
             step_budget(i, "step_s", duration_s, step_s.min(high_s.min(*low_s)))
         }
+        RateSpec::Markov {
+            high_mean_mbps,
+            high_sd_mbps,
+            low_mean_mbps,
+            low_sd_mbps,
+            flip_p,
+            correlation,
+            pair,
+            step_s,
+        } => {
+            for (k, v) in [
+                ("high_mean_mbps", high_mean_mbps),
+                ("high_sd_mbps", high_sd_mbps),
+                ("low_mean_mbps", low_mean_mbps),
+                ("low_sd_mbps", low_sd_mbps),
+            ] {
+                mbps(k, *v)?;
+            }
+            // Above 1/2 the joint chain cannot keep each path's flip rate at `flip_p` for
+            // every correlation (see sample::markov_pair); a flip rate above 1/2 is also an
+            // anti-persistent channel, not a fading one.
+            range(at("flip_p"), "flip_p", *flip_p, 0.0, 0.5, false)?;
+            range(at("correlation"), "correlation", *correlation, -1.0, 1.0, false)?;
+            if pair.is_none() && *correlation != 0.0 {
+                return Err(bad(
+                    at("correlation"),
+                    "`correlation` needs `pair` (the path whose chain this one is correlated with)",
+                ));
+            }
+            range(at("step_s"), "step_s", *step_s, MIN_STEP_S, MAX_DURATION_S, false)?;
+            step_budget(i, "step_s", duration_s, *step_s)
+        }
         RateSpec::Trace { file, bin_ms } => {
             if file.is_empty() {
                 return Err(bad(at("file"), "`file` is empty"));
@@ -263,6 +296,63 @@ fn rate(i: usize, r: &RateSpec, duration_s: f64) -> Check {
             step_budget(i, "bin_ms", duration_s, bin_ms / 1000.0)
         }
     }
+}
+
+/// The chain parameters two paired Markov paths must share.
+fn markov_chain(r: &RateSpec) -> Option<(f64, f64, f64, Option<&str>)> {
+    match r {
+        RateSpec::Markov {
+            flip_p,
+            correlation,
+            step_s,
+            pair,
+            ..
+        } => Some((*flip_p, *correlation, *step_s, pair.as_deref())),
+        _ => None,
+    }
+}
+
+/// Paired Markov paths name each other and share one chain.
+fn markov_pairs(s: &Scenario) -> Check {
+    for (i, p) in s.paths.iter().enumerate() {
+        let Some((flip, corr, step, Some(other))) = markov_chain(&p.rate) else {
+            continue;
+        };
+        let at = Loc::Path(i, "pair");
+        let Some(j) = s.path_index(other) else {
+            let known: Vec<&str> = s.paths.iter().map(|p| p.name.as_str()).collect();
+            return Err(bad(
+                at,
+                format!("`pair` names unknown path `{other}` (paths: {})", known.join(", ")),
+            ));
+        };
+        if j == i {
+            return Err(bad(at, "`pair` names the path itself"));
+        }
+        match markov_chain(&s.paths[j].rate) {
+            Some((f2, c2, s2, Some(back))) if back == p.name => {
+                if (f2, c2, s2) != (flip, corr, step) {
+                    return Err(bad(
+                        at,
+                        format!(
+                            "paired paths `{}` and `{other}` share one chain: `flip_p`, `correlation` and `step_s` must be equal (got {flip}/{corr}/{step} and {f2}/{c2}/{s2})",
+                            p.name
+                        ),
+                    ));
+                }
+            }
+            _ => {
+                return Err(bad(
+                    at,
+                    format!(
+                        "`pair` = \"{other}\": that path must be a `markov` model with `pair` = \"{}\"",
+                        p.name
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 fn event(j: usize, s: &Scenario, strict_times: bool) -> Check {

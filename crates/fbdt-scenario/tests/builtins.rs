@@ -31,7 +31,7 @@ fn close(a: f64, b: f64) -> bool {
 #[test]
 fn every_builtin_parses_schedules_and_keeps_invariants() {
     let names = builtin_names();
-    assert_eq!(names.len(), 12);
+    assert_eq!(names.len(), 15);
     for name in names {
         let s = builtin(name).expect(name);
         assert_eq!(s.name, name);
@@ -209,6 +209,46 @@ fn scenario_and_schedule_round_trip_through_json() {
                     "{name}"
                 );
             }
+        }
+    }
+}
+
+/// Correlation of the two paths' rates over the run (one sample per 100 ms step).
+fn rate_correlation(a: &fbdt_scenario::PathTimeline, b: &fbdt_scenario::PathTimeline, duration_s: f64) -> f64 {
+    let ts: Vec<f64> = (0..(duration_s * 10.0) as usize)
+        .map(|k| k as f64 / 10.0 + 0.05)
+        .collect();
+    let xa: Vec<f64> = ts.iter().map(|&t| a.at(t).rate_mbps).collect();
+    let xb: Vec<f64> = ts.iter().map(|&t| b.at(t).rate_mbps).collect();
+    let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64;
+    let (ma, mb) = (mean(&xa), mean(&xb));
+    let cov: f64 = xa.iter().zip(&xb).map(|(x, y)| (x - ma) * (y - mb)).sum();
+    let va: f64 = xa.iter().map(|x| (x - ma).powi(2)).sum();
+    let vb: f64 = xb.iter().map(|y| (y - mb).powi(2)).sum();
+    cov / (va * vb).sqrt()
+}
+
+#[test]
+fn cotag_channels_have_their_capacity_and_correlation_sign() {
+    for (name, sign) in [
+        ("cotag-corr-pos", 1.0),
+        ("cotag-corr-zero", 0.0),
+        ("cotag-corr-neg", -1.0),
+    ] {
+        let mut s = builtin(name).unwrap();
+        // 30 s is 300 steps of a chain with mean dwell 1 s: too short to pin the mean or the
+        // correlation down, so look at a long run of the same model.
+        s.duration_s = 3_000.0;
+        let sched = s.schedule(1.0).unwrap();
+        let cap = sched.capacity_mbps();
+        assert!((cap - 1300.0).abs() < 40.0, "{name}: {cap}");
+        let (a, b) = (sched.path("ap1").unwrap(), sched.path("ap2").unwrap());
+        let c = rate_correlation(a, b, s.duration_s);
+        // States correlate with ±0.34; the Gaussian spread within a state dilutes the rate
+        // correlation to 0.34 · 350² / (350² + (100² + 30²)/2) ≈ 0.32.
+        assert!((c - 0.32 * sign).abs() < 0.08, "{name}: rate correlation {c}");
+        for st in a.steps.iter().chain(&b.steps) {
+            assert!((0.0..=2000.0).contains(&st.rate_mbps), "{name}: {}", st.rate_mbps);
         }
     }
 }

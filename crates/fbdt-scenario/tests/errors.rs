@@ -321,3 +321,82 @@ fn code_built_scenarios_are_checked_by_schedule() {
     assert!(err.contains("path `wifi`, `loss`") && err.contains("[0, 1)"), "{err}");
     assert!(s.validate().is_err());
 }
+
+/// GOOD with both paths replaced by a paired Markov channel; `wifi` and `wigig` get the
+/// given rate tables.
+fn markov(wifi: &str, wigig: &str) -> String {
+    edit(
+        "rate = { model = \"constant\"",
+        &format!("rate = {{ model = \"markov\", {wifi} }}"),
+    )
+    .replace(
+        "rate = { model = \"random\", min_mbps = 1250, max_mbps = 1530, step_s = 1.0 }",
+        &format!("rate = {{ model = \"markov\", {wigig} }}"),
+    )
+}
+
+const RATES: &str = "high_mean_mbps = 1000, high_sd_mbps = 100, low_mean_mbps = 300, low_sd_mbps = 30";
+
+#[test]
+fn markov_errors() {
+    let ok_wifi = format!("{RATES}, flip_p = 0.1, correlation = 0.34, pair = \"wigig\"");
+    let ok_wigig = format!("{RATES}, flip_p = 0.1, correlation = 0.34, pair = \"wifi\"");
+    let s = Scenario::from_toml_str(&markov(&ok_wifi, &ok_wigig), "dir/test.toml").unwrap();
+    assert_eq!(s.schedule(1.0).unwrap().paths.len(), 2);
+    // One unpaired chain on its own is fine too.
+    let alone = format!("{RATES}, flip_p = 0.2");
+    Scenario::from_toml_str(&markov(&alone, &alone), "dir/test.toml").unwrap();
+
+    let bad_wifi = |wifi: &str, at: &str, what: &str| fails(&markov(wifi, &ok_wigig), at, what);
+    bad_wifi(
+        &format!("{RATES}, flip_p = 0.6, correlation = 0.34, pair = \"wigig\""),
+        "flip_p = 0.6",
+        "`flip_p` must be in [0, 0.5]",
+    );
+    bad_wifi(
+        &format!("{RATES}, flip_p = 0.1, correlation = 1.5, pair = \"wigig\""),
+        "correlation = 1.5",
+        "`correlation` must be in [-1, 1]",
+    );
+    bad_wifi(
+        &format!("{RATES}, flip_p = 0.1, correlation = 0.34, pair = \"wigig\", step_s = 0"),
+        "step_s = 0",
+        "`step_s` must be in",
+    );
+    bad_wifi(
+        "high_mean_mbps = -1, high_sd_mbps = 1, low_mean_mbps = 1, low_sd_mbps = 1, flip_p = 0.1, correlation = 0.34, pair = \"wigig\"",
+        "high_mean_mbps = -1",
+        "`high_mean_mbps` must be in",
+    );
+    bad_wifi(
+        &format!("{RATES}, flip_p = 0.1, correlation = 0.34, pair = \"cell\""),
+        "pair = \"cell\"",
+        "`pair` names unknown path `cell`",
+    );
+    bad_wifi(
+        &format!("{RATES}, flip_p = 0.1, correlation = 0.34, pair = \"wifi\""),
+        "pair = \"wifi\"",
+        "`pair` names the path itself",
+    );
+    bad_wifi(
+        &format!("{RATES}, flip_p = 0.2, correlation = 0.34, pair = \"wigig\""),
+        "pair = \"wigig\"",
+        "must be equal",
+    );
+    bad_wifi(
+        &format!("{RATES}, flip_p = 0.1, correlation = 0.34"),
+        "correlation = 0.34",
+        "needs `pair`",
+    );
+    // The partner must name this path back.
+    fails(
+        &markov(&ok_wifi, &format!("{RATES}, flip_p = 0.1")),
+        "pair = \"wigig\"",
+        "that path must be a `markov` model with `pair` = \"wifi\"",
+    );
+    bad_wifi(
+        &format!("{RATES}, flip_p = 0.1, correlation = 0.34, pair = \"wigig\", q = 1"),
+        "q = 1",
+        "unknown field `q`",
+    );
+}

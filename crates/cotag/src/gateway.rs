@@ -1,0 +1,316 @@
+//! The gateway: cohorts of period T, n_k High combinations round-robin over the two links,
+//! then Low extras while a link asks for more ("taking").
+//!
+//! Cohorts and labels. Packets arriving in `[jT, (j+1)T)` form one cohort; it closes at
+//! `(j+1)T` and is sent in the next interval, `[(j+1)T, (j+2)T)`. A cohort takes at most
+//! `max_cohort` packets (bounding header and decoding cost); the rest wait for the next
+//! boundary, so cohorts always close on period boundaries — the APs' hold/forward/flush
+//! rhythm depends on labels arriving one period apart (an early-closed cohort left its
+//! predecessor almost no forwarding time at the APs, measured in the harness). Labels count
+//! closed cohorts 0, 1, 2, … — a period with no packets gets no label, so the APs and the
+//! device never wait for a label that does not exist.
+//!
+//! Discard window: a cohort is discarded at the end of its send interval (the paper's
+//! Fig. 8, "discard packets which arrived in [(k−2)T, (k−1)T)" during interval k, i.e. one
+//! interval of sending; the text's (k+2)T would let cohort k's extras compete with cohort
+//! k+1's High combinations for a whole further interval). High combinations not sent by then
+//! are given up and counted: the cohort can still decode if Low extras on the other link made
+//! up for them.
+//!
+//! Coefficients: the n_k High combinations are the rows of a random Cauchy matrix (non-zero
+//! entries, any set of rows independent), so a cohort whose Highs all arrive always decodes;
+//! with uniformly random rows, n_k combinations are dependent about once in 255 cohorts, which
+//! the harness saw as lost cohorts on loss-free links. Low extras are uniform non-zero random
+//! combinations. This is why a cohort holds at most 128 packets (2·n_k distinct elements).
+//!
+//! Round-robin: High combination `i` of label `k` goes to link `(k + i) mod 2`, so an odd
+//! cohort does not always favour link 0. A link that has sent its share of Highs sends Low
+//! extras, at most `low_factor · n_k` per cohort (shared by both links), High before Low across
+//! cohorts, and never a label below the last one sent on that link (labels on a link do not
+//! decrease — the APs and the device rely on it):
+//! the paper bounds taking only by link capacity; on a fast wired hop that would be unbounded.
+
+use std::collections::VecDeque;
+
+use rand_chacha::ChaCha8Rng;
+
+use crate::gf::{self, Cauchy};
+use crate::wire::{self, CodedPacket, Priority};
+use crate::{Error, Instant, LinkId, LINKS};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayConfig {
+    /// The cohort period T, µs. The paper leaves it open; sweep it.
+    pub period_us: u64,
+    /// A cohort takes at most this many packets (1..=`gf::MAX_CAUCHY`); the rest wait for
+    /// the next period. This caps the scheme at `max_cohort` packets per T.
+    pub max_cohort: usize,
+    /// Packets waiting for a cohort at most; beyond it arrivals are dropped (and counted).
+    pub queue_packets: usize,
+    /// Low extras per cohort, as a multiple of n_k (0 disables taking at the gateway).
+    pub low_factor: f64,
+    pub seed: u64,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            // 1 ms: at 1 Gbit/s of 1500-byte packets, ~83 packets per period.
+            period_us: 1_000,
+            // 128 coefficients: 136 header bytes + 2 length bytes, 9% of a 1500-byte packet;
+            // 1.5 Gbit/s of 1500-byte packets at T = 1 ms.
+            max_cohort: 128,
+            queue_packets: 1_024,
+            low_factor: 1.0,
+            seed: 1,
+        }
+    }
+}
+
+impl GatewayConfig {
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.period_us == 0 {
+            return Err(Error::Config("period_us must be > 0".into()));
+        }
+        if self.max_cohort == 0 || self.max_cohort > gf::MAX_CAUCHY {
+            return Err(Error::Config(format!(
+                "max_cohort must be in 1..={}, got {}",
+                gf::MAX_CAUCHY,
+                self.max_cohort
+            )));
+        }
+        if self.queue_packets < self.max_cohort {
+            return Err(Error::Config(format!(
+                "queue_packets ({}) must be at least max_cohort ({})",
+                self.queue_packets, self.max_cohort
+            )));
+        }
+        if !(self.low_factor.is_finite() && (0.0..=16.0).contains(&self.low_factor)) {
+            return Err(Error::Config(format!(
+                "low_factor must be in [0, 16], got {}",
+                self.low_factor
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GatewayStats {
+    pub packets_in: u64,
+    /// Arrivals dropped because `queue_packets` were waiting.
+    pub queue_dropped: u64,
+    pub bytes_in: u64,
+    pub cohorts: u64,
+    pub high_sent: u64,
+    pub low_sent: u64,
+    /// High combinations still unsent when their cohort was discarded.
+    pub high_given_up: u64,
+    /// Coded bytes sent, headers included.
+    pub bytes_out: u64,
+}
+
+#[derive(Debug)]
+struct Cohort {
+    label: u32,
+    symbols: Vec<Vec<u8>>,
+    /// Coefficients of the High combinations.
+    high: Cauchy,
+    send_from: Instant,
+    discard_at: Instant,
+    high_quota: [usize; LINKS],
+    high_sent: [usize; LINKS],
+    low_budget: usize,
+    low_sent: usize,
+}
+
+#[derive(Debug)]
+pub struct Gateway {
+    cfg: GatewayConfig,
+    rng: ChaCha8Rng,
+    /// Arrived packets not yet in a cohort.
+    queue: VecDeque<Vec<u8>>,
+    /// When the next cohort closes (a period boundary), while packets wait.
+    boundary: Option<Instant>,
+    ready: VecDeque<Cohort>,
+    next_label: u32,
+    /// The last label sent on each link.
+    last_label: [Option<u32>; LINKS],
+    now: Instant,
+    stats: GatewayStats,
+}
+
+impl Gateway {
+    pub fn new(cfg: GatewayConfig) -> Result<Gateway, Error> {
+        cfg.validate()?;
+        Ok(Gateway {
+            rng: crate::rng(cfg.seed, 0),
+            cfg,
+            queue: VecDeque::new(),
+            boundary: None,
+            ready: VecDeque::new(),
+            next_label: 0,
+            last_label: [None; LINKS],
+            now: 0,
+            stats: GatewayStats::default(),
+        })
+    }
+
+    pub fn config(&self) -> &GatewayConfig {
+        &self.cfg
+    }
+
+    pub fn stats(&self) -> &GatewayStats {
+        &self.stats
+    }
+
+    /// Cohorts closed and not yet discarded.
+    pub fn cohorts_pending(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// A packet of the flow arrives at `now` (µs, non-decreasing; an earlier `now` counts as
+    /// the latest one seen).
+    pub fn handle_packet(&mut self, packet: &[u8], now: Instant) -> Result<(), Error> {
+        if packet.is_empty() || packet.len() > wire::MAX_PACKET {
+            return Err(Error::PacketLen(packet.len()));
+        }
+        self.advance(now);
+        if self.queue.len() >= self.cfg.queue_packets {
+            self.stats.queue_dropped += 1;
+            return Ok(());
+        }
+        self.queue.push_back(packet.to_vec());
+        self.stats.packets_in += 1;
+        self.stats.bytes_in += packet.len() as u64;
+        let t = self.cfg.period_us;
+        self.boundary.get_or_insert((self.now / t + 1) * t);
+        Ok(())
+    }
+
+    /// The next coded packet for `link` if it has one to send at `now`: a High combination of
+    /// the oldest cohort still owing this link its share, else a Low extra. `None` when there
+    /// is nothing (ask again after the next input or timeout).
+    pub fn poll_transmit(&mut self, link: LinkId, now: Instant) -> Result<Option<Vec<u8>>, Error> {
+        if link >= LINKS {
+            return Err(Error::Link(link));
+        }
+        self.advance(now);
+        let now = self.now;
+        // Labels on one link never decrease: APs and the device read a higher label as "the
+        // previous cohort is over on this link".
+        let floor = self.last_label[link];
+        let sendable = |c: &Cohort| c.send_from <= now && now < c.discard_at && floor.is_none_or(|f| c.label >= f);
+        let pick = self
+            .ready
+            .iter()
+            .position(|c| sendable(c) && c.high_sent[link] < c.high_quota[link])
+            .map(|i| (i, Priority::High))
+            .or_else(|| {
+                self.ready
+                    .iter()
+                    .position(|c| sendable(c) && c.high_sent[link] >= c.high_quota[link] && c.low_sent < c.low_budget)
+                    .map(|i| (i, Priority::Low))
+            });
+        let Some((i, priority)) = pick else {
+            return Ok(None);
+        };
+        let c = &mut self.ready[i];
+        self.last_label[link] = Some(c.label);
+        let rows: Vec<&[u8]> = c.symbols.iter().map(Vec::as_slice).collect();
+        let (coeffs, payload) = match priority {
+            Priority::High => {
+                let coeffs = c.high.row(c.high_sent.iter().sum());
+                c.high_sent[link] += 1;
+                let payload = gf::combine_with(&coeffs, &rows);
+                (coeffs, payload)
+            }
+            Priority::Low => {
+                c.low_sent += 1;
+                gf::combine(&mut self.rng, &rows)
+            }
+        };
+        let bytes = CodedPacket {
+            label: c.label,
+            priority,
+            coeffs,
+            payload,
+        }
+        .to_bytes()?;
+        match priority {
+            Priority::High => self.stats.high_sent += 1,
+            Priority::Low => self.stats.low_sent += 1,
+        }
+        self.stats.bytes_out += bytes.len() as u64;
+        Ok(Some(bytes))
+    }
+
+    /// When the gateway next needs `handle_timeout` (a period ends, a cohort's send interval
+    /// starts or it is discarded). Links should be polled again at that time too.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let cohorts = self.ready.iter().map(|c| {
+            if c.send_from > self.now {
+                c.send_from
+            } else {
+                c.discard_at
+            }
+        });
+        self.boundary.into_iter().chain(cohorts).min()
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.advance(now);
+    }
+
+    /// Forms cohorts at the period boundaries passed and discards cohorts whose send interval
+    /// has ended.
+    fn advance(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        while let Some(b) = self.boundary.filter(|&b| self.now >= b) {
+            self.close(b);
+            self.boundary = (!self.queue.is_empty()).then_some(b + self.cfg.period_us);
+        }
+        while let Some(c) = self.ready.front() {
+            if c.discard_at > self.now {
+                break;
+            }
+            let unsent: usize = (0..LINKS).map(|l| c.high_quota[l] - c.high_sent[l]).sum();
+            self.stats.high_given_up += unsent as u64;
+            self.ready.pop_front();
+        }
+    }
+
+    /// Cohort of up to `max_cohort` queued packets, sent from `send_from`.
+    fn close(&mut self, send_from: Instant) {
+        let n = self.queue.len().min(self.cfg.max_cohort);
+        if n == 0 {
+            return;
+        }
+        let Some(high) = Cauchy::random(&mut self.rng, n) else {
+            return; // n <= max_cohort <= MAX_CAUCHY: not reached
+        };
+        let packets: Vec<Vec<u8>> = self.queue.drain(..n).collect();
+        let symbol_len = packets.iter().map(Vec::len).max().unwrap_or(0) + wire::LEN_PREFIX;
+        // Every packet is at most MAX_PACKET long (checked on input), so each fits.
+        let symbols: Vec<Vec<u8>> = packets.iter().filter_map(|p| wire::to_symbol(p, symbol_len)).collect();
+        let label = self.next_label;
+        self.next_label = self.next_label.wrapping_add(1);
+        let mut high_quota = [0; LINKS];
+        for i in 0..n {
+            high_quota[(label as usize + i) % LINKS] += 1;
+        }
+        self.stats.cohorts += 1;
+        self.ready.push_back(Cohort {
+            label,
+            symbols,
+            high,
+            send_from,
+            discard_at: send_from + self.cfg.period_us,
+            high_quota,
+            high_sent: [0; LINKS],
+            // floor: a budget of 1.0 × n_k never exceeds n_k extras.
+            low_budget: (self.cfg.low_factor * n as f64) as usize,
+            low_sent: 0,
+        });
+    }
+}
