@@ -49,6 +49,10 @@ pub struct RunArgs {
     /// Write the results JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Emulated runs: when a run is unfaithful (the emulator ran out of CPU), repeat the
+    /// scenario at a lower scale (up to 3 attempts).
+    #[arg(long)]
+    pub auto_scale: bool,
 }
 
 pub fn run(args: RunArgs) -> Result<RunReport> {
@@ -121,6 +125,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             wall_s: 0.0,
             recv_buffer_max_bytes: None,
             reinjected_bytes: None,
+            faithful: None,
         };
         let is_mp = name.starts_with("mp:");
         for r in 0..args.repeat {
@@ -200,6 +205,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
         sum_standalone_mbps: sum_standalone,
         meta,
         scenario_def: scenario,
+        fidelity: None,
     };
     print_table(&report);
     if let Some(path) = &args.json {
@@ -217,7 +223,12 @@ fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> R
             .expect("valid template")
             .progress_chars("=> "),
     );
-    let emu = crate::emu_backend::run(&scenario, names, args.scale, args.repeat, &bar)?;
+    let choice = crate::emu_backend::ScaleChoice {
+        given: args.scale,
+        auto: args.auto_scale,
+        recalibrate: false,
+    };
+    let emu = crate::emu_backend::run(&scenario, names, choice, args.repeat, &bar)?;
     bar.finish_and_clear();
     let report = RunReport {
         scenario: scenario.name.clone(),
@@ -231,8 +242,12 @@ fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> R
         results: emu.results,
         meta: Meta::here(),
         scenario_def: scenario,
+        fidelity: Some(emu.fidelity),
     };
     print_table(&report);
+    for line in report.fidelity.iter().flat_map(|f| f.describe()) {
+        println!("{line}");
+    }
     if let Some(path) = &args.json {
         write_json(path, &report)?;
         eprintln!("wrote {}", path.display());
@@ -289,7 +304,11 @@ fn print_table(r: &RunReport) {
             .collect();
         println!(
             "{:<26} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>6.2}% {:>7} {:>7}  {}",
-            s.scheme,
+            if s.faithful == Some(false) {
+                format!("{} (UNFAITHFUL)", s.scheme)
+            } else {
+                s.scheme.clone()
+            },
             s.goodput_mbps,
             s.goodput_p10_mbps,
             s.goodput_p50_mbps,
