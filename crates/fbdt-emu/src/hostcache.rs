@@ -54,13 +54,33 @@ pub struct Subject {
     pub emu_threads: usize,
 }
 
+impl Subject {
+    fn matches(&self, o: &Subject) -> bool {
+        self.scenario == o.scenario
+            && self.mtu == o.mtu
+            && self.emu_threads == o.emu_threads
+            && (self.peak_total_mbps - o.peak_total_mbps).abs() <= 0.1 * self.peak_total_mbps.max(o.peak_total_mbps)
+    }
+}
+
+/// This build of the emulator: the crate version, and whether it is a debug build (an
+/// unoptimised emulator is several times slower).
+fn build_version() -> String {
+    format!(
+        "{}{}",
+        env!("CARGO_PKG_VERSION"),
+        if cfg!(debug_assertions) { "-debug" } else { "" }
+    )
+}
+
 /// One cached calibration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
     pub host: HostKey,
     pub subject: Subject,
     pub scale: f64,
-    /// Version of fbdt-emu that measured it (a new emulator datapath misses).
+    /// Version of fbdt-emu that measured it, `-debug` for unoptimised builds (a new
+    /// emulator datapath or another build profile misses).
     pub version: String,
     /// Unix time of the measurement, seconds.
     pub measured_unix_s: u64,
@@ -109,17 +129,20 @@ impl ScaleCache {
         std::fs::rename(&tmp, path).map_err(Error::file(path))
     }
 
-    /// The scale measured for `subject` on `host` by this version, if any.
+    /// The scale measured for `subject` on `host` by this build, if any. The peak rate may
+    /// differ by up to 10% (a shortened run of a scenario with random rates has a slightly
+    /// different peak; the emulator's ceiling is the same).
     pub fn lookup(&self, host: &HostKey, subject: &Subject) -> Option<&Entry> {
         self.entries
             .iter()
             .rev()
-            .find(|e| &e.host == host && &e.subject == subject && e.version == env!("CARGO_PKG_VERSION"))
+            .find(|e| &e.host == host && e.subject.matches(subject) && e.version == build_version())
     }
 
     /// Records a calibration, replacing an older one of the same host and subject.
     pub fn insert(&mut self, host: HostKey, subject: Subject, scale: f64, took_s: f64) {
-        self.entries.retain(|e| !(e.host == host && e.subject == subject));
+        self.entries
+            .retain(|e| !(e.host == host && e.subject.matches(&subject) && e.version == build_version()));
         let measured_unix_s = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -127,7 +150,7 @@ impl ScaleCache {
             host,
             subject,
             scale,
-            version: env!("CARGO_PKG_VERSION").into(),
+            version: build_version(),
             measured_unix_s,
             took_s,
         });
@@ -180,6 +203,17 @@ mod tests {
         }
         let jumbo = Subject { mtu: 9000, ..subject() };
         assert!(c.lookup(&here, &jumbo).is_none());
+        // A shortened run of the same scenario (peak within 10%) hits; another scenario misses.
+        let short = Subject {
+            peak_total_mbps: 1900.0,
+            ..subject()
+        };
+        assert_eq!(c.lookup(&here, &short).map(|e| e.scale), Some(0.15));
+        let other = Subject {
+            scenario: "blockage".into(),
+            ..subject()
+        };
+        assert!(c.lookup(&here, &other).is_none());
         // Re-calibrating replaces the entry.
         let mut c = c;
         c.insert(here.clone(), subject(), 0.12, 25.0);

@@ -157,9 +157,11 @@ struct BenchRow {
     paths: usize,
     mtu: u32,
     /// Largest aggregate rate (Σ of the paths) at which one TCP per path, alone and all
-    /// at once, still gets ≥ 0.95 of configured with the monitors in tolerance, Mbit/s.
-    aggregate_mbps: f64,
-    search: ScaleSearch,
+    /// at once, still gets ≥ 0.95 of configured with the monitors in tolerance, Mbit/s;
+    /// `None` when not even the lowest probe was faithful (see `error`).
+    aggregate_mbps: Option<f64>,
+    search: Option<ScaleSearch>,
+    error: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -212,19 +214,35 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                     .collect(),
             };
             let start = fbdt_emu::scenario::default_scale(spec.peak_total_mbps(), mtu);
-            let search = calibrate::find_scale(&spec, &opts, start, true)?;
-            let aggregate_mbps = search.scale * spec.peak_total_mbps();
-            println!(
-                "{n} paths, MTU {mtu}: {aggregate_mbps:.0} Mbit/s aggregate ({} probes, {:.0} s)",
-                search.probes.len(),
-                search.took_s
-            );
-            rows.push(BenchRow {
-                paths: n,
-                mtu,
-                aggregate_mbps,
-                search,
-            });
+            let row = match calibrate::find_scale(&spec, &opts, start, true) {
+                Ok(search) => {
+                    let agg = search.scale * spec.peak_total_mbps();
+                    println!(
+                        "{n} paths, MTU {mtu}: {agg:.0} Mbit/s aggregate ({} probes, {:.0} s)",
+                        search.probes.len(),
+                        search.took_s
+                    );
+                    BenchRow {
+                        paths: n,
+                        mtu,
+                        aggregate_mbps: Some(agg),
+                        search: Some(search),
+                        error: None,
+                    }
+                }
+                Err(e @ fbdt_emu::Error::NoFaithfulScale { .. }) => {
+                    println!("{n} paths, MTU {mtu}: {e}");
+                    BenchRow {
+                        paths: n,
+                        mtu,
+                        aggregate_mbps: None,
+                        search: None,
+                        error: Some(e.to_string()),
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            };
+            rows.push(row);
         }
     }
     let b = Bench {

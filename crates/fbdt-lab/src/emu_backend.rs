@@ -104,9 +104,17 @@ pub fn run(
         Some(s) => (s, fbdt_emu::calibrate::ScaleSource::Given),
         None => {
             let unscaled = fbdt_emu::spec_from_schedule(scenario, &scenario.schedule(1.0)?)?;
-            let (s, src, search) = bar.suspend(|| {
-                fbdt_emu::calibrate::scale_for(&unscaled, &TestbedOptions::default(), choice.recalibrate, true)
-            })?;
+            let opts = TestbedOptions::default();
+            let found = bar.suspend(|| fbdt_emu::calibrate::scale_for(&unscaled, &opts, choice.recalibrate, true));
+            let (s, src, search) = match found {
+                Ok(x) => x,
+                Err(e @ fbdt_emu::Error::NoFaithfulScale { .. }) => {
+                    let guess = fbdt_emu::default_scale(unscaled.peak_total_mbps(), opts.mtu);
+                    bar.println(format!("{e}; running at scale {guess}, the runs' monitors will tell"));
+                    (guess, fbdt_emu::calibrate::ScaleSource::Fallback, None)
+                }
+                Err(e) => return Err(e.into()),
+            };
             if let Some(search) = search {
                 bar.println(format!(
                     "{}: calibrated scale {} on this host in {:.0} s ({} probes)",

@@ -64,6 +64,7 @@ pub fn source_name(s: &ScaleSource) -> &'static str {
         ScaleSource::Given => "given",
         ScaleSource::Cached => "cached",
         ScaleSource::Measured => "measured",
+        ScaleSource::Fallback => "fallback (no faithful scale found)",
     }
 }
 
