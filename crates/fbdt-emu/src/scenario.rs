@@ -87,9 +87,7 @@ pub fn default_scale(peak_total_mbps: f64, mtu: u32) -> f64 {
     if peak_total_mbps <= budget || peak_total_mbps <= 0.0 {
         return 1.0;
     }
-    let s = budget / peak_total_mbps;
-    let mag = 10f64.powi(s.log10().floor() as i32 - 2);
-    (s / mag).floor() * mag
+    crate::calibrate::round_scale(budget / peak_total_mbps)
 }
 
 /// Loads a scenario (built-in name or TOML path) and resolves it at `scale`, or at the

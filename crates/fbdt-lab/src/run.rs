@@ -277,12 +277,15 @@ pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Resu
 
 fn print_table(r: &RunReport) {
     println!(
-        "scenario {} ({} backend, {:.1} s, seed {}, scale {}, {}): capacity {:.1} Mbit/s{}",
+        "scenario {} ({} backend, {:.1} s, seed {}, scale {}{}, {}): capacity {:.1} Mbit/s{}",
         r.scenario,
         r.backend,
         r.duration_s,
         r.seed,
         r.scale,
+        r.fidelity
+            .as_ref()
+            .map_or(String::new(), |f| format!(" {}", f.scale_source)),
         r.congestion_control,
         r.capacity_mbps,
         r.sum_standalone_mbps
