@@ -1,13 +1,15 @@
-//! `calibrate`: each path alone, configured rate vs a single TCP's goodput, and the RTT,
-//! so users can see the testbed is honest. Also the `clean` command.
+//! Calibration: each path alone, configured rate vs a single TCP's goodput, and the RTT,
+//! so users can see the testbed is honest; and the search for the largest scale this host
+//! emulates faithfully ([`find_scale`]), cached per host ([`scale_for`]).
 
-use std::{io::Write, path::PathBuf};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::{
-    cleanup,
-    error::Result,
+    error::{Error, Result},
+    fidelity::Fidelity,
+    hostcache::{HostKey, ScaleCache, Subject},
     perf::{self, Proto},
     spec::{PathPlan, PathStep, TestbedSpec},
     testbed::{Testbed, TestbedOptions},
@@ -42,8 +44,14 @@ pub struct CalibrationReport {
     /// Minimum seconds of transfer per path (long-RTT paths get 20 RTTs, at most 30 s).
     pub secs_per_path: f64,
     pub cores: usize,
+    /// The host this was measured on (the calibration cache's key).
+    pub host: HostKey,
     pub options: TestbedOptions,
     pub paths: Vec<PathCalibration>,
+    /// All paths at once, one TCP each (IP-layer delivered / configured, and the monitors).
+    pub together: Option<Load>,
+    /// The scale search that chose `scale`, when one ran.
+    pub search: Option<ScaleSearch>,
 }
 
 /// The constant link a path is calibrated at: its time-averaged rate over the steps with a
@@ -120,6 +128,19 @@ pub fn calibrate(spec: &TestbedSpec, opts: &TestbedOptions, secs: f64, progress:
             loss: step.loss,
         });
     }
+    let together = if st.paths.len() > 1 {
+        let all: Vec<usize> = (0..st.paths.len()).collect();
+        let max_rtt_s = st.paths.iter().map(|p| 2.0 * p.steps[0].delay_ms).fold(0.0, f64::max) / 1e3;
+        let secs = secs.max(20.0 * max_rtt_s).min(30.0);
+        Some(load(
+            &tb,
+            &all,
+            secs,
+            (secs / 3.0).max(10.0 * max_rtt_s).min(secs / 2.0),
+        )?)
+    } else {
+        None
+    };
     drop(tb);
     Ok(CalibrationReport {
         scenario: spec.name.clone(),
@@ -128,86 +149,346 @@ pub fn calibrate(spec: &TestbedSpec, opts: &TestbedOptions, secs: f64, progress:
         rtt_method: "tcp-connect (median of 5 SYN→SYN/ACK times on the idle path)".into(),
         secs_per_path: secs,
         cores: crate::scenario::cores(),
+        host: HostKey::current(),
         options: opts.clone(),
         paths: out,
+        together,
+        search: None,
     })
 }
 
-/// `calibrate <scenario> [--json PATH] [--scale X]`
-#[derive(Debug, Clone, clap::Args)]
-pub struct CalibrateArgs {
-    /// Built-in scenario name or path to a scenario TOML file.
-    pub scenario: String,
-    /// Also write the report as JSON to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Multiply every rate by this (default: the largest that fits this machine).
-    #[arg(long)]
-    pub scale: Option<f64>,
-    /// Seconds of transfer per path.
-    #[arg(long, default_value_t = 4.0)]
+/// Every path must deliver at least this share of its configured rate (IP layer).
+pub const MIN_DELIVERED: f64 = 0.95;
+/// The idle RTT may exceed the configured one by at most this, ms.
+pub const RTT_SLACK_MS: f64 = 1.0;
+/// Paths with a longer configured RTT are not held to [`MIN_DELIVERED`] in a probe: one
+/// Cubic connection needs tens of seconds to fill them (slow start overshoots the queue,
+/// then it grows one step per RTT), which says nothing about the emulator. The monitors
+/// (lateness, drops, CPU) still judge them.
+pub const MAX_FILL_RTT_MS: f64 = 50.0;
+
+/// One load of a probe: which paths carried a TCP download at once.
+#[derive(Debug, Clone, Serialize)]
+pub struct Load {
+    /// Path names loaded (one TCP each); all of them = the "together" load.
+    pub paths: Vec<String>,
+    /// Per loaded path: delivered / configured after the warm-up (IP layer).
+    pub delivered_over_configured: Vec<f64>,
+    pub fidelity: Fidelity,
+    pub pass: bool,
+}
+
+/// One probe of the scale search: the scenario's paths at constant rates at `scale`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Probe {
+    pub scale: f64,
+    /// Idle TCP-connect RTT per path, ms, and the configured one.
+    pub rtt_ms: Vec<f64>,
+    pub configured_rtt_ms: Vec<f64>,
+    pub loads: Vec<Load>,
+    pub pass: bool,
+    /// Why it failed (empty when it passed).
+    pub why: Vec<String>,
     pub secs: f64,
-    /// Tokio worker threads of the emulator.
-    #[arg(long, default_value_t = 1)]
-    pub emu_threads: usize,
-    /// MTU of the emulated links.
-    #[arg(long, default_value_t = 1500)]
-    pub mtu: u32,
 }
 
-/// Runs `calibrate`: progress on stderr, a table on stdout, JSON to `--json`.
-pub fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
-    let (_sc, spec) = crate::scenario::load_spec(&args.scenario, args.scale, args.mtu)?;
-    let opts = TestbedOptions {
-        emu_threads: args.emu_threads,
-        mtu: args.mtu,
-        ..TestbedOptions::default()
+/// The result of [`find_scale`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ScaleSearch {
+    pub scenario: String,
+    /// The largest scale that passed (rounded down to 3 significant digits).
+    pub scale: f64,
+    pub probes: Vec<Probe>,
+    /// Wall time of the whole search, seconds.
+    pub took_s: f64,
+}
+
+/// The spec every probe uses: each path constant at its [`calibration_step`], without loss
+/// (loss is the scenario's, not the emulator's capacity).
+fn probe_spec(unscaled: &TestbedSpec, scale: f64) -> TestbedSpec {
+    let mut st = unscaled.rescaled(scale / unscaled.scale);
+    for p in &mut st.paths {
+        let mut step = calibration_step(p);
+        step.loss = 0.0;
+        p.steps = vec![step];
+    }
+    st
+}
+
+/// Runs one TCP download per path in `which` at once; measures from `warmup_s` to `secs`.
+fn load(tb: &Testbed, which: &[usize], secs: f64, warmup_s: f64) -> Result<Load> {
+    let fillable: Vec<bool> = which
+        .iter()
+        .map(|&i| 2.0 * tb.spec().paths[i].steps[0].delay_ms <= MAX_FILL_RTT_MS)
+        .collect();
+    let names: Vec<String> = which.iter().map(|&i| tb.paths()[i].name.clone()).collect();
+    let fidelity = std::thread::scope(|s| -> Result<Fidelity> {
+        let handles: Vec<_> = which
+            .iter()
+            .map(|&i| s.spawn(move || perf::download(tb, i, i, Proto::Tcp, secs, warmup_s, None)))
+            .collect();
+        let t0 = Instant::now();
+        std::thread::sleep(Duration::from_secs_f64(warmup_s));
+        tb.reset_monitors();
+        let end = Duration::from_secs_f64((secs - 0.05).max(warmup_s + 0.1));
+        std::thread::sleep(end.saturating_sub(t0.elapsed()));
+        let f = tb.fidelity();
+        for h in handles {
+            match h.join() {
+                Ok(r) => {
+                    r?;
+                }
+                Err(p) => std::panic::resume_unwind(p),
+            }
+        }
+        Ok(f)
+    })?;
+    let ratios: Vec<f64> = which
+        .iter()
+        .map(|&i| fidelity.paths.get(i).map_or(0.0, |p| p.delivered_over_configured))
+        .collect();
+    let pass = fidelity.faithful && ratios.iter().zip(&fillable).all(|(r, f)| !f || *r >= MIN_DELIVERED);
+    Ok(Load {
+        paths: names,
+        delivered_over_configured: ratios,
+        fidelity,
+        pass,
+    })
+}
+
+/// One probe at `scale`: idle RTT of every path, then each path alone and all together.
+/// `secs`: length of each load (the first third, at least 0.5 s, is warm-up).
+pub fn probe(unscaled: &TestbedSpec, scale: f64, opts: &TestbedOptions, secs: f64) -> Result<Probe> {
+    let t0 = Instant::now();
+    let spec = probe_spec(unscaled, scale);
+    let tb = Testbed::start(&spec, opts)?;
+    let n = spec.paths.len();
+    let mut why = Vec::new();
+    let (mut rtt_ms, mut configured_rtt_ms) = (Vec::new(), Vec::new());
+    for (i, p) in spec.paths.iter().enumerate() {
+        let r = perf::connect_rtt_ms(&tb, i, 3)?;
+        let c = 2.0 * p.steps[0].delay_ms;
+        if r > c + RTT_SLACK_MS {
+            why.push(format!("{}: idle RTT {r:.2} ms, configured {c:.2} ms", p.name));
+        }
+        rtt_ms.push(r);
+        configured_rtt_ms.push(c);
+    }
+    // Long-RTT paths need longer to leave slow start (those beyond MAX_FILL_RTT_MS are
+    // not expected to fill and do not lengthen the probe).
+    let max_rtt_s = configured_rtt_ms
+        .iter()
+        .copied()
+        .filter(|r| *r <= MAX_FILL_RTT_MS)
+        .fold(0.0, f64::max)
+        / 1e3;
+    let secs = secs.max(30.0 * max_rtt_s).min(30.0);
+    let warmup = (secs / 3.0).max(0.5).max(15.0 * max_rtt_s).min(secs / 2.0);
+    let mut sets: Vec<Vec<usize>> = if n > 1 {
+        (0..n).map(|i| vec![i]).collect()
+    } else {
+        Vec::new()
     };
-    let r = calibrate(&spec, &opts, args.secs, true)?;
-    let mut o = std::io::stdout().lock();
-    writeln!(
-        o,
-        "scenario {}  scale {}  cc {}  ({} cores)",
-        r.scenario, r.scale, r.congestion_control, r.cores
-    )?;
-    writeln!(
-        o,
-        "{:<12} {:>14} {:>13} {:>6} {:>12} {:>8}",
-        "path", "configured", "measured", "ratio", "conf. RTT", "RTT"
-    )?;
-    for p in &r.paths {
-        writeln!(
-            o,
-            "{:<12} {:>9.1} Mb/s {:>8.1} Mb/s {:>6.3} {:>9.2} ms {:>5.2} ms",
-            p.name, p.configured_mbps, p.measured_mbps, p.ratio, p.configured_rtt_ms, p.rtt_ms
-        )?;
+    sets.push((0..n).collect());
+    let mut loads = Vec::new();
+    for set in sets {
+        let l = load(&tb, &set, secs, warmup)?;
+        if !l.pass {
+            let ratios: Vec<String> = l
+                .paths
+                .iter()
+                .zip(&l.delivered_over_configured)
+                .map(|(p, r)| format!("{p} {r:.3}"))
+                .collect();
+            let mut w = format!(
+                "load [{}]: delivered/configured {}",
+                l.paths.join("+"),
+                ratios.join(", ")
+            );
+            for r in &l.fidelity.reasons {
+                w += "; ";
+                w += r;
+            }
+            why.push(w);
+        }
+        let stop = !l.pass;
+        loads.push(l);
+        if stop {
+            break;
+        }
     }
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&r)? + "\n")?;
-        writeln!(o, "wrote {}", path.display())?;
-    }
-    Ok(())
+    drop(tb);
+    Ok(Probe {
+        scale,
+        rtt_ms,
+        configured_rtt_ms,
+        pass: why.is_empty(),
+        loads,
+        why,
+        secs: t0.elapsed().as_secs_f64(),
+    })
 }
 
-/// `clean [--all]`
-#[derive(Debug, Clone, clap::Args)]
-pub struct CleanArgs {
-    /// Also remove namespaces whose creating process is still running.
-    #[arg(long)]
-    pub all: bool,
+/// Rounds down to 3 significant digits (so results name a short number).
+pub fn round_scale(s: f64) -> f64 {
+    if s <= 0.0 || !s.is_finite() {
+        return s;
+    }
+    let exp = s.log10().floor() as i32 - 2;
+    let digits = (s / 10f64.powi(exp)).floor();
+    // Through the decimal text, so 0.072 is the double nearest 0.072 (not 0.07200000000000001).
+    format!("{digits}e{exp}").parse().unwrap_or(s)
 }
 
-/// Removes leftovers of crashed runs and says what it did.
-pub fn run_clean(args: CleanArgs) -> anyhow::Result<()> {
-    let r = cleanup::clean_leftovers(args.all);
-    for n in &r.namespaces {
-        println!("removed {n}");
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scales_round_down_to_three_digits_exactly() {
+        assert_eq!(round_scale(0.0720999), 0.072);
+        assert_eq!(round_scale(0.19999), 0.199);
+        assert_eq!(round_scale(1.0), 1.0);
+        assert_eq!(round_scale(0.043197949535857615), 0.0431);
     }
-    for n in &r.skipped_live {
-        println!("kept {n} (its process is still running; --all removes it)");
+}
+
+/// The largest scale (≤ 1) at which every path of `unscaled` (the scenario at scale 1),
+/// alone and all together, delivers ≥ [`MIN_DELIVERED`] of its configured rate to one TCP
+/// each, its idle RTT is within [`RTT_SLACK_MS`] of the configured one, and the fidelity
+/// monitors stay within tolerance. A bisection over short probes, starting from `start`:
+/// up or down by ×1.6 until the answer flips, then halving the bracket (in log scale) until
+/// it is within 12%. `progress`: one line per probe on stderr.
+pub fn find_scale(unscaled: &TestbedSpec, opts: &TestbedOptions, start: f64, progress: bool) -> Result<ScaleSearch> {
+    const STEP: f64 = 1.6;
+    const LOWEST: f64 = 0.005;
+    let t0 = Instant::now();
+    let mut probes = Vec::new();
+    let run = |s: f64, probes: &mut Vec<Probe>| -> Result<bool> {
+        let p = probe(unscaled, s, opts, 1.5)?;
+        if progress {
+            eprintln!(
+                "calibrate {}: scale {s:.4} ({:.0} Mbit/s peak) {} in {:.1} s{}",
+                unscaled.name,
+                unscaled.peak_total_mbps() * s / unscaled.scale,
+                if p.pass { "faithful" } else { "NOT faithful" },
+                p.secs,
+                if p.why.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", p.why.join(" | "))
+                }
+            );
+        }
+        let pass = p.pass;
+        probes.push(p);
+        Ok(pass)
+    };
+    let s0 = start.clamp(LOWEST, 1.0);
+    let (mut lo, hi) = if run(s0, &mut probes)? {
+        let (mut lo, mut s) = (s0, s0);
+        let mut hi = None;
+        while s < 1.0 {
+            s = (s * STEP).min(1.0);
+            if run(s, &mut probes)? {
+                lo = s;
+            } else {
+                hi = Some(s);
+                break;
+            }
+        }
+        (lo, hi)
+    } else {
+        let (mut hi, mut s) = (s0, s0);
+        loop {
+            s /= STEP;
+            if s < LOWEST {
+                return Err(Error::NoFaithfulScale {
+                    scenario: unscaled.name.clone(),
+                    lowest: s * STEP,
+                    why: probes.last().map(|p| p.why.join(" | ")).unwrap_or_default(),
+                });
+            }
+            if run(s, &mut probes)? {
+                break (s, Some(hi));
+            }
+            hi = s;
+        }
+    };
+    if let Some(mut hi) = hi {
+        while hi / lo > 1.12 {
+            let mid = (lo * hi).sqrt();
+            if run(mid, &mut probes)? {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
     }
-    if r.namespaces.is_empty() && r.skipped_live.is_empty() {
-        println!("nothing to clean");
+    Ok(ScaleSearch {
+        scenario: unscaled.name.clone(),
+        scale: round_scale(lo),
+        probes,
+        took_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// Runs use this share of the largest faithful scale: the search's probes last seconds, a
+/// run ten or thirty, and a run exactly at the edge flipped to unfaithful (tc-normal's kernel
+/// MPTCP at the edge: 1.6% of packets late, emulator at 0.9 of a core).
+pub const RUN_MARGIN: f64 = 0.9;
+
+/// Where a run's scale came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum ScaleSource {
+    /// Given by the user (`--scale`).
+    Given,
+    /// Measured on this host earlier (the cache).
+    Cached,
+    /// Measured now (and cached).
+    Measured,
+    /// The search found no faithful scale; the runs use this guess and their monitors say
+    /// how unfaithful they were.
+    Fallback,
+}
+
+/// The scale for `unscaled` (a scenario at scale 1) on this host: the cached calibration
+/// of this host, or [`RUN_MARGIN`] × a fresh [`find_scale`], which is then cached. Returns the scale, where it
+/// came from, and the search when one ran.
+pub fn scale_for(
+    unscaled: &TestbedSpec,
+    opts: &TestbedOptions,
+    recalibrate: bool,
+    progress: bool,
+) -> Result<(f64, ScaleSource, Option<ScaleSearch>)> {
+    let host = HostKey::current();
+    let subject = Subject {
+        scenario: unscaled.name.clone(),
+        peak_total_mbps: (unscaled.peak_total_mbps() * 1e3).round() / 1e3,
+        mtu: opts.mtu,
+        emu_threads: opts.emu_threads,
+    };
+    let path = ScaleCache::default_path();
+    let mut cache = ScaleCache::load(&path)?;
+    if !recalibrate {
+        if let Some(e) = cache.lookup(&host, &subject) {
+            return Ok((e.scale, ScaleSource::Cached, None));
+        }
     }
-    Ok(())
+    if progress {
+        eprintln!(
+            "calibrating {} on this host ({}, {} cores, kernel {}); cached in {}",
+            unscaled.name,
+            host.cpu_model,
+            host.cores,
+            host.kernel,
+            path.display()
+        );
+    }
+    let start = crate::scenario::default_scale(unscaled.peak_total_mbps(), opts.mtu);
+    let search = find_scale(unscaled, opts, start, progress)?;
+    let scale = round_scale(search.scale * RUN_MARGIN);
+    cache.insert(host, subject, scale, search.took_s);
+    cache.save(&path)?;
+    Ok((scale, ScaleSource::Measured, Some(search)))
 }

@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     error::{Error, Result},
+    probe::{Lateness, ProbeCell},
     spec::{LinkMode, PathStep, HOLD_RATE_BPS},
 };
 
@@ -74,6 +75,9 @@ pub(crate) struct PathControl {
     loss_up: Arc<LossCellControlInterface>,
     /// Last positive rate (bit/s), kept by the rate cell during an outage.
     last_rate_bps: Mutex<u64>,
+    /// Release lateness after the delay cell: data direction (server → client), ACKs.
+    pub lateness_down: Arc<Lateness>,
+    pub lateness_up: Arc<Lateness>,
 }
 
 fn bps(rate_mbps: f64) -> u64 {
@@ -123,6 +127,10 @@ impl PathControl {
 /// A running emulator. Dropping it stops rattan, closes its sockets and deletes the veths.
 pub(crate) struct Emulator {
     pub paths: Vec<PathControl>,
+    /// The emulator's AF_PACKET sockets, for their drop counters.
+    packet_fds: Vec<i32>,
+    /// Drops read so far (reading PACKET_STATISTICS resets the kernel's counters).
+    drops: Mutex<PacketStats>,
     stop_tx: Option<mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -170,9 +178,11 @@ impl Emulator {
         emu_name: &str,
         pairs: Vec<PairSpec>,
         threads: usize,
+        rt_priority: Option<i32>,
+        socket_buffer: Option<i32>,
         loss_both: bool,
     ) -> Result<Self> {
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<Vec<PathControl>>>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(Vec<PathControl>, Vec<i32>)>>();
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let emu_name = emu_name.to_string();
         let thread = std::thread::Builder::new()
@@ -184,9 +194,14 @@ impl Emulator {
                 }
                 let guard = BUILD_LOCK.lock().unwrap_or_else(|p| p.into_inner());
                 let before = packet_socket_fds();
-                let built = build(&cli, &emu, &srv, &pairs, threads);
+                let built = build(&cli, &emu, &srv, &pairs, threads, rt_priority);
                 let ours: Vec<i32> = packet_socket_fds().difference(&before).copied().collect();
                 drop(guard);
+                if let Some(bytes) = socket_buffer {
+                    for fd in &ours {
+                        grow_socket_buffers(*fd, bytes);
+                    }
+                }
                 let (core, rt, veths, controls) = match built {
                     Ok(b) => b,
                     Err((e, veths)) => {
@@ -201,7 +216,7 @@ impl Emulator {
                         let _ = ready_tx.send(Err(e));
                     }
                 }
-                let _ = ready_tx.send(Ok(controls));
+                let _ = ready_tx.send(Ok((controls, ours.clone())));
                 // Run until told to stop (or the testbed is gone).
                 let _ = stop_rx.recv();
                 drop(core);
@@ -213,8 +228,11 @@ impl Emulator {
                 close_fds(&ours);
                 drop(veths);
             })
-            .map_err(|e| Error::Emulator(format!("spawn: {e}")))?;
-        let paths = match ready_rx.recv() {
+            .map_err(|source| Error::Thread {
+                name: "fbdt-emu".into(),
+                source,
+            })?;
+        let (paths, packet_fds) = match ready_rx.recv() {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => {
                 let _ = thread.join();
@@ -227,9 +245,43 @@ impl Emulator {
         };
         Ok(Self {
             paths,
+            packet_fds,
+            drops: Mutex::new(PacketStats::default()),
             stop_tx: Some(stop_tx),
             thread: Some(thread),
         })
+    }
+
+    /// Packets the kernel handed to the emulator's sockets and packets it dropped because
+    /// the emulator did not read them in time (receive buffer full), since the start.
+    pub fn packet_stats(&self) -> PacketStats {
+        let mut acc = self.drops.lock().unwrap_or_else(|p| p.into_inner());
+        if self.stop_tx.is_some() {
+            for fd in &self.packet_fds {
+                let mut st = libc::tpacket_stats {
+                    tp_packets: 0,
+                    tp_drops: 0,
+                };
+                let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+                // SAFETY: getsockopt into a correctly sized struct on an fd this emulator
+                // owns and keeps open while it runs (stop_tx is Some).
+                let rc = unsafe {
+                    libc::getsockopt(
+                        *fd,
+                        libc::SOL_PACKET,
+                        libc::PACKET_STATISTICS,
+                        &mut st as *mut _ as *mut libc::c_void,
+                        &mut len,
+                    )
+                };
+                if rc == 0 {
+                    // The kernel counts drops in tp_packets too.
+                    acc.received += u64::from(st.tp_packets);
+                    acc.dropped += u64::from(st.tp_drops);
+                }
+            }
+        }
+        *acc
     }
 
     pub fn stop(&mut self) {
@@ -244,6 +296,61 @@ impl Drop for Emulator {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Puts the calling thread under SCHED_FIFO at `priority` (1–99), so the emulator is not
+/// queued behind the endpoints or other work on the host: its packets leave on time as long
+/// as it has a core's worth of work or less. The kernel's RT throttling
+/// (`kernel.sched_rt_runtime_us`) still leaves 5% of each core to everything else. Failure
+/// (no CAP_SYS_NICE, a container without RT budget) is logged and the thread stays normal.
+fn set_realtime(priority: i32) {
+    let p = libc::sched_param {
+        sched_priority: priority.clamp(1, 99),
+    };
+    // SAFETY: sched_setscheduler on the calling thread (pid 0) with a valid sched_param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
+        tracing::warn!(
+            "emulator thread stays SCHED_OTHER: sched_setscheduler(SCHED_FIFO, {priority}): {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// Default socket buffer of each of the emulator's AF_PACKET sockets, bytes. The kernel default
+/// (`net.core.rmem_default`, ~208 KiB) holds ~50 MTU frames (each costs a few KiB of
+/// truesize): one TSO burst of the sender, split into frames on the veth, overflowed it and
+/// the kernel dropped packets the scenario never asked to drop (0.2–1.7% at 90–150 Mbit/s).
+pub const PACKET_SOCKET_BUFFER: i32 = 16 << 20;
+
+/// Sets an AF_PACKET socket's receive and send buffers to `bytes` (the FORCE variants:
+/// root may exceed `net.core.rmem_max`).
+fn grow_socket_buffers(fd: i32, bytes: i32) {
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+        let v: libc::c_int = bytes;
+        // SAFETY: setsockopt with a valid int option value on an fd this emulator opened.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                &v as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            tracing::warn!(
+                "AF_PACKET socket {fd}: buffer stays at the default: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}
+
+/// Counters of the emulator's AF_PACKET sockets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PacketStats {
+    pub received: u64,
+    pub dropped: u64,
 }
 
 fn close_fds(fds: &[i32]) {
@@ -269,6 +376,7 @@ fn build(
     srv: &Arc<NetNs>,
     pairs: &[PairSpec],
     threads: usize,
+    rt_priority: Option<i32>,
 ) -> std::result::Result<Built, (Error, Vec<Arc<VethPair>>)> {
     let mut veths: Vec<Arc<VethPair>> = Vec::new();
     macro_rules! tri {
@@ -302,7 +410,12 @@ fn build(
     }
     let rt = tri!(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
-        .thread_name("fbdt-emu-rt")
+        .thread_name(crate::fidelity::EMU_THREAD)
+        .on_thread_start(move || {
+            if let Some(p) = rt_priority {
+                set_realtime(p)
+            }
+        })
         .enable_all()
         .build())
     .into();
@@ -349,16 +462,26 @@ fn build(
             let _g = h.enter();
             LossCell::<StdPacket, StdRng>::new(vec![0.0], StdRng::seed_from_u64(seed_u))
         }));
-        // Data direction (server → client): s → rate → delay → loss → c. ACK direction the same
-        // stages reversed; its loss is 0 unless loss_both.
+        let (lateness_down, lateness_up) = (Arc::new(Lateness::default()), Arc::new(Lateness::default()));
+        for (id, l) in [(format!("prd{n}"), &lateness_down), (format!("pru{n}"), &lateness_up)] {
+            let l = l.clone();
+            tri!(core.build_cell(id, move |h: &tokio::runtime::Handle| {
+                let _g = h.enter();
+                Ok::<_, rattan_core::error::Error>(ProbeCell::<StdPacket>::new(l))
+            }));
+        }
+        // Data direction (server → client): s → rate → delay → probe → loss → c. ACK
+        // direction the same stages reversed; its loss is 0 unless loss_both.
         for (a, b) in [
             (format!("s{n}"), format!("bwd{n}")),
             (format!("bwd{n}"), format!("dld{n}")),
-            (format!("dld{n}"), format!("lsd{n}")),
+            (format!("dld{n}"), format!("prd{n}")),
+            (format!("prd{n}"), format!("lsd{n}")),
             (format!("lsd{n}"), format!("c{n}")),
             (format!("c{n}"), format!("bwu{n}")),
             (format!("bwu{n}"), format!("dlu{n}")),
-            (format!("dlu{n}"), format!("lsu{n}")),
+            (format!("dlu{n}"), format!("pru{n}")),
+            (format!("pru{n}"), format!("lsu{n}")),
             (format!("lsu{n}"), format!("s{n}")),
         ] {
             core.link_cell(a, b);
@@ -371,6 +494,8 @@ fn build(
             loss_down,
             loss_up,
             last_rate_bps: Mutex::new(bps(init.rate_mbps)),
+            lateness_down,
+            lateness_up,
         });
     }
     tri!(core.spawn_rattan());

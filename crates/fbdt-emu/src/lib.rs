@@ -16,19 +16,22 @@
 
 pub mod calibrate;
 mod cleanup;
-mod emu;
+pub mod emu;
 pub mod error;
+pub mod fidelity;
+pub mod hostcache;
 pub mod ns;
 pub mod perf;
+pub mod probe;
 pub mod scenario;
 pub mod spec;
 mod testbed;
 
-pub use calibrate::{
-    calibrate, run_calibrate, run_clean, CalibrateArgs, CalibrationReport, CleanArgs, PathCalibration,
-};
+pub use calibrate::{calibrate, find_scale, CalibrationReport, PathCalibration, ScaleSearch};
 pub use cleanup::{clean_leftovers, cleanup_registered, install_signal_handler, CleanReport};
 pub use error::{Error, Result};
+pub use fidelity::{Fidelity, PathFidelity, Tolerances};
+pub use hostcache::{HostKey, ScaleCache};
 pub use ns::IfCounters;
 pub use scenario::{default_scale, load_spec, spec_from_schedule};
 pub use spec::{LinkMode, PathPlan, PathStep, TestbedSpec};

@@ -17,15 +17,19 @@ pub const NETNS_DIR: &str = "/var/run/netns";
 /// thread you own: the thread stays in that namespace until it exits.
 pub fn enter(ns: &str) -> Result<()> {
     let path = Path::new(NETNS_DIR).join(ns);
-    let f = File::open(&path).map_err(|e| Error::Netns(format!("open {}: {e}", path.display())))?;
+    let f = File::open(&path).map_err(|e| Error::Netns {
+        namespace: ns.to_string(),
+        op: "open",
+        detail: e.to_string(),
+    })?;
     // SAFETY: plain syscall on a valid, open fd.
     let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
     if rc != 0 {
-        return Err(Error::Netns(format!(
-            "setns {}: {}",
-            path.display(),
-            std::io::Error::last_os_error()
-        )));
+        return Err(Error::Netns {
+            namespace: ns.to_string(),
+            op: "setns",
+            detail: std::io::Error::last_os_error().to_string(),
+        });
     }
     Ok(())
 }
@@ -41,7 +45,10 @@ pub fn run_in<R: Send>(ns: &str, f: impl FnOnce() -> R + Send) -> Result<R> {
                 enter(ns)?;
                 Ok(f())
             })
-            .map_err(|e| Error::Netns(format!("spawn thread: {e}")))?;
+            .map_err(|source| Error::Thread {
+                name: format!("ns:{ns}"),
+                source,
+            })?;
         match h.join() {
             Ok(r) => r,
             Err(p) => std::panic::resume_unwind(p),
@@ -51,16 +58,17 @@ pub fn run_in<R: Send>(ns: &str, f: impl FnOnce() -> R + Send) -> Result<R> {
 
 /// Runs a command and fails with its stderr when it exits non-zero.
 pub fn run(cmd: &mut Command) -> Result<String> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| Error::Command(format!("{cmd:?}: {e}")))?;
+    let out = cmd.stdin(Stdio::null()).output().map_err(|e| Error::Command {
+        command: format!("{cmd:?}"),
+        status: format!("did not start: {e}"),
+        stderr: String::new(),
+    })?;
     if !out.status.success() {
-        return Err(Error::Command(format!(
-            "{cmd:?} exited with {}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
+        return Err(Error::Command {
+            command: format!("{cmd:?}"),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -80,7 +88,7 @@ pub fn sysctl(ns: &str, key: &str, value: &str) -> Result<()> {
     let path = format!("/proc/sys/{}", key.replace('.', "/"));
     let value = value.to_string();
     run_in(ns, move || {
-        std::fs::write(&path, value.as_bytes()).map_err(|e| Error::Netns(format!("write {path}: {e}")))
+        std::fs::write(&path, value.as_bytes()).map_err(Error::file(&path))
     })?
 }
 
@@ -90,7 +98,7 @@ pub fn sysctl_get(ns: &str, key: &str) -> Result<String> {
     run_in(ns, move || {
         std::fs::read_to_string(&path)
             .map(|s| s.trim().to_string())
-            .map_err(|e| Error::Netns(format!("read {path}: {e}")))
+            .map_err(Error::file(&path))
     })?
 }
 
@@ -108,7 +116,7 @@ pub struct IfCounters {
 /// Counters of every interface in namespace `ns`, by interface name.
 pub fn if_counters(ns: &str) -> Result<Vec<(String, IfCounters)>> {
     let text = run_in(ns, || std::fs::read_to_string("/proc/thread-self/net/dev"))?
-        .map_err(|e| Error::Netns(format!("read /proc/net/dev in {ns}: {e}")))?;
+        .map_err(Error::file(format!("/proc/net/dev in {ns}")))?;
     Ok(parse_proc_net_dev(&text))
 }
 

@@ -33,8 +33,8 @@ fn socket(proto: Proto) -> std::io::Result<Socket> {
     Socket::new(Domain::IPV4, Type::STREAM, Some(p))
 }
 
-fn io(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
-    move |e| Error::Command(format!("{what}: {e}"))
+fn io(op: &'static str) -> impl Fn(std::io::Error) -> Error {
+    move |source| Error::Socket { op, source }
 }
 
 /// A listener in the server namespace on `ip`, port chosen by the kernel.
@@ -61,7 +61,7 @@ fn accept_within(l: &TcpListener, limit: Duration) -> Result<TcpStream> {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && t0.elapsed() < limit => {
                 std::thread::sleep(Duration::from_millis(2))
             }
-            Err(e) => return Err(Error::Command(format!("accept: {e}"))),
+            Err(e) => return Err(io("accept")(e)),
         }
     }
 }
@@ -122,7 +122,7 @@ pub fn download(
                 match s.write(&buf) {
                     Ok(n) => sent += n as u64,
                     Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-                    Err(e) => return Err(Error::Command(format!("send: {e}"))),
+                    Err(e) => return Err(io("send")(e)),
                 }
             }
             let _ = s.shutdown(std::net::Shutdown::Write);
@@ -150,7 +150,7 @@ pub fn download(
                 n < buf.len()
             }
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => true,
-            Err(e) => return Err(Error::Command(format!("recv: {e}"))),
+            Err(e) => return Err(io("recv")(e)),
         };
         let t = t0.elapsed().as_secs_f64();
         if short {

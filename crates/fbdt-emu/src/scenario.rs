@@ -19,7 +19,7 @@ pub fn spec_from_schedule(
                 .iter()
                 .find(|p| p.name == t.name)
                 .map(|p| p.queue_packets as usize)
-                .ok_or_else(|| Error::Spec(format!("schedule path {:?} not in scenario", t.name)))?;
+                .ok_or_else(|| Error::path(&t.name, "in the schedule but not in the scenario"))?;
             Ok(PathPlan {
                 name: t.name.clone(),
                 queue_packets,
@@ -78,32 +78,35 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
-/// Default scale for a scenario whose unscaled peak total rate (largest instantaneous sum
-/// over its paths) is `peak_total_mbps`: 1 when it fits this machine's budget, else
-/// budget / peak, rounded down to 3 significant digits (so results name a short number).
+/// A first guess at the scale for a scenario whose unscaled peak total rate (largest
+/// instantaneous sum over its paths) is `peak_total_mbps`: 1 when it fits the budget, else
+/// budget / peak, rounded down to 3 significant digits. Only the starting point of the
+/// measured search ([`crate::calibrate::find_scale`]), which is what runs use.
 pub fn default_scale(peak_total_mbps: f64, mtu: u32) -> f64 {
     let budget = rate_budget_mbps(cores(), mtu);
     if peak_total_mbps <= budget || peak_total_mbps <= 0.0 {
         return 1.0;
     }
-    let s = budget / peak_total_mbps;
-    let mag = 10f64.powi(s.log10().floor() as i32 - 2);
-    (s / mag).floor() * mag
+    crate::calibrate::round_scale(budget / peak_total_mbps)
 }
 
 /// Loads a scenario (built-in name or TOML path) and resolves it at `scale`, or at the
 /// machine's [`default_scale`] (for links of `mtu`) when `None`.
 pub fn load_spec(name_or_path: &str, scale: Option<f64>, mtu: u32) -> Result<(fbdt_scenario::Scenario, TestbedSpec)> {
-    let sc = fbdt_scenario::Scenario::load(name_or_path).map_err(|e| Error::Spec(e.to_string()))?;
+    let scen_err = |source| Error::Scenario {
+        name: name_or_path.to_string(),
+        source,
+    };
+    let sc = fbdt_scenario::Scenario::load(name_or_path).map_err(scen_err)?;
     let scale = match scale {
         Some(s) if s > 0.0 && s.is_finite() => s,
-        Some(s) => return Err(Error::Spec(format!("scale must be > 0, got {s}"))),
+        Some(s) => return Err(Error::Scale(s)),
         None => {
-            let unscaled = spec_from_schedule(&sc, &sc.schedule(1.0).map_err(|e| Error::Spec(e.to_string()))?)?;
+            let unscaled = spec_from_schedule(&sc, &sc.schedule(1.0).map_err(scen_err)?)?;
             default_scale(unscaled.peak_total_mbps(), mtu)
         }
     };
-    let sched = sc.schedule(scale).map_err(|e| Error::Spec(e.to_string()))?;
+    let sched = sc.schedule(scale).map_err(scen_err)?;
     let spec = spec_from_schedule(&sc, &sched)?;
     Ok((sc, spec))
 }

@@ -116,6 +116,23 @@ impl PathPlan {
         acc / duration_s
     }
 
+    /// Time-averaged rate the emulator delivers over `[from_s, to_s)`, Mbit/s: outages and
+    /// scans (held packets) count as 0.
+    pub fn delivered_rate_between(&self, from_s: f64, to_s: f64) -> f64 {
+        if to_s <= from_s {
+            return self.at(from_s).rate_mbps;
+        }
+        let mut acc = 0.0;
+        for (i, s) in self.steps.iter().enumerate() {
+            let end = self.steps.get(i + 1).map_or(f64::INFINITY, |n| n.t_s).min(to_s);
+            let start = s.t_s.max(from_s);
+            if end > start && s.mode() == LinkMode::Up {
+                acc += s.rate_mbps * (end - start);
+            }
+        }
+        acc / (to_s - from_s)
+    }
+
     /// Largest rate the path ever has, Mbit/s.
     pub fn peak_rate_mbps(&self) -> f64 {
         self.steps.iter().map(|s| s.rate_mbps).fold(0.0, f64::max)
@@ -153,20 +170,17 @@ impl TestbedSpec {
         }
         for (i, p) in self.paths.iter().enumerate() {
             if self.paths[..i].iter().any(|q| q.name == p.name) {
-                return Err(Error::Spec(format!("duplicate path name {:?}", p.name)));
+                return Err(Error::path(&p.name, "duplicate path name"));
             }
             if p.steps.is_empty() || p.steps[0].t_s != 0.0 {
-                return Err(Error::Spec(format!("path {:?}: steps must start at t=0", p.name)));
+                return Err(Error::path(&p.name, "steps must start at t=0"));
             }
             if p.queue_packets == 0 {
-                return Err(Error::Spec(format!("path {:?}: queue_packets must be > 0", p.name)));
+                return Err(Error::path(&p.name, "queue_packets must be > 0"));
             }
             for w in p.steps.windows(2) {
                 if w[1].t_s < w[0].t_s {
-                    return Err(Error::Spec(format!(
-                        "path {:?}: steps not sorted at t={}",
-                        p.name, w[1].t_s
-                    )));
+                    return Err(Error::path(&p.name, format!("steps not sorted at t={}", w[1].t_s)));
                 }
             }
             for s in &p.steps {
@@ -176,7 +190,7 @@ impl TestbedSpec {
                     && s.delay_ms >= 0.0
                     && (0.0..=1.0).contains(&s.loss);
                 if !ok {
-                    return Err(Error::Spec(format!("path {:?}: bad step {s:?}", p.name)));
+                    return Err(Error::path(&p.name, format!("bad step {s:?}")));
                 }
             }
         }

@@ -13,8 +13,9 @@ use serde::Serialize;
 
 use crate::{
     cleanup,
-    emu::{Emulator, PairSpec, PathControl},
+    emu::{Emulator, PacketStats, PairSpec, PathControl},
     error::{Error, Result},
+    fidelity::{self, CpuSnapshot, Fidelity, Mark, PathInput, Tolerances},
     ns::{self, IfCounters},
     spec::{PathStep, TestbedSpec},
 };
@@ -28,6 +29,13 @@ pub struct TestbedOptions {
     /// Tokio worker threads of the emulator (rattan-core). 1 leaves a core to the endpoints
     /// on a 2-core machine.
     pub emu_threads: usize,
+    /// Run the emulator's threads under SCHED_FIFO at this priority (1–99) so they are not
+    /// queued behind the endpoints or other work on a shared host; `None` = normal
+    /// scheduling. See docs/testbed.md (fidelity).
+    pub emu_rt_priority: Option<i32>,
+    /// Receive and send buffer of the emulator's AF_PACKET sockets, bytes; `None` keeps
+    /// the kernel default (which drops bursts, see [`crate::emu::PACKET_SOCKET_BUFFER`]).
+    pub packet_socket_buffer: Option<i32>,
     /// Drop packets in both directions (default: only server → client, the data direction
     /// of every scheme's download).
     pub loss_both_directions: bool,
@@ -47,6 +55,8 @@ impl Default for TestbedOptions {
     fn default() -> Self {
         Self {
             emu_threads: 1,
+            emu_rt_priority: Some(10),
+            packet_socket_buffer: Some(crate::emu::PACKET_SOCKET_BUFFER),
             loss_both_directions: false,
             mptcp: true,
             mtu: 1500,
@@ -122,6 +132,8 @@ pub struct Testbed {
     controls: Arc<Vec<PathControl>>,
     player: Mutex<Option<Player>>,
     applied: Arc<Mutex<Vec<AppliedStep>>>,
+    /// Where the fidelity monitors count from (the last `play()` or `reset_monitors()`).
+    mark: Mutex<Option<Mark>>,
     stopped: bool,
 }
 
@@ -144,7 +156,7 @@ impl Testbed {
     /// Creates namespaces, links, emulator, routing and MPTCP configuration, and applies
     /// every path's first step. The schedule's later steps run after [`Testbed::play`].
     pub fn start(spec: &TestbedSpec, opts: &TestbedOptions) -> Result<Self> {
-        ns::privileged().map_err(Error::NotPrivileged)?;
+        ns::privileged().map_err(|reason| Error::NotPrivileged { reason })?;
         spec.validate()?;
         crate::install_signal_handler();
         let k = SEQ.fetch_add(1, Ordering::Relaxed);
@@ -187,20 +199,25 @@ impl Testbed {
             controls: Arc::new(Vec::new()),
             player: Mutex::new(None),
             applied: Arc::new(Mutex::new(Vec::new())),
+            mark: Mutex::new(None),
             stopped: false,
         };
         // On error `tb` is dropped here, which removes whatever was created.
         tb.setup(k)?;
+        tb.reset_monitors();
         Ok(tb)
     }
 
     fn setup(&mut self, k: u32) -> Result<()> {
-        let nerr = |e: rattan_env::error::NsError| Error::Netns(e.to_string());
         for name in [&self.client_ns, &self.emu_ns, &self.server_ns] {
             if ns::exists(name) {
-                return Err(Error::Netns(format!("namespace {name} already exists")));
+                return Err(Error::NamespaceExists(name.clone()));
             }
-            self.netns.push(NetNs::new(name).map_err(nerr)?);
+            self.netns.push(NetNs::new(name).map_err(|e| Error::Netns {
+                namespace: name.clone(),
+                op: "create",
+                detail: e.to_string(),
+            })?);
         }
         for name in [&self.client_ns, &self.emu_ns, &self.server_ns] {
             ns::ip(Some(name), &["link", "set", "lo", "up"])?;
@@ -242,6 +259,8 @@ impl Testbed {
             &self.emu_ns,
             pairs.clone(),
             self.opts.emu_threads,
+            self.opts.emu_rt_priority,
+            self.opts.packet_socket_buffer,
             self.opts.loss_both_directions,
         )?;
         let controls = emu.take_paths(&mut self.emu);
@@ -372,9 +391,10 @@ impl Testbed {
         for nsn in [&self.client_ns, &self.server_ns] {
             let avail = ns::sysctl_get(nsn, "net.ipv4.tcp_available_congestion_control")?;
             if !avail.split_whitespace().any(|a| a == cc) {
-                return Err(Error::Spec(format!(
-                    "congestion control {cc:?} not available in this kernel (have: {avail}); try `modprobe tcp_{cc}`"
-                )));
+                return Err(Error::CongestionControl {
+                    cc: cc.clone(),
+                    available: avail,
+                });
             }
             allow_congestion_control(cc)?;
             ns::sysctl(nsn, "net.ipv4.tcp_congestion_control", cc)?;
@@ -466,13 +486,14 @@ impl Testbed {
         f: impl FnOnce() -> R + Send + 'static,
     ) -> Result<std::thread::JoinHandle<Result<R>>> {
         let name = self.netns(side).to_string();
+        let thread = format!("ns:{name}");
         std::thread::Builder::new()
-            .name(format!("ns:{name}"))
+            .name(thread.clone())
             .spawn(move || {
                 ns::enter(&name)?;
                 Ok(f())
             })
-            .map_err(|e| Error::Netns(format!("spawn thread: {e}")))
+            .map_err(|source| Error::Thread { name: thread, source })
     }
 
     /// A command that runs `program` inside the namespace of `side` (`ip netns exec`).
@@ -487,8 +508,67 @@ impl Testbed {
     pub fn set_path(&self, index: usize, step: &PathStep) -> Result<()> {
         self.controls
             .get(index)
-            .ok_or_else(|| Error::Spec(format!("no path {index}")))?
+            .ok_or(Error::NoPath {
+                index,
+                count: self.controls.len(),
+            })?
             .apply(step, self.opts.loss_both_directions)
+    }
+
+    fn mark_now(&self) -> Mark {
+        Mark {
+            at: Instant::now(),
+            cpu: CpuSnapshot::now(),
+            lateness: self
+                .controls
+                .iter()
+                .map(|c| (c.lateness_down.snapshot(), c.lateness_up.snapshot()))
+                .collect(),
+            packets: self.emu.as_ref().map_or(PacketStats::default(), |e| e.packet_stats()),
+        }
+    }
+
+    /// Monitors count from now ([`Testbed::play`] does this too).
+    pub fn reset_monitors(&self) {
+        let m = self.mark_now();
+        *self.mark.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
+    }
+
+    /// What the fidelity monitors saw since the last [`Testbed::play`] or
+    /// [`Testbed::reset_monitors`], judged with the default tolerances.
+    pub fn fidelity(&self) -> Fidelity {
+        self.fidelity_with(&Tolerances::default())
+    }
+
+    /// [`Testbed::fidelity`] with other tolerances.
+    pub fn fidelity_with(&self, tol: &Tolerances) -> Fidelity {
+        let b = self.mark_now();
+        let a = self
+            .mark
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_else(|| b.clone());
+        // Interval in schedule time: relative to the player's start when playing, else
+        // the first step holds throughout.
+        let started = self
+            .player
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|p| p.started);
+        let rel = |t: Instant| started.map_or(0.0, |s| t.saturating_duration_since(s).as_secs_f64());
+        let (from, to) = (rel(a.at), rel(b.at));
+        let paths: Vec<PathInput> = self
+            .spec
+            .paths
+            .iter()
+            .map(|p| PathInput {
+                name: p.name.clone(),
+                configured_mbps: p.delivered_rate_between(from, to),
+            })
+            .collect();
+        fidelity::assess(&a, &b, &paths, tol)
     }
 
     /// Starts the player: t = 0 is now; every path's steps are applied at their times
@@ -538,12 +618,17 @@ impl Testbed {
                     });
                 }
             })
-            .map_err(|e| Error::Emulator(format!("spawn player: {e}")))?;
+            .map_err(|source| Error::Thread {
+                name: "fbdt-emu-player".into(),
+                source,
+            })?;
         *slot = Some(Player {
             stop_tx,
             thread,
             started,
         });
+        drop(slot);
+        self.reset_monitors();
         Ok(())
     }
 
@@ -617,12 +702,12 @@ impl Testbed {
 /// to that list if missing (additive; never removed, other testbeds may rely on it).
 fn allow_congestion_control(cc: &str) -> Result<()> {
     const P: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
-    let cur = std::fs::read_to_string(P).map_err(|e| Error::Netns(format!("read {P}: {e}")))?;
+    let cur = std::fs::read_to_string(P).map_err(Error::file(P))?;
     if cur.split_whitespace().any(|a| a == cc) {
         return Ok(());
     }
     let new = format!("{} {cc}", cur.trim());
-    std::fs::write(P, new.as_bytes()).map_err(|e| Error::Netns(format!("write {P} ({new:?}): {e}")))?;
+    std::fs::write(P, new.as_bytes()).map_err(Error::file(P))?;
     tracing::info!("added {cc} to {P}");
     Ok(())
 }

@@ -305,3 +305,86 @@ fn namespaces_gone_after_panic_inside_closure() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(9), "{status:?}");
 }
+
+fn fidelity_spec(rate_mbps: f64) -> TestbedSpec {
+    spec(vec![PathPlan::constant("a", rate_mbps, 1.0, 0.0)])
+}
+
+#[test]
+fn monitors_pass_a_quiet_emulator() {
+    let _g = root_or_skip!();
+    // A light load: the emulator has CPU to spare even next to other builds.
+    let tb = Testbed::start(&fidelity_spec(20.0), &TestbedOptions::default()).unwrap();
+    tb.reset_monitors();
+    perf::download(&tb, 0, 0, perf::Proto::Tcp, 2.0, 0.5, None).unwrap();
+    let f = tb.fidelity();
+    assert!(f.packets > 1000, "{f:?}");
+    assert!(f.faithful, "{:?}", f.reasons);
+    assert_eq!(f.emulator_threads, 1);
+    assert!(f.emulator_cpu > 0.0, "emulator CPU counted: {f:?}");
+    // What the rate stage released vs configured, over an interval that includes slow start.
+    let p = &f.paths[0];
+    assert!(
+        p.delivered_over_configured > 0.5 && p.delivered_over_configured < 1.1,
+        "{p:?}"
+    );
+}
+
+/// Busy-loops on `core` until `stop` is set.
+fn hog(core: usize, stop: Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        pin(0, core);
+        let mut x = 0u64;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    })
+}
+
+/// Pins thread `tid` (0 = the calling thread) to `core`.
+fn pin(tid: i32, core: usize) {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; sched_setaffinity
+    // only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+#[test]
+fn monitors_flag_a_starved_emulator() {
+    let _g = root_or_skip!();
+    // Normal scheduling (not the default real-time priority), so it can be starved: its
+    // threads pinned to core 0 at the lowest priority, next to two busy loops on the same
+    // core. It gets a few percent of one core.
+    let opts = TestbedOptions {
+        emu_rt_priority: None,
+        ..TestbedOptions::default()
+    };
+    let tb = Testbed::start(&fidelity_spec(400.0), &opts).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hogs: Vec<_> = (0..2).map(|_| hog(0, stop.clone())).collect();
+    let tids = fbdt_emu::fidelity::emulator_tids();
+    assert!(!tids.is_empty());
+    for &t in &tids {
+        pin(t, 0);
+        // SAFETY: setpriority on a thread id of this process.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, t as libc::id_t, 19) };
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    tb.reset_monitors();
+    let r = perf::download(&tb, 0, 0, perf::Proto::Tcp, 3.0, 0.5, None);
+    let f = tb.fidelity();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for h in hogs {
+        h.join().unwrap();
+    }
+    drop(tb);
+    r.unwrap();
+    assert!(!f.faithful, "a starved emulator must be flagged: {f:?}");
+    assert!(
+        f.emulator_late_share > f.tolerances.max_late_share || f.emulator_drops > 0,
+        "{f:?}"
+    );
+}

@@ -15,6 +15,7 @@ use indicatif::ProgressBar;
 
 use fbdt_net::{NetConfig, SessionStats};
 
+use crate::emu_fidelity::{RunEntry, RunFidelity};
 use crate::report::{percentile, Counters, RunSummary, Sample, SchemeResult};
 use crate::scheme::{self, Scheme};
 
@@ -23,7 +24,25 @@ pub struct EmuRun {
     pub scale: f64,
     pub capacity_mbps: f64,
     pub results: Vec<SchemeResult>,
+    /// What the fidelity monitors saw in every run, and where the scale came from.
+    pub fidelity: RunFidelity,
 }
+
+/// How the scale of an emulated run is chosen.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScaleChoice {
+    /// `--scale`: this one, no calibration.
+    pub given: Option<f64>,
+    /// `--auto-scale`: when a run is unfaithful, repeat the scenario (every scheme, so
+    /// they stay comparable) at a lower scale, up to [`AUTO_SCALE_TRIES`] times.
+    pub auto: bool,
+    /// Measure the scale again even if this host's is cached.
+    pub recalibrate: bool,
+}
+
+/// Scenario attempts with `--auto-scale` (each at 1/[`AUTO_SCALE_STEP`] of the previous scale).
+pub const AUTO_SCALE_TRIES: u32 = 3;
+pub const AUTO_SCALE_STEP: f64 = 1.5;
 
 /// How a scheme runs on the testbed.
 enum Transport {
@@ -53,16 +72,17 @@ struct Single {
     per_path_bytes: BTreeMap<String, u64>,
     /// (server, client) counters of session-based schemes.
     sessions: Option<(SessionStats, SessionStats)>,
+    fidelity: fbdt_emu::Fidelity,
 }
 
 /// Runs every scheme in `names` for the scenario's duration, `repeat` times (interleaved:
 /// every scheme once, then again, so slow drifts of a noisy machine hit all schemes alike;
-/// repetition r uses seed + r). `scale` None = the machine's default
-/// (fbdt_emu::default_scale).
+/// repetition r uses seed + r). The scale: `choice.given`, else this host's calibrated
+/// scale for the scenario (cached, or measured now; see fbdt_emu::calibrate::scale_for).
 pub fn run(
     scenario: &Scenario,
     names: &[String],
-    scale: Option<f64>,
+    choice: ScaleChoice,
     repeat: u32,
     bar: &ProgressBar,
 ) -> Result<EmuRun> {
@@ -72,13 +92,66 @@ pub fn run(
     for n in names {
         transport(n, scenario)?;
     }
-    let scale = match scale {
-        Some(s) => s,
+    let (mut scale, source) = match choice.given {
+        Some(s) => (s, fbdt_emu::calibrate::ScaleSource::Given),
         None => {
             let unscaled = fbdt_emu::spec_from_schedule(scenario, &scenario.schedule(1.0)?)?;
-            fbdt_emu::default_scale(unscaled.peak_total_mbps(), TestbedOptions::default().mtu)
+            let opts = TestbedOptions::default();
+            let found = bar.suspend(|| fbdt_emu::calibrate::scale_for(&unscaled, &opts, choice.recalibrate, true));
+            let (s, src, search) = match found {
+                Ok(x) => x,
+                Err(e @ fbdt_emu::Error::NoFaithfulScale { .. }) => {
+                    let guess = fbdt_emu::default_scale(unscaled.peak_total_mbps(), opts.mtu);
+                    bar.println(format!("{e}; running at scale {guess}, the runs' monitors will tell"));
+                    (guess, fbdt_emu::calibrate::ScaleSource::Fallback, None)
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if let Some(search) = search {
+                bar.println(format!(
+                    "{}: calibrated scale {} on this host in {:.0} s ({} probes)",
+                    scenario.name,
+                    s,
+                    search.took_s,
+                    search.probes.len()
+                ));
+            }
+            (s, src)
         }
     };
+    let mut rejected = Vec::new();
+    let paths: Vec<String> = scenario.paths.iter().map(|p| p.name.clone()).collect();
+    let mut attempt = 1;
+    loop {
+        let mut out = run_at(scenario, names, scale, repeat, bar)?;
+        let faithful = out.1.iter().all(|e| e.faithful);
+        if faithful || !choice.auto || attempt >= AUTO_SCALE_TRIES {
+            let fidelity = RunFidelity::from_runs(&paths, std::mem::take(&mut out.1), scale, &source, rejected);
+            for r in &mut out.0.results {
+                r.faithful = Some(fidelity.scheme_faithful(&r.scheme));
+            }
+            return Ok(EmuRun { fidelity, ..out.0 });
+        }
+        rejected.push(scale);
+        let lower = fbdt_emu::calibrate::round_scale(scale / AUTO_SCALE_STEP);
+        bar.println(format!(
+            "{}: unfaithful at scale {scale}; --auto-scale repeats every scheme at {lower}",
+            scenario.name
+        ));
+        scale = lower;
+        attempt += 1;
+    }
+}
+
+/// Every scheme × repetition at one scale.
+fn run_at(
+    scenario: &Scenario,
+    names: &[String],
+    scale: f64,
+    repeat: u32,
+    bar: &ProgressBar,
+) -> Result<(EmuRun, Vec<RunEntry>)> {
+    let mut entries = Vec::new();
     let first = scenario.schedule(scale)?;
     let mut singles: Vec<Vec<(u64, Single)>> = names.iter().map(|_| Vec::new()).collect();
     let mut wall = vec![0.0; names.len()];
@@ -97,9 +170,16 @@ pub fn run(
             let one = run_one(&sc, &spec, name, bar).with_context(|| format!("scheme {name}, seed {}", sc.seed))?;
             wall[i] += started.elapsed().as_secs_f64();
             bar.println(format!(
-                "{name}: {:.1} Mbit/s (emulated, scale {scale:.3}, seed {})",
-                one.goodput_mbps, sc.seed
+                "{name}: {:.1} Mbit/s (emulated, scale {scale:.3}, seed {}){}",
+                one.goodput_mbps,
+                sc.seed,
+                if one.fidelity.faithful {
+                    String::new()
+                } else {
+                    format!(" UNFAITHFUL: {}", one.fidelity.reasons.join("; "))
+                }
             ));
+            entries.push(RunEntry::new(name, sc.seed, scale, &one.fidelity));
             singles[i].push((sc.seed, one));
         }
     }
@@ -109,11 +189,23 @@ pub fn run(
         .zip(wall)
         .map(|((name, runs), wall_s)| aggregate(name, runs, wall_s))
         .collect();
-    Ok(EmuRun {
+    let paths: Vec<String> = scenario.paths.iter().map(|p| p.name.clone()).collect();
+    let fidelity = RunFidelity::from_runs(
+        &paths,
+        Vec::new(),
         scale,
-        capacity_mbps: first.capacity_mbps(),
-        results,
-    })
+        &fbdt_emu::calibrate::ScaleSource::Given,
+        Vec::new(),
+    );
+    Ok((
+        EmuRun {
+            scale,
+            capacity_mbps: first.capacity_mbps(),
+            results,
+            fidelity,
+        },
+        entries,
+    ))
 }
 
 fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &ProgressBar) -> Result<Single> {
@@ -148,6 +240,7 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
         }
     };
     let after = tb.path_counters()?;
+    let fidelity = tb.fidelity();
     tb.stop();
     bar.set_position(base + ticks);
 
@@ -186,6 +279,7 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
         seconds,
         per_path_bytes,
         sessions,
+        fidelity,
     })
 }
 
@@ -254,5 +348,6 @@ fn aggregate(name: &str, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult 
         recv_buffer_max_bytes: recv_buffer_max,
         reinjected_bytes: reinjected,
         wall_s,
+        faithful: None,
     }
 }

@@ -1,7 +1,9 @@
 //! `fbdt-lab`: run FBDT and its baselines over the papers' scenarios.
 
+mod calibrate;
 mod emu_backend;
 mod emu_fbdt;
+mod emu_fidelity;
 mod jpoc_cmd;
 mod paper;
 mod report;
@@ -27,10 +29,13 @@ enum Command {
     Paper(paper::PaperArgs),
     /// List the built-in scenarios.
     Scenarios,
-    /// Emulated testbed: each path alone, configured vs measured TCP goodput and RTT (root).
-    Calibrate(fbdt_emu::CalibrateArgs),
+    /// Emulated testbed: find the largest scale this host emulates faithfully (cached for
+    /// later runs), then each path alone and all together, configured vs measured (root).
+    Calibrate(calibrate::CalibrateArgs),
+    /// Emulator benchmark: the largest aggregate rate carried faithfully, by paths and MTU (root).
+    BenchEmu(calibrate::BenchArgs),
     /// Remove network namespaces left behind by a crashed testbed run.
-    Clean(fbdt_emu::CleanArgs),
+    Clean(calibrate::CleanArgs),
     /// JPOC: fair mmWave initial access vs 802.11ad A-BFT (thesis ch. 3).
     #[command(subcommand)]
     Jpoc(jpoc_cmd::JpocCommand),
@@ -58,8 +63,9 @@ fn real_main() -> Result<()> {
         Command::Run(args) => run::run(args).map(|_| ()),
         Command::Paper(args) => paper::run(args),
         Command::Scenarios => scenarios(),
-        Command::Calibrate(args) => fbdt_emu::run_calibrate(args),
-        Command::Clean(args) => fbdt_emu::run_clean(args),
+        Command::Calibrate(args) => calibrate::run_calibrate(args),
+        Command::BenchEmu(args) => calibrate::run_bench(args),
+        Command::Clean(args) => calibrate::run_clean(args),
         Command::Jpoc(cmd) => jpoc_cmd::run(cmd),
     }
 }

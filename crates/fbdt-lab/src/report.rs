@@ -22,6 +22,9 @@ pub struct RunReport {
     pub meta: Meta,
     /// The scenario as run (after --duration/--seed overrides).
     pub scenario_def: Scenario,
+    /// Emulated runs: what the emulator's fidelity monitors saw (see docs/testbed.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fidelity: Option<crate::emu_fidelity::RunFidelity>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -51,6 +54,10 @@ pub struct SchemeResult {
     /// repetitions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reinjected_bytes: Option<u64>,
+    /// Emulated runs: whether every run of this scheme was within the emulator's
+    /// tolerances. An unfaithful scheme's numbers say nothing about the protocol.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faithful: Option<bool>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

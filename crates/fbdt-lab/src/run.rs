@@ -11,6 +11,7 @@ use fbdt_sim::SimParams;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::report::{percentile, Counters, Meta, RunReport, RunSummary, Sample, SchemeResult};
+use crate::emu_fidelity::RunFidelity;
 use crate::scheme;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -49,6 +50,10 @@ pub struct RunArgs {
     /// Write the results JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Emulated runs: when a run is unfaithful (the emulator ran out of CPU), repeat the
+    /// scenario at a lower scale (up to 3 attempts).
+    #[arg(long)]
+    pub auto_scale: bool,
 }
 
 pub fn run(args: RunArgs) -> Result<RunReport> {
@@ -121,6 +126,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             wall_s: 0.0,
             recv_buffer_max_bytes: None,
             reinjected_bytes: None,
+            faithful: None,
         };
         let is_mp = name.starts_with("mp:");
         for r in 0..args.repeat {
@@ -185,7 +191,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
         ("sample_interval_s".to_string(), params.sample_interval_s),
     ]));
     let capacity_mbps = first.capacity_mbps();
-    publish(&args, scenario, Backend::Sim, seed, scale, capacity_mbps, results, meta)
+    publish(&args, scenario, Backend::Sim, seed, scale, capacity_mbps, results, meta, None)
 }
 
 fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> Result<RunReport> {
@@ -196,7 +202,12 @@ fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> R
             .expect("valid template")
             .progress_chars("=> "),
     );
-    let emu = crate::emu_backend::run(&scenario, names, args.scale, args.repeat, &bar)?;
+    let choice = crate::emu_backend::ScaleChoice {
+        given: args.scale,
+        auto: args.auto_scale,
+        recalibrate: false,
+    };
+    let emu = crate::emu_backend::run(&scenario, names, choice, args.repeat, &bar)?;
     bar.finish_and_clear();
     publish(
         args,
@@ -207,6 +218,7 @@ fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> R
         emu.capacity_mbps,
         emu.results,
         Meta::here(),
+        Some(emu.fidelity),
     )
 }
 
@@ -227,6 +239,7 @@ fn publish(
     capacity_mbps: f64,
     results: Vec<SchemeResult>,
     meta: Meta,
+    fidelity: Option<RunFidelity>,
 ) -> Result<RunReport> {
     let (backend, congestion_control) = match backend {
         Backend::Sim => ("sim", SIM_CONGESTION_CONTROL.to_string()),
@@ -244,8 +257,12 @@ fn publish(
         results,
         meta,
         scenario_def: scenario,
+        fidelity,
     };
     print_table(&report);
+    for line in report.fidelity.iter().flat_map(|f| f.describe()) {
+        println!("{line}");
+    }
     if let Some(path) = &args.json {
         write_json(path, &report)?;
         eprintln!("wrote {}", path.display());
@@ -275,12 +292,15 @@ pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Resu
 
 fn print_table(r: &RunReport) {
     println!(
-        "scenario {} ({} backend, {:.1} s, seed {}, scale {}, {}): capacity {:.1} Mbit/s{}",
+        "scenario {} ({} backend, {:.1} s, seed {}, scale {}{}, {}): capacity {:.1} Mbit/s{}",
         r.scenario,
         r.backend,
         r.duration_s,
         r.seed,
         r.scale,
+        r.fidelity
+            .as_ref()
+            .map_or(String::new(), |f| format!(" {}", f.scale_source)),
         r.congestion_control,
         r.capacity_mbps,
         r.sum_standalone_mbps
@@ -302,7 +322,11 @@ fn print_table(r: &RunReport) {
             .collect();
         println!(
             "{:<26} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>6.2}% {:>7} {:>7}  {}",
-            s.scheme,
+            if s.faithful == Some(false) {
+                format!("{} (UNFAITHFUL)", s.scheme)
+            } else {
+                s.scheme.clone()
+            },
             s.goodput_mbps,
             s.goodput_p10_mbps,
             s.goodput_p50_mbps,

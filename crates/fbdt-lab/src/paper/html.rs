@@ -39,7 +39,8 @@ border-bottom:1px solid #ccc}table{border-collapse:collapse;margin:8px 0;font-si
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f0f0f0}\
 td.l,th.l{text-align:left}tr.sc td{background:#e8eef7;text-align:left;font-weight:bold}\
 .PASS{background:#c8f0c8;color:#064}.MISS{background:#f8c8c8;color:#900;font-weight:bold}\
-.NA{background:#eee;color:#666}.verdict{padding:10px 14px;font-size:17px;border-radius:4px}.verdict ul{margin:6px 0 0;font-size:15px}\
+.NA{background:#eee;color:#666}.UNF{background:#ddd;color:#777;font-style:italic}tr.unf td{color:#aaa}\
+tr.sc td.unf{background:#ddd;color:#555}.verdict{padding:10px 14px;font-size:17px;border-radius:4px}.verdict ul{margin:6px 0 0;font-size:15px}\
 .ok{background:#c8f0c8}.bad{background:#f8c8c8}figure{margin:16px 0}figure img{max-width:100%;\
 border:1px solid #ddd}figcaption{font-size:14px;color:#444}pre{background:#f7f7f7;padding:8px;\
 white-space:pre-wrap}dl{display:grid;grid-template-columns:max-content auto;gap:2px 16px}dt{font-weight:bold}";
@@ -85,12 +86,17 @@ pub fn render(s: &Summary, figures: &[Figure], notes: Option<&str>) -> String {
 
 fn verdict(h: &mut String, s: &Summary) {
     let count = |st: Status| s.checks.iter().filter(|c| c.status == st).count();
-    let (miss, na) = (count(Status::Miss), count(Status::NotMeasured));
+    let (miss, na, unf) = (
+        count(Status::Miss),
+        count(Status::NotMeasured),
+        count(Status::Unfaithful),
+    );
     let text = if s.all_pass {
         format!("All {} target checks passed.", s.checks.len())
     } else {
         format!(
-            "{} of {} target checks passed: {miss} missed, {na} not measured; {} scenario run(s) failed.",
+            "{} of {} target checks passed: {miss} missed, {na} not measured, {unf} unfaithful \
+             (the emulator was out of tolerance: neither pass nor miss); {} scenario run(s) failed.",
             count(Status::Pass),
             s.checks.len(),
             s.failures.len()
@@ -123,6 +129,7 @@ fn what_was_run(h: &mut String, s: &Summary) {
         ("mode", if r.quick { "quick" } else { "full" }.to_string()),
         ("MPTCP baseline", r.baseline.clone()),
         ("scale", scales.join(", ")),
+        ("scale chosen by", r.scale_sources.join("; ")),
         ("congestion control", r.congestion_control.join(", ")),
         ("machine", format!("{} cores, kernel {}", r.cores, r.kernel)),
         ("git revision", r.git_revision.clone()),
@@ -145,7 +152,11 @@ fn what_was_run(h: &mut String, s: &Summary) {
 }
 
 fn status_cell(st: Status) -> String {
-    let class = if st == Status::NotMeasured { "NA" } else { st.label() };
+    let class = match st {
+        Status::NotMeasured => "NA",
+        Status::Unfaithful => "UNF",
+        _ => st.label(),
+    };
     format!("<td class=\"{class}\">{}</td>", st.label())
 }
 
@@ -197,11 +208,20 @@ fn results(h: &mut String, s: &Summary) {
             num(sc.sum_standalone_mbps, 1),
             num(sc.paper.sum_standalone_mbps, 0)
         );
+        if !sc.faithful {
+            let _ = writeln!(
+                h,
+                "<tr class=\"sc\"><td class=\"unf\" colspan=\"9\">UNFAITHFUL emulation (greyed rows; \
+                 no target counts them): {}</td></tr>",
+                escape(&sc.unfaithful.join(" | "))
+            );
+        }
         for x in &sc.schemes {
             let _ = writeln!(
                 h,
-                "<tr><td class=\"l\">{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td>\
+                "<tr{}><td class=\"l\">{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td>\
                  <td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                if x.faithful { "" } else { " class=\"unf\"" },
                 escape(&x.scheme),
                 x.goodput_mbps,
                 x.p10_mbps,

@@ -41,6 +41,9 @@ pub struct PaperArgs {
     /// the largest this machine emulates faithfully).
     #[arg(long)]
     pub scale: Option<f64>,
+    /// Emulated runs: repeat a scenario whose runs were unfaithful at a lower scale.
+    #[arg(long)]
+    pub auto_scale: bool,
     /// A text or markdown file of findings, shown verbatim in the report's notes section.
     #[arg(long)]
     pub notes: Option<PathBuf>,
@@ -186,6 +189,7 @@ pub fn run(args: PaperArgs) -> Result<()> {
             repeat: 1,
             scale: args.scale,
             json: Some(out.join(format!("{}.json", p.name))),
+            auto_scale: args.auto_scale,
         });
         match outcome {
             Ok(r) => reports.push(r),
@@ -300,11 +304,20 @@ fn run_info(args: &PaperArgs, backend: Backend, reports: &[RunReport], at: Syste
     let meta = reports
         .first()
         .map_or_else(crate::report::Meta::here, |r| r.meta.clone());
+    let scale_sources = reports
+        .iter()
+        .filter_map(|r| {
+            r.fidelity
+                .as_ref()
+                .map(|f| format!("{}: {} {}", r.scenario, f.scale, f.scale_source))
+        })
+        .collect();
     RunInfo {
         backend: backend_name(backend).into(),
         quick: args.quick,
         baseline: suite::baseline(backend).into(),
         scales,
+        scale_sources,
         congestion_control: ccs,
         cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
         // What `uname -r` prints.
@@ -400,7 +413,7 @@ fn print_checks(s: &Summary) {
     );
     for c in &s.checks {
         println!(
-            "  {:<5} {:<16} {:<28} ours {:>6} paper {:>6}",
+            "  {:<10} {:<16} {:<28} ours {:>6} paper {:>6}",
             c.status.label(),
             c.scenario,
             c.target,

@@ -18,6 +18,9 @@ pub struct RunInfo {
     pub baseline: String,
     /// Distinct scales of the runs (one on a given machine).
     pub scales: Vec<f64>,
+    /// Emulated runs: where each scenario's scale came from ("los: 0.12 measured").
+    #[serde(default)]
+    pub scale_sources: Vec<String>,
     pub congestion_control: Vec<String>,
     pub cores: usize,
     pub kernel: String,
@@ -64,6 +67,16 @@ pub struct ScenarioSummary {
     pub schemes: Vec<SchemeSummary>,
     pub ratios: Ratios,
     pub paper: PaperNumbers,
+    /// Emulated runs: every run within the emulator's tolerances (true for the simulator).
+    #[serde(default = "yes")]
+    pub faithful: bool,
+    /// Why not: "scheme: reason" per unfaithful run.
+    #[serde(default)]
+    pub unfaithful: Vec<String>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -79,6 +92,10 @@ pub struct SchemeSummary {
     pub paper_mbps: Option<f64>,
     pub ratio_to_sum_standalone: Option<f64>,
     pub paper_ratio_to_sum_standalone: Option<f64>,
+    /// False when the emulator was out of tolerance in a run of this scheme: its numbers
+    /// are shown greyed and no target counts them.
+    #[serde(default = "yes")]
+    pub faithful: bool,
 }
 
 /// The paper's side of a scenario, from the scenario file's `[reference]` table.
@@ -102,6 +119,9 @@ pub enum Status {
     /// A scheme the target needs did not run (or its run failed).
     #[serde(rename = "N/A")]
     NotMeasured,
+    /// A scheme the target needs ran on an emulator out of tolerance: neither PASS nor MISS.
+    #[serde(rename = "UNFAITHFUL")]
+    Unfaithful,
 }
 
 impl Status {
@@ -110,6 +130,7 @@ impl Status {
             Status::Pass => "PASS",
             Status::Miss => "MISS",
             Status::NotMeasured => "N/A",
+            Status::Unfaithful => "UNFAITHFUL",
         }
     }
 }
@@ -176,11 +197,22 @@ pub fn scenario_summary(r: &RunReport, full: Option<&Scenario>, baseline: &str) 
                 paper_mbps: paper,
                 ratio_to_sum_standalone: ratio(Some(x.goodput_mbps), r.sum_standalone_mbps),
                 paper_ratio_to_sum_standalone: ratio(paper, paper_sum),
+                faithful: x.faithful != Some(false),
             }
         })
         .collect();
     let paper_fbdt = reference.get("fbdt").copied();
+    let unfaithful: Vec<String> = r
+        .fidelity
+        .iter()
+        .flat_map(|f| f.runs.iter().filter(|e| !e.faithful))
+        .map(|e| format!("{}: {}", e.scheme, e.reasons.join("; ")))
+        .collect();
     ScenarioSummary {
+        faithful: unfaithful.is_empty()
+            && r.fidelity.as_ref().is_none_or(|f| f.faithful)
+            && r.results.iter().all(|x| x.faithful != Some(false)),
+        unfaithful,
         scenario: r.scenario.clone(),
         duration_s: r.duration_s,
         scale: r.scale,
@@ -208,10 +240,15 @@ pub fn scenario_summary(r: &RunReport, full: Option<&Scenario>, baseline: &str) 
 /// The project's targets for one scenario: FBDT ≥ 0.95 × Σ standalone and ≥ MPTCP
 /// everywhere; ≥ 0.85 × capacity where a link comes and goes (blockage, mobility);
 /// ≥ 1.3 × MPTCP with loss on two of four links (rats4-loss2).
-pub fn checks(s: &ScenarioSummary) -> Vec<Check> {
+pub fn checks(s: &ScenarioSummary, baseline: &str) -> Vec<Check> {
+    let unfaithful = |name: &str| s.schemes.iter().any(|x| x.scheme == name && !x.faithful);
+    let tcp_unfaithful = s.schemes.iter().any(|x| x.scheme.starts_with("tcp:") && !x.faithful);
     let mut v = Vec::new();
-    let mut add = |target: &str, value: Option<f64>, threshold: f64, paper_value: Option<f64>| {
+    // `uses`: the target's ratio involves the standalone TCPs (Σ) / the MPTCP baseline.
+    let mut add = |target: &str, value: Option<f64>, threshold: f64, paper_value: Option<f64>, uses: (bool, bool)| {
+        let tainted = unfaithful("fbdt") || (uses.0 && tcp_unfaithful) || (uses.1 && unfaithful(baseline));
         let status = match value {
+            Some(_) if tainted => Status::Unfaithful,
             None => Status::NotMeasured,
             Some(x) if x >= threshold => Status::Pass,
             Some(_) => Status::Miss,
@@ -231,18 +268,32 @@ pub fn checks(s: &ScenarioSummary) -> Vec<Check> {
         ours.fbdt_over_sum_standalone,
         0.95,
         paper.fbdt_over_sum_standalone,
+        (true, false),
     );
-    add("FBDT ≥ MPTCP", ours.fbdt_over_mptcp, 1.0, paper.fbdt_over_mptcp);
+    add(
+        "FBDT ≥ MPTCP",
+        ours.fbdt_over_mptcp,
+        1.0,
+        paper.fbdt_over_mptcp,
+        (false, true),
+    );
     if matches!(s.scenario.as_str(), "blockage" | "mobility") {
         add(
             "FBDT ≥ 0.85 × capacity",
             ours.fbdt_over_capacity,
             0.85,
             paper.fbdt_over_capacity,
+            (false, false),
         );
     }
     if s.scenario == "rats4-loss2" {
-        add("FBDT ≥ 1.3 × MPTCP", ours.fbdt_over_mptcp, 1.3, paper.fbdt_over_mptcp);
+        add(
+            "FBDT ≥ 1.3 × MPTCP",
+            ours.fbdt_over_mptcp,
+            1.3,
+            paper.fbdt_over_mptcp,
+            (false, true),
+        );
     }
     v
 }
@@ -254,7 +305,7 @@ pub fn build(reports: &[RunReport], defined: &[Scenario], failures: Vec<Failure>
         .iter()
         .map(|r| scenario_summary(r, defined.iter().find(|s| s.name == r.scenario), &run.baseline))
         .collect();
-    let checks: Vec<Check> = scenarios.iter().flat_map(checks).collect();
+    let checks: Vec<Check> = scenarios.iter().flat_map(|s| checks(s, &run.baseline)).collect();
     let all_pass = failures.is_empty() && checks.iter().all(|c| c.status == Status::Pass);
     Summary {
         run,
@@ -323,6 +374,7 @@ pub(crate) mod tests {
             wall_s: 0.0,
             recv_buffer_max_bytes: None,
             reinjected_bytes: None,
+            faithful: None,
         }
     }
 
@@ -347,6 +399,7 @@ pub(crate) mod tests {
             results,
             meta: Meta::here(),
             scenario_def: sc,
+            fidelity: None,
         }
     }
 
@@ -356,6 +409,7 @@ pub(crate) mod tests {
             quick: true,
             baseline: baseline.into(),
             scales: vec![0.2],
+            scale_sources: Vec::new(),
             congestion_control: vec!["cubic".into()],
             cores: 2,
             kernel: "6.1.0".into(),
@@ -404,6 +458,33 @@ pub(crate) mod tests {
         assert_eq!(s.checks.len(), 2);
         assert!(s.checks.iter().all(|c| c.status == Status::Pass), "{:?}", s.checks);
         assert!(s.all_pass);
+    }
+
+    #[test]
+    fn unfaithful_runs_are_neither_pass_nor_miss() {
+        // The same numbers as above, but the emulator was out of tolerance in the MPTCP run.
+        let mut r = report(
+            "los",
+            0.2,
+            380.0,
+            &[
+                ("fbdt", 360.0),
+                ("mptcp", 200.0),
+                ("tcp:wifi", 90.0),
+                ("tcp:wigig", 280.0),
+            ],
+        );
+        r.results[1].faithful = Some(false);
+        let s = build(&[r], &[], Vec::new(), info("mptcp"));
+        let by: BTreeMap<&str, Status> = s.checks.iter().map(|c| (c.target.as_str(), c.status)).collect();
+        // FBDT vs Σ standalone does not involve MPTCP: still judged.
+        assert_eq!(by["FBDT ≥ 0.95 × Σ standalone"], Status::Pass);
+        assert_eq!(by["FBDT ≥ MPTCP"], Status::Unfaithful);
+        assert!(!s.scenarios[0].schemes[1].faithful && !s.scenarios[0].faithful);
+        assert!(!s.all_pass, "an unfaithful check is not a pass");
+        let page = crate::paper::html::render(&s, &[], None);
+        assert!(page.contains("<td class=\"UNF\">UNFAITHFUL</td>"), "{page}");
+        assert!(page.contains("<tr class=\"unf\">"), "{page}");
     }
 
     #[test]

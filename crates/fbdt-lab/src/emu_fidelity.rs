@@ -1,0 +1,168 @@
+//! The `fidelity` object of emulated results: what fbdt-emu's monitors saw in every run
+//! of a scenario, reduced to one verdict, and where the run's scale came from.
+
+use fbdt_emu::{calibrate::ScaleSource, Fidelity, HostKey};
+use serde::{Deserialize, Serialize};
+
+/// One path over a scenario's runs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PathSummary {
+    pub name: String,
+    /// Largest delivered / configured over the runs (the run that loaded this path most;
+    /// a scheme need not use every path, so the smallest says nothing about the emulator).
+    pub delivered_over_configured: f64,
+}
+
+/// One run (scheme × repetition) of the scenario.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunEntry {
+    pub scheme: String,
+    pub seed: u64,
+    pub scale: f64,
+    pub faithful: bool,
+    pub reasons: Vec<String>,
+    pub emulator_late_share: f64,
+    pub emulator_late_p99_ms: f64,
+    pub emulator_drops: u64,
+    pub emulator_cpu: f64,
+    pub emulator_cpu_wait: f64,
+    pub endpoints_cpu: f64,
+    pub host_busy: f64,
+    pub steal: f64,
+    pub delivered_over_configured: Vec<f64>,
+}
+
+/// Top-level `fidelity` of an emulated results JSON.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunFidelity {
+    /// Every run of the scenario within tolerance.
+    pub faithful: bool,
+    /// Worst (largest) over the runs.
+    pub emulator_late_share: f64,
+    pub emulator_late_p99_ms: f64,
+    pub emulator_cpu: f64,
+    pub emulator_drops: u64,
+    pub endpoints_cpu: f64,
+    pub steal: f64,
+    pub paths: Vec<PathSummary>,
+    /// The scale of these results, and where it came from: "given" (--scale), "cached"
+    /// (measured on this host earlier), "measured" (calibrated for this run).
+    pub scale: f64,
+    pub scale_source: String,
+    /// The host the scale was calibrated for.
+    pub host: HostKey,
+    /// Scales that were tried first and found unfaithful (--auto-scale).
+    #[serde(default)]
+    pub rejected_scales: Vec<f64>,
+    /// The tolerances every run was judged with.
+    pub tolerances: fbdt_emu::Tolerances,
+    pub runs: Vec<RunEntry>,
+}
+
+pub fn source_name(s: &ScaleSource) -> &'static str {
+    match s {
+        ScaleSource::Given => "given",
+        ScaleSource::Cached => "cached",
+        ScaleSource::Measured => "measured",
+        ScaleSource::Fallback => "fallback (no faithful scale found)",
+    }
+}
+
+impl RunEntry {
+    pub fn new(scheme: &str, seed: u64, scale: f64, f: &Fidelity) -> Self {
+        Self {
+            scheme: scheme.into(),
+            seed,
+            scale,
+            faithful: f.faithful,
+            reasons: f.reasons.clone(),
+            emulator_late_share: f.emulator_late_share,
+            emulator_late_p99_ms: f.emulator_late_p99_ms,
+            emulator_drops: f.emulator_drops,
+            emulator_cpu: f.emulator_cpu,
+            emulator_cpu_wait: f.emulator_cpu_wait,
+            endpoints_cpu: f.endpoints_cpu,
+            host_busy: f.host_busy,
+            steal: f.steal,
+            delivered_over_configured: f.paths.iter().map(|p| p.delivered_over_configured).collect(),
+        }
+    }
+}
+
+impl RunFidelity {
+    /// Reduces the runs (all at `scale`) to one verdict.
+    pub fn from_runs(
+        paths: &[String],
+        runs: Vec<RunEntry>,
+        scale: f64,
+        source: &ScaleSource,
+        rejected_scales: Vec<f64>,
+    ) -> Self {
+        let max = |f: fn(&RunEntry) -> f64| runs.iter().map(f).fold(0.0, f64::max);
+        Self {
+            faithful: runs.iter().all(|r| r.faithful),
+            emulator_late_share: max(|r| r.emulator_late_share),
+            emulator_late_p99_ms: max(|r| r.emulator_late_p99_ms),
+            emulator_cpu: max(|r| r.emulator_cpu),
+            emulator_drops: runs.iter().map(|r| r.emulator_drops).sum(),
+            endpoints_cpu: max(|r| r.endpoints_cpu),
+            steal: max(|r| r.steal),
+            paths: paths
+                .iter()
+                .enumerate()
+                .map(|(i, name)| PathSummary {
+                    name: name.clone(),
+                    delivered_over_configured: runs
+                        .iter()
+                        .filter_map(|r| r.delivered_over_configured.get(i).copied())
+                        .fold(0.0, f64::max),
+                })
+                .collect(),
+            scale,
+            scale_source: source_name(source).into(),
+            host: HostKey::current(),
+            rejected_scales,
+            tolerances: fbdt_emu::Tolerances::default(),
+            runs,
+        }
+    }
+
+    /// Whether every run of `scheme` was faithful.
+    pub fn scheme_faithful(&self, scheme: &str) -> bool {
+        self.runs.iter().filter(|r| r.scheme == scheme).all(|r| r.faithful)
+    }
+
+    /// The lines printed under the run's table.
+    pub fn describe(&self) -> Vec<String> {
+        let mut v = vec![format!(
+            "fidelity: {} — scale {} ({}), emulator late ≥ {} ms {:.2}% (p99 ≤ {:.1} ms), \
+             emulator CPU ≤ {:.2} core, endpoints ≤ {:.2} core, steal ≤ {:.1}%, drops {}",
+            if self.faithful { "faithful" } else { "UNFAITHFUL" },
+            self.scale,
+            self.scale_source,
+            self.tolerances.late_ms,
+            self.emulator_late_share * 100.0,
+            self.emulator_late_p99_ms,
+            self.emulator_cpu,
+            self.endpoints_cpu,
+            self.steal * 100.0,
+            self.emulator_drops
+        )];
+        for r in self.runs.iter().filter(|r| !r.faithful) {
+            v.push(format!(
+                "  UNFAITHFUL {} (seed {}): {}",
+                r.scheme,
+                r.seed,
+                r.reasons.join("; ")
+            ));
+        }
+        if !self.rejected_scales.is_empty() {
+            let s: Vec<String> = self.rejected_scales.iter().map(|s| s.to_string()).collect();
+            v.push(format!(
+                "  unfaithful at scale {} first; repeated lower (--auto-scale)",
+                s.join(", ")
+            ));
+        }
+        v
+    }
+}
