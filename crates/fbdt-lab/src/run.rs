@@ -10,8 +10,8 @@ use fbdt_scenario::Scenario;
 use fbdt_sim::SimParams;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::report::{percentile, Counters, Meta, RunReport, RunSummary, Sample, SchemeResult};
 use crate::emu_fidelity::RunFidelity;
+use crate::report::{percentile, Counters, Meta, RunReport, RunSummary, Sample, SchemeResult};
 use crate::scheme;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -191,7 +191,17 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
         ("sample_interval_s".to_string(), params.sample_interval_s),
     ]));
     let capacity_mbps = first.capacity_mbps();
-    publish(&args, scenario, Backend::Sim, seed, scale, capacity_mbps, results, meta, None)
+    publish(
+        &args,
+        scenario,
+        Backend::Sim,
+        seed,
+        scale,
+        capacity_mbps,
+        results,
+        meta,
+        None,
+    )
 }
 
 fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> Result<RunReport> {
