@@ -1,5 +1,6 @@
 //! `fbdt-lab`: run FBDT and its baselines over the papers' scenarios.
 
+mod bench;
 mod emu_backend;
 mod emu_fbdt;
 mod jpoc_cmd;
@@ -31,6 +32,9 @@ enum Command {
     Calibrate(fbdt_emu::CalibrateArgs),
     /// Remove network namespaces left behind by a crashed testbed run.
     Clean(fbdt_emu::CleanArgs),
+    /// Benchmarks (simulator speed).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
     /// JPOC: fair mmWave initial access vs 802.11ad A-BFT (thesis ch. 3).
     #[command(subcommand)]
     Jpoc(jpoc_cmd::JpocCommand),
@@ -60,6 +64,7 @@ fn real_main() -> Result<()> {
         Command::Scenarios => scenarios(),
         Command::Calibrate(args) => fbdt_emu::run_calibrate(args),
         Command::Clean(args) => fbdt_emu::run_clean(args),
+        Command::Bench(cmd) => bench::run(cmd),
         Command::Jpoc(cmd) => jpoc_cmd::run(cmd),
     }
 }

@@ -13,7 +13,8 @@ use fbdt_scenario::{PathTimeline, Schedule};
 
 use crate::endpoint::{FbdtEnd, Side, SimEndpoint, TcpEnd};
 use crate::link::Link;
-use crate::run::{PathReset, SimError, SimOutcome, SimParams, SimScheme};
+use crate::run::{PathModel, PathReset, SimError, SimOutcome, SimParams, SimScheme, DEFAULT_QUEUE_BYTES};
+use crate::tcp::TcpParams;
 
 fn at(t_s: f64) -> Instant {
     Instant::from_micros((t_s * 1e6).round().max(0.0) as u64)
@@ -39,6 +40,14 @@ struct PathSim {
 impl PathSim {
     fn refresh_report(&mut self, max_window: u64) {
         if !self.data.is_up() {
+            return;
+        }
+        if let Some(t) = self.data.tcp_info() {
+            self.reported = PathStats {
+                srtt: Some(Duration::from_secs_f64(t.srtt_s)),
+                delivery_rate_bps: Some(t.rate * 8.0),
+                cwnd_bytes: Some(t.cwnd_bytes),
+            };
             return;
         }
         let rtt = 2.0 * self.data.delay_s();
@@ -114,9 +123,21 @@ impl<'a> Sim<'a> {
         let paths = schedule
             .paths
             .iter()
-            .map(|tl| {
-                let mut data = Link::new(params.link.clone());
-                let mut reverse = Link::new(params.link.clone());
+            .enumerate()
+            .map(|(i, tl)| {
+                let link = |direction: u64| match params.model {
+                    PathModel::Pipe => Link::new(params.link.clone()),
+                    PathModel::Tcp => Link::tcp(
+                        params.link.clone(),
+                        TcpParams {
+                            cc: params.congestion_control,
+                            queue_bytes: params.queue_bytes.get(i).copied().unwrap_or(DEFAULT_QUEUE_BYTES),
+                            seed: params.seed ^ (2 * i as u64 + direction).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                        },
+                    ),
+                };
+                let mut data = link(0);
+                let mut reverse = link(1);
                 let s = tl.steps[0];
                 data.set(Instant::ZERO, s.rate_mbps, s.delay_ms, s.loss);
                 reverse.set(Instant::ZERO, s.rate_mbps, s.delay_ms, 0.0);
