@@ -152,6 +152,19 @@ impl Link {
         })
     }
 
+    /// The rate the head of the backlog is serialised at: the path's, or for the TCP model
+    /// no more than one window per base round trip — a window smaller than a chunk paces
+    /// the chunk out instead of sending it whole.
+    fn send_rate(&self) -> f64 {
+        match &self.tcp {
+            Some(t) if self.delay_s > 0.0 => {
+                let window = t.cwnd.min(self.params.max_window_bytes as f64);
+                self.rate.min(window / (2.0 * self.delay_s))
+            }
+            _ => self.rate,
+        }
+    }
+
     /// Most bytes in flight now: the TCP window, or the maximum for a pipe.
     fn window_limit(&self) -> u64 {
         let max = self.params.max_window_bytes;
@@ -259,9 +272,10 @@ impl Link {
             }
             let head_len = self.backlog.front().map_or(0, |c| c.len());
             let remaining = head_len as f64 - self.head_done;
-            let finish = self.clock + remaining / self.rate;
+            let rate = self.send_rate();
+            let finish = self.clock + remaining / rate;
             if finish > now_s + EPSILON_S {
-                self.head_done += (now_s - self.clock) * self.rate;
+                self.head_done += (now_s - self.clock) * rate;
                 break;
             }
             self.clock = finish;
@@ -315,7 +329,7 @@ impl Link {
                     }
                 } else if self.rate > 0.0 {
                     let remaining = head.len() as f64 - self.head_done;
-                    consider(instant_ceil(self.clock + remaining / self.rate - EPSILON_S));
+                    consider(instant_ceil(self.clock + remaining / self.send_rate() - EPSILON_S));
                 }
             }
         }
