@@ -153,15 +153,20 @@ impl Link {
     }
 
     /// The rate the head of the backlog is serialised at: the path's, or for the TCP model
-    /// no more than one window per base round trip — a window smaller than a chunk paces
-    /// the chunk out instead of sending it whole.
+    /// no more than Linux's pacing rate (2 × cwnd/srtt in slow start, 1.2 × after) — a
+    /// window smaller than a chunk paces the chunk out instead of sending it whole.
     fn send_rate(&self) -> f64 {
         match &self.tcp {
-            Some(t) if self.delay_s > 0.0 => {
+            Some(t) => {
+                let srtt = t.srtt_s.unwrap_or(2.0 * self.delay_s);
                 let window = t.cwnd.min(self.params.max_window_bytes as f64);
-                self.rate.min(window / (2.0 * self.delay_s))
+                if srtt > 0.0 {
+                    self.rate.min(t.pacing_gain() * window / srtt)
+                } else {
+                    self.rate
+                }
             }
-            _ => self.rate,
+            None => self.rate,
         }
     }
 

@@ -120,9 +120,13 @@ impl<'a> Sim<'a> {
                 if *p >= n {
                     return Err(SimError::NoSuchPath(*p, n));
                 }
+                let chunk = match params.model {
+                    PathModel::Pipe => TcpEnd::PIPE_CHUNK,
+                    PathModel::Tcp => TcpEnd::TCP_MODEL_CHUNK,
+                };
                 (
-                    Box::new(TcpEnd::new(Side::Server, *p, params.transfer_bytes)),
-                    Box::new(TcpEnd::new(Side::Client, *p, params.transfer_bytes)),
+                    Box::new(TcpEnd::new(Side::Server, *p, params.transfer_bytes, chunk)),
+                    Box::new(TcpEnd::new(Side::Client, *p, params.transfer_bytes, chunk)),
                 )
             }
         };

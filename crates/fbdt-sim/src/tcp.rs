@@ -112,6 +112,16 @@ impl TcpState {
         (z >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// Linux's pacing ratio (`tcp_pacing_ss_ratio` 200 %, `tcp_pacing_ca_ratio` 120 %):
+    /// the sender paces at this × cwnd / srtt.
+    pub fn pacing_gain(&self) -> f64 {
+        if self.cwnd < self.ssthresh {
+            2.0
+        } else {
+            1.2
+        }
+    }
+
     /// Queueing delay (s) a chunk meets when `in_flight` bytes are out at `rate` over a
     /// base round trip `rtt_s`, and whether it overflows the queue.
     pub fn queue(&self, in_flight: f64, rate: f64, rtt_s: f64) -> (f64, bool) {
