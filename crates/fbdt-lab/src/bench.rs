@@ -80,12 +80,7 @@ fn bench_sim(args: BenchSimArgs) -> Result<()> {
     let mut results = Vec::new();
     for name in &args.scenarios {
         let mut scenario = Scenario::load(name)?;
-        if let Some(d) = args.duration {
-            if !(d.is_finite() && d > 0.0 && d <= 86_400.0) {
-                bail!("--duration must be in (0, 86400] seconds, got {d}");
-            }
-            scenario.duration_s = d;
-        }
+        crate::run::set_duration(&mut scenario, args.duration)?;
         let schedule = scenario.schedule(1.0)?;
         for model in fbdt_sim::PathModel::ALL {
             let params = crate::run::sim_params(&scenario, model);

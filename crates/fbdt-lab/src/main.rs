@@ -8,6 +8,7 @@ mod paper;
 mod report;
 mod run;
 mod scheme;
+mod sweep;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -32,6 +33,8 @@ enum Command {
     Calibrate(fbdt_emu::CalibrateArgs),
     /// Remove network namespaces left behind by a crashed testbed run.
     Clean(fbdt_emu::CleanArgs),
+    /// Schemes × the values of one parameter in the simulator, in parallel (--jobs).
+    Sweep(sweep::SweepArgs),
     /// Benchmarks (simulator speed).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -65,6 +68,7 @@ fn real_main() -> Result<()> {
         Command::Calibrate(args) => fbdt_emu::run_calibrate(args),
         Command::Clean(args) => fbdt_emu::run_clean(args),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Sweep(args) => sweep::run(args),
         Command::Jpoc(cmd) => jpoc_cmd::run(cmd),
     }
 }

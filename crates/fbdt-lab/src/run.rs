@@ -60,12 +60,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
         bail!("--repeat must be in 1..=1000");
     }
     let mut scenario = Scenario::load(&args.scenario)?;
-    if let Some(d) = args.duration {
-        if !(d.is_finite() && d > 0.0 && d <= 86_400.0) {
-            bail!("--duration must be in (0, 86400] seconds, got {d}");
-        }
-        scenario.duration_s = d;
-    }
+    crate::run::set_duration(&mut scenario, args.duration)?;
     let seed = args.seed.unwrap_or(scenario.seed);
     scenario.seed = seed;
     let names: Vec<String> = if args.schemes.is_empty() {
@@ -194,6 +189,17 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
     ]));
     let capacity_mbps = first.capacity_mbps();
     publish(&args, scenario, Backend::Sim, seed, scale, capacity_mbps, results, meta)
+}
+
+/// Overrides the scenario's duration (`--duration`), checked.
+pub fn set_duration(scenario: &mut Scenario, duration: Option<f64>) -> Result<()> {
+    if let Some(d) = duration {
+        if !(d.is_finite() && d > 0.0 && d <= 86_400.0) {
+            bail!("--duration must be in (0, 86400] seconds, got {d}");
+        }
+        scenario.duration_s = d;
+    }
+    Ok(())
 }
 
 /// The simulator's parameters for `scenario` under `model`: the TCP model takes the
