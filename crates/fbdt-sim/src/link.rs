@@ -247,6 +247,9 @@ impl Link {
         // them up to `now`; float rounding must not leave them pending (a livelock). The
         // pipe keeps its exact comparison (its results stay as they were).
         let due_s = now_s + if self.tcp.is_some() { EPSILON_S } else { 0.0 };
+        // The pipe keeps its exact comparison, plus the one case rounding used to leave
+        // pending: an ACK `next_event` announced for `now` (before, a certain livelock).
+        let ack_due = |ack_s: f64| ack_s <= due_s || instant_ceil(ack_s) <= now;
         loop {
             while self.window.front().is_some_and(|u| u.ack_s <= self.clock) {
                 let u = self.window.pop_front().expect("checked");
@@ -268,7 +271,7 @@ impl Link {
             }
             if self.window_bytes >= self.window_limit() {
                 match self.window.front() {
-                    Some(u) if u.ack_s <= due_s => {
+                    Some(u) if ack_due(u.ack_s) => {
                         self.clock = self.clock.max(u.ack_s);
                         continue;
                     }
