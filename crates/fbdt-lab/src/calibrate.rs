@@ -1,4 +1,4 @@
-//! `fbdt-lab calibrate`, `fbdt-lab bench-emu` and `fbdt-lab clean`: the command-line side
+//! `fbdt-lab calibrate`, `fbdt-lab bench emu` and `fbdt-lab clean`: the command-line side
 //! of fbdt-emu's calibration (the library returns data and typed errors; this prints).
 
 use std::io::Write;
@@ -128,7 +128,7 @@ pub fn run_calibrate(args: CalibrateArgs) -> Result<()> {
     Ok(())
 }
 
-/// `bench-emu [--paths 2,4] [--mtu 1500,9000] [--json PATH]`
+/// `bench emu [--paths 2,4] [--mtu 1500,9000] [--json PATH]`
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
     /// Numbers of equal paths to measure.
@@ -180,7 +180,7 @@ struct Bench {
 /// 1 Gbit/s each at scale 1).
 pub fn run_bench(args: BenchArgs) -> Result<()> {
     if let Some(why) = fbdt_emu::skip_reason() {
-        bail!("bench-emu builds testbeds: {why}");
+        bail!("bench emu builds testbeds: {why}");
     }
     if !(args.delay_ms.is_finite() && (0.0..=1000.0).contains(&args.delay_ms)) {
         bail!("--delay-ms must be in [0, 1000], got {}", args.delay_ms);

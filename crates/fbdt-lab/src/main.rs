@@ -1,5 +1,6 @@
 //! `fbdt-lab`: run FBDT and its baselines over the papers' scenarios.
 
+mod bench;
 mod calibrate;
 mod emu_backend;
 mod emu_fbdt;
@@ -9,6 +10,7 @@ mod paper;
 mod report;
 mod run;
 mod scheme;
+mod sweep;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -32,10 +34,13 @@ enum Command {
     /// Emulated testbed: find the largest scale this host emulates faithfully (cached for
     /// later runs), then each path alone and all together, configured vs measured (root).
     Calibrate(calibrate::CalibrateArgs),
-    /// Emulator benchmark: the largest aggregate rate carried faithfully, by paths and MTU (root).
-    BenchEmu(calibrate::BenchArgs),
     /// Remove network namespaces left behind by a crashed testbed run.
     Clean(calibrate::CleanArgs),
+    /// Schemes × the values of one parameter in the simulator, in parallel (--jobs).
+    Sweep(sweep::SweepArgs),
+    /// Benchmarks: the simulator's speed, the emulator's faithful rate ceiling.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
     /// JPOC: fair mmWave initial access vs 802.11ad A-BFT (thesis ch. 3).
     #[command(subcommand)]
     Jpoc(jpoc_cmd::JpocCommand),
@@ -64,8 +69,9 @@ fn real_main() -> Result<()> {
         Command::Paper(args) => paper::run(args),
         Command::Scenarios => scenarios(),
         Command::Calibrate(args) => calibrate::run_calibrate(args),
-        Command::BenchEmu(args) => calibrate::run_bench(args),
         Command::Clean(args) => calibrate::run_clean(args),
+        Command::Bench(cmd) => bench::run(cmd),
+        Command::Sweep(args) => sweep::run(args),
         Command::Jpoc(cmd) => jpoc_cmd::run(cmd),
     }
 }

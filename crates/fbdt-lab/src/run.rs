@@ -7,7 +7,7 @@ use std::time::Instant as WallClock;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use fbdt_scenario::Scenario;
-use fbdt_sim::SimParams;
+use fbdt_sim::{PathModel, SimParams};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::emu_fidelity::RunFidelity;
@@ -28,6 +28,10 @@ pub struct RunArgs {
     pub scenario: String,
     #[arg(long, value_enum, default_value_t = Backend::Sim)]
     pub backend: Backend,
+    /// Simulator path model: `pipe` (ideal TCP pipes, fast) or `tcp` (congestion window,
+    /// loss recovery, RTO back-off, bottleneck queue; see docs/simulator.md).
+    #[arg(long, default_value_t = PathModel::Pipe)]
+    pub model: PathModel,
     /// Comma-separated schemes: fbdt[+rto=F][+window=auto|paper|64k][+seg=N][+rcvbuf=N],
     /// tcp:<path>, mp:<minrtt|blest|ecf|rr|redundant|fixed=R|amuse|musher>[+rcvbuf=N]
     /// [+seg=N][+reinject=on|off][+gain=F]; mp:fixed=A..B/S expands to one scheme per R.
@@ -61,12 +65,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
         bail!("--repeat must be in 1..=1000");
     }
     let mut scenario = Scenario::load(&args.scenario)?;
-    if let Some(d) = args.duration {
-        if !(d.is_finite() && d > 0.0 && d <= 86_400.0) {
-            bail!("--duration must be in (0, 86400] seconds, got {d}");
-        }
-        scenario.duration_s = d;
-    }
+    crate::run::set_duration(&mut scenario, args.duration)?;
     let seed = args.seed.unwrap_or(scenario.seed);
     scenario.seed = seed;
     let names: Vec<String> = if args.schemes.is_empty() {
@@ -95,7 +94,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
         scheme::parse(n, &scenario, seed)?.into_sim()?;
     }
     let first = scenario.schedule(scale)?;
-    let params = SimParams::default();
+    let params = sim_params(&scenario, args.model);
     let ticks_per_run = (scenario.duration_s / params.sample_interval_s).round() as u64;
     let bar = ProgressBar::new(ticks_per_run * names.len() as u64 * u64::from(args.repeat));
     bar.set_style(
@@ -134,6 +133,10 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             let mut sc = scenario.clone();
             sc.seed = run_seed;
             let schedule = if r == 0 { first.clone() } else { sc.schedule(scale)? };
+            let params = SimParams {
+                seed: run_seed,
+                ..params.clone()
+            };
             let sim_scheme = scheme::parse(name, &sc, run_seed)?.into_sim()?;
             let base = bar.position();
             let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |t| {
@@ -204,6 +207,33 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
     )
 }
 
+/// Overrides the scenario's duration (`--duration`), checked.
+pub fn set_duration(scenario: &mut Scenario, duration: Option<f64>) -> Result<()> {
+    if let Some(d) = duration {
+        if !(d.is_finite() && d > 0.0 && d <= 86_400.0) {
+            bail!("--duration must be in (0, 86400] seconds, got {d}");
+        }
+        scenario.duration_s = d;
+    }
+    Ok(())
+}
+
+/// The simulator's parameters for `scenario` under `model`: the TCP model takes the
+/// scenario's congestion control, queues and seed.
+pub fn sim_params(scenario: &Scenario, model: PathModel) -> SimParams {
+    SimParams {
+        model,
+        congestion_control: fbdt_sim::CongestionControl::from_name(&scenario.congestion_control),
+        queue_bytes: scenario
+            .paths
+            .iter()
+            .map(|p| u64::from(p.queue_packets) * 1500)
+            .collect(),
+        seed: scenario.seed,
+        ..SimParams::default()
+    }
+}
+
 fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> Result<RunReport> {
     let bar =
         ProgressBar::new((scenario.duration_s / 0.1).round() as u64 * names.len() as u64 * u64::from(args.repeat));
@@ -252,6 +282,7 @@ fn publish(
     fidelity: Option<RunFidelity>,
 ) -> Result<RunReport> {
     let (backend, congestion_control) = match backend {
+        Backend::Sim if args.model == PathModel::Tcp => ("sim", format!("{} (tcp model)", scenario.congestion_control)),
         Backend::Sim => ("sim", SIM_CONGESTION_CONTROL.to_string()),
         Backend::Emu => ("emu", scenario.congestion_control.clone()),
     };

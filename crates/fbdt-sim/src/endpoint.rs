@@ -185,6 +185,8 @@ impl SimEndpoint for FbdtEnd {
 pub struct TcpEnd {
     side: Side,
     path: usize,
+    /// Largest chunk handed to the link at once.
+    chunk: usize,
     limit: Option<u64>,
     offset: u64,
     pending: u64,
@@ -192,10 +194,18 @@ pub struct TcpEnd {
 }
 
 impl TcpEnd {
-    pub fn new(side: Side, path: usize, limit: Option<u64>) -> Self {
+    /// The pipe model's chunk (the TCP model's is [`TCP_MODEL_CHUNK`]).
+    pub const PIPE_CHUNK: usize = 64 * 1024;
+    /// The TCP model accounts its window chunk by chunk: chunks of FBDT's default segment
+    /// size keep a small window (slow start's first, a collapsed one) from pacing a
+    /// chunk out over several round trips, and compare the baseline on FBDT's footing.
+    pub const TCP_MODEL_CHUNK: usize = 16 * 1024;
+
+    pub fn new(side: Side, path: usize, limit: Option<u64>, chunk: usize) -> Self {
         TcpEnd {
             side,
             path,
+            chunk,
             limit,
             offset: 0,
             pending: 0,
@@ -221,7 +231,7 @@ impl SimEndpoint for TcpEnd {
             return 0;
         }
         let left = self.limit.map_or(u64::MAX, |l| l - self.offset);
-        let n = room.min(64 * 1024).min(left.min(1 << 20) as usize);
+        let n = room.min(self.chunk).min(left.min(1 << 20) as usize);
         if n == 0 {
             return 0;
         }

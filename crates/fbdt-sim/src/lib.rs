@@ -11,8 +11,10 @@ pub mod link;
 pub mod pattern;
 mod run;
 mod sim;
+pub mod tcp;
 
 pub use endpoint::EndpointError;
-pub use link::LinkParams;
-pub use run::{run, PathReset, SimError, SimOutcome, SimParams, SimScheme};
+pub use link::{LinkParams, TcpInfo};
+pub use run::{run, PathModel, PathReset, SimError, SimOutcome, SimParams, SimScheme};
 pub use sim::Sim;
+pub use tcp::{CongestionControl, TcpParams};

@@ -19,6 +19,8 @@ use std::collections::VecDeque;
 
 use fbdt_core::Instant;
 
+use crate::tcp::{TcpParams, TcpState};
+
 #[derive(Clone, Debug)]
 pub struct LinkParams {
     /// Cap of the unsent backlog (the TCP_NOTSENT_LOWAT-like bound the runtime keeps).
@@ -64,8 +66,8 @@ pub struct Link {
     /// Bytes of the backlog's head already serialised.
     head_done: f64,
     in_flight: VecDeque<(Instant, Vec<u8>)>,
-    /// Serialised bytes awaiting their TCP-level ACK: (time of that ACK in s, bytes).
-    window: VecDeque<(f64, usize)>,
+    /// Serialised bytes awaiting their TCP-level ACK.
+    window: VecDeque<Unacked>,
     window_bytes: u64,
     /// Effective rate in bytes/s; 0 while down.
     rate: f64,
@@ -75,6 +77,31 @@ pub struct Link {
     clock: f64,
     last_arrival: Instant,
     pub bytes_serialised: u64,
+    /// Loss probability per segment now (the TCP model draws from it).
+    loss: f64,
+    /// The TCP-level model (`None`: an ideal pipe).
+    tcp: Option<TcpState>,
+}
+
+/// A serialised chunk awaiting its ACK.
+#[derive(Clone, Copy)]
+struct Unacked {
+    /// When the ACK arrives (s).
+    ack_s: f64,
+    len: usize,
+    sent_s: f64,
+    /// It was lost and retransmitted.
+    lost: bool,
+}
+
+/// What the TCP-level model reports (TCP_INFO-like).
+#[derive(Clone, Copy, Debug)]
+pub struct TcpInfo {
+    pub srtt_s: f64,
+    pub cwnd_bytes: u64,
+    pub rate: f64,
+    pub losses: u64,
+    pub timeouts: u64,
 }
 
 impl Link {
@@ -93,7 +120,65 @@ impl Link {
             clock: 0.0,
             last_arrival: Instant::ZERO,
             bytes_serialised: 0,
+            loss: 0.0,
+            tcp: None,
         }
+    }
+
+    /// A link whose sender runs the TCP-level model ([`crate::tcp`]).
+    pub fn tcp(params: LinkParams, tcp: TcpParams) -> Self {
+        let state = TcpState::new(tcp, params.mss);
+        Link {
+            tcp: Some(state),
+            ..Link::new(params)
+        }
+    }
+
+    /// The TCP model's view (`None` for an ideal pipe).
+    pub fn tcp_info(&self) -> Option<TcpInfo> {
+        let t = self.tcp.as_ref()?;
+        let srtt_s = t.srtt_s.unwrap_or(2.0 * self.delay_s);
+        let cwnd = t.cwnd.min(self.params.max_window_bytes as f64);
+        Some(TcpInfo {
+            srtt_s,
+            cwnd_bytes: cwnd as u64,
+            rate: if srtt_s > 0.0 {
+                self.rate.min(cwnd / srtt_s)
+            } else {
+                self.rate
+            },
+            losses: t.losses,
+            timeouts: t.timeouts,
+        })
+    }
+
+    /// The rate the head of the backlog is serialised at: the path's, or for the TCP model
+    /// no more than Linux's pacing rate (2 × cwnd/srtt in slow start, 1.2 × after) — a
+    /// window smaller than a chunk paces the chunk out instead of sending it whole.
+    fn send_rate(&self) -> f64 {
+        match &self.tcp {
+            Some(t) => {
+                let srtt = t.srtt_s.unwrap_or(2.0 * self.delay_s);
+                let window = t.cwnd.min(self.params.max_window_bytes as f64);
+                if srtt > 0.0 {
+                    self.rate.min(t.pacing_gain() * window / srtt)
+                } else {
+                    self.rate
+                }
+            }
+            None => self.rate,
+        }
+    }
+
+    /// Most bytes in flight now: the TCP window, or the maximum for a pipe.
+    fn window_limit(&self) -> u64 {
+        let max = self.params.max_window_bytes;
+        self.tcp.as_ref().map_or(max, |t| (t.cwnd as u64).min(max))
+    }
+
+    /// The TCP model holds transmission (a retransmission timer pending) at `t_s`.
+    fn stalled_until(&self) -> Option<f64> {
+        self.tcp.as_ref().map(|t| t.stalled_until_s).filter(|&s| s > self.clock)
     }
 
     /// Bytes the sender may queue now.
@@ -128,8 +213,29 @@ impl Link {
     pub fn set(&mut self, now: Instant, rate_mbps: f64, delay_ms: f64, loss: f64) {
         self.clock = self.clock.max(secs(now));
         self.delay_s = delay_ms / 1e3;
+        let was_up = self.up;
         self.up = rate_mbps > 0.0;
         let raw = rate_mbps * 1e6 / 8.0;
+        self.loss = loss;
+        if let Some(tcp) = &mut self.tcp {
+            self.rate = if self.up { raw } else { 0.0 };
+            if was_up && !self.up {
+                tcp.went_down(secs(now));
+            } else if !was_up && self.up {
+                if let Some(resume) = tcp.came_up(secs(now)) {
+                    // What was in flight was lost in the outage: it is retransmitted when
+                    // transmission resumes.
+                    let again = instant_ceil(resume + self.delay_s);
+                    for (t, _) in &mut self.in_flight {
+                        *t = (*t).max(again);
+                    }
+                    self.last_arrival = self.last_arrival.max(again);
+                    self.window.clear();
+                    self.window_bytes = 0;
+                }
+            }
+            return;
+        }
         let limited = mathis_rate(self.params.mss, 2.0 * self.delay_s, loss).map_or(raw, |m| m.min(raw));
         self.rate = if self.up { limited } else { 0.0 };
     }
@@ -137,18 +243,36 @@ impl Link {
     /// Serialises whatever the rate allows up to `now`.
     pub fn advance(&mut self, now: Instant) {
         let now_s = secs(now);
+        // The TCP model's events (ACKs, timer expiries) are due when `next_event` rounded
+        // them up to `now`; float rounding must not leave them pending (a livelock). The
+        // pipe keeps its exact comparison (its results stay as they were).
+        let due_s = now_s + if self.tcp.is_some() { EPSILON_S } else { 0.0 };
+        // The pipe keeps its exact comparison, plus the one case rounding used to leave
+        // pending: an ACK `next_event` announced for `now` (before, a certain livelock).
+        let ack_due = |ack_s: f64| ack_s <= due_s || instant_ceil(ack_s) <= now;
         loop {
-            while self.window.front().is_some_and(|&(t, _)| t <= self.clock) {
-                let (_, n) = self.window.pop_front().expect("checked");
-                self.window_bytes -= n as u64;
+            while self.window.front().is_some_and(|u| u.ack_s <= self.clock) {
+                let u = self.window.pop_front().expect("checked");
+                self.window_bytes -= u.len as u64;
+                if let Some(tcp) = &mut self.tcp {
+                    let base_rtt = 2.0 * self.delay_s;
+                    tcp.on_ack(u.ack_s, u.len, u.ack_s - u.sent_s, u.lost, self.rate * base_rtt);
+                }
             }
             if !self.up || self.rate <= 0.0 || self.backlog.is_empty() {
                 break;
             }
-            if self.window_bytes >= self.params.max_window_bytes {
+            if let Some(until) = self.stalled_until() {
+                if until <= due_s {
+                    self.clock = until;
+                    continue;
+                }
+                break;
+            }
+            if self.window_bytes >= self.window_limit() {
                 match self.window.front() {
-                    Some(&(t, _)) if t <= now_s => {
-                        self.clock = self.clock.max(t);
+                    Some(u) if ack_due(u.ack_s) => {
+                        self.clock = self.clock.max(u.ack_s);
                         continue;
                     }
                     _ => break,
@@ -156,9 +280,10 @@ impl Link {
             }
             let head_len = self.backlog.front().map_or(0, |c| c.len());
             let remaining = head_len as f64 - self.head_done;
-            let finish = self.clock + remaining / self.rate;
+            let rate = self.send_rate();
+            let finish = self.clock + remaining / rate;
             if finish > now_s + EPSILON_S {
-                self.head_done += (now_s - self.clock) * self.rate;
+                self.head_done += (now_s - self.clock) * rate;
                 break;
             }
             self.clock = finish;
@@ -166,10 +291,29 @@ impl Link {
             self.backlog_bytes -= chunk.len();
             self.head_done = 0.0;
             self.bytes_serialised += chunk.len() as u64;
-            let arrival = instant_ceil(finish + self.delay_s).max(self.last_arrival);
+            let len = chunk.len();
+            let base_rtt = 2.0 * self.delay_s;
+            // The pipe: one delay to arrive, one round trip to be acknowledged. The TCP
+            // model adds the bottleneck queue's delay and, for a lost chunk, the round trip
+            // of its fast retransmit to the arrival; the loss is detected (duplicate ACKs)
+            // when the chunk's ACK was due.
+            let (queue_s, retransmit_s, lost) = match &mut self.tcp {
+                None => (0.0, 0.0, false),
+                Some(tcp) => {
+                    let (queue_s, overflow) = tcp.queue((self.window_bytes + len as u64) as f64, self.rate, base_rtt);
+                    let lost = tcp.lost(len, self.loss, overflow);
+                    (queue_s, if lost { base_rtt + queue_s } else { 0.0 }, lost)
+                }
+            };
+            let arrival = instant_ceil(finish + self.delay_s + queue_s + retransmit_s).max(self.last_arrival);
             self.last_arrival = arrival;
-            self.window.push_back((finish + 2.0 * self.delay_s, chunk.len()));
-            self.window_bytes += chunk.len() as u64;
+            self.window.push_back(Unacked {
+                ack_s: finish + base_rtt + queue_s,
+                len,
+                sent_s: finish,
+                lost,
+            });
+            self.window_bytes += len as u64;
             self.in_flight.push_back((arrival, chunk));
         }
         self.clock = self.clock.max(now_s);
@@ -185,13 +329,15 @@ impl Link {
                 consider(t);
             }
             if let Some(head) = self.backlog.front() {
-                if self.window_bytes >= self.params.max_window_bytes {
-                    if let Some(&(t, _)) = self.window.front() {
-                        consider(instant_ceil(t));
+                if let Some(until) = self.stalled_until() {
+                    consider(instant_ceil(until));
+                } else if self.window_bytes >= self.window_limit() {
+                    if let Some(u) = self.window.front() {
+                        consider(instant_ceil(u.ack_s));
                     }
                 } else if self.rate > 0.0 {
                     let remaining = head.len() as f64 - self.head_done;
-                    consider(instant_ceil(self.clock + remaining / self.rate - EPSILON_S));
+                    consider(instant_ceil(self.clock + remaining / self.send_rate() - EPSILON_S));
                 }
             }
         }

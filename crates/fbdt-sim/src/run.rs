@@ -8,6 +8,7 @@ use thiserror::Error;
 use crate::endpoint::{EndpointError, Side};
 use crate::link::LinkParams;
 use crate::sim::Sim;
+use crate::tcp::CongestionControl;
 
 /// What runs over the simulated paths.
 // One value per run: the size difference between the variants costs nothing.
@@ -28,9 +29,59 @@ impl SimScheme {
     }
 }
 
+/// How a path is modelled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PathModel {
+    /// An ideal TCP pipe ([`crate::link`]): fast, exact about bytes, no congestion control.
+    #[default]
+    Pipe,
+    /// A TCP connection per path and direction ([`crate::tcp`]): congestion window,
+    /// loss recovery, retransmission timer back-off, bottleneck queue.
+    Tcp,
+}
+
+impl PathModel {
+    pub const ALL: [PathModel; 2] = [PathModel::Pipe, PathModel::Tcp];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PathModel::Pipe => "pipe",
+            PathModel::Tcp => "tcp",
+        }
+    }
+}
+
+impl std::fmt::Display for PathModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for PathModel {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        PathModel::ALL.into_iter().find(|m| m.name() == s).ok_or_else(|| {
+            let known: Vec<&str> = PathModel::ALL.iter().map(|m| m.name()).collect();
+            format!("unknown path model `{s}` (known: {})", known.join(", "))
+        })
+    }
+}
+
+/// The bottleneck queue of a path whose queue was not given: 1000 packets of 1500 bytes.
+pub const DEFAULT_QUEUE_BYTES: u64 = 1000 * 1500;
+
 #[derive(Clone, Debug)]
 pub struct SimParams {
+    /// The path model.
+    pub model: PathModel,
     pub link: LinkParams,
+    /// TCP model: the congestion control (the scenario's).
+    pub congestion_control: CongestionControl,
+    /// TCP model: each path's bottleneck queue in bytes (paths past the end: 1000 packets).
+    pub queue_bytes: Vec<u64>,
+    /// TCP model: seed of the links' loss draws.
+    pub seed: u64,
     /// Bytes the application sends, then ends its stream; `None` = backlogged for the
     /// whole run. A sized run stops as soon as the receiver has everything.
     pub transfer_bytes: Option<u64>,
@@ -53,7 +104,11 @@ pub struct SimParams {
 impl Default for SimParams {
     fn default() -> Self {
         SimParams {
+            model: PathModel::default(),
             link: LinkParams::default(),
+            congestion_control: CongestionControl::default(),
+            queue_bytes: Vec::new(),
+            seed: 0,
             transfer_bytes: None,
             path_resets: Vec::new(),
             sample_interval_s: 0.1,

@@ -13,7 +13,8 @@ use fbdt_scenario::{PathTimeline, Schedule};
 
 use crate::endpoint::{FbdtEnd, Side, SimEndpoint, TcpEnd};
 use crate::link::Link;
-use crate::run::{PathReset, SimError, SimOutcome, SimParams, SimScheme};
+use crate::run::{PathModel, PathReset, SimError, SimOutcome, SimParams, SimScheme, DEFAULT_QUEUE_BYTES};
+use crate::tcp::TcpParams;
 
 fn at(t_s: f64) -> Instant {
     Instant::from_micros((t_s * 1e6).round().max(0.0) as u64)
@@ -39,6 +40,14 @@ struct PathSim {
 impl PathSim {
     fn refresh_report(&mut self, max_window: u64) {
         if !self.data.is_up() {
+            return;
+        }
+        if let Some(t) = self.data.tcp_info() {
+            self.reported = PathStats {
+                srtt: Some(Duration::from_secs_f64(t.srtt_s)),
+                delivery_rate_bps: Some(t.rate * 8.0),
+                cwnd_bytes: Some(t.cwnd_bytes),
+            };
             return;
         }
         let rtt = 2.0 * self.data.delay_s();
@@ -87,8 +96,14 @@ pub struct Sim<'a> {
     same_instant: u32,
     over: bool,
     buf: Vec<u8>,
+    /// Delivered chunks' buffers, reused for the next frames (saves an allocation and the
+    /// page faults of a fresh buffer per frame).
+    spare: Vec<Vec<u8>>,
     out: SimOutcome,
 }
+
+/// Most spare buffers kept.
+const MAX_SPARE: usize = 256;
 
 impl<'a> Sim<'a> {
     /// Sets up both endpoints and every path at time zero.
@@ -105,18 +120,34 @@ impl<'a> Sim<'a> {
                 if *p >= n {
                     return Err(SimError::NoSuchPath(*p, n));
                 }
+                let chunk = match params.model {
+                    PathModel::Pipe => TcpEnd::PIPE_CHUNK,
+                    PathModel::Tcp => TcpEnd::TCP_MODEL_CHUNK,
+                };
                 (
-                    Box::new(TcpEnd::new(Side::Server, *p, params.transfer_bytes)),
-                    Box::new(TcpEnd::new(Side::Client, *p, params.transfer_bytes)),
+                    Box::new(TcpEnd::new(Side::Server, *p, params.transfer_bytes, chunk)),
+                    Box::new(TcpEnd::new(Side::Client, *p, params.transfer_bytes, chunk)),
                 )
             }
         };
         let paths = schedule
             .paths
             .iter()
-            .map(|tl| {
-                let mut data = Link::new(params.link.clone());
-                let mut reverse = Link::new(params.link.clone());
+            .enumerate()
+            .map(|(i, tl)| {
+                let link = |direction: u64| match params.model {
+                    PathModel::Pipe => Link::new(params.link.clone()),
+                    PathModel::Tcp => Link::tcp(
+                        params.link.clone(),
+                        TcpParams {
+                            cc: params.congestion_control,
+                            queue_bytes: params.queue_bytes.get(i).copied().unwrap_or(DEFAULT_QUEUE_BYTES),
+                            seed: params.seed ^ (2 * i as u64 + direction).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                        },
+                    ),
+                };
+                let mut data = link(0);
+                let mut reverse = link(1);
                 let s = tl.steps[0];
                 data.set(Instant::ZERO, s.rate_mbps, s.delay_ms, s.loss);
                 reverse.set(Instant::ZERO, s.rate_mbps, s.delay_ms, 0.0);
@@ -155,6 +186,7 @@ impl<'a> Sim<'a> {
             same_instant: 0,
             over: false,
             buf: Vec::new(),
+            spare: Vec::new(),
             out: SimOutcome {
                 duration_s: schedule.duration_s,
                 ..SimOutcome::default()
@@ -374,6 +406,7 @@ impl<'a> Sim<'a> {
     /// reverse direction to the server, each in path order.
     fn deliver(&mut self) -> Result<(), SimError> {
         let now = self.now;
+        let spare = &mut self.spare;
         for (side, ep) in [(Side::Client, &mut self.client), (Side::Server, &mut self.server)] {
             for (i, p) in self.paths.iter_mut().enumerate() {
                 let link = if side == Side::Client {
@@ -381,12 +414,16 @@ impl<'a> Sim<'a> {
                 } else {
                     &mut p.reverse
                 };
-                while let Some(chunk) = link.pop_arrival(now) {
+                while let Some(mut chunk) = link.pop_arrival(now) {
                     ep.recv(i, &chunk, now).map_err(|source| SimError::Endpoint {
                         side,
                         t: now.as_secs_f64(),
                         source,
                     })?;
+                    if spare.len() < MAX_SPARE {
+                        chunk.clear();
+                        spare.push(chunk);
+                    }
                 }
             }
         }
@@ -408,7 +445,8 @@ impl<'a> Sim<'a> {
                     if ep.transmit(i, room, now, &mut self.buf) == 0 {
                         break;
                     }
-                    link.push(std::mem::take(&mut self.buf));
+                    let next = self.spare.pop().unwrap_or_default();
+                    link.push(std::mem::replace(&mut self.buf, next));
                 }
             }
         }

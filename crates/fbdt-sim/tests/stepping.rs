@@ -43,3 +43,16 @@ fn a_tcp_scheme_on_a_missing_path_is_an_error() {
     let params = SimParams::default();
     assert!(Sim::new(&schedule, &scheme, &params).is_err());
 }
+
+#[test]
+fn a_window_ack_rounded_up_to_now_is_taken_not_left_pending() {
+    // This run once ended in the livelock guard at t = 9.528842 s: `next_event` rounded an
+    // ACK up to the current µs, `advance` compared in seconds and left it pending.
+    let mut s = Scenario::load("tc-delay-wigig").unwrap();
+    s.duration_s = 10.0;
+    let schedule = s.schedule(1.0).unwrap();
+    let mut cfg = Config::meta(fbdt_core::SchedulerKind::Musher);
+    cfg.recv_buffer = 32 * 1024 * 1024;
+    let out = run(&schedule, &SimScheme::Fbdt(cfg), &SimParams::default(), |_| {}).unwrap();
+    assert!(out.bytes_delivered > 0);
+}

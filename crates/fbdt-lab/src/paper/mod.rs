@@ -28,6 +28,9 @@ pub struct PaperArgs {
     /// Default: emu when running as root, otherwise an error (pass --backend sim).
     #[arg(long, value_enum)]
     pub backend: Option<Backend>,
+    /// Simulator path model (`--backend sim`): pipe or tcp.
+    #[arg(long, default_value_t = fbdt_sim::PathModel::Pipe)]
+    pub model: fbdt_sim::PathModel,
     /// Output directory (default: results/paper-<backend>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -183,6 +186,7 @@ pub fn run(args: PaperArgs) -> Result<()> {
         let outcome = run::run(RunArgs {
             scenario: p.arg.clone(),
             backend,
+            model: args.model,
             schemes: p.schemes.clone(),
             duration: Some(p.duration_s),
             seed: None,

@@ -1,0 +1,137 @@
+//! `fbdt-lab bench sim`: how fast the simulator runs, as simulated seconds per wall-clock
+//! second (`realtime_factor`) for each scenario × scheme, with the machine's load average
+//! beside it (a loaded machine runs slower; quote both).
+
+use std::path::PathBuf;
+use std::time::Instant as WallClock;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use fbdt_scenario::Scenario;
+use serde::Serialize;
+
+use crate::scheme;
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Simulator speed: realtime_factor per scenario and scheme.
+    Sim(BenchSimArgs),
+    /// The emulator's faithful rate ceiling by paths and MTU (root).
+    Emu(crate::calibrate::BenchArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchSimArgs {
+    /// Comma-separated scenarios.
+    #[arg(long, value_delimiter = ',', default_value = "los,rats4-loss2,blockage")]
+    pub scenarios: Vec<String>,
+    /// Comma-separated schemes (as in `fbdt-lab run`).
+    #[arg(long, value_delimiter = ',', default_value = "fbdt,mp:minrtt")]
+    pub schemes: Vec<String>,
+    /// Simulated seconds per run (default: the scenario's duration).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Runs per case; the fastest is reported (the least disturbed by other load).
+    #[arg(long, default_value_t = 1)]
+    pub runs: u32,
+    /// Print the results as JSON (to stdout, or to this file).
+    #[arg(long, num_args = 0..=1)]
+    pub json: Option<Option<PathBuf>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BenchReport {
+    /// /proc/loadavg (1, 5, 15 min) before and after the benchmark.
+    pub loadavg_before: Option<[f64; 3]>,
+    pub loadavg_after: Option<[f64; 3]>,
+    pub cpus: usize,
+    pub results: Vec<BenchResult>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BenchResult {
+    pub model: String,
+    pub scenario: String,
+    pub scheme: String,
+    pub sim_s: f64,
+    /// Fastest of `runs` wall-clock times.
+    pub wall_s: f64,
+    pub runs: u32,
+    pub realtime_factor: f64,
+    pub steps: u64,
+    pub goodput_mbps: f64,
+}
+
+fn loadavg() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut v = text.split_whitespace().map(|x| x.parse::<f64>().ok());
+    Some([v.next()??, v.next()??, v.next()??])
+}
+
+pub fn run(cmd: BenchCommand) -> Result<()> {
+    match cmd {
+        BenchCommand::Sim(args) => bench_sim(args),
+        BenchCommand::Emu(args) => crate::calibrate::run_bench(args),
+    }
+}
+
+fn bench_sim(args: BenchSimArgs) -> Result<()> {
+    if args.runs == 0 || args.runs > 100 {
+        bail!("--runs must be in 1..=100");
+    }
+    let loadavg_before = loadavg();
+    let mut results = Vec::new();
+    for name in &args.scenarios {
+        let mut scenario = Scenario::load(name)?;
+        crate::run::set_duration(&mut scenario, args.duration)?;
+        let schedule = scenario.schedule(1.0)?;
+        for model in fbdt_sim::PathModel::ALL {
+            let params = crate::run::sim_params(&scenario, model);
+            for s in &args.schemes {
+                let sim_scheme = scheme::parse(s, &scenario, scenario.seed)?.into_sim()?;
+                let mut best = f64::INFINITY;
+                let mut last = None;
+                for _ in 0..args.runs {
+                    let started = WallClock::now();
+                    let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |_| {})
+                        .with_context(|| format!("scenario {name}, scheme {s}"))?;
+                    best = best.min(started.elapsed().as_secs_f64());
+                    last = Some(out);
+                }
+                let out = last.expect("runs ≥ 1");
+                let r = BenchResult {
+                    model: model.to_string(),
+                    scenario: scenario.name.clone(),
+                    scheme: s.clone(),
+                    sim_s: scenario.duration_s,
+                    wall_s: best,
+                    runs: args.runs,
+                    realtime_factor: scenario.duration_s / best.max(1e-9),
+                    steps: out.steps,
+                    goodput_mbps: out.goodput_mbps,
+                };
+                eprintln!(
+                    "{:<5} {:<16} {:<12} {:>8.1}x real time ({:.3} s wall, {} steps, {:.1} Mbit/s)",
+                    r.model, r.scenario, r.scheme, r.realtime_factor, r.wall_s, r.steps, r.goodput_mbps
+                );
+                results.push(r);
+            }
+        }
+    }
+    let report = BenchReport {
+        loadavg_before,
+        loadavg_after: loadavg(),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        results,
+    };
+    eprintln!(
+        "load average before {:?}, after {:?}",
+        report.loadavg_before, report.loadavg_after
+    );
+    match args.json {
+        Some(Some(path)) => crate::run::write_json(&path, &report)?,
+        Some(None) => println!("{}", serde_json::to_string_pretty(&report)?),
+        None => {}
+    }
+    Ok(())
+}
