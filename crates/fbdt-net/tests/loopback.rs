@@ -270,6 +270,7 @@ async fn bad_first_frames_are_refused_and_the_server_goes_on() {
         fbdt_core::wire::Frame::Join(fbdt_core::wire::Join {
             token: [7; 8],
             path_index: 1,
+            epoch: 0,
             hmac: [0; 32],
         })
         .emit(&mut join);
@@ -307,6 +308,7 @@ async fn join_with_wrong_hmac_closes_only_that_connection() {
         fbdt_core::wire::Frame::Join(fbdt_core::wire::Join {
             token,
             path_index: 2,
+            epoch: 0,
             hmac: [0x55; 32],
         })
         .emit(&mut join);
