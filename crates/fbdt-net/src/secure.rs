@@ -572,6 +572,7 @@ pub async fn accept(tcp: TcpStream, security: &Security) -> Result<PathStream, R
                 tell: Some(PathStream::Plain(tcp)),
             })
         }
+        // `listen` refuses client settings; plaintext is the only other choice.
         Security::Plaintext | Security::Client(_) => return Ok(PathStream::Plain(tcp)),
         Security::Server(s) => s,
     };

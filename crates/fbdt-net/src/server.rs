@@ -61,6 +61,9 @@ pub async fn listen(addrs: &[SocketAddr], cfg: NetConfig) -> Result<Listener, Er
         return Err(Error::Config("no listen address".into()));
     }
     fbdt_core::Connection::server(cfg.core.clone()).map_err(|e| Error::Config(e.to_string()))?;
+    if matches!(cfg.security, crate::Security::Client(_)) {
+        return Err(Error::Config("a client's TLS settings given to a server".into()));
+    }
     let cfg = Arc::new(cfg);
     let (tx, rx) = mpsc::channel(cfg.max_sessions.max(1));
     let registry = Arc::new(Registry::default());
