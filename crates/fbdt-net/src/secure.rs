@@ -532,6 +532,7 @@ pub async fn connect(tcp: TcpStream, spec: &PathSpec, security: &Security) -> io
     let mut s = PathStream::Client(Box::new(s));
     let proof = token_proof(&tls.token, &s).finalize().into_bytes();
     s.write_all(&proof).await?;
+    s.flush().await?;
     tracing::debug!(remote = %spec.remote, resumed = s.resumed(), "TLS connected");
     Ok(s)
 }
