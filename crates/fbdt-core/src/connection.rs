@@ -30,7 +30,7 @@ use rand_chacha::ChaCha20Rng;
 
 use crate::config::{Config, ConfigError, MAX_BUFFER};
 use crate::error::ProtocolError;
-use crate::handshake::SessionKeys;
+use crate::handshake::{PathBinding, SessionKeys};
 use crate::path::{Hint, PathId, PathStats};
 use crate::scheme::{SchemeReceiver, SchemeSender};
 use crate::stats::{ReceiverStats, SenderStats};
@@ -82,6 +82,8 @@ struct PathIo {
     hello_due: bool,
     join_due: bool,
     close_due: bool,
+    /// The connection's binding and epoch (see [`crate::handshake`]).
+    binding: PathBinding,
 }
 
 /// Counters of both directions.
@@ -186,12 +188,27 @@ impl Connection {
         self.sender.scheduler_ratio()
     }
 
-    /// Whether `first` (the first bytes of a new connection) begins with a JOIN this
-    /// session accepts: right token and HMAC. A server checks this before a new connection
-    /// may replace a live path, so a forged JOIN cannot knock a working path out.
-    pub fn accepts_join(&self, first: &[u8]) -> bool {
+    /// Sets the 32 bytes this end puts in its HELLO. The driver passes bytes from the OS's
+    /// CSPRNG (the core stays OS-free); without this call they come from `Config::seed`,
+    /// which only the simulator and tests should rely on. Call before the HELLO is sent.
+    pub fn set_local_key(&mut self, key: [u8; 32]) {
+        self.local_key = key;
+    }
+
+    /// The connection epoch of `path`'s current connection: on a client what it passed to
+    /// [`Connection::add_path_bound`], on a server what the JOIN said (0 for path 0 and for
+    /// paths added with [`Connection::add_path`]).
+    pub fn path_epoch(&self, path: PathId) -> Option<u32> {
+        self.paths.get(path.index()).map(|io| io.binding.epoch)
+    }
+
+    /// Whether `first` (the first bytes of a new connection whose binding is `exporter`)
+    /// begins with a JOIN this session accepts: right token, and an HMAC made for this very
+    /// connection. A server checks this before a new connection may replace a live path, so
+    /// a forged or replayed JOIN cannot knock a working path out.
+    pub fn accepts_join(&self, first: &[u8], exporter: &[u8; 32]) -> bool {
         match (Frame::parse(first), &self.keys) {
-            (Ok((Frame::Join(j), _)), Some(k)) => k.verify(&j),
+            (Ok((Frame::Join(j), _)), Some(k)) => k.verify(&j, exporter),
             _ => false,
         }
     }
@@ -200,6 +217,13 @@ impl Connection {
     /// the session is established. Server: path 0 for a connection that began with HELLO,
     /// the JOIN's path index otherwise (see `handshake::first_frame`).
     pub fn add_path(&mut self, path: PathId, now: Instant) -> Result<(), ProtocolError> {
+        self.add_path_bound(path, PathBinding::default(), now)
+    }
+
+    /// [`Connection::add_path`] for a connection with a `binding` (its TLS exporter; on a
+    /// client also the connection epoch its JOIN carries). A server learns the epoch from
+    /// the JOIN.
+    pub fn add_path_bound(&mut self, path: PathId, binding: PathBinding, now: Instant) -> Result<(), ProtocolError> {
         if path.index() >= MAX_PATHS {
             return Err(ProtocolError::TooManyPaths { max: MAX_PATHS });
         }
@@ -210,6 +234,7 @@ impl Connection {
                 hello_due: false,
                 join_due: false,
                 close_due: false,
+                binding: PathBinding::default(),
             });
         }
         let io = &mut self.paths[path.index()];
@@ -219,6 +244,7 @@ impl Connection {
             hello_due: false,
             join_due: false,
             close_due: false,
+            binding,
         };
         if self.role == Role::Client {
             if path.0 == 0 && !self.established {
@@ -394,10 +420,12 @@ impl Connection {
                 {
                     return Err(ProtocolError::Unexpected { path, what: "JOIN" });
                 }
-                let ok = self.keys.as_ref().is_some_and(|k| k.verify(&j));
+                let exporter = self.paths[path.index()].binding.exporter;
+                let ok = self.keys.as_ref().is_some_and(|k| k.verify(&j, &exporter));
                 if !ok {
                     return Err(ProtocolError::BadJoin { path });
                 }
+                self.paths[path.index()].binding.epoch = j.epoch;
                 self.mark_up(path, now);
                 self.events.push_back(Event::PathJoined(path));
                 Ok(())
@@ -430,8 +458,8 @@ impl Connection {
             return Err(ProtocolError::BadHello("receive buffer out of range"));
         }
         let keys = match self.role {
-            Role::Client => SessionKeys::derive(&self.local_key, &h.key),
-            Role::Server => SessionKeys::derive(&h.key, &self.local_key),
+            Role::Client => SessionKeys::derive(&self.local_key, &h.key, &self.paths[0].binding.exporter),
+            Role::Server => SessionKeys::derive(&h.key, &self.local_key, &self.paths[0].binding.exporter),
         };
         self.keys = Some(keys);
         self.sender.set_peer_recv_buffer(u64::from(h.recv_buffer));
@@ -514,7 +542,7 @@ impl Connection {
         } else if io.hello_due {
             Some(Frame::Hello(self.hello()))
         } else if io.join_due {
-            self.keys.as_ref().map(|k| Frame::Join(k.join(path.0)))
+            self.keys.as_ref().map(|k| Frame::Join(k.join(path.0, &io.binding)))
         } else {
             None
         };

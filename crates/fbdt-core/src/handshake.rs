@@ -1,16 +1,37 @@
 //! Session keys, tokens and JOIN authentication.
 //!
-//! Each side puts 32 random bytes in its HELLO. The session key is
-//! SHA-256(client key ‖ server key); the token naming the session in JOINs is the first 8
-//! bytes of SHA-256("fbdt token" ‖ session key); a JOIN for path i carries
-//! HMAC-SHA256(session key, "fbdt join" ‖ token ‖ i). As with MPTCP's keys, the keys cross
-//! the first connection in clear: this stops third parties that did not see the HELLOs from
-//! attaching a path to someone else's session, not an on-path eavesdropper.
+//! Each side puts 32 bytes in its HELLO, drawn by the driver from the OS's CSPRNG and
+//! passed in ([`crate::Connection::set_local_key`]); the core draws no randomness of its own
+//! for them. Every connection has a 32-byte *binding*: the driver passes the connection's TLS
+//! exporter (RFC 8446 §7.5, label [`EXPORTER_LABEL`]), or zeros on a plaintext session.
+//!
+//! - session key = SHA-256("fbdt session" ‖ client key ‖ server key ‖ binding of path 0):
+//!   with TLS the keys travel inside path 0's TLS and the key also depends on that TLS
+//!   connection's secrets;
+//! - token (names the session in JOINs) = first 8 bytes of SHA-256("fbdt token" ‖ session key);
+//! - a JOIN for path i, connection epoch e, on a connection with binding b carries
+//!   HMAC-SHA256(session key, "fbdt join" ‖ token ‖ i ‖ e ‖ b).
+//!
+//! A JOIN is thus worthless on any other connection: its binding differs (TLS exporters
+//! are unique per connection), so a recorded JOIN replayed elsewhere fails the check. On a
+//! plaintext session (explicit `--plaintext`) every binding is zero and the keys cross path
+//! 0 in the clear, as with MPTCP's MP_CAPABLE: that mode stops only off-path attackers.
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 use crate::wire::{Frame, Join};
+
+/// The TLS exporter label both ends use for a connection's binding.
+pub const EXPORTER_LABEL: &[u8] = b"EXPORTER-fbdt-path-binding";
+
+/// What ties a JOIN to one connection: the connection's binding (TLS exporter, zeros on
+/// plaintext) and the client's connection epoch for the path (0 for the first connection).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathBinding {
+    pub exporter: [u8; 32],
+    pub epoch: u32,
+}
 
 pub struct SessionKeys {
     key: [u8; 32],
@@ -18,10 +39,12 @@ pub struct SessionKeys {
 }
 
 impl SessionKeys {
-    pub fn derive(client_key: &[u8; 32], server_key: &[u8; 32]) -> Self {
+    pub fn derive(client_key: &[u8; 32], server_key: &[u8; 32], path0: &[u8; 32]) -> Self {
         let key: [u8; 32] = Sha256::new()
+            .chain_update(b"fbdt session")
             .chain_update(client_key)
             .chain_update(server_key)
+            .chain_update(path0)
             .finalize()
             .into();
         let digest = Sha256::new().chain_update(b"fbdt token").chain_update(key).finalize();
@@ -30,25 +53,33 @@ impl SessionKeys {
         SessionKeys { key, token }
     }
 
-    fn mac(&self, path_index: u8) -> Hmac<Sha256> {
+    fn mac(&self, path_index: u8, binding: &PathBinding) -> Hmac<Sha256> {
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC takes keys of any length");
         mac.update(b"fbdt join");
         mac.update(&self.token);
         mac.update(&[path_index]);
+        mac.update(&binding.epoch.to_be_bytes());
+        mac.update(&binding.exporter);
         mac
     }
 
-    pub fn join(&self, path_index: u8) -> Join {
+    pub fn join(&self, path_index: u8, binding: &PathBinding) -> Join {
         Join {
             token: self.token,
             path_index,
-            hmac: self.mac(path_index).finalize().into_bytes().into(),
+            epoch: binding.epoch,
+            hmac: self.mac(path_index, binding).finalize().into_bytes().into(),
         }
     }
 
-    /// Constant-time check of a JOIN's token and HMAC.
-    pub fn verify(&self, join: &Join) -> bool {
-        join.token == self.token && self.mac(join.path_index).verify_slice(&join.hmac).is_ok()
+    /// Constant-time check of a JOIN's token and HMAC, for a JOIN that arrived on a
+    /// connection whose binding is `exporter`.
+    pub fn verify(&self, join: &Join, exporter: &[u8; 32]) -> bool {
+        let binding = PathBinding {
+            exporter: *exporter,
+            epoch: join.epoch,
+        };
+        join.token == self.token && self.mac(join.path_index, &binding).verify_slice(&join.hmac).is_ok()
     }
 }
 
@@ -82,17 +113,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn join_verifies_only_with_the_right_keys() {
-        let a = SessionKeys::derive(&[1; 32], &[2; 32]);
-        let b = SessionKeys::derive(&[1; 32], &[3; 32]);
-        let j = a.join(2);
-        assert!(a.verify(&j));
-        assert!(!b.verify(&j));
+    fn join_verifies_only_with_the_right_keys_and_connection() {
+        let a = SessionKeys::derive(&[1; 32], &[2; 32], &[0; 32]);
+        let b = SessionKeys::derive(&[1; 32], &[3; 32], &[0; 32]);
+        let c = SessionKeys::derive(&[1; 32], &[2; 32], &[9; 32]);
+        let conn = PathBinding {
+            exporter: [7; 32],
+            epoch: 3,
+        };
+        let j = a.join(2, &conn);
+        assert_eq!(j.epoch, 3);
+        assert!(a.verify(&j, &conn.exporter));
+        assert!(!b.verify(&j, &conn.exporter));
+        assert!(!c.verify(&j, &conn.exporter), "path 0's binding is part of the key");
+        assert!(!a.verify(&j, &[8; 32]), "a JOIN replayed on another connection");
         let mut forged = j.clone();
         forged.path_index = 3;
-        assert!(!a.verify(&forged));
+        assert!(!a.verify(&forged, &conn.exporter));
+        let mut epoch = j.clone();
+        epoch.epoch = 4;
+        assert!(!a.verify(&epoch, &conn.exporter));
         let mut flipped = j;
         flipped.hmac[0] ^= 1;
-        assert!(!a.verify(&flipped));
+        assert!(!a.verify(&flipped, &conn.exporter));
     }
 }

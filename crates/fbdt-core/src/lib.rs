@@ -34,6 +34,7 @@ pub mod wire;
 pub use config::{Config, ConfigError, FbdtConfig, MetaConfig, SchemeConfig, WindowConfig};
 pub use connection::{max_frame_len, Connection, ConnectionStats, Event, Role};
 pub use error::ProtocolError;
+pub use handshake::PathBinding;
 pub use meta::SchedulerKind;
 pub use path::{Hint, PathId, PathStats};
 pub use stats::{ReceiverStats, SenderStats};

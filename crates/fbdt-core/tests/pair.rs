@@ -408,6 +408,7 @@ fn a_join_with_a_wrong_hmac_drops_only_that_path() {
     Frame::Join(wire::Join {
         token,
         path_index: 1,
+        epoch: 0,
         hmac: [0; 32],
     })
     .emit(&mut join);
@@ -434,17 +435,22 @@ fn a_server_can_check_a_join_before_it_replaces_a_path() {
     Frame::Join(wire::Join {
         token,
         path_index: 1,
+        epoch: 0,
         hmac: [7; 32],
     })
     .emit(&mut forged);
-    assert!(!pair.server.accepts_join(&forged));
-    assert!(!pair.server.accepts_join(b"garbage"));
+    assert!(!pair.server.accepts_join(&forged, &[0; 32]));
+    assert!(!pair.server.accepts_join(b"garbage", &[0; 32]));
     // The client's real JOIN for path 1, as a fresh connection would start with it.
     pair.client.path_down(PathId(1), pair.now);
     pair.client.add_path(PathId(1), pair.now).unwrap();
     let mut real = Vec::new();
     assert!(pair.client.poll_transmit(PathId(1), ROOM, pair.now, &mut real) > 0);
-    assert!(pair.server.accepts_join(&real));
+    assert!(pair.server.accepts_join(&real, &[0; 32]));
+    assert!(
+        !pair.server.accepts_join(&real, &[1; 32]),
+        "the same JOIN on another connection"
+    );
 }
 
 #[test]

@@ -14,6 +14,11 @@ pub struct RunReport {
     pub seed: u64,
     pub scale: f64,
     pub congestion_control: String,
+    /// `"tls13"` or `"none"`. The lab runs FBDT plaintext (paper-faithful: the schemes it
+    /// compares carry no encryption either), so this is `"none"`; results written before
+    /// the field existed read back as `"none"` too.
+    #[serde(default = "plaintext")]
+    pub encryption: String,
     /// Time-averaged sum of the configured path rates (at scale): the physical limit.
     pub capacity_mbps: f64,
     pub results: Vec<SchemeResult>,
@@ -25,6 +30,10 @@ pub struct RunReport {
     /// Emulated runs: what the emulator's fidelity monitors saw (see docs/testbed.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fidelity: Option<crate::emu_fidelity::RunFidelity>,
+}
+
+fn plaintext() -> String {
+    "none".into()
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -293,6 +293,8 @@ fn publish(
         seed,
         scale,
         congestion_control,
+        // Both backends run plaintext (the emulated one: NetConfig's default security).
+        encryption: "none".into(),
         capacity_mbps,
         sum_standalone_mbps: sum_standalone(&scenario, &results),
         results,

@@ -4,10 +4,11 @@ use std::io;
 use std::sync::Arc;
 
 use fbdt_core::Connection;
-use tokio::net::TcpStream;
+use rand::RngCore;
 
-use crate::dial::dial_tcp;
+use crate::dial::connect_path;
 use crate::driver;
+use crate::secure::PathStream;
 use crate::{Error, NetConfig, PathSpec, Session};
 
 /// Connects a session over `paths` (path i = `paths[i]`). Path 0 must connect; a further
@@ -21,10 +22,11 @@ pub async fn connect(paths: Vec<PathSpec>, mut cfg: NetConfig) -> Result<Session
         return Err(Error::Config(format!("at most {} paths", fbdt_core::wire::MAX_PATHS)));
     }
     cfg.core.seed = rand::random();
-    let conn = Connection::client(cfg.core.clone()).map_err(|e| Error::Config(e.to_string()))?;
+    let mut conn = Connection::client(cfg.core.clone()).map_err(|e| Error::Config(e.to_string()))?;
+    conn.set_local_key(os_key());
     let cfg = Arc::new(cfg);
-    let dials = paths.iter().map(|p| dial_tcp(p, &cfg, false));
-    let results: Vec<io::Result<TcpStream>> = futures_join_all(dials).await;
+    let dials = paths.iter().map(|p| connect_path(p, &cfg));
+    let results: Vec<io::Result<PathStream>> = futures_join_all(dials).await;
     let mut streams = Vec::with_capacity(paths.len());
     for (i, r) in results.into_iter().enumerate() {
         match r {
@@ -43,6 +45,13 @@ pub async fn connect(paths: Vec<PathSpec>, mut cfg: NetConfig) -> Result<Session
         }
     }
     driver::start_client(conn, streams, paths, cfg).await
+}
+
+/// 32 bytes from the OS's CSPRNG, for the HELLO's key.
+pub(crate) fn os_key() -> [u8; 32] {
+    let mut k = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut k);
+    k
 }
 
 /// Awaits every future (they are few: one per path).

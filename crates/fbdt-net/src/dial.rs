@@ -5,6 +5,7 @@ use std::io;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpSocket, TcpStream};
 
+use crate::secure::PathStream;
 use crate::{LocalBind, NetConfig, PathSpec};
 
 /// IPPROTO_MPTCP (include/uapi/linux/in.h); libc does not name it.
@@ -45,4 +46,11 @@ pub async fn dial_tcp(spec: &PathSpec, cfg: &NetConfig, mptcp: bool) -> io::Resu
         Ok(r) => r,
         Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
     }
+}
+
+/// Opens path `spec`'s connection and secures it as `cfg.security` says (TLS handshake and
+/// token proof, or nothing with `--plaintext`).
+pub async fn connect_path(spec: &PathSpec, cfg: &NetConfig) -> io::Result<PathStream> {
+    let tcp = dial_tcp(spec, cfg, false).await?;
+    crate::secure::connect(tcp, spec, &cfg.security).await
 }

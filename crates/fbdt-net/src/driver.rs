@@ -14,14 +14,14 @@ use std::time::Duration as StdDuration;
 use bytes::BytesMut;
 use fbdt_core::path_policy::Decision;
 use fbdt_core::wire::{prepare_recv_buf, FrameBuf};
-use fbdt_core::{max_frame_len, Duration, Event, Instant, PathId, Role};
+use fbdt_core::{max_frame_len, Duration, Event, Instant, PathBinding, PathId, Role};
 use tokio::io::AsyncWrite;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Sleep;
 
 use crate::app::{AppPipe, Outbound};
 use crate::paths::{Opened, PathManager};
+use crate::secure::PathStream;
 use crate::session::{NewPath, PathReport, Session, SessionStats, Shared, CHANNEL_CHUNKS};
 use crate::sockopt;
 use crate::{Error, NetConfig, PathSpec};
@@ -61,7 +61,7 @@ enum Phase {
 /// The pump's side of one path.
 #[derive(Default)]
 struct PathSlot {
-    stream: Option<TcpStream>,
+    stream: Option<PathStream>,
     /// Bytes read and not yet parsed (at most one incomplete frame between reads); DATA
     /// payloads are cut out of it as shared slices, so it is never copied wholesale.
     rbuf: BytesMut,
@@ -69,6 +69,8 @@ struct PathSlot {
     out: FrameBuf,
     out_pos: usize,
     connections: u32,
+    /// Connections whose TLS handshake resumed.
+    resumed: u32,
     info: sockopt::TcpInfoSample,
 }
 
@@ -140,7 +142,7 @@ fn build(conn: fbdt_core::Connection, cfg: Arc<NetConfig>, specs: Option<Vec<Pat
 /// again in the background) and waits for the server's HELLO.
 pub(crate) async fn start_client(
     conn: fbdt_core::Connection,
-    streams: Vec<Option<TcpStream>>,
+    streams: Vec<Option<PathStream>>,
     specs: Vec<PathSpec>,
     cfg: Arc<NetConfig>,
 ) -> Result<Session, Error> {
@@ -155,9 +157,13 @@ pub(crate) async fn start_client(
         driver.paths.push(PathSlot::default());
         match s {
             Some(s) => {
+                let binding = PathBinding {
+                    exporter: s.binding(),
+                    epoch: 0,
+                };
                 driver.paths[i].stream = Some(s);
                 driver.paths[i].connections = 1;
-                driver.conn.add_path(PathId(i as u8), now)?;
+                driver.conn.add_path_bound(PathId(i as u8), binding, now)?;
             }
             None => driver.manager.redial(i, false),
         }
@@ -176,7 +182,7 @@ pub(crate) async fn start_client(
 /// Starts a server session whose path 0 already carried the HELLO (handled by `conn`).
 pub(crate) fn start_server(
     conn: fbdt_core::Connection,
-    stream0: TcpStream,
+    stream0: PathStream,
     new_paths: mpsc::Receiver<NewPath>,
     cfg: Arc<NetConfig>,
     label: String,
@@ -274,7 +280,8 @@ impl Driver {
             };
             progress = true;
             let i = np.index as usize;
-            if !self.conn.accepts_join(&np.first) {
+            let exporter = np.stream.binding();
+            if !self.conn.accepts_join(&np.first, &exporter) {
                 tracing::warn!(session = %self.label, path = i, "refused a JOIN with a wrong HMAC");
                 continue;
             }
@@ -282,7 +289,9 @@ impl Driver {
                 // A fresh connection replaces this path's old one (the client saw it stall).
                 self.conn.path_down(PathId(np.index), now);
             }
-            if let Err(e) = self.conn.add_path(PathId(np.index), now) {
+            // The epoch comes from the JOIN itself, when the core reads it.
+            let binding = PathBinding { exporter, epoch: 0 };
+            if let Err(e) = self.conn.add_path_bound(PathId(np.index), binding, now) {
                 tracing::warn!(session = %self.label, path = i, "refused a joining connection: {e}");
                 continue;
             }
@@ -323,17 +332,23 @@ impl Driver {
     }
 
     /// Client: a new connection carries path `i` and JOINs the session on it.
-    fn join(&mut self, i: usize, s: TcpStream, now: Instant) {
+    /// Its JOIN carries the connection epoch: how many connections carried this path before.
+    fn join(&mut self, i: usize, s: PathStream, now: Instant) {
+        let binding = PathBinding {
+            exporter: s.binding(),
+            epoch: self.paths.get(i).map_or(0, |p| p.connections),
+        };
         self.install_stream(i, s);
-        if let Err(e) = self.conn.add_path(PathId(i as u8), now) {
+        if let Err(e) = self.conn.add_path_bound(PathId(i as u8), binding, now) {
             tracing::warn!(session = %self.label, path = i, "add_path: {e}");
             self.paths[i].stream = None;
         }
     }
 
     /// A new connection carries path `i` (its old one, if any, is already dropped).
-    fn install_stream(&mut self, i: usize, s: TcpStream) {
+    fn install_stream(&mut self, i: usize, s: PathStream) {
         let slot = self.slot(i);
+        slot.resumed += u32::from(s.resumed());
         slot.stream = Some(s);
         slot.rbuf.clear();
         slot.out.clear();
@@ -562,6 +577,7 @@ impl Driver {
                 cwnd_bytes: p.info.cwnd_bytes,
                 delivery_rate_bps: p.info.delivery_rate.unwrap_or(0) as f64 * 8.0,
                 reconnects: p.connections.saturating_sub(1),
+                tls_resumed: p.resumed,
             })
             .collect();
         let stats = SessionStats {
@@ -619,9 +635,9 @@ impl Driver {
                     Role::Client => {
                         if t.saturating_since(since) >= CLIENT_LINGER && self.flushed() {
                             // FIN after our last ACKs; the server sees EOF and ends too.
-                            for p in &self.paths {
-                                if let Some(s) = p.stream.as_ref() {
-                                    let _ = socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write);
+                            for p in &mut self.paths {
+                                if let Some(s) = p.stream.as_mut() {
+                                    s.half_close();
                                 }
                             }
                             self.phase = Phase::HalfClosed { at: t };

@@ -22,6 +22,7 @@ mod dial;
 mod driver;
 mod paths;
 pub mod sample;
+pub mod secure;
 mod server;
 mod session;
 pub mod sockopt;
@@ -31,7 +32,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 pub use client::connect;
-pub use dial::{dial_tcp, IPPROTO_MPTCP};
+pub use dial::{connect_path, dial_tcp, IPPROTO_MPTCP};
+pub use secure::{PathStream, Security, ServerIdentity, TlsClient, TlsServer, Trust};
 pub use server::{listen, Listener};
 pub use session::{PathReport, Session, SessionStats, StatsHandle};
 
@@ -105,6 +107,10 @@ pub struct NetConfig {
     pub max_backoff: Duration,
     /// Time a session waits with no live path (for a re-JOIN) before it ends with an error.
     pub idle_timeout: Duration,
+    /// TLS 1.3 on every path ([`Security::Client`] / [`Security::Server`]) or plaintext.
+    /// The default is plaintext because TLS needs keys and trust the caller must choose;
+    /// the `fbdt` binary runs TLS unless told `--plaintext`.
+    pub security: Security,
 }
 
 impl Default for NetConfig {
@@ -124,6 +130,7 @@ impl Default for NetConfig {
             connect_timeout: Duration::from_secs(3),
             max_backoff: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(30),
+            security: Security::Plaintext,
         }
     }
 }

@@ -13,12 +13,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration as StdDuration;
 
+use crate::dial::connect_path;
+use crate::secure::PathStream;
+use crate::{NetConfig, PathSpec};
 use fbdt_core::path_policy::{Abilities, Decision, PathPolicy, TcpSignals};
 use fbdt_core::Instant;
-use tokio::net::TcpStream;
-
-use crate::dial::dial_tcp;
-use crate::{NetConfig, PathSpec};
 
 /// A probe's connect attempt is abandoned after this long and a new SYN is sent: the first
 /// SYN's retransmission timer is 1 s, so a link that came back is found within ~this.
@@ -29,7 +28,7 @@ const FIRST_REDIAL: StdDuration = StdDuration::from_millis(10);
 /// default): a path that comes back is re-joined within about a second.
 const BACKOFF_BASE: StdDuration = StdDuration::from_millis(50);
 
-type DialFuture = Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send>>;
+type DialFuture = Pin<Box<dyn Future<Output = io::Result<PathStream>> + Send>>;
 
 #[derive(Default)]
 struct Managed {
@@ -45,9 +44,9 @@ struct Managed {
 /// A connection a dial or probe opened.
 pub(crate) enum Opened {
     /// A re-dial connected: it carries the path (which has no connection).
-    Redialled(usize, TcpStream),
+    Redialled(usize, PathStream),
     /// A probe connected: ask [`PathManager::on_probe_connected`] whether it takes over.
-    Probe(usize, TcpStream),
+    Probe(usize, PathStream),
 }
 
 pub(crate) struct PathManager {
@@ -104,7 +103,7 @@ impl PathManager {
         };
         slot.dialing = Some(Box::pin(async move {
             tokio::time::sleep(delay).await;
-            dial_tcp(&spec, &cfg, false).await
+            connect_path(&spec, &cfg).await
         }));
     }
 
@@ -194,7 +193,7 @@ impl PathManager {
         tracing::debug!(session = %self.label, path = i, "path looks stalled: probing with fresh connections");
         self.slot(i).probe = Some(Box::pin(async move {
             loop {
-                match tokio::time::timeout(PROBE_CONNECT, dial_tcp(&spec, &cfg, false)).await {
+                match tokio::time::timeout(PROBE_CONNECT, connect_path(&spec, &cfg)).await {
                     Ok(Ok(s)) => return Ok(s),
                     Ok(Err(e)) => {
                         tracing::trace!(path = i, "probe: {e}");

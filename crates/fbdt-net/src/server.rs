@@ -8,13 +8,14 @@ use std::sync::{Arc, Mutex};
 
 use fbdt_core::handshake::{first_frame, FirstFrame};
 use fbdt_core::wire::{self, Close, Frame};
-use fbdt_core::{max_frame_len, Connection, Instant, PathId};
+use fbdt_core::{max_frame_len, Connection, Instant, PathBinding, PathId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::driver;
+use crate::secure::{self, PathStream};
 use crate::session::NewPath;
 use crate::{Error, NetConfig, Session};
 
@@ -60,6 +61,9 @@ pub async fn listen(addrs: &[SocketAddr], cfg: NetConfig) -> Result<Listener, Er
         return Err(Error::Config("no listen address".into()));
     }
     fbdt_core::Connection::server(cfg.core.clone()).map_err(|e| Error::Config(e.to_string()))?;
+    if matches!(cfg.security, crate::Security::Client(_)) {
+        return Err(Error::Config("a client's TLS settings given to a server".into()));
+    }
     let cfg = Arc::new(cfg);
     let (tx, rx) = mpsc::channel(cfg.max_sessions.max(1));
     let registry = Arc::new(Registry::default());
@@ -123,7 +127,7 @@ fn tune(s: &TcpStream, cfg: &NetConfig) -> std::io::Result<()> {
 }
 
 /// Best effort: tell the peer why before closing its connection.
-async fn refuse(mut stream: TcpStream, peer: SocketAddr, code: u16, reason: String) {
+async fn refuse(mut stream: PathStream, peer: SocketAddr, code: u16, reason: String) {
     tracing::warn!(%peer, "closing connection: {reason}");
     let mut out = Vec::new();
     let mut reason = reason;
@@ -132,17 +136,36 @@ async fn refuse(mut stream: TcpStream, peer: SocketAddr, code: u16, reason: Stri
         reason.pop();
     }
     Frame::Close(Close { code, reason }).emit(&mut out);
-    let _ = tokio::time::timeout(std::time::Duration::from_millis(200), stream.write_all(&out)).await;
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(200), async {
+        stream.write_all(&out).await?;
+        stream.flush().await
+    })
+    .await;
 }
 
 async fn route(
-    mut stream: TcpStream,
+    tcp: TcpStream,
     peer: SocketAddr,
     permit: OwnedSemaphorePermit,
     cfg: Arc<NetConfig>,
     registry: Arc<Registry>,
     tx: mpsc::Sender<Session>,
 ) {
+    // TLS handshake and token proof (or nothing with --plaintext), within the same deadline
+    // as the first frame.
+    let deadline = tokio::time::Instant::now() + cfg.handshake_timeout;
+    let mut stream = match tokio::time::timeout_at(deadline, secure::accept(tcp, &cfg.security)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(secure::Refused { why, tell: Some(s) })) => return refuse(s, peer, 1, why).await,
+        Ok(Err(secure::Refused { why, tell: None })) => {
+            tracing::warn!(%peer, "dropped connection: {why}");
+            return;
+        }
+        Err(_) => {
+            tracing::warn!(%peer, "dropped connection: no TLS handshake within {:?}", cfg.handshake_timeout);
+            return;
+        }
+    };
     let mut buf = Vec::with_capacity(512);
     let mut tmp = [0u8; 4096];
     let read_first = async {
@@ -163,7 +186,7 @@ async fn route(
             }
         }
     };
-    let first = match tokio::time::timeout(cfg.handshake_timeout, read_first).await {
+    let first = match tokio::time::timeout_at(deadline, read_first).await {
         Ok(Ok(f)) => f,
         Ok(Err((0, why))) => {
             tracing::warn!(%peer, "dropped connection: {why}");
@@ -207,14 +230,23 @@ async fn route(
                 registry.count.fetch_sub(1, Ordering::SeqCst);
                 return;
             };
-            let _ = conn.add_path(PathId(0), Instant::ZERO);
+            conn.set_local_key(crate::client::os_key());
+            let binding = PathBinding {
+                exporter: stream.binding(),
+                epoch: 0,
+            };
+            let _ = conn.add_path_bound(PathId(0), binding, Instant::ZERO);
             if let Err(e) = conn.handle_recv(PathId(0), &buf, Instant::ZERO) {
                 registry.count.fetch_sub(1, Ordering::SeqCst);
                 // The core queued a CLOSE naming the error: send it.
                 let mut out = Vec::new();
                 while conn.poll_transmit(PathId(0), max_frame_len(), Instant::ZERO, &mut out) > 0 {}
                 tracing::warn!(%peer, "refused HELLO: {e}");
-                let _ = tokio::time::timeout(std::time::Duration::from_millis(200), stream.write_all(&out)).await;
+                let _ = tokio::time::timeout(std::time::Duration::from_millis(200), async {
+                    stream.write_all(&out).await?;
+                    stream.flush().await
+                })
+                .await;
                 return;
             }
             let Some(token) = conn.token() else {

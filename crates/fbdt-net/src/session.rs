@@ -11,7 +11,6 @@ use std::task::{ready, Context, Poll};
 use bytes::{Buf, Bytes};
 use fbdt_core::Role;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::PollSender;
 
@@ -30,7 +29,7 @@ pub(crate) enum Cmd {
 
 pub(crate) struct NewPath {
     pub index: u8,
-    pub stream: TcpStream,
+    pub stream: crate::secure::PathStream,
     pub first: Vec<u8>,
 }
 
@@ -49,6 +48,9 @@ pub struct PathReport {
     pub delivery_rate_bps: f64,
     /// Connections opened for this path after the first.
     pub reconnects: u32,
+    /// Connections of this path whose TLS handshake resumed an earlier TLS session (a
+    /// re-join without a certificate exchange).
+    pub tls_resumed: u32,
 }
 
 /// Counters of a session, refreshed every `NetConfig::stats_interval`.

@@ -73,7 +73,7 @@ async fn pump(
 }
 
 pub async fn recv(a: RecvArgs) -> anyhow::Result<()> {
-    let mut l = fbdt_net::listen(&a.listen, a.net.config()).await?;
+    let mut l = fbdt_net::listen(&a.listen, a.net.server_config()?).await?;
     eprintln!("listening on {:?}", l.local_addrs());
     let session = l.accept().await.context("listener ended")?;
     drop(l);
@@ -106,7 +106,7 @@ pub async fn send(a: SendArgs) -> anyhow::Result<()> {
         let len = f.metadata().await.ok().map(|m| m.len());
         (Box::new(f), len)
     };
-    let session = fbdt_net::connect(a.paths, a.net.config()).await?;
+    let session = fbdt_net::connect(a.paths, a.net.client_config()?).await?;
     let (mut r, mut w) = tokio::io::split(session);
     let pb = bar(total);
     let (n, digest) = pump(input, &mut w, &pb).await?;

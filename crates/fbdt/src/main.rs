@@ -2,6 +2,7 @@
 
 mod files;
 mod perf;
+mod security;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -17,9 +18,12 @@ Examples (one machine, no root: loopback addresses are distinct paths):
   fbdt perf --path 127.0.0.2=127.0.0.1:5201 --path 127.0.0.3=127.0.0.1:5201 --time 10
   fbdt perf --path 127.0.0.2=127.0.0.1:5201 --transport tcp --time 10 --json
 
-Two machines (client with Wi-Fi and Ethernet, server 10.0.0.1):
+Two machines (client with Wi-Fi and Ethernet, server 10.0.0.1). Every path is TLS 1.3; the
+server prints its key's fingerprint, the client pins it (or trusts on first use via
+~/.local/share/fbdt/known_hosts):
   server$ fbdt perf --server --listen 0.0.0.0:5201
-  client$ fbdt perf --path %wlan0=10.0.0.1:5201 --path %eth0=10.0.0.1:5201 --time 30
+  client$ fbdt perf --path %wlan0=10.0.0.1:5201 --path %eth0=10.0.0.1:5201 --pin sha256:… --time 30
+Benchmarks without TLS: --plaintext on both ends.
 
 Files:
   server$ fbdt recv --listen 0.0.0.0:5300 --output big.iso
@@ -97,14 +101,25 @@ pub struct NetArgs {
     /// TCP congestion control of every path (cubic, bbr, reno, …; default: the system's).
     #[arg(long, value_name = "NAME")]
     pub congestion: Option<String>,
+    #[command(flatten)]
+    pub security: security::SecurityArgs,
 }
 
 impl NetArgs {
-    pub fn config(&self) -> fbdt_net::NetConfig {
+    fn config(&self, security: fbdt_net::Security) -> fbdt_net::NetConfig {
         fbdt_net::NetConfig {
             congestion: self.congestion.clone(),
+            security,
             ..fbdt_net::NetConfig::default()
         }
+    }
+    /// A client's settings: TLS trusting the server as the options say, or plaintext.
+    pub fn client_config(&self) -> anyhow::Result<fbdt_net::NetConfig> {
+        Ok(self.config(self.security.client()?))
+    }
+    /// A server's settings: TLS with its stored or given key, or plaintext.
+    pub fn server_config(&self) -> anyhow::Result<fbdt_net::NetConfig> {
+        Ok(self.config(self.security.server()?))
     }
 }
 

@@ -195,7 +195,9 @@ pub async fn run(a: PerfArgs) -> anyhow::Result<()> {
 // ---------------------------------------------------------------- server
 
 async fn server(a: PerfArgs) -> anyhow::Result<()> {
-    let mut fl = fbdt_net::listen(&a.listen, a.net.config()).await?;
+    let cfg = a.net.server_config()?;
+    let security = cfg.security.clone();
+    let mut fl = fbdt_net::listen(&a.listen, cfg).await?;
     let first = a.listen[0];
     let tcp_addr = SocketAddr::new(first.ip(), fl.local_addrs()[0].port().wrapping_add(1));
     let (tl, kind) = tcp_listener(tcp_addr)?;
@@ -219,7 +221,13 @@ async fn server(a: PerfArgs) -> anyhow::Result<()> {
             c = tl.accept() => {
                 let (s, peer) = c?;
                 let _ = s.set_nodelay(true);
+                let security = security.clone();
                 tokio::spawn(async move {
+                    // The TCP baseline is secured as the FBDT paths are (TLS unless --plaintext).
+                    let s = match fbdt_net::secure::accept(s, &security).await {
+                        Ok(s) => s,
+                        Err(r) => return eprintln!("tcp {peer}: {}", r.why),
+                    };
                     if let Err(e) = serve_one(s, None).await {
                         eprintln!("tcp {peer}: {e:#}");
                     }
@@ -288,9 +296,10 @@ async fn client(a: PerfArgs) -> anyhow::Result<()> {
         bail!("--interval must be > 0");
     }
     let cc = a.net.congestion.clone().unwrap_or_else(system_cc);
+    let cfg = a.net.client_config()?;
     let (m, scheme, npaths) = match a.transport {
         Transport::Fbdt => {
-            let s = fbdt_net::connect(a.paths.clone(), a.net.config()).await?;
+            let s = fbdt_net::connect(a.paths.clone(), cfg.clone()).await?;
             let h = s.stats_handle();
             let n = a.paths.len();
             (exchange(s, Some(h), req, &a, n).await?, "fbdt", n)
@@ -299,11 +308,14 @@ async fn client(a: PerfArgs) -> anyhow::Result<()> {
             let mptcp = a.transport == Transport::Mptcp;
             let mut p = a.paths[0].clone();
             p.remote.set_port(p.remote.port().wrapping_add(1));
-            let mut cfg = a.net.config();
+            let mut cfg = cfg.clone();
             cfg.notsent_lowat = u32::MAX; // the kernel default: a plain TCP baseline
             let s = fbdt_net::dial_tcp(&p, &cfg, mptcp)
                 .await
                 .with_context(|| format!("connecting to {} (the perf server's port + 1)", p.remote))?;
+            let s = fbdt_net::secure::connect(s, &p, &cfg.security)
+                .await
+                .with_context(|| format!("securing the connection to {}", p.remote))?;
             (
                 exchange(s, None, req, &a, 1).await?,
                 if mptcp { "mptcp" } else { "tcp" },
@@ -444,6 +456,7 @@ fn report(a: &PerfArgs, m: &Measure, scheme: &str, npaths: usize, cc: &str, req:
             "direction": if req.upload { "upload" } else { "download" },
             "duration_s": m.duration_s,
             "congestion_control": cc,
+            "encryption": a.net.security.encryption(),
             "paths": a.paths.iter().map(|p| format!("{}", p.remote)).collect::<Vec<_>>(),
             "client_cpu_user_s": ut, "client_cpu_sys_s": st, "client_max_rss_kib": rss,
             "results": [{

@@ -28,7 +28,7 @@ pub struct ServeArgs {
 
 pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     check_forward(&a.forward).await?;
-    let mut l = fbdt_net::listen(&a.listen, a.net.config()).await?;
+    let mut l = fbdt_net::listen(&a.listen, a.net.server_config()?).await?;
     // One line a script can wait for (with port 0 it names the ports taken).
     let addrs: Vec<String> = l.local_addrs().iter().map(|s| s.to_string()).collect();
     eprintln!("listening on {} forwarding to {}", addrs.join(" "), a.forward);

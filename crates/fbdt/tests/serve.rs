@@ -36,8 +36,9 @@ async fn echo_service() -> u16 {
     port
 }
 
-/// Starts `fbdt serve` on two ephemeral loopback ports; returns it and the two addresses.
-fn start_serve(forward: &str) -> (Server, Vec<String>) {
+/// Starts `fbdt serve` (TLS, its key generated in `key_dir`) on two ephemeral loopback
+/// ports; returns it, the two addresses and the key's fingerprint.
+fn start_serve(forward: &str, key_dir: &std::path::Path) -> (Server, Vec<String>, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_fbdt"))
         .args([
             "serve",
@@ -48,13 +49,21 @@ fn start_serve(forward: &str) -> (Server, Vec<String>) {
             "--forward",
             forward,
         ])
+        .arg("--key-dir")
+        .arg(key_dir)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    err.read_line(&mut line).unwrap();
+    let pin = line
+        .split_whitespace()
+        .find(|w| w.starts_with("sha256:"))
+        .unwrap_or_else(|| panic!("no fingerprint in {line:?}"))
+        .to_string();
+    line.clear();
+    err.read_line(&mut line).unwrap();
     let rest = line
         .strip_prefix("listening on ")
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
@@ -66,16 +75,28 @@ fn start_serve(forward: &str) -> (Server, Vec<String>) {
         .map(String::from)
         .collect();
     assert_eq!(addrs.len(), 2, "{line}");
-    (Server(child), addrs)
+    (Server(child), addrs, pin)
+}
+
+fn key_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("fbdt-serve-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
 }
 
 /// One session over two paths: writes `n` random bytes, reads the echo, compares.
-async fn echo_through(addrs: &[String], n: usize, seed: u64) {
+async fn echo_through(addrs: &[String], pin: &str, n: usize, seed: u64) {
     let paths = vec![
         format!("127.0.0.2={}", addrs[0]).parse().unwrap(),
         format!("127.0.0.3={}", addrs[1]).parse().unwrap(),
     ];
-    let session = fbdt_net::connect(paths, fbdt_net::NetConfig::default()).await.unwrap();
+    let pin = fbdt_net::secure::parse_fingerprint(pin).unwrap();
+    let trust = fbdt_net::Trust::Pins(vec![pin]);
+    let cfg = fbdt_net::NetConfig {
+        security: fbdt_net::Security::Client(std::sync::Arc::new(fbdt_net::TlsClient::new(trust, None).unwrap())),
+        ..fbdt_net::NetConfig::default()
+    };
+    let session = fbdt_net::connect(paths, cfg).await.unwrap();
     let (mut r, mut w) = tokio::io::split(session);
     let mut rng = rand_chacha_like(seed);
     let data: Vec<u8> = (0..n).map(|_| rng.gen()).collect();
@@ -98,18 +119,28 @@ fn rand_chacha_like(seed: u64) -> rand::rngs::StdRng {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_are_spliced_to_the_forward_service() {
     let port = echo_service().await;
-    let (_server, addrs) = start_serve(&format!("127.0.0.1:{port}"));
+    let dir = key_dir("splice");
+    let (server, addrs, pin) = start_serve(&format!("127.0.0.1:{port}"), &dir);
     // Two sessions at once, then one more: the server keeps serving.
-    let a = echo_through(&addrs, 8 << 20, 1);
-    let b = echo_through(&addrs, 1 << 20, 2);
+    let a = echo_through(&addrs, &pin, 8 << 20, 1);
+    let b = echo_through(&addrs, &pin, 1 << 20, 2);
     tokio::join!(a, b);
-    echo_through(&addrs, 100_000, 3).await;
+    echo_through(&addrs, &pin, 100_000, 3).await;
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_forward_address_without_a_port_is_refused() {
     let out = Command::new(env!("CARGO_BIN_EXE_fbdt"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--forward", "localhost"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--forward",
+            "localhost",
+            "--plaintext",
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());

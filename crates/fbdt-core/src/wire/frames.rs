@@ -7,7 +7,7 @@ use super::{
 use crate::seq::Seq;
 
 pub(super) const HELLO_LEN: usize = 56;
-pub(super) const JOIN_LEN: usize = 44;
+pub(super) const JOIN_LEN: usize = 48;
 pub(super) const DATA_FIXED: usize = 4;
 pub(super) const ACK_FIXED: usize = 12;
 pub(super) const ALIGN_FIXED: usize = 16;
@@ -103,19 +103,24 @@ impl Hello {
 /// JOIN: first frame on every further connection of a session.
 ///
 /// ```text
-///  0..8 session token | 8 path index | 9..12 reserved | 12..44 HMAC-SHA256
+///  0..8 session token | 8 path index | 9..12 reserved | 12..16 connection epoch | 16..48 HMAC-SHA256
 /// ```
+///
+/// The epoch is the client's count of connections it joined for this path before this one
+/// (0 for the first). The HMAC covers the token, the index, the epoch and a value bound to
+/// the connection carrying the JOIN (its TLS exporter), see [`crate::handshake`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Join {
     pub token: [u8; 8],
     pub path_index: u8,
+    pub epoch: u32,
     pub hmac: [u8; 32],
 }
 
 impl Join {
     pub(super) fn parse(b: &[u8]) -> Result<Self, Error> {
         if b.len() != JOIN_LEN {
-            return Err(malformed(FrameType::Join, "body must be 44 bytes"));
+            return Err(malformed(FrameType::Join, "body must be 48 bytes"));
         }
         if b[9..12] != [0, 0, 0] {
             return Err(Error::ReservedNonZero);
@@ -123,10 +128,11 @@ impl Join {
         let mut token = [0u8; 8];
         token.copy_from_slice(&b[0..8]);
         let mut hmac = [0u8; 32];
-        hmac.copy_from_slice(&b[12..44]);
+        hmac.copy_from_slice(&b[16..48]);
         Ok(Join {
             token,
             path_index: b[8],
+            epoch: u32::from_be_bytes([b[12], b[13], b[14], b[15]]),
             hmac,
         })
     }
@@ -134,6 +140,7 @@ impl Join {
     pub(super) fn emit(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.token);
         out.extend_from_slice(&[self.path_index, 0, 0, 0]);
+        out.extend_from_slice(&self.epoch.to_be_bytes());
         out.extend_from_slice(&self.hmac);
     }
 }

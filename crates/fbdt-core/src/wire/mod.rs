@@ -20,8 +20,9 @@ pub use recv_buf::{Piece, RecvBuf, OUT_PIN_RATIO};
 use thiserror::Error as ThisError;
 
 /// Protocol version carried in HELLO. A peer with another version is refused. Version 2
-/// turned HELLO's window mode and window size, which no peer read, into reserved zeros.
-pub const VERSION: u8 = 2;
+/// turned HELLO's window mode and window size, which no peer read, into reserved zeros;
+/// version 3 added JOIN's connection epoch and binds its HMAC to the connection.
+pub const VERSION: u8 = 3;
 /// First four bytes of every HELLO body.
 pub const MAGIC: [u8; 4] = *b"FBDT";
 /// Bytes of the fixed frame header.

@@ -21,6 +21,7 @@ fn sample_frames() -> Vec<Frame<'static>> {
         Frame::Join(Join {
             token: [1, 2, 3, 4, 5, 6, 7, 8],
             path_index: 3,
+            epoch: 0x0102_0304,
             hmac: [9; 32],
         }),
         Frame::Data(Data {

@@ -394,6 +394,7 @@ pub(crate) mod tests {
             seed: 1,
             scale,
             congestion_control: "cubic".into(),
+            encryption: "none".into(),
             capacity_mbps: capacity,
             sum_standalone_mbps: (tcp.len() == sc.paths.len()).then(|| tcp.iter().sum()),
             results,

@@ -1,0 +1,661 @@
+//! How a path's byte stream is secured: every path is a TLS 1.3 connection (rustls) unless
+//! both ends were explicitly told to run plaintext. FBDT frames ride inside.
+//!
+//! - The server has a key pair and a self-signed certificate ([`ServerIdentity`]),
+//!   generated on first start and stored, or loaded from PEM files.
+//! - The client trusts the server by pinning the certificate's SHA-256 fingerprint, by a
+//!   known-hosts file (trust on first use), or by a CA ([`Trust`]). One
+//!   `rustls::ClientConfig` per session keeps the TLS session cache, so re-joins resume.
+//! - Right after its TLS handshake every connection sends a 32-byte token proof:
+//!   HMAC-SHA256(key = the pre-shared token, or empty, [`TOKEN_LABEL`] ‖ the connection's
+//!   token exporter). A server with a token refuses connections whose proof is wrong.
+//! - [`PathStream::binding`] is the connection's TLS exporter (zeros on plaintext): the core
+//!   binds the session key and every JOIN to it (`fbdt_core::handshake`).
+//!
+//! A mismatch (one end plaintext, the other TLS) fails with an error naming `--plaintext`:
+//! a TLS record starts with 0x16, an FBDT frame never does.
+
+use std::fmt;
+use std::io;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
+
+use hmac::{Hmac, Mac};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+
+use crate::PathSpec;
+
+/// Label of the TLS exporter a connection's token proof is computed over.
+pub const TOKEN_LABEL: &[u8] = b"EXPORTER-fbdt-client-token";
+/// Bytes of the token proof at the start of every TLS connection.
+pub const TOKEN_PROOF_LEN: usize = 32;
+/// File names in a key directory.
+pub const CERT_FILE: &str = "server-cert.pem";
+pub const KEY_FILE: &str = "server-key.pem";
+/// The first byte of a TLS handshake record (RFC 8446 §5.1: ContentType handshake).
+const TLS_HANDSHAKE: u8 = 0x16;
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn other(msg: String) -> io::Error {
+    io::Error::other(msg)
+}
+
+/// SHA-256 of a certificate, as `sha256:` and 64 lowercase hex digits.
+pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(cert.as_ref())))
+}
+
+/// Parses a fingerprint as [`fingerprint`] prints it (the `sha256:` prefix and colons
+/// between bytes are optional).
+pub fn parse_fingerprint(s: &str) -> Result<[u8; 32], String> {
+    let hexs: String = s
+        .trim()
+        .trim_start_matches("sha256:")
+        .chars()
+        .filter(|c| *c != ':')
+        .collect();
+    let bytes = hex::decode(&hexs).map_err(|e| format!("bad fingerprint {s:?}: {e}"))?;
+    bytes
+        .try_into()
+        .map_err(|_| format!("bad fingerprint {s:?}: want 32 bytes (64 hex digits)"))
+}
+
+/// The server's certificate and private key.
+pub struct ServerIdentity {
+    cert: CertificateDer<'static>,
+    key: PrivateKeyDer<'static>,
+}
+
+impl ServerIdentity {
+    /// Loads `server-cert.pem` and `server-key.pem` from `dir`, or generates a fresh key
+    /// pair with a self-signed certificate there (the directory is created with mode
+    /// 0700, the key file 0600).
+    pub fn load_or_generate(dir: &Path) -> io::Result<Self> {
+        let (cert, key) = (dir.join(CERT_FILE), dir.join(KEY_FILE));
+        if cert.exists() || key.exists() {
+            return Self::from_pem_files(&cert, &key);
+        }
+        let generated = rcgen::generate_simple_self_signed(vec!["fbdt".to_string()])
+            .map_err(|e| other(format!("generating a server key: {e}")))?;
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("creating key directory {}: {e}", dir.display())))?;
+        write_private(&key, generated.key_pair.serialize_pem().as_bytes())?;
+        std::fs::write(&cert, generated.cert.pem())
+            .map_err(|e| io::Error::new(e.kind(), format!("writing {}: {e}", cert.display())))?;
+        tracing::info!("generated a server key in {}", dir.display());
+        Self::from_pem_files(&cert, &key)
+    }
+
+    /// Loads a certificate (the first in the file) and a private key from PEM files.
+    pub fn from_pem_files(cert: &Path, key: &Path) -> io::Result<Self> {
+        let c = CertificateDer::from_pem_file(cert)
+            .map_err(|e| other(format!("reading certificate {}: {e}", cert.display())))?;
+        let k = PrivateKeyDer::from_pem_file(key)
+            .map_err(|e| other(format!("reading private key {}: {e}", key.display())))?;
+        Ok(ServerIdentity { cert: c, key: k })
+    }
+
+    /// The certificate's fingerprint, as clients pin it.
+    pub fn fingerprint(&self) -> String {
+        fingerprint(&self.cert)
+    }
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("writing {}: {e}", path.display())))?;
+    f.write_all(bytes)
+}
+
+/// The default key directory: `$XDG_DATA_HOME/fbdt`, else `~/.local/share/fbdt`.
+pub fn default_key_dir() -> Option<PathBuf> {
+    data_dir().map(|d| d.join("fbdt"))
+}
+
+/// The default known-hosts file: `known_hosts` in [`default_key_dir`].
+pub fn default_known_hosts() -> Option<PathBuf> {
+    default_key_dir().map(|d| d.join("known_hosts"))
+}
+
+fn data_dir() -> Option<PathBuf> {
+    match std::env::var_os("XDG_DATA_HOME") {
+        Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
+        _ => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")),
+    }
+}
+
+/// How a client decides the server is the right one.
+#[derive(Clone, Debug)]
+pub enum Trust {
+    /// The server certificate's SHA-256 must be one of these.
+    Pins(Vec<[u8; 32]>),
+    /// A known-hosts file (`HOST sha256:HEX` lines): a host seen before must show the same
+    /// certificate; a new host is trusted on first use and recorded.
+    KnownHosts(PathBuf),
+    /// Certificates issued by the CAs in this PEM file (the certificate must name the
+    /// server's IP address).
+    Ca(PathBuf),
+}
+
+/// Security settings of a client or a server.
+#[derive(Clone, Default)]
+pub enum Security {
+    /// No TLS (`--plaintext`): for benchmarks and the lab's paper-faithful runs. Both ends
+    /// must agree.
+    #[default]
+    Plaintext,
+    Client(Arc<TlsClient>),
+    Server(Arc<TlsServer>),
+}
+
+impl fmt::Debug for Security {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Security::Plaintext => "Plaintext",
+            Security::Client(_) => "TlsClient",
+            Security::Server(_) => "TlsServer",
+        })
+    }
+}
+
+impl Security {
+    /// What results record: `"tls13"` or `"none"`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Security::Plaintext => "none",
+            _ => "tls13",
+        }
+    }
+}
+
+pub struct TlsClient {
+    config: Arc<rustls::ClientConfig>,
+    token: Vec<u8>,
+}
+
+impl TlsClient {
+    /// A client trusting servers by `trust`, proving `token` (if any) to the server.
+    pub fn new(trust: Trust, token: Option<Vec<u8>>) -> io::Result<Self> {
+        let provider = provider();
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| other(format!("TLS: {e}")))?;
+        let config = match trust {
+            Trust::Ca(file) => {
+                let mut roots = rustls::RootCertStore::empty();
+                let certs = CertificateDer::pem_file_iter(&file)
+                    .map_err(|e| other(format!("reading CA file {}: {e}", file.display())))?;
+                for c in certs {
+                    let c = c.map_err(|e| other(format!("reading CA file {}: {e}", file.display())))?;
+                    roots
+                        .add(c)
+                        .map_err(|e| other(format!("CA file {}: {e}", file.display())))?;
+                }
+                builder.with_root_certificates(roots).with_no_client_auth()
+            }
+            trust => {
+                let verifier = PinVerifier {
+                    provider,
+                    trust,
+                    lock: Mutex::new(()),
+                };
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(verifier))
+                    .with_no_client_auth()
+            }
+        };
+        Ok(TlsClient {
+            config: Arc::new(config),
+            token: token.unwrap_or_default(),
+        })
+    }
+}
+
+pub struct TlsServer {
+    config: Arc<rustls::ServerConfig>,
+    token: Option<Vec<u8>>,
+    fingerprint: String,
+}
+
+impl TlsServer {
+    /// A server presenting `identity`; with a `token`, only clients proving it are served.
+    pub fn new(identity: ServerIdentity, token: Option<Vec<u8>>) -> io::Result<Self> {
+        let fingerprint = identity.fingerprint();
+        let mut config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| other(format!("TLS: {e}")))?
+            .with_no_client_auth()
+            .with_single_cert(vec![identity.cert], identity.key)
+            .map_err(|e| other(format!("server key: {e}")))?;
+        // A client uses each ticket once, and stall probes open connections that may be
+        // dropped before they read theirs: a few spare tickets keep re-joins resumed.
+        config.send_tls13_tickets = 4;
+        Ok(TlsServer {
+            config: Arc::new(config),
+            token,
+            fingerprint,
+        })
+    }
+
+    /// The certificate's fingerprint (print it for clients to `--pin`).
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+}
+
+/// Checks the server's certificate against pins or a known-hosts file. The TLS handshake
+/// signature is still verified, so only the key's holder passes.
+#[derive(Debug)]
+struct PinVerifier {
+    provider: Arc<CryptoProvider>,
+    trust: Trust,
+    lock: Mutex<()>,
+}
+
+impl PinVerifier {
+    fn check(&self, cert: &CertificateDer<'_>, host: &str) -> Result<(), String> {
+        let digest: [u8; 32] = Sha256::digest(cert.as_ref()).into();
+        let fp = fingerprint(cert);
+        match &self.trust {
+            Trust::Pins(pins) => {
+                if pins.contains(&digest) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "server certificate {fp} does not match the pinned fingerprint (--pin)"
+                    ))
+                }
+            }
+            Trust::KnownHosts(file) => {
+                let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+                let text = match std::fs::read_to_string(file) {
+                    Ok(t) => t,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
+                    Err(e) => return Err(format!("reading known-hosts file {}: {e}", file.display())),
+                };
+                for (n, line) in text.lines().enumerate() {
+                    let mut words = line.split_whitespace();
+                    if words.next() != Some(host) {
+                        continue;
+                    }
+                    let known = words.next().map(parse_fingerprint);
+                    return match known {
+                        Some(Ok(k)) if k == digest => Ok(()),
+                        _ => Err(format!(
+                            "server certificate for {host} changed: now {fp}, but {}:{} says otherwise \
+                             (if the server's key really changed, delete that line)",
+                            file.display(),
+                            n + 1
+                        )),
+                    };
+                }
+                if let Some(dir) = file.parent() {
+                    let _ = std::fs::create_dir_all(dir);
+                }
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(file)
+                    .map_err(|e| format!("writing known-hosts file {}: {e}", file.display()))?;
+                writeln!(f, "{host} {fp}").map_err(|e| format!("writing known-hosts file {}: {e}", file.display()))?;
+                tracing::warn!("trusting {host} on first use: {fp} (recorded in {})", file.display());
+                Ok(())
+            }
+            Trust::Ca(_) => Err("CA trust does not use pins".into()),
+        }
+    }
+}
+
+impl ServerCertVerifier for PinVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.check(end_entity, &server_name.to_str())
+            .map(|()| ServerCertVerified::assertion())
+            .map_err(rustls::Error::General)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _message: &[u8],
+        _cert: &CertificateDer<'_>,
+        _dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Err(rustls::Error::General("FBDT speaks TLS 1.3 only".into()))
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// One path's byte stream: a TCP connection, bare or under TLS 1.3.
+pub enum PathStream {
+    Plain(TcpStream),
+    Client(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    Server(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl PathStream {
+    /// The TCP connection underneath (for TCP_INFO and socket options).
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            PathStream::Plain(s) => s,
+            PathStream::Client(s) => s.get_ref().0,
+            PathStream::Server(s) => s.get_ref().0,
+        }
+    }
+
+    fn export(&self, label: &[u8]) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        let r = match self {
+            PathStream::Plain(_) => return out,
+            PathStream::Client(s) => s.get_ref().1.export_keying_material(&mut out, label, None),
+            PathStream::Server(s) => s.get_ref().1.export_keying_material(&mut out, label, None),
+        };
+        // Only fails before the handshake completed, which a PathStream never is.
+        if let Err(e) = r {
+            tracing::error!("TLS exporter: {e}");
+        }
+        out
+    }
+
+    /// The connection's binding: its TLS exporter (RFC 8446 §7.5) for
+    /// [`fbdt_core::handshake::EXPORTER_LABEL`], zeros on plaintext.
+    pub fn binding(&self) -> [u8; 32] {
+        self.export(fbdt_core::handshake::EXPORTER_LABEL)
+    }
+
+    /// Whether the TLS handshake resumed an earlier session (one round trip, no
+    /// certificate).
+    pub fn resumed(&self) -> bool {
+        let kind = match self {
+            PathStream::Plain(_) => None,
+            PathStream::Client(s) => s.get_ref().1.handshake_kind(),
+            PathStream::Server(s) => s.get_ref().1.handshake_kind(),
+        };
+        kind == Some(rustls::HandshakeKind::Resumed)
+    }
+
+    /// Ends our direction: TLS close_notify (best effort, without waiting), then FIN.
+    pub fn half_close(&mut self) {
+        struct Nonblocking<'a>(&'a TcpStream);
+        impl io::Write for Nonblocking<'_> {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                self.0.try_write(buf)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        fn flush_tls<D>(tcp: &TcpStream, conn: &mut rustls::ConnectionCommon<D>) {
+            conn.send_close_notify();
+            while conn.wants_write() {
+                if !matches!(conn.write_tls(&mut Nonblocking(tcp)), Ok(n) if n > 0) {
+                    break;
+                }
+            }
+        }
+        match self {
+            PathStream::Plain(_) => {}
+            PathStream::Client(s) => {
+                let (tcp, conn) = s.get_mut();
+                flush_tls(tcp, conn);
+            }
+            PathStream::Server(s) => {
+                let (tcp, conn) = s.get_mut();
+                flush_tls(tcp, conn);
+            }
+        }
+        let _ = socket2::SockRef::from(self.tcp()).shutdown(std::net::Shutdown::Write);
+    }
+
+    /// Ready when the kernel takes more bytes: TLS records already sealed are pushed out
+    /// first, so nothing sits in rustls' buffer while the driver waits.
+    pub fn poll_write_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !matches!(self, PathStream::Plain(_)) {
+            ready!(Pin::new(&mut *self).poll_flush(cx))?;
+        }
+        self.tcp().poll_write_ready(cx)
+    }
+}
+
+impl AsRawFd for PathStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.tcp().as_raw_fd()
+    }
+}
+
+macro_rules! each {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self.get_mut() {
+            PathStream::Plain($s) => {
+                let $s = Pin::new($s);
+                $e
+            }
+            PathStream::Client($s) => {
+                let $s = Pin::new(&mut **$s);
+                $e
+            }
+            PathStream::Server($s) => {
+                let $s = Pin::new(&mut **$s);
+                $e
+            }
+        }
+    };
+}
+
+impl AsyncRead for PathStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        each!(self, s => s.poll_read(cx, buf))
+    }
+}
+
+impl AsyncWrite for PathStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        each!(self, s => s.poll_write(cx, buf))
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        each!(self, s => s.poll_write_vectored(cx, bufs))
+    }
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        each!(self, s => s.poll_flush(cx))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        each!(self, s => s.poll_shutdown(cx))
+    }
+}
+
+fn token_proof(token: &[u8], stream: &PathStream) -> Hmac<Sha256> {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(token).expect("HMAC takes keys of any length");
+    mac.update(&stream.export(TOKEN_LABEL));
+    mac
+}
+
+/// Client: secures a TCP connection to `spec` as `security` says. With TLS: the handshake
+/// (resumed when the session cache has a ticket), then the token proof.
+pub async fn connect(tcp: TcpStream, spec: &PathSpec, security: &Security) -> io::Result<PathStream> {
+    let tls = match security {
+        Security::Plaintext => return Ok(PathStream::Plain(tcp)),
+        Security::Client(c) => c,
+        Security::Server(_) => return Err(other("a server's TLS settings given to a client".into())),
+    };
+    let name = ServerName::IpAddress(spec.remote.ip().into());
+    let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+    let s = connector
+        .connect(name, tcp)
+        .await
+        .map_err(|e| explain_client_error(e, spec.remote))?;
+    let mut s = PathStream::Client(Box::new(s));
+    let proof = token_proof(&tls.token, &s).finalize().into_bytes();
+    s.write_all(&proof).await?;
+    s.flush().await?;
+    tracing::debug!(remote = %spec.remote, resumed = s.resumed(), "TLS connected");
+    Ok(s)
+}
+
+fn explain_client_error(e: io::Error, remote: SocketAddr) -> io::Error {
+    let tls = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
+    match tls {
+        Some(rustls::Error::InvalidMessage(_)) | Some(rustls::Error::InappropriateMessage { .. }) => other(format!(
+            "{remote} did not answer with TLS: is the server running with --plaintext? \
+             (both ends must agree)"
+        )),
+        Some(rustls::Error::General(msg)) => other(msg.clone()),
+        _ if e.kind() == io::ErrorKind::UnexpectedEof => other(format!(
+            "{remote} closed the connection during the TLS handshake (a plaintext server, or one that refused us)"
+        )),
+        _ => other(format!("TLS handshake with {remote}: {e}")),
+    }
+}
+
+/// Why a server did not take a connection; `tell`: the stream to send the peer an FBDT
+/// CLOSE on, in a form it can read (plaintext to a plaintext peer, inside TLS otherwise).
+pub struct Refused {
+    pub why: String,
+    pub tell: Option<PathStream>,
+}
+
+/// Server: secures an accepted connection as `security` says. A TLS server first peeks:
+/// a peer that did not start a TLS handshake is refused with an FBDT CLOSE it can read
+/// (and likewise a plaintext server answers a TLS ClientHello with a CLOSE).
+pub async fn accept(tcp: TcpStream, security: &Security) -> Result<PathStream, Refused> {
+    let mut first = [0u8; 1];
+    let peeked = tcp.peek(&mut first).await;
+    let speaks_tls = matches!(peeked, Ok(1)) && first[0] == TLS_HANDSHAKE;
+    let tls = match security {
+        Security::Plaintext if speaks_tls => {
+            return Err(Refused {
+                why: "the client spoke TLS to a --plaintext server (both ends must agree)".into(),
+                tell: Some(PathStream::Plain(tcp)),
+            })
+        }
+        // `listen` refuses client settings; plaintext is the only other choice.
+        Security::Plaintext | Security::Client(_) => return Ok(PathStream::Plain(tcp)),
+        Security::Server(s) => s,
+    };
+    if !speaks_tls {
+        if matches!(peeked, Ok(0) | Err(_)) {
+            return Err(Refused {
+                why: "closed before the TLS handshake".into(),
+                tell: None,
+            });
+        }
+        return Err(Refused {
+            why: "this server requires TLS; the client spoke plaintext (--plaintext on one end only?)".into(),
+            tell: Some(PathStream::Plain(tcp)),
+        });
+    }
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
+    let s = acceptor.accept(tcp).await.map_err(|e| Refused {
+        why: format!("TLS handshake: {e}"),
+        tell: None,
+    })?;
+    let mut s = PathStream::Server(Box::new(s));
+    let mut proof = [0u8; TOKEN_PROOF_LEN];
+    s.read_exact(&mut proof).await.map_err(|e| Refused {
+        why: format!("no token proof after the TLS handshake: {e}"),
+        tell: None,
+    })?;
+    if let Some(token) = &tls.token {
+        if token_proof(token, &s).verify_slice(&proof).is_err() {
+            return Err(Refused {
+                why: "the client's token is wrong (--token)".into(),
+                tell: Some(s),
+            });
+        }
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A re-join resumes TLS (no certificate, one round trip); prints what each handshake
+    /// took on loopback.
+    #[tokio::test]
+    async fn a_second_connection_resumes() {
+        let dir = std::env::temp_dir().join(format!("fbdt-secure-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let id = ServerIdentity::load_or_generate(&dir).unwrap();
+        let pin = parse_fingerprint(&id.fingerprint()).unwrap();
+        let server = Security::Server(Arc::new(TlsServer::new(id, None).unwrap()));
+        let client = Security::Client(Arc::new(TlsClient::new(Trust::Pins(vec![pin]), None).unwrap()));
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let spec: PathSpec = l.local_addr().unwrap().to_string().parse().unwrap();
+        let srv = tokio::spawn(async move {
+            let mut resumed = Vec::new();
+            for _ in 0..3 {
+                let (tcp, _) = l.accept().await.unwrap();
+                let Ok(mut s) = accept(tcp, &server).await else {
+                    panic!("accept")
+                };
+                resumed.push(s.resumed());
+                s.write_all(b"x").await.unwrap();
+                s.flush().await.unwrap();
+                let mut b = [0u8; 1];
+                let _ = s.read(&mut b).await;
+            }
+            resumed
+        });
+        let mut kinds = Vec::new();
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            let tcp = TcpStream::connect(spec.remote).await.unwrap();
+            let mut s = connect(tcp, &spec, &client).await.unwrap();
+            let mut b = [0u8; 1];
+            s.read_exact(&mut b).await.unwrap();
+            eprintln!("TLS connect: {:?}, resumed {}", t.elapsed(), s.resumed());
+            kinds.push(s.resumed());
+            s.half_close();
+        }
+        let at_server = srv.await.unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(kinds, [false, true, true]);
+        assert_eq!(at_server, [false, true, true]);
+    }
+}

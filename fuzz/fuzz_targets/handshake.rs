@@ -1,0 +1,42 @@
+//! The handshake and JOIN parser: any bytes as the first bytes of a new connection
+//! (`first_frame`, `accepts_join`) and as the stream of a joining path of an established
+//! server session, with a connection binding taken from the input. Never panics; the
+//! client's real JOIN is accepted only on the connection it was made for, and bytes from
+//! the fuzzer are never accepted as a JOIN.
+#![no_main]
+
+use fbdt_core::handshake::first_frame;
+use fbdt_core::{Config, Connection, Instant, PathBinding, PathId};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = first_frame(data);
+    let Some((binding, rest)) = data.split_first_chunk::<32>() else { return };
+    let now = Instant::ZERO;
+    let cfg = Config::default();
+    let mut client = Connection::client(cfg.clone()).expect("valid config");
+    let mut server = Connection::server(cfg).expect("valid config");
+    let path0 = PathBinding { exporter: [1; 32], epoch: 0 };
+    client.add_path_bound(PathId(0), path0, now).expect("path");
+    server.add_path_bound(PathId(0), path0, now).expect("path");
+    let mut buf = Vec::new();
+    while client.poll_transmit(PathId(0), 1 << 20, now, &mut buf) > 0 {}
+    let _ = server.handle_recv(PathId(0), &buf, now);
+    buf.clear();
+    while server.poll_transmit(PathId(0), 1 << 20, now, &mut buf) > 0 {}
+    let _ = client.handle_recv(PathId(0), &buf, now);
+    // The client's real JOIN for a connection bound to [2; 32].
+    let real_binding = PathBinding { exporter: [2; 32], epoch: 7 };
+    client.add_path_bound(PathId(1), real_binding, now).expect("path");
+    let mut real = Vec::new();
+    while client.poll_transmit(PathId(1), 1 << 20, now, &mut real) > 0 {}
+    assert_eq!(server.accepts_join(&real, binding), *binding == real_binding.exporter);
+    assert!(!server.accepts_join(rest, binding) || rest.starts_with(&real));
+    // The fuzzed bytes as a joining connection's stream.
+    let theirs = PathBinding { exporter: *binding, epoch: 0 };
+    server.add_path_bound(PathId(1), theirs, now).expect("path");
+    let _ = server.handle_recv(PathId(1), rest, now);
+    let _ = server.path_epoch(PathId(1));
+    let mut out = Vec::new();
+    while server.poll_transmit(PathId(1), 1 << 20, now, &mut out) > 0 {}
+});
