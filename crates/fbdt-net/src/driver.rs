@@ -20,6 +20,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Sleep;
 
+use crate::admission::ConnTicket;
 use crate::app::{AppPipe, Outbound};
 use crate::paths::{Opened, PathManager};
 use crate::session::{NewPath, PathReport, Session, SessionStats, Shared, CHANNEL_CHUNKS};
@@ -70,6 +71,8 @@ struct PathSlot {
     out_pos: usize,
     connections: u32,
     info: sockopt::TcpInfoSample,
+    /// Server: the connection's place in the server's connection count.
+    ticket: Option<ConnTicket>,
 }
 
 pub(crate) struct Driver {
@@ -88,6 +91,9 @@ pub(crate) struct Driver {
     shared: Arc<Shared>,
     on_end: Option<Box<dyn FnOnce() + Send>>,
     label: String,
+    /// Server: the client sent data or a JOIN (a session that does not within
+    /// `NetConfig::first_data_timeout` of its start is closed).
+    useful: bool,
 }
 
 impl Drop for Driver {
@@ -128,6 +134,7 @@ fn build(conn: fbdt_core::Connection, cfg: Arc<NetConfig>, specs: Option<Vec<Pat
         on_end: None,
         label,
         cfg,
+        useful: false,
     };
     Parts {
         driver,
@@ -173,10 +180,12 @@ pub(crate) async fn start_client(
     }
 }
 
-/// Starts a server session whose path 0 already carried the HELLO (handled by `conn`).
+/// Starts a server session whose path 0 already carried the HELLO (handled by `conn`);
+/// `rest` holds the bytes that came behind it.
 pub(crate) fn start_server(
     conn: fbdt_core::Connection,
-    stream0: TcpStream,
+    path0: NewPath,
+    rest: BytesMut,
     new_paths: mpsc::Receiver<NewPath>,
     cfg: Arc<NetConfig>,
     label: String,
@@ -186,8 +195,10 @@ pub(crate) fn start_server(
         mut driver, session, ..
     } = build(conn, cfg, None, label);
     driver.paths.push(PathSlot {
-        stream: Some(stream0),
+        stream: Some(path0.stream),
+        rbuf: rest,
         connections: 1,
+        ticket: path0.ticket,
         ..PathSlot::default()
     });
     driver.new_paths = Some(new_paths);
@@ -287,6 +298,8 @@ impl Driver {
                 continue;
             }
             self.install_stream(i, np.stream);
+            self.paths[i].ticket = np.ticket;
+            self.useful = true;
             self.paths[i].rbuf.extend_from_slice(&np.first);
             self.on_input(i, now);
         }
@@ -335,6 +348,7 @@ impl Driver {
     fn install_stream(&mut self, i: usize, s: TcpStream) {
         let slot = self.slot(i);
         slot.stream = Some(s);
+        slot.ticket = None;
         slot.rbuf.clear();
         slot.out.clear();
         slot.out_pos = 0;
@@ -345,6 +359,7 @@ impl Driver {
     fn drop_stream(&mut self, i: usize) {
         let slot = &mut self.paths[i];
         slot.stream = None;
+        slot.ticket = None;
         slot.rbuf.clear();
         slot.out.clear();
         slot.out_pos = 0;
@@ -550,6 +565,7 @@ impl Driver {
             }
         }
         let cs = self.conn.stats();
+        self.useful |= cs.receiver.per_path_bytes_received.iter().any(|&b| b > 0);
         let paths = self
             .paths
             .iter()
@@ -600,6 +616,14 @@ impl Driver {
                 let no_path_since = (!live).then(|| no_path_since.unwrap_or(t));
                 self.phase = Phase::Running { no_path_since };
                 let idle = Duration::from_micros(self.cfg.idle_timeout.as_micros() as u64);
+                let deadline = Duration::from_micros(self.cfg.first_data_timeout.as_micros() as u64);
+                if self.conn.role() == Role::Server && !self.useful && t.saturating_since(Instant::ZERO) > deadline {
+                    let why = format!("no data or JOIN within {:?} of the HELLO", self.cfg.first_data_timeout);
+                    tracing::warn!(session = %self.label, "closing the session: {why}");
+                    self.conn.close(1, &why);
+                    self.shared.set_error(why);
+                    return false;
+                }
                 if no_path_since.is_some_and(|since| t.saturating_since(since) > idle) {
                     self.shared
                         .set_error(format!("no live path for {:?}", self.cfg.idle_timeout));

@@ -32,6 +32,8 @@ pub(crate) struct NewPath {
     pub index: u8,
     pub stream: TcpStream,
     pub first: Vec<u8>,
+    /// Server: the connection's place in the server's connection count.
+    pub ticket: Option<crate::admission::ConnTicket>,
 }
 
 /// A snapshot of one path.
