@@ -47,7 +47,36 @@ enum Cmd {
     Serve(serve::ServeArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // One line, no backtrace (even with RUST_BACKTRACE set): these are ordinary
+            // errors, not bugs.
+            eprintln!("fbdt: {}", one_line(&e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its causes joined by ": ", skipping a cause whose text the line already
+/// holds (an OS error both wrapped and quoted by its context is printed once).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+fn run() -> anyhow::Result<()> {
     keep_freed_memory();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -105,6 +134,20 @@ impl NetArgs {
             congestion: self.congestion.clone(),
             ..fbdt_net::NetConfig::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_os_error_quoted_by_its_context_is_printed_once() {
+        let io = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let e = anyhow::Error::new(io).context(format!(
+            "cannot open x: {}",
+            std::io::Error::from_raw_os_error(libc::ENOENT)
+        ));
+        let line = super::one_line(&e);
+        assert_eq!(line.matches("No such file").count(), 1, "{line}");
     }
 }
 

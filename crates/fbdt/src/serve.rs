@@ -52,7 +52,7 @@ async fn check_forward(forward: &str) -> anyhow::Result<()> {
     let Some((host, port)) = forward.rsplit_once(':') else {
         bail!("--forward {forward:?}: expected HOST:PORT (e.g. 127.0.0.1:22)");
     };
-    if host.is_empty() || port.parse::<u16>().is_err() {
+    if host.is_empty() || port.parse::<u16>().map_or(true, |p| p == 0) {
         bail!("--forward {forward:?}: expected HOST:PORT with a port 1-65535");
     }
     let mut addrs = tokio::net::lookup_host(forward)
