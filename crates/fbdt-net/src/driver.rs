@@ -413,6 +413,7 @@ impl Driver {
                     break;
                 }
                 Poll::Ready(Ok(_)) => {
+                    self.manager.on_data(i);
                     self.on_input(i, now);
                     any = true;
                 }

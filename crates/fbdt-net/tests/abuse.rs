@@ -134,3 +134,34 @@ async fn a_pending_connection_flood_leaves_a_client_served() {
     assert_eq!(refused, 184);
     echo.abort();
 }
+
+/// Finding 9: a path whose server closes every connection right after accepting it is
+/// re-dialled with a growing back-off (connecting alone does not reset it), not ~90 times
+/// a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_closed_on_accept_is_redialled_with_back_off() {
+    let (l, addr) = server(NetConfig::default()).await;
+    let echo = echo_all(l);
+    let closer = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let closer_addr = closer.local_addr().unwrap();
+    let accepts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = accepts.clone();
+    let closing = tokio::spawn(async move {
+        while let Ok((s, _)) = closer.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(s);
+        }
+    });
+    let specs: Vec<PathSpec> = vec![
+        format!("127.0.0.2={addr}").parse().unwrap(),
+        format!("127.0.0.3={closer_addr}").parse().unwrap(),
+    ];
+    let session = connect(specs, NetConfig::default()).await.expect("connect");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let n = accepts.load(std::sync::atomic::Ordering::SeqCst);
+    // 10 ms, then 50 ms doubling to 1 s: about 6 dials in 2 s (without back-off: ~180).
+    assert!((2..=12).contains(&n), "{n} connections in 2 s");
+    drop(session);
+    closing.abort();
+    echo.abort();
+}
