@@ -194,6 +194,9 @@ pub(crate) fn start_server(
     let Parts {
         mut driver, session, ..
     } = build(conn, cfg, None, label);
+    if let Ok(a) = path0.stream.peer_addr() {
+        let _ = driver.shared.peer.set(a);
+    }
     driver.paths.push(PathSlot {
         stream: Some(path0.stream),
         rbuf: rest,
@@ -403,6 +406,11 @@ impl Driver {
             let Some(s) = slot.stream.as_mut() else {
                 break;
             };
+            // An idle path holds no read block: one is allocated once the socket is
+            // readable, and given back below when a read finds nothing more.
+            if slot.rbuf.capacity() == 0 && s.poll_read_ready(cx).is_pending() {
+                break;
+            }
             // Read straight into the spare room of the path's buffer: frames are parsed in
             // place and their payloads travel on as slices of it.
             prepare_recv_buf(&mut slot.rbuf);
@@ -422,7 +430,14 @@ impl Driver {
                     any = true;
                     break;
                 }
-                Poll::Pending => break,
+                Poll::Pending => {
+                    // Nothing half-parsed: let the block go (payload slices still
+                    // hold their part of it), so an idle session keeps no 64 KiB per path.
+                    if slot.rbuf.is_empty() {
+                        slot.rbuf = BytesMut::new();
+                    }
+                    break;
+                }
             }
         }
         any
