@@ -1,6 +1,7 @@
 //! `fbdt`: measure and move bytes over FBDT (one TCP connection per path).
 
 mod files;
+mod load;
 mod perf;
 mod serve;
 
@@ -45,6 +46,8 @@ enum Cmd {
     Send(files::SendArgs),
     /// Server side of a tunnel: splice every FBDT session to a new TCP connection.
     Serve(serve::ServeArgs),
+    /// Load generator: many sessions against a `perf --server` (loopback), JSON report.
+    Load(load::LoadArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -78,6 +81,7 @@ fn one_line(e: &anyhow::Error) -> String {
 
 fn run() -> anyhow::Result<()> {
     keep_freed_memory();
+    raise_fd_limit();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -100,6 +104,7 @@ fn run() -> anyhow::Result<()> {
             Cmd::Recv(a) => files::recv(a).await,
             Cmd::Send(a) => files::send(a).await,
             Cmd::Serve(a) => serve::serve(a).await,
+            Cmd::Load(a) => load::run(a).await,
         }
     })
 }
@@ -120,18 +125,38 @@ fn keep_freed_memory() {
     }
 }
 
+/// Raises the soft file-descriptor limit to the hard one: a server holds one descriptor
+/// per path of every session (the server's connection cap stays under the limit).
+fn raise_fd_limit() {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write only the struct we pass.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
 /// Settings shared by the subcommands.
 #[derive(clap::Args, Clone, Debug)]
 pub struct NetArgs {
     /// TCP congestion control of every path (cubic, bbr, reno, …; default: the system's).
     #[arg(long, value_name = "NAME")]
     pub congestion: Option<String>,
+    /// Server: most sessions at once (further HELLOs are refused).
+    #[arg(long, value_name = "N", default_value_t = fbdt_net::NetConfig::default().max_sessions)]
+    pub max_sessions: usize,
 }
 
 impl NetArgs {
     pub fn config(&self) -> fbdt_net::NetConfig {
         fbdt_net::NetConfig {
             congestion: self.congestion.clone(),
+            max_sessions: self.max_sessions,
             ..fbdt_net::NetConfig::default()
         }
     }

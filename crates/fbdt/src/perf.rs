@@ -93,14 +93,14 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const END_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Copy, Debug)]
-struct Request {
-    upload: bool,
-    bytes: u64,
-    time_ms: u64,
+pub(crate) struct Request {
+    pub upload: bool,
+    pub bytes: u64,
+    pub time_ms: u64,
 }
 
 impl Request {
-    fn encode(&self) -> [u8; 24] {
+    pub fn encode(&self) -> [u8; 24] {
         let mut b = [0u8; 24];
         b[..4].copy_from_slice(MAGIC);
         b[4] = 1;
@@ -143,15 +143,15 @@ impl Request {
 
 /// The receiver's view of a run.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct Measure {
-    duration_s: f64,
-    bytes: u64,
+pub(crate) struct Measure {
+    pub duration_s: f64,
+    pub bytes: u64,
     redundant_bytes: u64,
     /// (t, cumulative bytes, cumulative bytes per path), every `SAMPLE` and at the end.
     samples: Vec<(f64, u64, Vec<u64>)>,
 }
 
-async fn send_data(mut w: impl AsyncWrite + Unpin, req: Request) -> anyhow::Result<u64> {
+pub(crate) async fn send_data(mut w: impl AsyncWrite + Unpin, req: Request) -> anyhow::Result<u64> {
     let buf = vec![0x5au8; CHUNK];
     let start = Instant::now();
     let limit = Duration::from_millis(req.time_ms);
@@ -379,17 +379,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Send + 'static>(
     w.write_all(&req.encode()).await?;
     if req.upload {
         send_data(&mut w, req).await?;
-        let mut len = [0u8; 4];
-        r.read_exact(&mut len)
-            .await
-            .context("reading the server's measurement")?;
-        let len = u32::from_be_bytes(len) as usize;
-        if len > 64 << 20 {
-            bail!("server measurement too large");
-        }
-        let mut json = vec![0u8; len];
-        r.read_exact(&mut json).await?;
-        Ok(serde_json::from_slice(&json)?)
+        read_measure(&mut r).await
     } else {
         let every = (a.interval / SAMPLE.as_secs_f64()).round().max(1.0) as usize;
         let json = a.json;
@@ -411,6 +401,21 @@ async fn exchange<S: AsyncRead + AsyncWrite + Send + 'static>(
         w.shutdown().await?;
         Ok(m)
     }
+}
+
+/// The server's measurement of an upload (a length, then JSON).
+pub(crate) async fn read_measure(mut r: impl AsyncRead + Unpin) -> anyhow::Result<Measure> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len)
+        .await
+        .context("reading the server's measurement")?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > 64 << 20 {
+        bail!("server measurement too large");
+    }
+    let mut json = vec![0u8; len];
+    r.read_exact(&mut json).await?;
+    Ok(serde_json::from_slice(&json)?)
 }
 
 fn header() {

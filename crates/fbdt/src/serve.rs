@@ -36,14 +36,49 @@ pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     while let Some(session) = l.accept().await {
         next += 1;
         let (id, forward) = (next, a.forward.clone());
+        let client = match authorize(&session) {
+            Ok(c) => c,
+            Err(why) => {
+                eprintln!("session {id}: refused: {why}");
+                continue;
+            }
+        };
+        eprintln!("session {id}: from {client}, forwarding to {forward}");
         tokio::spawn(async move {
             match splice(session, &forward).await {
-                Ok((up, down)) => eprintln!("session {id}: done, {up} bytes to {forward}, {down} back"),
-                Err(e) => eprintln!("session {id}: {e:#}"),
+                Ok((up, down)) => eprintln!("session {id} ({client}): done, {up} bytes to {forward}, {down} back"),
+                Err(e) => eprintln!("session {id} ({client}): {e:#}"),
             }
         });
     }
     bail!("the listener stopped")
+}
+
+/// Who a session's client is, as logged beside everything it does.
+struct Client {
+    addr: Option<std::net::SocketAddr>,
+    /// How the client proved who it is.
+    identity: &'static str,
+}
+
+impl std::fmt::Display for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.addr {
+            Some(a) => write!(f, "{a} ({})", self.identity),
+            None => write!(f, "unknown address ({})", self.identity),
+        }
+    }
+}
+
+/// The one access check before a session reaches the forwarded service. Sessions carry no
+/// authentication yet (the transport's TLS and token checks land separately): this admits
+/// every session and names it unauthenticated; once sessions carry an identity, refusing
+/// the ones without is this function's job alone.
+fn authorize(session: &fbdt_net::Session) -> Result<Client, String> {
+    Ok(Client {
+        addr: session.peer_addr(),
+        identity: "unauthenticated",
+    })
 }
 
 /// Refuses a forward address that cannot work before anything listens: no port, or a
