@@ -191,8 +191,12 @@ pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
     drop(held_tx);
     let t0 = Instant::now();
     let mut held = 0usize;
-    while let Some(ok) = held_rx.recv().await {
-        held += ok as usize;
+    // Every task reports once (held or failed) and then waits for `go`.
+    for _ in 0..a.sessions {
+        match held_rx.recv().await {
+            Some(ok) => held += ok as usize,
+            None => break,
+        }
     }
     let connect_s = t0.elapsed().as_secs_f64();
     tokio::time::sleep(SETTLE).await;
@@ -222,7 +226,7 @@ pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
         .filter(|_| held > 0)
         .map(|(r0, r1)| r1.saturating_sub(r0) / held as u64);
     let fairness = jain(&goodputs);
-    let total_bps: f64 = goodputs.iter().sum();
+    let total_bps = goodputs.iter().fold(0.0, |a, b| a + b);
     errors.sort();
     errors.dedup();
     let doc = serde_json::json!({
