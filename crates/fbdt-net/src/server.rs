@@ -144,7 +144,10 @@ async fn accept_loop(
         let admitted = match gate.admit(peer, cfg.max_pending) {
             Ok(a) => a,
             Err(why) => {
-                tokio::spawn(refuse(stream, peer, 7, format!("refused: {why}")));
+                // Closed without a CLOSE frame: this may be a JOIN of a live session, and a
+                // CLOSE would end that session; a closed connection is only re-dialled.
+                tracing::warn!(%peer, "refused at accept: {why}");
+                drop(stream);
                 continue;
             }
         };

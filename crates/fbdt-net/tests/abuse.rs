@@ -112,7 +112,7 @@ async fn silent_hellos_neither_fill_the_server_nor_stay() {
 }
 
 /// Finding 8: connections that never send a first frame. Past the per-source cap they are
-/// refused at once, and a client from elsewhere is served while they hang on.
+/// closed at once, and a client from elsewhere is served while they hang on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pending_connection_flood_leaves_a_client_served() {
     let cfg = NetConfig {
@@ -127,10 +127,11 @@ async fn a_pending_connection_flood_leaves_a_client_served() {
         idle.push(TcpStream::connect(addr).await.unwrap());
     }
     client_is_served(addr).await;
+    // Refused at accept: closed without a word (it might have been a live session's JOIN,
+    // which a CLOSE would end).
     let mut refused = 0;
     for s in &mut idle[16..] {
-        let (code, why) = close_reason(&read_frames(s).await).expect("refused with a CLOSE");
-        assert_eq!(code, 7, "{why}");
+        assert!(read_frames(s).await.is_empty());
         refused += 1;
     }
     assert_eq!(refused, 184);
