@@ -10,6 +10,15 @@ use tokio::net::TcpStream;
 
 use crate::NetArgs;
 
+/// A line on stderr that never fails the server: with stderr closed (a supervisor gone)
+/// `eprintln!` would panic and end the accept loop.
+macro_rules! log {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 #[derive(clap::Args)]
 #[command(after_help = "\
 Examples:
@@ -31,7 +40,7 @@ pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let mut l = fbdt_net::listen(&a.listen, a.net.config()).await?;
     // One line a script can wait for (with port 0 it names the ports taken).
     let addrs: Vec<String> = l.local_addrs().iter().map(|s| s.to_string()).collect();
-    eprintln!("listening on {} forwarding to {}", addrs.join(" "), a.forward);
+    log!("listening on {} forwarding to {}", addrs.join(" "), a.forward);
     let mut next = 0u64;
     while let Some(session) = l.accept().await {
         next += 1;
@@ -39,15 +48,15 @@ pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         let client = match authorize(&session) {
             Ok(c) => c,
             Err(why) => {
-                eprintln!("session {id}: refused: {why}");
+                log!("session {id}: refused: {why}");
                 continue;
             }
         };
-        eprintln!("session {id}: from {client}, forwarding to {forward}");
+        log!("session {id}: from {client}, forwarding to {forward}");
         tokio::spawn(async move {
             match splice(session, &forward).await {
-                Ok((up, down)) => eprintln!("session {id} ({client}): done, {up} bytes to {forward}, {down} back"),
-                Err(e) => eprintln!("session {id} ({client}): {e:#}"),
+                Ok((up, down)) => log!("session {id} ({client}): done, {up} bytes to {forward}, {down} back"),
+                Err(e) => log!("session {id} ({client}): {e:#}"),
             }
         });
     }
