@@ -19,6 +19,7 @@ use tokio::io::AsyncWrite;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Sleep;
 
+use crate::admission::ConnTicket;
 use crate::app::{AppPipe, Outbound};
 use crate::paths::{Opened, PathManager};
 use crate::secure::PathStream;
@@ -72,6 +73,8 @@ struct PathSlot {
     /// Connections whose TLS handshake resumed.
     resumed: u32,
     info: sockopt::TcpInfoSample,
+    /// Server: the connection's place in the server's connection count.
+    ticket: Option<ConnTicket>,
 }
 
 pub(crate) struct Driver {
@@ -90,6 +93,9 @@ pub(crate) struct Driver {
     shared: Arc<Shared>,
     on_end: Option<Box<dyn FnOnce() + Send>>,
     label: String,
+    /// Server: the client sent data or a JOIN (a session that does not within
+    /// `NetConfig::first_data_timeout` of its start is closed).
+    useful: bool,
 }
 
 impl Drop for Driver {
@@ -130,6 +136,7 @@ fn build(conn: fbdt_core::Connection, cfg: Arc<NetConfig>, specs: Option<Vec<Pat
         on_end: None,
         label,
         cfg,
+        useful: false,
     };
     Parts {
         driver,
@@ -179,10 +186,12 @@ pub(crate) async fn start_client(
     }
 }
 
-/// Starts a server session whose path 0 already carried the HELLO (handled by `conn`).
+/// Starts a server session whose path 0 already carried the HELLO (handled by `conn`);
+/// `rest` holds the bytes that came behind it.
 pub(crate) fn start_server(
     conn: fbdt_core::Connection,
-    stream0: PathStream,
+    path0: NewPath,
+    rest: BytesMut,
     new_paths: mpsc::Receiver<NewPath>,
     cfg: Arc<NetConfig>,
     label: String,
@@ -191,9 +200,14 @@ pub(crate) fn start_server(
     let Parts {
         mut driver, session, ..
     } = build(conn, cfg, None, label);
+    if let Ok(a) = path0.stream.peer_addr() {
+        let _ = driver.shared.peer.set(a);
+    }
     driver.paths.push(PathSlot {
-        stream: Some(stream0),
+        stream: Some(path0.stream),
+        rbuf: rest,
         connections: 1,
+        ticket: path0.ticket,
         ..PathSlot::default()
     });
     driver.new_paths = Some(new_paths);
@@ -296,6 +310,8 @@ impl Driver {
                 continue;
             }
             self.install_stream(i, np.stream);
+            self.paths[i].ticket = np.ticket;
+            self.useful = true;
             self.paths[i].rbuf.extend_from_slice(&np.first);
             self.on_input(i, now);
         }
@@ -350,6 +366,7 @@ impl Driver {
         let slot = self.slot(i);
         slot.resumed += u32::from(s.resumed());
         slot.stream = Some(s);
+        slot.ticket = None;
         slot.rbuf.clear();
         slot.out.clear();
         slot.out_pos = 0;
@@ -360,6 +377,7 @@ impl Driver {
     fn drop_stream(&mut self, i: usize) {
         let slot = &mut self.paths[i];
         slot.stream = None;
+        slot.ticket = None;
         slot.rbuf.clear();
         slot.out.clear();
         slot.out_pos = 0;
@@ -403,6 +421,11 @@ impl Driver {
             let Some(s) = slot.stream.as_mut() else {
                 break;
             };
+            // An idle path holds no read block: one is allocated once the socket is
+            // readable, and given back below when a read finds nothing more.
+            if slot.rbuf.capacity() == 0 && s.poll_read_ready(cx).is_pending() {
+                break;
+            }
             // Read straight into the spare room of the path's buffer: frames are parsed in
             // place and their payloads travel on as slices of it.
             prepare_recv_buf(&mut slot.rbuf);
@@ -413,6 +436,7 @@ impl Driver {
                     break;
                 }
                 Poll::Ready(Ok(_)) => {
+                    self.manager.on_data(i);
                     self.on_input(i, now);
                     any = true;
                 }
@@ -421,7 +445,14 @@ impl Driver {
                     any = true;
                     break;
                 }
-                Poll::Pending => break,
+                Poll::Pending => {
+                    // Nothing half-parsed: let the block go (payload slices still
+                    // hold their part of it), so an idle session keeps no 64 KiB per path.
+                    if slot.rbuf.is_empty() {
+                        slot.rbuf = BytesMut::new();
+                    }
+                    break;
+                }
             }
         }
         any
@@ -565,6 +596,7 @@ impl Driver {
             }
         }
         let cs = self.conn.stats();
+        self.useful |= cs.receiver.per_path_bytes_received.iter().any(|&b| b > 0);
         let paths = self
             .paths
             .iter()
@@ -616,6 +648,14 @@ impl Driver {
                 let no_path_since = (!live).then(|| no_path_since.unwrap_or(t));
                 self.phase = Phase::Running { no_path_since };
                 let idle = Duration::from_micros(self.cfg.idle_timeout.as_micros() as u64);
+                let deadline = Duration::from_micros(self.cfg.first_data_timeout.as_micros() as u64);
+                if self.conn.role() == Role::Server && !self.useful && t.saturating_since(Instant::ZERO) > deadline {
+                    let why = format!("no data or JOIN within {:?} of the HELLO", self.cfg.first_data_timeout);
+                    tracing::warn!(session = %self.label, "closing the session: {why}");
+                    self.conn.close(1, &why);
+                    self.shared.set_error(why);
+                    return false;
+                }
                 if no_path_since.is_some_and(|since| t.saturating_since(since) > idle) {
                     self.shared
                         .set_error(format!("no live path for {:?}", self.cfg.idle_timeout));

@@ -16,6 +16,7 @@
 //! `paths` → `dial`, and `driver` → `session` (the application's handle). Limits are
 //! listed in docs/runtime.md.
 
+mod admission;
 mod app;
 mod client;
 mod dial;
@@ -31,6 +32,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 use std::time::Duration;
 
+pub use admission::{connection_cap, FD_RESERVE};
 pub use client::connect;
 pub use dial::{connect_path, dial_tcp, IPPROTO_MPTCP};
 pub use secure::{PathStream, Security, ServerIdentity, TlsClient, TlsServer, Trust};
@@ -101,6 +103,20 @@ pub struct NetConfig {
     pub max_pending: usize,
     /// Server: time a new connection has to send its first frame.
     pub handshake_timeout: Duration,
+    /// Server: most connections held at once (pending and paths of sessions); capped
+    /// further by the process's file-descriptor limit (see [`connection_cap`]).
+    pub max_connections: usize,
+    /// Server: most connections from one source address that have not sent their first
+    /// frame.
+    pub max_pending_per_source: usize,
+    /// Server: most sessions opened from one source address.
+    pub max_sessions_per_source: usize,
+    /// Server: a session must become useful (its client's first data, or a JOIN) this soon
+    /// after its HELLO, or it is closed.
+    pub first_data_timeout: Duration,
+    /// Server: TCP keepalive idle time and TCP_USER_TIMEOUT on accepted connections, so a
+    /// vanished client's connections (and then its session) end.
+    pub dead_peer_timeout: Duration,
     /// Client: time to open one TCP connection.
     pub connect_timeout: Duration,
     /// Client: longest wait between re-dials of a failed path.
@@ -127,6 +143,11 @@ impl Default for NetConfig {
             max_sessions: 64,
             max_pending: 128,
             handshake_timeout: Duration::from_secs(5),
+            max_connections: 8192,
+            max_pending_per_source: 16,
+            max_sessions_per_source: 16,
+            first_data_timeout: Duration::from_secs(10),
+            dead_peer_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(3),
             max_backoff: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(30),

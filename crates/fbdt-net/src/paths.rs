@@ -37,7 +37,8 @@ struct Managed {
     /// Fresh connections being tried beside a stalled one.
     probe: Option<DialFuture>,
     policy: PathPolicy,
-    /// Failed re-dials in a row.
+    /// Re-dials in a row that did not lead to data on the path (failed to connect, or
+    /// connected and died before anything arrived).
     failures: u32,
 }
 
@@ -118,7 +119,10 @@ impl PathManager {
             self.paths[i].dialing = None;
             match r {
                 Ok(s) => {
-                    self.paths[i].failures = 0;
+                    // Connecting is not enough to reset the back-off: a server that closes
+                    // right after accept would be re-dialled at once, forever. Data resets
+                    // it (`on_data`).
+                    self.paths[i].failures += 1;
                     opened.push(Opened::Redialled(i, s));
                 }
                 Err(e) => {
@@ -138,6 +142,13 @@ impl PathManager {
             }
         }
         opened
+    }
+
+    /// Bytes arrived on path `i`: its connection works, the re-dial back-off starts over.
+    pub fn on_data(&mut self, i: usize) {
+        if let Some(m) = self.paths.get_mut(i) {
+            m.failures = 0;
+        }
     }
 
     /// The core reported path `i` stalled (`Event::PathStalled`) while a connection

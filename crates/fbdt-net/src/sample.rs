@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-/// Bytes read per call.
+/// Most bytes read per call: the buffer starts at `FIRST_READ_BUF` and doubles each time
+/// a read fills it, so an idle reader holds 4 KiB, a busy one 256 KiB.
 const READ_BUF: usize = 256 * 1024;
+const FIRST_READ_BUF: usize = 4 * 1024;
 
 /// What [`read_sampled`] read.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -30,13 +32,18 @@ pub async fn read_sampled(
     // Without a limit: a deadline that never comes within any run (a century).
     let stop = start + stop_after.unwrap_or(Duration::from_secs(100 * 365 * 86_400));
     let mut tick = tokio::time::interval_at(start + every, every);
-    let mut buf = vec![0u8; READ_BUF];
+    let mut buf = vec![0u8; FIRST_READ_BUF];
     let mut bytes = 0u64;
     loop {
         tokio::select! {
             n = r.read(&mut buf) => match n? {
                 0 => break,
-                n => bytes += n as u64,
+                n => {
+                    bytes += n as u64;
+                    if n == buf.len() && buf.len() < READ_BUF {
+                        buf.resize(buf.len() * 2, 0);
+                    }
+                }
             },
             _ = tick.tick() => on_sample(start.elapsed().as_secs_f64(), bytes),
             _ = tokio::time::sleep_until(stop) => break,

@@ -446,6 +446,21 @@ impl PathStream {
         let _ = socket2::SockRef::from(self.tcp()).shutdown(std::net::Shutdown::Write);
     }
 
+    /// The peer's address, from the TCP connection underneath.
+    pub fn peer_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.tcp().peer_addr()
+    }
+
+    /// Ready when a read may find bytes. Plaintext asks the socket; under TLS rustls may
+    /// already hold decrypted bytes the socket no longer shows, so it is always ready (an
+    /// idle TLS path keeps its read block).
+    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self {
+            PathStream::Plain(s) => s.poll_read_ready(cx),
+            PathStream::Client(_) | PathStream::Server(_) => Poll::Ready(Ok(())),
+        }
+    }
+
     /// Ready when the kernel takes more bytes: TLS records already sealed are pushed out
     /// first, so nothing sits in rustls' buffer while the driver waits.
     pub fn poll_write_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use bytes::BytesMut;
 use fbdt_core::handshake::{first_frame, FirstFrame};
 use fbdt_core::wire::{self, Close, Frame};
 use fbdt_core::{max_frame_len, Connection, Instant, PathBinding, PathId};
@@ -14,6 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
+use crate::admission::{Admission, ConnTicket, PendingTicket};
 use crate::driver;
 use crate::secure::{self, PathStream};
 use crate::session::NewPath;
@@ -22,11 +24,11 @@ use crate::{Error, NetConfig, Session};
 /// Joining connections queued for one session before its task takes them.
 const JOIN_QUEUE: usize = 16;
 
-#[derive(Default)]
 struct Registry {
     sessions: Mutex<HashMap<[u8; 8], mpsc::Sender<NewPath>>>,
     count: AtomicUsize,
     next_id: AtomicUsize,
+    admission: Arc<Admission>,
 }
 
 /// Accepts FBDT sessions. Dropping it stops accepting (running sessions go on).
@@ -66,7 +68,13 @@ pub async fn listen(addrs: &[SocketAddr], cfg: NetConfig) -> Result<Listener, Er
     }
     let cfg = Arc::new(cfg);
     let (tx, rx) = mpsc::channel(cfg.max_sessions.max(1));
-    let registry = Arc::new(Registry::default());
+    let admission = Admission::new(&cfg);
+    let registry = Arc::new(Registry {
+        sessions: Mutex::new(HashMap::new()),
+        count: AtomicUsize::new(0),
+        next_id: AtomicUsize::new(0),
+        admission: admission.clone(),
+    });
     let pending = Arc::new(Semaphore::new(cfg.max_pending));
     let mut bound = Vec::new();
     let mut tasks = Vec::new();
@@ -75,8 +83,12 @@ pub async fn listen(addrs: &[SocketAddr], cfg: NetConfig) -> Result<Listener, Er
             .await
             .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("listen on {a}: {e}"))))?;
         bound.push(l.local_addr()?);
-        let (cfg, registry, pending, tx) = (cfg.clone(), registry.clone(), pending.clone(), tx.clone());
-        tasks.push(tokio::spawn(accept_loop(l, cfg, registry, pending, tx)));
+        let gate = Gate {
+            pending: pending.clone(),
+            admission: admission.clone(),
+        };
+        let (cfg, registry, tx) = (cfg.clone(), registry.clone(), tx.clone());
+        tasks.push(tokio::spawn(accept_loop(l, cfg, registry, gate, tx)));
     }
     Ok(Listener {
         rx,
@@ -85,11 +97,42 @@ pub async fn listen(addrs: &[SocketAddr], cfg: NetConfig) -> Result<Listener, Er
     })
 }
 
+/// What a new connection must pass before the server reads from it.
+#[derive(Clone)]
+struct Gate {
+    /// Connections (from anyone) that have not sent their first frame.
+    pending: Arc<Semaphore>,
+    admission: Arc<Admission>,
+}
+
+/// A connection let in: its places in the counts, given back when they drop.
+struct Admitted {
+    conn: ConnTicket,
+    pending: (OwnedSemaphorePermit, PendingTicket),
+}
+
+impl Gate {
+    fn admit(&self, peer: SocketAddr, max_pending: usize) -> Result<Admitted, String> {
+        let (conn, per_source) = self.admission.connection(peer.ip())?;
+        let permit = self
+            .pending
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| format!("{max_pending} connections already awaiting their first frame"))?;
+        Ok(Admitted {
+            conn,
+            pending: (permit, per_source),
+        })
+    }
+}
+
+/// Accepts until the listener is dropped: an accept error (EMFILE, ENFILE, ENOBUFS, ...)
+/// only pauses it.
 async fn accept_loop(
     l: TcpListener,
     cfg: Arc<NetConfig>,
     registry: Arc<Registry>,
-    pending: Arc<Semaphore>,
+    gate: Gate,
     tx: mpsc::Sender<Session>,
 ) {
     loop {
@@ -102,14 +145,20 @@ async fn accept_loop(
                 continue;
             }
         };
-        let Ok(permit) = pending.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, "refused: {} connections already awaiting their first frame", cfg.max_pending);
-            continue;
+        let admitted = match gate.admit(peer, cfg.max_pending) {
+            Ok(a) => a,
+            Err(why) => {
+                // Closed without a CLOSE frame: this may be a JOIN of a live session, and a
+                // CLOSE would end that session; a closed connection is only re-dialled.
+                tracing::warn!(%peer, "refused at accept: {why}");
+                drop(stream);
+                continue;
+            }
         };
         if let Err(e) = tune(&stream, &cfg) {
             tracing::warn!(%peer, "socket options: {e}");
         }
-        tokio::spawn(route(stream, peer, permit, cfg.clone(), registry.clone(), tx.clone()));
+        tokio::spawn(route(stream, peer, admitted, cfg.clone(), registry.clone(), tx.clone()));
     }
 }
 
@@ -123,7 +172,7 @@ fn tune(s: &TcpStream, cfg: &NetConfig) -> std::io::Result<()> {
     if let Some(cc) = &cfg.congestion {
         crate::sockopt::set_congestion(s, cc)?;
     }
-    Ok(())
+    crate::sockopt::set_dead_peer_timeout(s, cfg.dead_peer_timeout)
 }
 
 /// Best effort: tell the peer why before closing its connection.
@@ -146,7 +195,7 @@ async fn refuse(mut stream: PathStream, peer: SocketAddr, code: u16, reason: Str
 async fn route(
     tcp: TcpStream,
     peer: SocketAddr,
-    permit: OwnedSemaphorePermit,
+    admitted: Admitted,
     cfg: Arc<NetConfig>,
     registry: Arc<Registry>,
     tx: mpsc::Sender<Session>,
@@ -203,7 +252,8 @@ async fn route(
             .await
         }
     };
-    drop(permit);
+    let Admitted { conn: ticket, pending } = admitted;
+    drop(pending);
     match first {
         FirstFrame::Join { token, path_index } => {
             let target = registry.sessions.lock().ok().and_then(|m| m.get(&token).cloned());
@@ -214,70 +264,96 @@ async fn route(
                 index: path_index,
                 stream,
                 first: buf,
+                ticket: Some(ticket),
             };
             if let Err(e) = target.try_send(np) {
                 tracing::warn!(%peer, "JOIN dropped: session busy or gone ({e})");
             }
         }
-        FirstFrame::Hello => {
-            if registry.count.fetch_add(1, Ordering::SeqCst) >= cfg.max_sessions {
-                registry.count.fetch_sub(1, Ordering::SeqCst);
-                return refuse(stream, peer, 7, format!("server full ({} sessions)", cfg.max_sessions)).await;
-            }
-            let mut core = cfg.core.clone();
-            core.seed = rand::random();
-            let Ok(mut conn) = Connection::server(core) else {
-                registry.count.fetch_sub(1, Ordering::SeqCst);
-                return;
-            };
-            conn.set_local_key(crate::client::os_key());
-            let binding = PathBinding {
-                exporter: stream.binding(),
-                epoch: 0,
-            };
-            let _ = conn.add_path_bound(PathId(0), binding, Instant::ZERO);
-            if let Err(e) = conn.handle_recv(PathId(0), &buf, Instant::ZERO) {
-                registry.count.fetch_sub(1, Ordering::SeqCst);
-                // The core queued a CLOSE naming the error: send it.
-                let mut out = Vec::new();
-                while conn.poll_transmit(PathId(0), max_frame_len(), Instant::ZERO, &mut out) > 0 {}
-                tracing::warn!(%peer, "refused HELLO: {e}");
-                let _ = tokio::time::timeout(std::time::Duration::from_millis(200), async {
-                    stream.write_all(&out).await?;
-                    stream.flush().await
-                })
-                .await;
-                return;
-            }
-            let Some(token) = conn.token() else {
-                registry.count.fetch_sub(1, Ordering::SeqCst);
-                return;
-            };
-            let (jtx, jrx) = mpsc::channel(JOIN_QUEUE);
-            let inserted = match registry.sessions.lock() {
-                Ok(mut m) if !m.contains_key(&token) => {
-                    m.insert(token, jtx);
-                    true
-                }
-                _ => false,
-            };
-            if !inserted {
-                registry.count.fetch_sub(1, Ordering::SeqCst);
-                return refuse(stream, peer, 7, "session token collision".into()).await;
-            }
-            let id = registry.next_id.fetch_add(1, Ordering::Relaxed);
-            let reg = registry.clone();
-            let on_end = Box::new(move || {
-                if let Ok(mut m) = reg.sessions.lock() {
-                    m.remove(&token);
-                }
-                reg.count.fetch_sub(1, Ordering::SeqCst);
-            });
-            tracing::info!(%peer, session = id, "new session");
-            let s = driver::start_server(conn, stream, jrx, cfg.clone(), format!("s{id}"), on_end);
-            if tx.try_send(s).is_err() {
-                tracing::warn!(%peer, "session dropped: the application is not accepting");
-            }
+        FirstFrame::Hello => open_session(stream, peer, ticket, buf, &cfg, &registry, &tx).await,
+    }
+}
+
+/// A HELLO arrived on `stream`: starts its session unless the server or its source is full.
+async fn open_session(
+    mut stream: PathStream,
+    peer: SocketAddr,
+    ticket: ConnTicket,
+    buf: Vec<u8>,
+    cfg: &Arc<NetConfig>,
+    registry: &Arc<Registry>,
+    tx: &mpsc::Sender<Session>,
+) {
+    let per_source = match registry.admission.session(peer.ip()) {
+        Ok(t) => t,
+        Err(why) => return refuse(stream, peer, 7, format!("refused: {why}")).await,
+    };
+    if registry.count.fetch_add(1, Ordering::SeqCst) >= cfg.max_sessions {
+        registry.count.fetch_sub(1, Ordering::SeqCst);
+        return refuse(stream, peer, 7, format!("server full ({} sessions)", cfg.max_sessions)).await;
+    }
+    let mut core = cfg.core.clone();
+    core.seed = rand::random();
+    let Ok(mut conn) = Connection::server(core) else {
+        registry.count.fetch_sub(1, Ordering::SeqCst);
+        return;
+    };
+    conn.set_local_key(crate::client::os_key());
+    let binding = PathBinding {
+        exporter: stream.binding(),
+        epoch: 0,
+    };
+    let _ = conn.add_path_bound(PathId(0), binding, Instant::ZERO);
+    // Bytes pipelined behind the HELLO stay in the path's buffer for the driver: a frame
+    // cut in two by our read is completed by its next one.
+    let mut rest = BytesMut::from(&buf[..]);
+    if let Err(e) = conn.handle_recv_buf(PathId(0), &mut rest, Instant::ZERO) {
+        registry.count.fetch_sub(1, Ordering::SeqCst);
+        // The core queued a CLOSE naming the error: send it.
+        let mut out = Vec::new();
+        while conn.poll_transmit(PathId(0), max_frame_len(), Instant::ZERO, &mut out) > 0 {}
+        tracing::warn!(%peer, "refused HELLO: {e}");
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(200), async {
+            stream.write_all(&out).await?;
+            stream.flush().await
+        })
+        .await;
+        return;
+    }
+    let Some(token) = conn.token() else {
+        registry.count.fetch_sub(1, Ordering::SeqCst);
+        return;
+    };
+    let (jtx, jrx) = mpsc::channel(JOIN_QUEUE);
+    let inserted = match registry.sessions.lock() {
+        Ok(mut m) if !m.contains_key(&token) => {
+            m.insert(token, jtx);
+            true
         }
+        _ => false,
+    };
+    if !inserted {
+        registry.count.fetch_sub(1, Ordering::SeqCst);
+        return refuse(stream, peer, 7, "session token collision".into()).await;
+    }
+    let id = registry.next_id.fetch_add(1, Ordering::Relaxed);
+    let reg = registry.clone();
+    let on_end = Box::new(move || {
+        if let Ok(mut m) = reg.sessions.lock() {
+            m.remove(&token);
+        }
+        reg.count.fetch_sub(1, Ordering::SeqCst);
+        drop(per_source);
+    });
+    tracing::info!(%peer, session = id, "new session");
+    let path0 = NewPath {
+        index: 0,
+        stream,
+        first: Vec::new(),
+        ticket: Some(ticket),
+    };
+    let s = driver::start_server(conn, path0, rest, jrx, cfg.clone(), format!("s{id}"), on_end);
+    if tx.try_send(s).is_err() {
+        tracing::warn!(%peer, "session dropped: the application is not accepting");
     }
 }

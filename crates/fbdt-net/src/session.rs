@@ -31,6 +31,8 @@ pub(crate) struct NewPath {
     pub index: u8,
     pub stream: crate::secure::PathStream,
     pub first: Vec<u8>,
+    /// Server: the connection's place in the server's connection count.
+    pub ticket: Option<crate::admission::ConnTicket>,
 }
 
 /// A snapshot of one path.
@@ -75,6 +77,8 @@ pub(crate) struct Shared {
     pub stats: Mutex<SessionStats>,
     pub error: Mutex<Option<String>>,
     pub token: std::sync::OnceLock<[u8; 8]>,
+    /// Server: the address path 0 (the HELLO) came from.
+    pub peer: std::sync::OnceLock<std::net::SocketAddr>,
 }
 
 impl Shared {
@@ -135,6 +139,10 @@ impl Session {
     /// The session token JOINs carry (diagnostics; not a secret: it crosses in clear).
     pub fn token(&self) -> Option<[u8; 8]> {
         self.shared.token.get().copied()
+    }
+    /// Server: the client's address (where its HELLO came from).
+    pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
+        self.shared.peer.get().copied()
     }
     pub fn is_client(&self) -> bool {
         self.role == Role::Client

@@ -177,3 +177,16 @@ pub fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfoSample> {
         backoff: info.backoff,
     })
 }
+
+/// TCP keepalive (first probe after half of `t`, then probes until about `t`) and
+/// TCP_USER_TIMEOUT `t`: a connection whose peer vanished ends within about `t`, idle or
+/// not.
+pub fn set_dead_peer_timeout(s: &tokio::net::TcpStream, t: std::time::Duration) -> io::Result<()> {
+    let sock = socket2::SockRef::from(s);
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(t / 2)
+        .with_interval((t / 6).max(std::time::Duration::from_secs(1)))
+        .with_retries(3);
+    sock.set_tcp_keepalive(&ka)?;
+    sock.set_tcp_user_timeout(Some(t))
+}

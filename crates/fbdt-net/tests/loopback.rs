@@ -4,6 +4,9 @@
 //! `FBDT_TEST_BYTES` sets the bulk transfer size per direction (default 1 GiB, as the issue
 //! asks; about 7 s per run on 2 cores in the test profile).
 
+mod common;
+use common::hello_bytes;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -193,19 +196,6 @@ async fn server_answer(addr: SocketAddr, bytes: &[u8], then_close: bool) -> (u16
         Ok((fbdt_core::wire::Frame::Close(c), _)) => (c.code, c.reason),
         other => panic!("expected a CLOSE, got {other:?} from {buf:?}"),
     }
-}
-
-fn hello_bytes() -> Vec<u8> {
-    let mut c = fbdt_core::Connection::client(fbdt_core::Config::default()).unwrap();
-    c.add_path(fbdt_core::PathId(0), fbdt_core::Instant::ZERO).unwrap();
-    let mut out = Vec::new();
-    let _ = c.poll_transmit(
-        fbdt_core::PathId(0),
-        fbdt_core::max_frame_len(),
-        fbdt_core::Instant::ZERO,
-        &mut out,
-    );
-    out
 }
 
 async fn small_transfer_works(l: &mut fbdt_net::Listener, addrs: &[SocketAddr]) {

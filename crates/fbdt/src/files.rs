@@ -49,49 +49,60 @@ fn bar(total: Option<u64>) -> ProgressBar {
     pb
 }
 
-/// Copies `r` to `w`, hashing and counting.
+/// Copies `r` (named `from` in errors) to `w` (named `to`), hashing and counting.
 async fn pump(
     mut r: impl AsyncRead + Unpin,
     mut w: impl AsyncWrite + Unpin,
     pb: &ProgressBar,
+    from: &str,
+    to: &str,
 ) -> anyhow::Result<(u64, [u8; 32])> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 256 * 1024];
     let mut n = 0u64;
     loop {
-        let k = r.read(&mut buf).await?;
+        let k = r.read(&mut buf).await.with_context(|| format!("reading {from}"))?;
         if k == 0 {
             break;
         }
         h.update(&buf[..k]);
-        w.write_all(&buf[..k]).await?;
+        w.write_all(&buf[..k]).await.with_context(|| format!("writing {to}"))?;
         n += k as u64;
         pb.set_position(n);
     }
-    w.flush().await?;
+    w.flush().await.with_context(|| format!("writing {to}"))?;
     Ok((n, h.finalize().into()))
 }
 
 pub async fn recv(a: RecvArgs) -> anyhow::Result<()> {
-    let mut l = fbdt_net::listen(&a.listen, a.net.server_config()?).await?;
-    eprintln!("listening on {:?}", l.local_addrs());
-    let session = l.accept().await.context("listener ended")?;
-    drop(l);
-    let (r, mut w) = tokio::io::split(session);
+    // The output is opened before anything listens: a path that cannot be written fails
+    // now, not after a sender connected.
     let out: Box<dyn AsyncWrite + Unpin + Send> = if a.output == "-" {
         Box::new(tokio::io::stdout())
     } else {
         Box::new(
             tokio::fs::File::create(&a.output)
                 .await
-                .with_context(|| a.output.clone())?,
+                .with_context(|| format!("cannot create {}", a.output))?,
         )
     };
+    // One session: a second HELLO is refused while it lives, but the listener stays open
+    // for its late paths and re-joins until it ends.
+    let cfg = fbdt_net::NetConfig {
+        max_sessions: 1,
+        ..a.net.server_config()?
+    };
+    let mut l = fbdt_net::listen(&a.listen, cfg).await?;
+    eprintln!("listening on {:?}", l.local_addrs());
+    let session = l.accept().await.context("listener ended")?;
+    let (r, mut w) = tokio::io::split(session);
     let pb = bar(None);
-    let (n, digest) = pump(r, out, &pb).await?;
+    let to = if a.output == "-" { "stdout" } else { &a.output };
+    let (n, digest) = pump(r, out, &pb, "the session", to).await?;
     pb.finish_and_clear();
     w.write_all(&digest).await?;
     w.shutdown().await?;
+    drop(l);
     eprintln!("received {n} bytes  sha256 {}", hex(&digest));
     Ok(())
 }
@@ -102,20 +113,25 @@ pub async fn send(a: SendArgs) -> anyhow::Result<()> {
     } else {
         let f = tokio::fs::File::open(PathBuf::from(&a.input))
             .await
-            .with_context(|| a.input.clone())?;
-        let len = f.metadata().await.ok().map(|m| m.len());
-        (Box::new(f), len)
+            .with_context(|| format!("cannot open {}", a.input))?;
+        let meta = f.metadata().await.with_context(|| format!("cannot open {}", a.input))?;
+        if meta.is_dir() {
+            bail!("{}: is a directory (send one file, or an archive of it)", a.input);
+        }
+        (Box::new(f), meta.is_file().then(|| meta.len()))
     };
     let session = fbdt_net::connect(a.paths, a.net.client_config()?).await?;
     let (mut r, mut w) = tokio::io::split(session);
     let pb = bar(total);
-    let (n, digest) = pump(input, &mut w, &pb).await?;
+    let from = if a.input == "-" { "stdin" } else { &a.input };
+    let (n, digest) = pump(input, &mut w, &pb, from, "the session").await?;
     w.shutdown()
         .await
         .context("the receiver did not acknowledge every byte")?;
     pb.finish_and_clear();
+    // The answer is a 32-byte digest: read one byte more to tell a longer one, no further.
     let mut theirs = Vec::new();
-    r.read_to_end(&mut theirs).await?;
+    (&mut r).take(33).read_to_end(&mut theirs).await?;
     eprintln!("sent {n} bytes  sha256 {}", hex(&digest));
     if theirs.len() != 32 {
         bail!("the receiver sent no digest");

@@ -1,6 +1,7 @@
 //! `fbdt`: measure and move bytes over FBDT (one TCP connection per path).
 
 mod files;
+mod load;
 mod perf;
 mod security;
 mod serve;
@@ -49,10 +50,42 @@ enum Cmd {
     Send(files::SendArgs),
     /// Server side of a tunnel: splice every FBDT session to a new TCP connection.
     Serve(serve::ServeArgs),
+    /// Load generator: many sessions against a `perf --server` (loopback), JSON report.
+    Load(load::LoadArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // One line, no backtrace (even with RUST_BACKTRACE set): these are ordinary
+            // errors, not bugs.
+            eprintln!("fbdt: {}", one_line(&e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its causes joined by ": ", skipping a cause whose text the line already
+/// holds (an OS error both wrapped and quoted by its context is printed once).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+fn run() -> anyhow::Result<()> {
     keep_freed_memory();
+    raise_fd_limit();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -75,6 +108,7 @@ fn main() -> anyhow::Result<()> {
             Cmd::Recv(a) => files::recv(a).await,
             Cmd::Send(a) => files::send(a).await,
             Cmd::Serve(a) => serve::serve(a).await,
+            Cmd::Load(a) => load::run(a).await,
         }
     })
 }
@@ -95,6 +129,22 @@ fn keep_freed_memory() {
     }
 }
 
+/// Raises the soft file-descriptor limit to the hard one: a server holds one descriptor
+/// per path of every session (the server's connection cap stays under the limit).
+fn raise_fd_limit() {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write only the struct we pass.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
 /// Settings shared by the subcommands.
 #[derive(clap::Args, Clone, Debug)]
 pub struct NetArgs {
@@ -103,6 +153,9 @@ pub struct NetArgs {
     pub congestion: Option<String>,
     #[command(flatten)]
     pub security: security::SecurityArgs,
+    /// Server: most sessions at once (further HELLOs are refused).
+    #[arg(long, value_name = "N", default_value_t = fbdt_net::NetConfig::default().max_sessions)]
+    pub max_sessions: usize,
 }
 
 impl NetArgs {
@@ -110,6 +163,7 @@ impl NetArgs {
         fbdt_net::NetConfig {
             congestion: self.congestion.clone(),
             security,
+            max_sessions: self.max_sessions,
             ..fbdt_net::NetConfig::default()
         }
     }
@@ -120,6 +174,20 @@ impl NetArgs {
     /// A server's settings: TLS with its stored or given key, or plaintext.
     pub fn server_config(&self) -> anyhow::Result<fbdt_net::NetConfig> {
         Ok(self.config(self.security.server()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_os_error_quoted_by_its_context_is_printed_once() {
+        let io = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let e = anyhow::Error::new(io).context(format!(
+            "cannot open x: {}",
+            std::io::Error::from_raw_os_error(libc::ENOENT)
+        ));
+        let line = super::one_line(&e);
+        assert_eq!(line.matches("No such file").count(), 1, "{line}");
     }
 }
 

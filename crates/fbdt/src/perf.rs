@@ -83,16 +83,24 @@ const UPLOAD: u8 = 1;
 /// Receiver samples per second (interval lines and 1-s percentiles are cut from these).
 const SAMPLE: Duration = Duration::from_millis(100);
 const CHUNK: usize = 256 * 1024;
+/// Longest run a perf server serves (a request for more is refused).
+pub const MAX_TIME_S: u64 = 3600;
+/// Most bytes a perf server sends or accepts in one run (a request for more is refused).
+pub const MAX_BYTES: u64 = 1 << 40;
+/// Time a perf client has to send its request once its session is open.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// After a download's last byte, the longest the server waits for the client to finish.
+const END_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Copy, Debug)]
-struct Request {
-    upload: bool,
-    bytes: u64,
-    time_ms: u64,
+pub(crate) struct Request {
+    pub upload: bool,
+    pub bytes: u64,
+    pub time_ms: u64,
 }
 
 impl Request {
-    fn encode(&self) -> [u8; 24] {
+    pub fn encode(&self) -> [u8; 24] {
         let mut b = [0u8; 24];
         b[..4].copy_from_slice(MAGIC);
         b[4] = 1;
@@ -106,25 +114,44 @@ impl Request {
             bail!("not an fbdt perf request");
         }
         let u = |r: std::ops::Range<usize>| u64::from_be_bytes(b[r].try_into().expect("8 bytes"));
-        Ok(Request {
+        let req = Request {
             upload: b[5] & UPLOAD != 0,
             bytes: u(8..16),
             time_ms: u(16..24),
-        })
+        };
+        if req.bytes > MAX_BYTES || req.time_ms > MAX_TIME_S * 1000 {
+            bail!(
+                "perf request refused: {} bytes / {} ms is more than this server serves ({MAX_BYTES} bytes, {MAX_TIME_S} s)",
+                req.bytes,
+                req.time_ms
+            );
+        }
+        Ok(req)
+    }
+
+    /// The longest the transfer may take before the server gives up on a peer that does
+    /// not read (a byte count is given the whole time limit).
+    fn deadline(&self) -> Duration {
+        let t = if self.bytes > 0 {
+            MAX_TIME_S * 1000
+        } else {
+            self.time_ms
+        };
+        Duration::from_millis(t) + END_TIMEOUT
     }
 }
 
 /// The receiver's view of a run.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct Measure {
-    duration_s: f64,
-    bytes: u64,
+pub(crate) struct Measure {
+    pub duration_s: f64,
+    pub bytes: u64,
     redundant_bytes: u64,
     /// (t, cumulative bytes, cumulative bytes per path), every `SAMPLE` and at the end.
     samples: Vec<(f64, u64, Vec<u64>)>,
 }
 
-async fn send_data(mut w: impl AsyncWrite + Unpin, req: Request) -> anyhow::Result<u64> {
+pub(crate) async fn send_data(mut w: impl AsyncWrite + Unpin, req: Request) -> anyhow::Result<u64> {
     let buf = vec![0x5au8; CHUNK];
     let start = Instant::now();
     let limit = Duration::from_millis(req.time_ms);
@@ -219,7 +246,15 @@ async fn server(a: PerfArgs) -> anyhow::Result<()> {
                 });
             }
             c = tl.accept() => {
-                let (s, peer) = c?;
+                let (s, peer) = match c {
+                    Ok(x) => x,
+                    Err(e) => {
+                        // EMFILE and friends: back off, never end the server.
+                        eprintln!("tcp accept: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
                 let _ = s.set_nodelay(true);
                 let security = security.clone();
                 tokio::spawn(async move {
@@ -264,18 +299,28 @@ async fn serve_one<S: AsyncRead + AsyncWrite + Send + 'static>(
 ) -> anyhow::Result<()> {
     let (mut r, mut w) = tokio::io::split(s);
     let mut hdr = [0u8; 24];
-    r.read_exact(&mut hdr).await.context("reading the request")?;
+    tokio::time::timeout(REQUEST_TIMEOUT, r.read_exact(&mut hdr))
+        .await
+        .context("no perf request in time")?
+        .context("reading the request")?;
     let req = Request::decode(&hdr)?;
+    let deadline = req.deadline();
     if req.upload {
-        let m = receive(&mut r, stats, |_| {}).await?;
+        let m = tokio::time::timeout(deadline, receive(&mut r, stats, |_| {}))
+            .await
+            .context("upload ran past its time limit")??;
         let json = serde_json::to_vec(&m)?;
         w.write_all(&(json.len() as u32).to_be_bytes()).await?;
         w.write_all(&json).await?;
         w.shutdown().await?;
     } else {
-        send_data(&mut w, req).await?;
-        let mut rest = Vec::new();
-        r.read_to_end(&mut rest).await?;
+        // A client that stops reading is dropped once the run's time is up.
+        tokio::time::timeout(deadline, send_data(&mut w, req))
+            .await
+            .context("the client stopped reading")??;
+        // Nothing more is expected from the client: wait for its end, reading nothing.
+        let mut rest = [0u8; 1];
+        let _ = tokio::time::timeout(END_TIMEOUT, r.read(&mut rest)).await;
     }
     Ok(())
 }
@@ -283,6 +328,14 @@ async fn serve_one<S: AsyncRead + AsyncWrite + Send + 'static>(
 // ---------------------------------------------------------------- client
 
 async fn client(a: PerfArgs) -> anyhow::Result<()> {
+    if let Some(t) = a.time {
+        if !t.is_finite() || t <= 0.0 || t > MAX_TIME_S as f64 {
+            bail!("--time {t}: expected seconds in (0, {MAX_TIME_S}]");
+        }
+    }
+    if a.bytes.is_some_and(|b| b == 0 || b > MAX_BYTES) {
+        bail!("--bytes: expected 1..={MAX_BYTES}");
+    }
     let req = Request {
         upload: a.reverse,
         bytes: a.bytes.unwrap_or(0),
@@ -338,17 +391,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Send + 'static>(
     w.write_all(&req.encode()).await?;
     if req.upload {
         send_data(&mut w, req).await?;
-        let mut len = [0u8; 4];
-        r.read_exact(&mut len)
-            .await
-            .context("reading the server's measurement")?;
-        let len = u32::from_be_bytes(len) as usize;
-        if len > 64 << 20 {
-            bail!("server measurement too large");
-        }
-        let mut json = vec![0u8; len];
-        r.read_exact(&mut json).await?;
-        Ok(serde_json::from_slice(&json)?)
+        read_measure(&mut r).await
     } else {
         let every = (a.interval / SAMPLE.as_secs_f64()).round().max(1.0) as usize;
         let json = a.json;
@@ -370,6 +413,21 @@ async fn exchange<S: AsyncRead + AsyncWrite + Send + 'static>(
         w.shutdown().await?;
         Ok(m)
     }
+}
+
+/// The server's measurement of an upload (a length, then JSON).
+pub(crate) async fn read_measure(mut r: impl AsyncRead + Unpin) -> anyhow::Result<Measure> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len)
+        .await
+        .context("reading the server's measurement")?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > 64 << 20 {
+        bail!("server measurement too large");
+    }
+    let mut json = vec![0u8; len];
+    r.read_exact(&mut json).await?;
+    Ok(serde_json::from_slice(&json)?)
 }
 
 fn header() {

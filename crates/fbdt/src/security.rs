@@ -56,6 +56,11 @@ impl SecurityArgs {
         }
     }
 
+    /// The server will refuse connections that do not prove the token (TLS with a token).
+    pub fn requires_token(&self) -> bool {
+        !self.plaintext && (self.token.is_some() || self.token_file.is_some())
+    }
+
     fn token(&self) -> anyhow::Result<Option<Vec<u8>>> {
         if let Some(t) = &self.token {
             if t.is_empty() {

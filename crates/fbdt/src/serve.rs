@@ -10,6 +10,15 @@ use tokio::net::TcpStream;
 
 use crate::NetArgs;
 
+/// A line on stderr that never fails the server: with stderr closed (a supervisor gone)
+/// `eprintln!` would panic and end the accept loop.
+macro_rules! log {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 #[derive(clap::Args)]
 #[command(after_help = "\
 Examples:
@@ -22,28 +31,78 @@ pub struct ServeArgs {
     /// TCP service each session is spliced to (resolved for every session).
     #[arg(long, value_name = "HOST:PORT")]
     forward: String,
+    /// Forward for every client that reaches this port. Without it the server needs
+    /// --token/--token-file (TLS), so only clients holding the token reach the service.
+    #[arg(long)]
+    allow_anyone: bool,
     #[command(flatten)]
     net: NetArgs,
 }
 
 pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     check_forward(&a.forward).await?;
+    let identity = if a.net.security.requires_token() {
+        "token"
+    } else if a.allow_anyone {
+        "anyone (--allow-anyone)"
+    } else {
+        bail!(
+            "serve --forward {}: give --token or --token-file so only your clients reach it, \
+             or --allow-anyone to forward for every client that reaches this port",
+            a.forward
+        );
+    };
     let mut l = fbdt_net::listen(&a.listen, a.net.server_config()?).await?;
     // One line a script can wait for (with port 0 it names the ports taken).
     let addrs: Vec<String> = l.local_addrs().iter().map(|s| s.to_string()).collect();
-    eprintln!("listening on {} forwarding to {}", addrs.join(" "), a.forward);
+    log!("listening on {} forwarding to {}", addrs.join(" "), a.forward);
     let mut next = 0u64;
     while let Some(session) = l.accept().await {
         next += 1;
         let (id, forward) = (next, a.forward.clone());
+        let client = match authorize(&session, identity) {
+            Ok(c) => c,
+            Err(why) => {
+                log!("session {id}: refused: {why}");
+                continue;
+            }
+        };
+        log!("session {id}: from {client}, forwarding to {forward}");
         tokio::spawn(async move {
             match splice(session, &forward).await {
-                Ok((up, down)) => eprintln!("session {id}: done, {up} bytes to {forward}, {down} back"),
-                Err(e) => eprintln!("session {id}: {e:#}"),
+                Ok((up, down)) => log!("session {id} ({client}): done, {up} bytes to {forward}, {down} back"),
+                Err(e) => log!("session {id} ({client}): {e:#}"),
             }
         });
     }
     bail!("the listener stopped")
+}
+
+/// Who a session's client is, as logged beside everything it does.
+struct Client {
+    addr: Option<std::net::SocketAddr>,
+    /// How the client proved who it is.
+    identity: &'static str,
+}
+
+impl std::fmt::Display for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.addr {
+            Some(a) => write!(f, "{a} ({})", self.identity),
+            None => write!(f, "unknown address ({})", self.identity),
+        }
+    }
+}
+
+/// The one access check before a session reaches the forwarded service. With a token the
+/// listener already refused every connection whose TLS token proof was wrong, so a session
+/// that got here holds it; without one the operator chose --allow-anyone. Either way the
+/// client's address and how it was admitted go into every log line about the session.
+fn authorize(session: &fbdt_net::Session, identity: &'static str) -> Result<Client, String> {
+    Ok(Client {
+        addr: session.peer_addr(),
+        identity,
+    })
 }
 
 /// Refuses a forward address that cannot work before anything listens: no port, or a
@@ -52,7 +111,7 @@ async fn check_forward(forward: &str) -> anyhow::Result<()> {
     let Some((host, port)) = forward.rsplit_once(':') else {
         bail!("--forward {forward:?}: expected HOST:PORT (e.g. 127.0.0.1:22)");
     };
-    if host.is_empty() || port.parse::<u16>().is_err() {
+    if host.is_empty() || port.parse::<u16>().map_or(true, |p| p == 0) {
         bail!("--forward {forward:?}: expected HOST:PORT with a port 1-65535");
     }
     let mut addrs = tokio::net::lookup_host(forward)

@@ -10,6 +10,9 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+/// The token the test's server requires and its clients prove.
+const TOKEN: &str = "serve-test-token";
+
 /// Kills the server when the test ends, however it ends.
 struct Server(Child);
 
@@ -51,6 +54,7 @@ fn start_serve(forward: &str, key_dir: &std::path::Path) -> (Server, Vec<String>
         ])
         .arg("--key-dir")
         .arg(key_dir)
+        .args(["--token", TOKEN])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -93,7 +97,9 @@ async fn echo_through(addrs: &[String], pin: &str, n: usize, seed: u64) {
     let pin = fbdt_net::secure::parse_fingerprint(pin).unwrap();
     let trust = fbdt_net::Trust::Pins(vec![pin]);
     let cfg = fbdt_net::NetConfig {
-        security: fbdt_net::Security::Client(std::sync::Arc::new(fbdt_net::TlsClient::new(trust, None).unwrap())),
+        security: fbdt_net::Security::Client(std::sync::Arc::new(
+            fbdt_net::TlsClient::new(trust, Some(TOKEN.as_bytes().to_vec())).unwrap(),
+        )),
         ..fbdt_net::NetConfig::default()
     };
     let session = fbdt_net::connect(paths, cfg).await.unwrap();
@@ -140,6 +146,7 @@ fn a_forward_address_without_a_port_is_refused() {
             "--forward",
             "localhost",
             "--plaintext",
+            "--allow-anyone",
         ])
         .output()
         .unwrap();
@@ -147,4 +154,23 @@ fn a_forward_address_without_a_port_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("expected HOST:PORT"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn serve_without_a_token_needs_allow_anyone() {
+    let out = Command::new(env!("CARGO_BIN_EXE_fbdt"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--forward",
+            "127.0.0.1:9",
+            "--plaintext",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--token") && err.contains("--allow-anyone"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
 }

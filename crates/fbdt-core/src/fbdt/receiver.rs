@@ -82,8 +82,9 @@ impl FbdtReceiver {
     }
 
     /// Stores `payload` (at `start`, from `skip` bytes into it) except the parts already
-    /// held; returns the bytes that were duplicates.
-    fn insert(&mut self, start: u64, payload: &Bytes, skip: usize) -> u64 {
+    /// held; returns the bytes that were duplicates. Refuses a piece that would take the
+    /// out-of-order map past [`RecvBuf::max_entries`].
+    fn insert(&mut self, path: PathId, start: u64, payload: &Bytes, skip: usize) -> Result<u64, ProtocolError> {
         let end = start + (payload.len() - skip) as u64;
         let mut cur = start;
         let mut dup = 0u64;
@@ -101,7 +102,7 @@ impl FbdtReceiver {
                 let range = skip + (cur - start) as usize..skip + (piece_end - start) as usize;
                 let piece = self.held.keep(payload, range);
                 self.ooo_bytes += piece.data.len();
-                self.ooo.insert(cur, piece);
+                self.store(path, cur, piece)?;
             }
             match next {
                 Some((s, len)) => {
@@ -111,7 +112,37 @@ impl FbdtReceiver {
                 None => cur = end,
             }
         }
-        dup
+        Ok(dup)
+    }
+
+    /// Puts `piece` (at offset `at`, overlapping nothing held) into the map, merged with
+    /// its neighbours where [`RecvBuf::merge`] allows.
+    fn store(&mut self, path: PathId, at: u64, piece: Piece) -> Result<(), ProtocolError> {
+        let end = at + piece.data.len() as u64;
+        let mut piece = piece;
+        if let Some(next) = self.ooo.remove(&end) {
+            if let Err(next) = self.held.merge(&mut piece, next) {
+                self.ooo.insert(end, next);
+            }
+        }
+        if let Some((&s, prev)) = self.ooo.range_mut(..at).next_back() {
+            if s + prev.data.len() as u64 == at {
+                match self.held.merge(prev, piece) {
+                    Ok(()) => return Ok(()),
+                    Err(p) => piece = p,
+                }
+            }
+        }
+        if self.ooo.len() >= self.held.max_entries() {
+            self.ooo_bytes -= piece.data.len();
+            self.held.drop_piece(piece);
+            return Err(ProtocolError::Unexpected {
+                path,
+                what: "DATA scattered into more out-of-order pieces than the receiver holds",
+            });
+        }
+        self.ooo.insert(at, piece);
+        Ok(())
     }
 
     fn deliver_in_order(&mut self) {
@@ -210,7 +241,7 @@ impl FbdtReceiver {
         let mut dup = old;
         if end > self.rcv_nxt {
             let from = start.max(self.rcv_nxt);
-            dup += self.insert(from, payload, (from - start) as usize);
+            dup += self.insert(path, from, payload, (from - start) as usize)?;
         }
         self.stats.redundant_bytes_received += dup;
         let before = self.rcv_nxt;
@@ -380,15 +411,12 @@ mod tests {
             r.on_data_bytes(PathId(0), Seq((k * SEG) as u32), false, block, Instant::ZERO)
                 .unwrap();
             assert!(r.held.pinned() <= 2 * cfg.recv_buffer);
-            let slices = r.ooo.values().filter(|p| p.pin > p.data.len()).count();
-            assert!(slices * recv_pin(SEG) <= cfg.recv_buffer);
+            let slices = r.ooo.values().filter(|p| p.shared).count();
+            assert!(slices * (recv_pin(SEG) + crate::wire::ENTRY_COST) <= cfg.recv_buffer);
         }
-        let copies = r.ooo.values().filter(|p| p.pin == p.data.len()).count();
+        let copies = r.ooo.values().filter(|p| !p.shared).count();
         assert!(copies > 0, "the budget ran out: later pieces were copied");
-        assert!(
-            r.ooo.values().any(|p| p.pin > p.data.len()),
-            "earlier pieces kept as slices"
-        );
+        assert!(r.ooo.values().any(|p| p.shared), "earlier pieces kept as slices");
         let first = Bytes::copy_from_slice(&stream[..SEG]);
         r.on_data_bytes(PathId(0), Seq(0), false, first, Instant::ZERO).unwrap();
         let mut out = Vec::new();
@@ -397,5 +425,43 @@ mod tests {
         }
         assert!(out == stream);
         assert_eq!((r.held.pinned(), r.readable(), r.ooo_bytes), (0, 0, 0));
+    }
+
+    /// Finding 4 of issue 14: 1-byte DATA pieces out of order. Back to back they are merged
+    /// and cost at most twice their wire bytes; scattered, the session refuses them once
+    /// the receiver holds `max_entries` pieces, and the ACK's ranges never walk more.
+    #[test]
+    fn tiny_out_of_order_pieces_are_merged_or_refused() {
+        let cfg = crate::Config::default().stream_params();
+        let wire = |n: usize| n * (Data::OVERHEAD + 1);
+        let mut r = FbdtReceiver::new(cfg, 0);
+        r.path_up(PathId(0), Instant::ZERO);
+        let n = 100_000;
+        for k in 1..=n {
+            let b = Bytes::from(vec![k as u8]);
+            r.on_data_bytes(PathId(0), Seq(k as u32), false, b, Instant::ZERO)
+                .unwrap();
+        }
+        assert!(r.held.pinned() <= 2 * wire(n), "{} > 2 × {}", r.held.pinned(), wire(n));
+        assert!(r.ooo.len() <= n / 1000);
+        r.on_data_bytes(PathId(0), Seq(0), false, Bytes::from_static(b"x"), Instant::ZERO)
+            .unwrap();
+        assert_eq!(r.readable(), n + 1);
+
+        let mut r = FbdtReceiver::new(cfg, 0);
+        r.path_up(PathId(0), Instant::ZERO);
+        let max = r.held.max_entries();
+        let mut refused = None;
+        for k in 0..2 * max {
+            let b = Bytes::from_static(b"y");
+            if let Err(e) = r.on_data_bytes(PathId(0), Seq((2 * k + 1) as u32), false, b, Instant::ZERO) {
+                refused = Some((k, e));
+                break;
+            }
+        }
+        let (k, _) = refused.expect("scattered pieces are refused");
+        assert_eq!(k, max);
+        assert!(r.held.pinned() <= max * (1 + crate::wire::ENTRY_COST));
+        assert!(r.ranges().len() <= MAX_ACK_RANGES);
     }
 }

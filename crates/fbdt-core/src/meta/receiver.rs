@@ -121,16 +121,55 @@ impl MetaReceiver {
                     self.held.drop_piece(piece);
                 }
             }
-        } else if !self.ofo.contains_key(&d.dsn) {
-            let piece = self.held.keep(payload, 0..payload.len());
-            self.ofo.insert(d.dsn, piece);
-            self.ofo_bytes += len;
-        } else {
+        } else if self.covered(d.dsn, end) {
             self.stats.redundant_bytes_received += len;
+        } else {
+            let piece = self.held.keep(payload, 0..payload.len());
+            self.store(path, d.dsn, piece)?;
         }
         self.stats.max_out_of_order_bytes = self.stats.max_out_of_order_bytes.max(self.ofo_bytes);
         let held = self.ofo_bytes + self.held.ready_len() as u64;
         self.stats.max_buffered_bytes = self.stats.max_buffered_bytes.max(held);
+        Ok(())
+    }
+
+    /// `dsn..end` is already held out of order (in one piece: overlaps are rare).
+    fn covered(&self, dsn: u64, end: u64) -> bool {
+        self.ofo
+            .range(..=dsn)
+            .next_back()
+            .is_some_and(|(&s, p)| s + p.data.len() as u64 >= end)
+    }
+
+    /// Holds `piece` (at `dsn`) out of order, appended to the piece it continues when
+    /// [`RecvBuf::merge`] allows; refuses it past [`RecvBuf::max_entries`] pieces.
+    fn store(&mut self, path: PathId, dsn: u64, piece: Piece) -> Result<(), ProtocolError> {
+        let len = piece.data.len() as u64;
+        let mut piece = piece;
+        if let Some((&s, prev)) = self.ofo.range_mut(..dsn).next_back() {
+            if s + prev.data.len() as u64 == dsn {
+                match self.held.merge(prev, piece) {
+                    Ok(()) => {
+                        self.ofo_bytes += len;
+                        return Ok(());
+                    }
+                    Err(p) => piece = p,
+                }
+            }
+        }
+        if self.ofo.len() >= self.held.max_entries() {
+            self.held.drop_piece(piece);
+            return Err(ProtocolError::Unexpected {
+                path,
+                what: "MP_DATA scattered into more out-of-order pieces than the receiver holds",
+            });
+        }
+        if let Some(old) = self.ofo.insert(dsn, piece) {
+            // A shorter piece at the same DSN: the new one covers it.
+            self.ofo_bytes -= old.data.len() as u64;
+            self.held.drop_piece(old);
+        }
+        self.ofo_bytes += len;
         Ok(())
     }
 
@@ -271,5 +310,36 @@ mod tests {
         }
         assert!(out == data);
         assert_eq!(r.held.pinned(), 0);
+    }
+
+    /// Finding 4 of issue 14 for the meta layer: back-to-back 1-byte MP_DATA pieces are
+    /// merged (≤ 2× their wire bytes); scattered ones are refused at `max_entries`.
+    #[test]
+    fn tiny_out_of_order_pieces_are_merged_or_refused() {
+        let params = Config::meta(crate::SchedulerKind::MinRtt).stream_params();
+        let feed = |r: &mut MetaReceiver, dsn: u64| {
+            let f = frame(dsn, b"z");
+            let (parsed, _) = Frame::parse(&f).unwrap();
+            r.handle_frame(PathId(0), &parsed, &f, Instant::ZERO)
+        };
+        let mut r = MetaReceiver::new(params);
+        r.path_up(PathId(0), Instant::ZERO);
+        let n = 100_000u64;
+        for dsn in 1..=n {
+            feed(&mut r, dsn).unwrap();
+            feed(&mut r, dsn).unwrap();
+        }
+        let wire = frame(1, b"z").len() * n as usize;
+        assert!(r.held.pinned() <= 2 * wire, "{} > 2 × {wire}", r.held.pinned());
+        assert_eq!(r.stats().redundant_bytes_received, n);
+        feed(&mut r, 0).unwrap();
+        assert_eq!(r.readable(), n as usize + 1);
+
+        let mut r = MetaReceiver::new(params);
+        r.path_up(PathId(0), Instant::ZERO);
+        let max = r.held.max_entries() as u64;
+        let first_err = (0..2 * max).find(|k| feed(&mut r, 2 * k + 1).is_err());
+        assert_eq!(first_err, Some(max));
+        assert!(r.held.pinned() <= max as usize * (1 + crate::wire::ENTRY_COST));
     }
 }

@@ -15,7 +15,7 @@ mod recv_buf;
 
 pub use buf::{prepare_recv_buf, recv_pin, FrameBuf, FrameOut, SendBuf, RECV_BLOCK, RECV_MIN_READ};
 pub use frames::{Ack, Align, Close, Data, DataAck, Hello, Join, LaneRepr, MpData, Scheme, NO_PATH};
-pub use recv_buf::{Piece, RecvBuf, OUT_PIN_RATIO};
+pub use recv_buf::{Piece, RecvBuf, ENTRY_COST, MERGE_MAX, OUT_PIN_RATIO};
 
 use thiserror::Error as ThisError;
 

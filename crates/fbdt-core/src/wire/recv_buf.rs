@@ -8,6 +8,12 @@
 //! buffer: slices' allocations ≤ the buffer, copies ≤ the bytes held ≤ the buffer (flow
 //! control). A slice [`RecvBuf::read_bytes`] hands out keeps at most [`OUT_PIN_RATIO`] ×
 //! its length alive (smaller ones are copied on the way out).
+//!
+//! Out-of-order pieces cost more than their bytes: each is a map entry. Every piece is
+//! therefore also charged [`ENTRY_COST`], small neighbours are merged into one copy
+//! ([`RecvBuf::merge`], up to [`MERGE_MAX`] bytes), and a receiver holds at most
+//! [`RecvBuf::max_entries`] out-of-order pieces (more is a protocol error): 1-byte pieces
+//! sent back to back cost about their bytes, and scattered ones are bounded in count.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -20,13 +26,30 @@ use super::recv_pin;
 /// the bytes on their way to it (a bounded channel in fbdt-net) bound the memory too.
 pub const OUT_PIN_RATIO: usize = 8;
 
+/// What one held piece costs beyond its bytes: its map entry (key, `Piece`, the tree's
+/// slack) and the allocator's header of a copy.
+pub const ENTRY_COST: usize = 96;
+
+/// Neighbouring out-of-order pieces are merged into one copy while the result stays this
+/// small (so a merge copies at most this much).
+pub const MERGE_MAX: usize = 2048;
+
+/// Pieces shorter than this are always copied (and so may be merged): a slice would keep a
+/// whole read block alive for a few bytes.
+pub const SLICE_MIN: usize = 1024;
+
+/// Fewest out-of-order pieces any receiver may hold (see [`RecvBuf::max_entries`]).
+pub const MIN_ENTRIES: usize = 1024;
+
 /// Received bytes held until read, and the memory they keep alive.
 #[derive(Debug)]
 pub struct Piece {
     pub data: Bytes,
-    /// What `data` keeps allocated: its own length if copied, `recv_pin` if a slice of a
-    /// read buffer.
+    /// What `data` keeps allocated plus [`ENTRY_COST`]: its own length if copied,
+    /// `recv_pin` if a slice of a read buffer.
     pub pin: usize,
+    /// `data` is a slice of a read buffer (not a copy of its own).
+    pub shared: bool,
 }
 
 #[derive(Debug)]
@@ -53,18 +76,50 @@ impl RecvBuf {
     /// Keeps `range` of `payload`: a slice if the pinned budget allows, else a copy. The
     /// piece stays charged until it is read or given back with [`RecvBuf::drop_piece`].
     pub fn keep(&mut self, payload: &Bytes, range: Range<usize>) -> Piece {
-        let pin = recv_pin(payload.len());
-        let piece = if self.pinned + pin <= self.capacity {
+        let pin = recv_pin(payload.len()) + ENTRY_COST;
+        // Small pieces are copied: a slice would keep a whole read block alive for them.
+        let piece = if range.len() >= SLICE_MIN && self.pinned + pin <= self.capacity {
             Piece {
                 data: payload.slice(range),
                 pin,
+                shared: true,
             }
         } else {
-            let data = Bytes::copy_from_slice(&payload[range]);
-            Piece { pin: data.len(), data }
+            Self::copy(&payload[range])
         };
         self.pinned += piece.pin;
         piece
+    }
+
+    fn copy(b: &[u8]) -> Piece {
+        Piece {
+            data: Bytes::copy_from_slice(b),
+            pin: b.len() + ENTRY_COST,
+            shared: false,
+        }
+    }
+
+    /// Most out-of-order pieces a receiver holds: one per 2 KiB of receive buffer, at least
+    /// [`MIN_ENTRIES`]. A sender's segments never come near it; a peer scattering tiny
+    /// pieces is refused once it is reached.
+    pub fn max_entries(&self) -> usize {
+        (self.capacity / 2048).max(MIN_ENTRIES)
+    }
+
+    /// Appends `back` (which starts where `front` ends) to `front` as one copy if both are
+    /// small; gives `back` back otherwise.
+    pub fn merge(&mut self, front: &mut Piece, back: Piece) -> Result<(), Piece> {
+        let len = front.data.len() + back.data.len();
+        if len > MERGE_MAX || front.shared || back.shared {
+            return Err(back);
+        }
+        let mut v = Vec::with_capacity(len);
+        v.extend_from_slice(&front.data);
+        v.extend_from_slice(&back.data);
+        self.pinned -= front.pin + back.pin;
+        *front = Self::copy(&v);
+        self.pinned += front.pin;
+        Ok(())
     }
 
     /// A kept piece that will not be delivered (a duplicate): its charge ends.
@@ -108,7 +163,7 @@ impl RecvBuf {
     /// alive; None when nothing is ready.
     pub fn read_bytes(&mut self, max: usize) -> Option<Bytes> {
         let front = self.ready.front_mut()?;
-        let pin = front.pin;
+        let (pin, shared) = (front.pin, front.shared);
         let mut out = if front.data.len() <= max {
             let p = self.ready.pop_front()?;
             self.pinned -= p.pin;
@@ -121,7 +176,7 @@ impl RecvBuf {
         }
         // Beyond the receiver its pin is no longer counted: a slice leaves only if it is at
         // least 1/OUT_PIN_RATIO of what it keeps alive, smaller ones are copied out.
-        if out.len() * OUT_PIN_RATIO < pin {
+        if shared && out.len() * OUT_PIN_RATIO < pin {
             out = Bytes::copy_from_slice(&out);
         }
         self.ready_len -= out.len();

@@ -1,0 +1,72 @@
+//! `fbdt load` against a `fbdt perf --server` on loopback (bounded: 20 sessions, 1 s):
+//! every session is held and completes, the server's RSS is read, fairness is reported.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// Kills the server when the test ends, however it ends.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn load_holds_every_session_and_reports_json() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fbdt"))
+        .args([
+            "perf",
+            "--server",
+            "--listen",
+            "127.0.0.1:0",
+            "--max-sessions",
+            "32",
+            "--plaintext",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    err.read_line(&mut line).unwrap();
+    // Keep draining the server's log: a closed pipe would fail its writes.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let server = Server(child);
+    let addr = line
+        .split('[')
+        .nth(1)
+        .and_then(|r| r.split(']').next())
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    let pid = server.0.id().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_fbdt"))
+        .args([
+            "load",
+            "--plaintext",
+            "--server",
+            &addr,
+            "--server-pid",
+            &pid,
+            "--sessions",
+            "20",
+            "--paths",
+            "2",
+            "--time",
+            "1",
+            "--bulk",
+            "4",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["sessions_held"], 20, "{doc}");
+    assert_eq!(doc["sessions_completed"], 20, "{doc}");
+    assert!(doc["rss_per_session_bytes"].is_u64(), "{doc}");
+    let j = doc["jain_fairness"].as_f64().expect("fairness over the bulk sessions");
+    assert!(j > 0.0 && j <= 1.0 + 1e-9);
+}
