@@ -52,6 +52,9 @@ pub struct Subject {
     pub peak_total_mbps: f64,
     pub mtu: u32,
     pub emu_threads: usize,
+    /// Where the rate limit ran; entries written before the choice existed were rattan's.
+    #[serde(default)]
+    pub datapath: crate::testbed::Datapath,
 }
 
 impl Subject {
@@ -59,6 +62,7 @@ impl Subject {
         self.scenario == o.scenario
             && self.mtu == o.mtu
             && self.emu_threads == o.emu_threads
+            && self.datapath == o.datapath
             && (self.peak_total_mbps - o.peak_total_mbps).abs() <= 0.1 * self.peak_total_mbps.max(o.peak_total_mbps)
     }
 }
@@ -167,6 +171,7 @@ mod tests {
             peak_total_mbps: 2000.0,
             mtu: 1500,
             emu_threads: 1,
+            datapath: crate::testbed::Datapath::Rattan,
         }
     }
 
@@ -203,6 +208,11 @@ mod tests {
         }
         let jumbo = Subject { mtu: 9000, ..subject() };
         assert!(c.lookup(&here, &jumbo).is_none());
+        let kernel_rate = Subject {
+            datapath: crate::testbed::Datapath::KernelRate,
+            ..subject()
+        };
+        assert!(c.lookup(&here, &kernel_rate).is_none());
         // A shortened run of the same scenario (peak within 10%) hits; another scenario misses.
         let short = Subject {
             peak_total_mbps: 1900.0,
