@@ -10,7 +10,10 @@
 use std::{
     collections::HashSet,
     net::{IpAddr, Ipv4Addr},
-    sync::{mpsc, Arc, Mutex},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        mpsc, Arc, Mutex,
+    },
     time::Duration,
 };
 
@@ -89,6 +92,8 @@ struct KernelRate {
     /// The rates in the kernel now (down, up), bit/s: a step that changes only the delay
     /// does not touch the qdiscs.
     now_bps: Mutex<[u64; 2]>,
+    /// The same rates (down, up) for the lateness probes before the qdiscs.
+    probe_bps: [Arc<AtomicU64>; 2],
 }
 
 impl KernelRate {
@@ -99,7 +104,10 @@ impl KernelRate {
     }
 
     fn class_args(&self, verb: &'static str, dev: &str, rate_bps: u64) -> Vec<String> {
-        let r = format!("{rate_bps}bit");
+        // HTB counts whole frames, the scenario's rate is IP bytes (as rattan's cells): a
+        // full-size frame carries 14 bytes of Ethernet header more than its IP packet.
+        let frame = f64::from(self.quantum);
+        let r = format!("{}bit", (rate_bps as f64 * frame / (frame - 14.0)).round() as u64);
         [
             "class", verb, "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &r, "ceil", &r, "quantum",
         ]
@@ -122,6 +130,9 @@ impl KernelRate {
             ])?;
         }
         *self.now_bps.lock().unwrap_or_else(|p| p.into_inner()) = [rate_bps; 2];
+        for r in &self.probe_bps {
+            r.store(rate_bps, Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -133,6 +144,7 @@ impl KernelRate {
                 let a = self.class_args("change", dev, r);
                 self.tc(&a.iter().map(String::as_str).collect::<Vec<_>>())?;
                 now[i] = r;
+                self.probe_bps[i].store(r, Ordering::Relaxed);
             }
         }
         Ok(())
@@ -561,6 +573,7 @@ fn build(
                     // One MTU frame with its Ethernet header (one class: only its granularity).
                     quantum: mtu + 14,
                     now_bps: Mutex::new([0; 2]),
+                    probe_bps: [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))],
                 };
                 tri_own!(k.install(bps(init.rate_mbps), p.queue_packets));
                 RateStage::Kernel(k)
@@ -579,11 +592,18 @@ fn build(
             LossCell::<StdPacket, StdRng>::new(vec![0.0], StdRng::seed_from_u64(seed_u))
         }));
         let (lateness_down, lateness_up) = (Arc::new(Lateness::default()), Arc::new(Lateness::default()));
-        for (id, l) in [(format!("prd{n}"), &lateness_down), (format!("pru{n}"), &lateness_up)] {
+        let link_rate = |i: usize| match &rate {
+            RateStage::Cells { .. } => None,
+            RateStage::Kernel(k) => Some(k.probe_bps[i].clone()),
+        };
+        for (id, l, link) in [
+            (format!("prd{n}"), &lateness_down, link_rate(0)),
+            (format!("pru{n}"), &lateness_up, link_rate(1)),
+        ] {
             let l = l.clone();
             tri!(core.build_cell(id, move |h: &tokio::runtime::Handle| {
                 let _g = h.enter();
-                Ok::<_, rattan_core::error::Error>(ProbeCell::<StdPacket>::new(l))
+                Ok::<_, rattan_core::error::Error>(ProbeCell::<StdPacket>::new(l, link))
             }));
         }
         // Data direction (server → client): s → rate → delay → probe → loss → c. ACK

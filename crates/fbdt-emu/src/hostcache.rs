@@ -53,8 +53,13 @@ pub struct Subject {
     pub mtu: u32,
     pub emu_threads: usize,
     /// Where the rate limit ran; entries written before the choice existed were rattan's.
-    #[serde(default)]
+    #[serde(default = "before_the_choice")]
     pub datapath: crate::testbed::Datapath,
+}
+
+/// The datapath of cache entries written before there was a choice.
+fn before_the_choice() -> crate::testbed::Datapath {
+    crate::testbed::Datapath::Rattan
 }
 
 impl Subject {
@@ -230,6 +235,13 @@ mod tests {
         assert_eq!(c.entries.len(), 1);
         assert_eq!(c.lookup(&here, &subject()).map(|e| e.scale), Some(0.12));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn entries_from_before_the_datapath_choice_are_rattan() {
+        let old = r#"{"scenario":"los","peak_total_mbps":2000.0,"mtu":1500,"emu_threads":1}"#;
+        let s: Subject = serde_json::from_str(old).unwrap();
+        assert_eq!(s.datapath, crate::testbed::Datapath::Rattan);
     }
 
     #[test]

@@ -29,7 +29,8 @@ pub const NS_PREFIX: &str = "fbdt-";
 #[serde(rename_all = "kebab-case")]
 pub enum Datapath {
     /// Everything in rattan-core: rate → delay → loss cells per direction, its drop-tail
-    /// queue in packets.
+    /// queue in packets. The default: `kernel-rate` uses less emulator CPU but does not
+    /// yet model scans (see docs/testbed.md, datapath).
     #[default]
     Rattan,
     /// The rate limit and its drop-tail queue in the kernel (HTB class + pfifo on the
