@@ -467,6 +467,7 @@ pub fn scale_for(
         peak_total_mbps: (unscaled.peak_total_mbps() * 1e3).round() / 1e3,
         mtu: opts.mtu,
         emu_threads: opts.emu_threads,
+        datapath: opts.datapath,
     };
     let path = ScaleCache::default_path();
     let mut cache = ScaleCache::load(&path)?;

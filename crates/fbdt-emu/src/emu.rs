@@ -1,5 +1,6 @@
 //! The path emulator: one rattan-core instance in the emulator namespace, per path a veth
-//! pair to the client, one to the server, and in each direction rate → delay → loss cells.
+//! pair to the client, one to the server, and in each direction rate → delay → loss cells
+//! (or, with [`Datapath::KernelRate`], delay → loss cells and an HTB rate limit on the egress veth).
 //!
 //! We drive `rattan_core::core::RattanCore` directly instead of `RattanRadix` because the
 //! radix creates its own namespaces (`ns-left-<random>`, …) and addresses; we need names
@@ -9,7 +10,10 @@
 use std::{
     collections::HashSet,
     net::{IpAddr, Ipv4Addr},
-    sync::{mpsc, Arc, Mutex},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        mpsc, Arc, Mutex,
+    },
     time::Duration,
 };
 
@@ -39,6 +43,7 @@ use crate::{
     error::{Error, Result},
     probe::{Lateness, ProbeCell},
     spec::{LinkMode, PathStep, HOLD_RATE_BPS},
+    testbed::Datapath,
 };
 
 type Bw = BwCellControlInterface<StdPacket, DropTailQueue<StdPacket>>;
@@ -65,10 +70,90 @@ pub(crate) struct PairSpec {
     pub seed: u64,
 }
 
+/// Where a path's rate limit lives (see [`Datapath`]).
+enum RateStage {
+    /// rattan-core's rate cells, data direction and ACK direction.
+    Cells { down: Arc<Bw>, up: Arc<Bw> },
+    /// HTB on the emulator's egress veths: `down` towards the client, `up` towards the server.
+    Kernel(KernelRate),
+}
+
+/// A rate limit in the kernel: on each egress veth of the emulator namespace, an HTB root
+/// with one class (rate = ceil = the path's rate) whose leaf is a pfifo of the path's
+/// queue size in packets — the same drop-tail queue rattan's rate cell has, in the kernel.
+/// The emulator writes each packet to the veth after its delay and loss stages, so the
+/// order is delay → loss → rate; for a FIFO link of constant delay the order does not change
+/// when a packet arrives.
+struct KernelRate {
+    netns: String,
+    down_dev: String,
+    up_dev: String,
+    quantum: u32,
+    /// The rates in the kernel now (down, up), bit/s: a step that changes only the delay
+    /// does not touch the qdiscs.
+    now_bps: Mutex<[u64; 2]>,
+    /// The same rates (down, up) for the lateness probes before the qdiscs.
+    probe_bps: [Arc<AtomicU64>; 2],
+}
+
+impl KernelRate {
+    fn tc(&self, args: &[&str]) -> Result<()> {
+        let mut c = std::process::Command::new("tc");
+        c.args(["-n", &self.netns]).args(args);
+        crate::ns::run(&mut c).map(|_| ())
+    }
+
+    fn class_args(&self, verb: &'static str, dev: &str, rate_bps: u64) -> Vec<String> {
+        // HTB counts whole frames, the scenario's rate is IP bytes (as rattan's cells): a
+        // full-size frame carries 14 bytes of Ethernet header more than its IP packet.
+        let frame = f64::from(self.quantum);
+        let r = format!("{}bit", (rate_bps as f64 * frame / (frame - 14.0)).round() as u64);
+        [
+            "class", verb, "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &r, "ceil", &r, "quantum",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([self.quantum.to_string()])
+        .collect()
+    }
+
+    fn install(&self, rate_bps: u64, queue_packets: usize) -> Result<()> {
+        let limit = queue_packets.max(1).to_string();
+        for dev in [&self.down_dev, &self.up_dev] {
+            self.tc(&[
+                "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1",
+            ])?;
+            let a = self.class_args("add", dev, rate_bps);
+            self.tc(&a.iter().map(String::as_str).collect::<Vec<_>>())?;
+            self.tc(&[
+                "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo", "limit", &limit,
+            ])?;
+        }
+        *self.now_bps.lock().unwrap_or_else(|p| p.into_inner()) = [rate_bps; 2];
+        for r in &self.probe_bps {
+            r.store(rate_bps, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Sets the rate towards the client (`down`) and towards the server (`up`), bit/s.
+    fn set_rate(&self, down: u64, up: u64) -> Result<()> {
+        let mut now = self.now_bps.lock().unwrap_or_else(|p| p.into_inner());
+        for (i, (dev, r)) in [(&self.down_dev, down), (&self.up_dev, up)].into_iter().enumerate() {
+            if now[i] != r {
+                let a = self.class_args("change", dev, r);
+                self.tc(&a.iter().map(String::as_str).collect::<Vec<_>>())?;
+                now[i] = r;
+                self.probe_bps[i].store(r, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Live control of one path's cells.
 pub(crate) struct PathControl {
-    bw_down: Arc<Bw>,
-    bw_up: Arc<Bw>,
+    rate: RateStage,
     delay_down: Arc<DelayCellControlInterface>,
     delay_up: Arc<DelayCellControlInterface>,
     loss_down: Arc<LossCellControlInterface>,
@@ -84,6 +169,11 @@ fn bps(rate_mbps: f64) -> u64 {
     // Never 0: rattan-core panics on a 0 bit/s rate (division when rescaling the packet in
     // flight). Positive rates below the hold rate are clamped up to it.
     ((rate_mbps * 1e6).round() as u64).max(HOLD_RATE_BPS)
+}
+
+/// `rate_bps` × (1 − `loss`), never below the hold rate.
+fn after_loss(rate_bps: u64, loss: f64) -> u64 {
+    ((rate_bps as f64 * (1.0 - loss.clamp(0.0, 1.0))).round() as u64).max(HOLD_RATE_BPS)
 }
 
 fn emu_err(e: impl std::fmt::Display) -> Error {
@@ -103,13 +193,21 @@ impl PathControl {
             LinkMode::Outage => (*self.last_rate_bps.lock().unwrap(), 1.0, 1.0),
             LinkMode::Hold => (HOLD_RATE_BPS, s.loss, if loss_both { s.loss } else { 0.0 }),
         };
-        let bw = Bandwidth::from_bps(rate);
-        self.bw_down
-            .set_config(BwCellConfig::new(bw, None, None))
-            .map_err(emu_err)?;
-        self.bw_up
-            .set_config(BwCellConfig::new(bw, None, None))
-            .map_err(emu_err)?;
+        match &self.rate {
+            RateStage::Cells { down, up } => {
+                let bw = Bandwidth::from_bps(rate);
+                down.set_config(BwCellConfig::new(bw, None, None)).map_err(emu_err)?;
+                up.set_config(BwCellConfig::new(bw, None, None)).map_err(emu_err)?;
+            }
+            // The loss stage is before the kernel's rate stage, so lost packets would not use
+            // the link's capacity: the survivors get rate × (1 − loss), as on a lossy link
+            // where every packet, lost or not, takes its time on the wire. (In an outage
+            // the loss is 1 and the rate stays: nothing arrives anyway.)
+            RateStage::Kernel(k) => match s.mode() {
+                LinkMode::Outage => {}
+                _ => k.set_rate(after_loss(rate, loss_down), after_loss(rate, loss_up))?,
+            },
+        }
         self.delay_down
             .set_config(DelayCellConfig::new(delay))
             .map_err(emu_err)?;
@@ -181,6 +279,8 @@ impl Emulator {
         rt_priority: Option<i32>,
         socket_buffer: Option<i32>,
         loss_both: bool,
+        datapath: Datapath,
+        mtu: u32,
     ) -> Result<Self> {
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(Vec<PathControl>, Vec<i32>)>>();
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
@@ -194,7 +294,7 @@ impl Emulator {
                 }
                 let guard = BUILD_LOCK.lock().unwrap_or_else(|p| p.into_inner());
                 let before = packet_socket_fds();
-                let built = build(&cli, &emu, &srv, &pairs, threads, rt_priority);
+                let built = build(&cli, &emu, &srv, &emu_name, &pairs, threads, rt_priority, datapath, mtu);
                 let ours: Vec<i32> = packet_socket_fds().difference(&before).copied().collect();
                 drop(guard);
                 if let Some(bytes) = socket_buffer {
@@ -374,9 +474,12 @@ fn build(
     cli: &Arc<NetNs>,
     emu: &Arc<NetNs>,
     srv: &Arc<NetNs>,
+    emu_name: &str,
     pairs: &[PairSpec],
     threads: usize,
     rt_priority: Option<i32>,
+    datapath: Datapath,
+    mtu: u32,
 ) -> std::result::Result<Built, (Error, Vec<Arc<VethPair>>)> {
     let mut veths: Vec<Arc<VethPair>> = Vec::new();
     macro_rules! tri {
@@ -384,6 +487,14 @@ fn build(
             match $e {
                 Ok(v) => v,
                 Err(e) => return Err((emu_err(e), veths)),
+            }
+        };
+    }
+    macro_rules! tri_own {
+        ($e:expr) => {
+            match $e {
+                Ok(v) => v,
+                Err(e) => return Err((e, veths)),
             }
         };
     }
@@ -439,17 +550,35 @@ fn build(
             VirtualEthernet::<AfPacketDriver>::new(emu_s, id_s)
         }));
         let init = p.initial;
-        let q = DropTailQueueConfig::new(p.queue_packets, None, BwType::NetworkLayer);
-        let mk_bw = |q: DropTailQueueConfig| {
-            BwCellConfig::<StdPacket, DropTailQueue<StdPacket>>::new(
-                Bandwidth::from_bps(bps(init.rate_mbps)),
-                q,
-                BwType::NetworkLayer,
-            )
-            .into_factory()
+        let rate = match datapath {
+            Datapath::Rattan => {
+                let q = DropTailQueueConfig::new(p.queue_packets, None, BwType::NetworkLayer);
+                let mk_bw = |q: DropTailQueueConfig| {
+                    BwCellConfig::<StdPacket, DropTailQueue<StdPacket>>::new(
+                        Bandwidth::from_bps(bps(init.rate_mbps)),
+                        q,
+                        BwType::NetworkLayer,
+                    )
+                    .into_factory()
+                };
+                let down = tri!(core.build_cell(format!("bwd{n}"), mk_bw(q.clone())));
+                let up = tri!(core.build_cell(format!("bwu{n}"), mk_bw(q)));
+                RateStage::Cells { down, up }
+            }
+            Datapath::KernelRate => {
+                let k = KernelRate {
+                    netns: emu_name.to_string(),
+                    down_dev: p.emu_c.clone(),
+                    up_dev: p.emu_s.clone(),
+                    // One MTU frame with its Ethernet header (one class: only its granularity).
+                    quantum: mtu + 14,
+                    now_bps: Mutex::new([0; 2]),
+                    probe_bps: [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))],
+                };
+                tri_own!(k.install(bps(init.rate_mbps), p.queue_packets));
+                RateStage::Kernel(k)
+            }
         };
-        let bw_down = tri!(core.build_cell(format!("bwd{n}"), mk_bw(q.clone())));
-        let bw_up = tri!(core.build_cell(format!("bwu{n}"), mk_bw(q)));
         let d = Duration::from_secs_f64(init.delay_ms / 1e3);
         let delay_down = tri!(core.build_cell(format!("dld{n}"), DelayCellConfig::new(d).into_factory::<StdPacket>()));
         let delay_up = tri!(core.build_cell(format!("dlu{n}"), DelayCellConfig::new(d).into_factory::<StdPacket>()));
@@ -463,32 +592,41 @@ fn build(
             LossCell::<StdPacket, StdRng>::new(vec![0.0], StdRng::seed_from_u64(seed_u))
         }));
         let (lateness_down, lateness_up) = (Arc::new(Lateness::default()), Arc::new(Lateness::default()));
-        for (id, l) in [(format!("prd{n}"), &lateness_down), (format!("pru{n}"), &lateness_up)] {
+        let link_rate = |i: usize| match &rate {
+            RateStage::Cells { .. } => None,
+            RateStage::Kernel(k) => Some(k.probe_bps[i].clone()),
+        };
+        for (id, l, link) in [
+            (format!("prd{n}"), &lateness_down, link_rate(0)),
+            (format!("pru{n}"), &lateness_up, link_rate(1)),
+        ] {
             let l = l.clone();
             tri!(core.build_cell(id, move |h: &tokio::runtime::Handle| {
                 let _g = h.enter();
-                Ok::<_, rattan_core::error::Error>(ProbeCell::<StdPacket>::new(l))
+                Ok::<_, rattan_core::error::Error>(ProbeCell::<StdPacket>::new(l, link))
             }));
         }
         // Data direction (server → client): s → rate → delay → probe → loss → c. ACK
-        // direction the same stages reversed; its loss is 0 unless loss_both.
-        for (a, b) in [
-            (format!("s{n}"), format!("bwd{n}")),
-            (format!("bwd{n}"), format!("dld{n}")),
-            (format!("dld{n}"), format!("prd{n}")),
-            (format!("prd{n}"), format!("lsd{n}")),
-            (format!("lsd{n}"), format!("c{n}")),
-            (format!("c{n}"), format!("bwu{n}")),
-            (format!("bwu{n}"), format!("dlu{n}")),
-            (format!("dlu{n}"), format!("pru{n}")),
-            (format!("pru{n}"), format!("lsu{n}")),
-            (format!("lsu{n}"), format!("s{n}")),
+        // direction the same stages reversed; its loss is 0 unless loss_both. With the rate
+        // in the kernel the chain starts at the delay cell and the rate follows on c's egress.
+        let chain = |from: &str, rate: &str, delay: &str, probe: &str, loss: &str, to: &str| {
+            let mut v = vec![format!("{from}{n}")];
+            if matches!(datapath, Datapath::Rattan) {
+                v.push(format!("{rate}{n}"));
+            }
+            v.extend([delay, probe, loss, to].map(|c| format!("{c}{n}")));
+            v
+        };
+        for c in [
+            chain("s", "bwd", "dld", "prd", "lsd", "c"),
+            chain("c", "bwu", "dlu", "pru", "lsu", "s"),
         ] {
-            core.link_cell(a, b);
+            for w in c.windows(2) {
+                core.link_cell(w[0].clone(), w[1].clone());
+            }
         }
         controls.push(PathControl {
-            bw_down,
-            bw_up,
+            rate,
             delay_down,
             delay_up,
             loss_down,

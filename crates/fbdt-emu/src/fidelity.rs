@@ -65,6 +65,8 @@ pub struct PathFidelity {
 pub struct Fidelity {
     /// Every monitor within tolerance.
     pub faithful: bool,
+    /// Where the rate limit ran: "rattan" or "kernel-rate" ([`crate::Datapath`]).
+    pub datapath: String,
     /// Why not, one line per monitor out of tolerance.
     pub reasons: Vec<String>,
     pub secs: f64,
@@ -191,6 +193,10 @@ pub(crate) struct Mark {
     /// Per path (data direction, ACK direction).
     pub lateness: Vec<(LatenessSnapshot, LatenessSnapshot)>,
     pub packets: crate::emu::PacketStats,
+    /// With the rate in the kernel: per path, IP-layer bytes the emulator's veth towards
+    /// the client sent (after the qdisc: what the rate stage delivered). `None` with the
+    /// rate in rattan, where the lateness probe after the rate and delay stages counts them.
+    pub egress_ip_bytes: Option<Vec<u64>>,
 }
 
 /// Per-path input to [`assess`].
@@ -213,7 +219,15 @@ pub(crate) fn assess(a: &Mark, b: &Mark, paths: &[PathInput], tol: &Tolerances) 
         let mut both = down.clone();
         both.add(&u1.since(u0));
         all.add(&both);
-        let delivered = down.bytes as f64 * 8.0 / secs / 1e6;
+        let bytes = match (&b.egress_ip_bytes, &a.egress_ip_bytes) {
+            (Some(e1), Some(e0)) => e1
+                .get(i)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(e0.get(i).copied().unwrap_or(0)),
+            _ => down.bytes,
+        };
+        let delivered = bytes as f64 * 8.0 / secs / 1e6;
         out_paths.push(PathFidelity {
             name: p.name.clone(),
             configured_mbps: p.configured_mbps,
@@ -250,6 +264,7 @@ pub(crate) fn assess(a: &Mark, b: &Mark, paths: &[PathInput], tol: &Tolerances) 
     let received = b.packets.received.saturating_sub(a.packets.received);
     let drops = b.packets.dropped.saturating_sub(a.packets.dropped);
     let mut f = Fidelity {
+        datapath: String::new(),
         faithful: true,
         reasons: Vec::new(),
         secs,

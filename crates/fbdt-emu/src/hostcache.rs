@@ -52,6 +52,14 @@ pub struct Subject {
     pub peak_total_mbps: f64,
     pub mtu: u32,
     pub emu_threads: usize,
+    /// Where the rate limit ran; entries written before the choice existed were rattan's.
+    #[serde(default = "before_the_choice")]
+    pub datapath: crate::testbed::Datapath,
+}
+
+/// The datapath of cache entries written before there was a choice.
+fn before_the_choice() -> crate::testbed::Datapath {
+    crate::testbed::Datapath::Rattan
 }
 
 impl Subject {
@@ -59,6 +67,7 @@ impl Subject {
         self.scenario == o.scenario
             && self.mtu == o.mtu
             && self.emu_threads == o.emu_threads
+            && self.datapath == o.datapath
             && (self.peak_total_mbps - o.peak_total_mbps).abs() <= 0.1 * self.peak_total_mbps.max(o.peak_total_mbps)
     }
 }
@@ -167,6 +176,7 @@ mod tests {
             peak_total_mbps: 2000.0,
             mtu: 1500,
             emu_threads: 1,
+            datapath: crate::testbed::Datapath::Rattan,
         }
     }
 
@@ -203,6 +213,11 @@ mod tests {
         }
         let jumbo = Subject { mtu: 9000, ..subject() };
         assert!(c.lookup(&here, &jumbo).is_none());
+        let kernel_rate = Subject {
+            datapath: crate::testbed::Datapath::KernelRate,
+            ..subject()
+        };
+        assert!(c.lookup(&here, &kernel_rate).is_none());
         // A shortened run of the same scenario (peak within 10%) hits; another scenario misses.
         let short = Subject {
             peak_total_mbps: 1900.0,
@@ -220,6 +235,13 @@ mod tests {
         assert_eq!(c.entries.len(), 1);
         assert_eq!(c.lookup(&here, &subject()).map(|e| e.scale), Some(0.12));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn entries_from_before_the_datapath_choice_are_rattan() {
+        let old = r#"{"scenario":"los","peak_total_mbps":2000.0,"mtu":1500,"emu_threads":1}"#;
+        let s: Subject = serde_json::from_str(old).unwrap();
+        assert_eq!(s.datapath, crate::testbed::Datapath::Rattan);
     }
 
     #[test]

@@ -151,13 +151,31 @@ impl<P: Packet + Send> Ingress<P> for ProbeIngress<P> {
 pub struct ProbeEgress<P> {
     rx: mpsc::UnboundedReceiver<P>,
     counters: Arc<Lateness>,
+    /// With the rate stage after this cell (in the kernel): its rate, bit/s, and when the
+    /// link would be free again if every packet had been released on time.
+    link: Option<(Arc<AtomicU64>, tokio::time::Instant)>,
 }
 
 #[async_trait]
 impl<P: Packet + Send + Sync> Egress<P> for ProbeEgress<P> {
     async fn dequeue(&mut self) -> Option<P> {
         let p = self.rx.recv().await?;
-        let late = tokio::time::Instant::now().saturating_duration_since(p.get_timestamp());
+        let now = tokio::time::Instant::now();
+        let due = p.get_timestamp();
+        // A rate stage after this cell queues a burst anyway: a packet is late only when it
+        // reaches the link after the link would have started sending it (the time it is
+        // due, or when the packets before it would have been sent), so lateness that
+        // the queue absorbs is not counted.
+        let start = match &mut self.link {
+            None => due,
+            Some((rate, free)) => {
+                let start = due.max(*free);
+                let bps = rate.load(Ordering::Relaxed).max(1);
+                *free = start + std::time::Duration::from_nanos(p.length() as u64 * 8 * 1_000_000_000 / bps);
+                start
+            }
+        };
+        let late = now.saturating_duration_since(start);
         self.counters
             .record(late.as_micros().min(u128::from(u64::MAX)) as u64, p.l3_length() as u64);
         Some(p)
@@ -181,11 +199,17 @@ pub struct ProbeCell<P> {
 }
 
 impl<P: Packet + Send + Sync + 'static> ProbeCell<P> {
-    pub fn new(counters: Arc<Lateness>) -> Self {
+    /// `link_rate_bps`: the rate of a rate stage after this cell (see [`ProbeEgress`]);
+    /// `None` when the rate stage is before the delay cell.
+    pub fn new(counters: Arc<Lateness>, link_rate_bps: Option<Arc<AtomicU64>>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         Self {
             ingress: Arc::new(ProbeIngress { tx }),
-            egress: ProbeEgress { rx, counters },
+            egress: ProbeEgress {
+                rx,
+                counters,
+                link: link_rate_bps.map(|r| (r, tokio::time::Instant::now())),
+            },
             control: Arc::new(ProbeControl),
         }
     }

@@ -119,15 +119,27 @@ impl PathPlan {
     /// Time-averaged rate the emulator delivers over `[from_s, to_s)`, Mbit/s: outages and
     /// scans (held packets) count as 0.
     pub fn delivered_rate_between(&self, from_s: f64, to_s: f64) -> f64 {
+        self.up_average_between(from_s, to_s, |s| s.rate_mbps)
+    }
+
+    /// [`PathPlan::delivered_rate_between`] after the data direction's configured loss:
+    /// the rate × (1 − loss) of each step, Mbit/s.
+    pub fn delivered_after_loss_between(&self, from_s: f64, to_s: f64) -> f64 {
+        self.up_average_between(from_s, to_s, |s| s.rate_mbps * (1.0 - s.loss))
+    }
+
+    /// Time average of `f(step)` over `[from_s, to_s)`, counting only steps in which the
+    /// link is up (outages and scans count as 0).
+    fn up_average_between(&self, from_s: f64, to_s: f64, f: impl Fn(&PathStep) -> f64) -> f64 {
         if to_s <= from_s {
-            return self.at(from_s).rate_mbps;
+            return f(&self.at(from_s));
         }
         let mut acc = 0.0;
         for (i, s) in self.steps.iter().enumerate() {
             let end = self.steps.get(i + 1).map_or(f64::INFINITY, |n| n.t_s).min(to_s);
             let start = s.t_s.max(from_s);
             if end > start && s.mode() == LinkMode::Up {
-                acc += s.rate_mbps * (end - start);
+                acc += f(s) * (end - start);
             }
         }
         acc / (to_s - from_s)

@@ -23,9 +23,52 @@ use crate::{
 /// Common prefix of every namespace this crate creates: `fbdt-<pid>-<n>-{cli,emu,srv}`.
 pub const NS_PREFIX: &str = "fbdt-";
 
+/// Where each path's rate limit and queue live. Delay, loss, outages and the lateness
+/// probes are in the user-space emulator (rattan-core) either way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Datapath {
+    /// Everything in rattan-core: rate → delay → loss cells per direction, its drop-tail
+    /// queue in packets. The default: `kernel-rate` uses less emulator CPU but does not
+    /// yet model scans (see docs/testbed.md, datapath).
+    #[default]
+    Rattan,
+    /// The rate limit and its drop-tail queue in the kernel (HTB class + pfifo on the
+    /// emulator's egress veth of each direction); rattan-core only delays and drops.
+    KernelRate,
+}
+
+impl Datapath {
+    pub fn name(self) -> &'static str {
+        match self {
+            Datapath::Rattan => "rattan",
+            Datapath::KernelRate => "kernel-rate",
+        }
+    }
+}
+
+impl std::str::FromStr for Datapath {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "rattan" => Ok(Datapath::Rattan),
+            "kernel-rate" => Ok(Datapath::KernelRate),
+            _ => Err(format!("unknown datapath {s:?} (rattan or kernel-rate)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Datapath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Knobs of a testbed that are not part of the scenario.
 #[derive(Debug, Clone, Serialize)]
 pub struct TestbedOptions {
+    /// Where the rate limit runs (see [`Datapath`]).
+    pub datapath: Datapath,
     /// Tokio worker threads of the emulator (rattan-core). 1 leaves a core to the endpoints
     /// on a 2-core machine.
     pub emu_threads: usize,
@@ -54,6 +97,7 @@ pub struct TestbedOptions {
 impl Default for TestbedOptions {
     fn default() -> Self {
         Self {
+            datapath: Datapath::default(),
             emu_threads: 1,
             emu_rt_priority: Some(10),
             packet_socket_buffer: Some(crate::emu::PACKET_SOCKET_BUFFER),
@@ -138,6 +182,11 @@ pub struct Testbed {
 }
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// The emulator namespace's veth towards the client on path `n` (1-based).
+fn emu_client_dev(n: usize) -> String {
+    format!("ec{n}")
+}
 
 fn valid_ifname(s: &str) -> bool {
     !s.is_empty() && s.len() <= 15 && s != "lo" && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
@@ -234,7 +283,7 @@ impl Testbed {
                 let n = pi.index + 1;
                 PairSpec {
                     cli_tmp: format!("c{n}"),
-                    emu_c: format!("ec{n}"),
+                    emu_c: emu_client_dev(n),
                     emu_s: format!("es{n}"),
                     srv_tmp: format!("s{n}"),
                     cli_mac: mac(0x01, k, n),
@@ -262,6 +311,8 @@ impl Testbed {
             self.opts.emu_rt_priority,
             self.opts.packet_socket_buffer,
             self.opts.loss_both_directions,
+            self.opts.datapath,
+            self.opts.mtu,
         )?;
         let controls = emu.take_paths(&mut self.emu);
         self.controls = Arc::new(controls);
@@ -525,7 +576,27 @@ impl Testbed {
                 .map(|c| (c.lateness_down.snapshot(), c.lateness_up.snapshot()))
                 .collect(),
             packets: self.emu.as_ref().map_or(PacketStats::default(), |e| e.packet_stats()),
+            egress_ip_bytes: match self.opts.datapath {
+                Datapath::Rattan => None,
+                Datapath::KernelRate => self.egress_ip_bytes(),
+            },
         }
+    }
+
+    /// Per path, IP-layer bytes the emulator's veth towards the client has sent (what the
+    /// kernel's rate stage delivered); `None` if the counters cannot be read.
+    fn egress_ip_bytes(&self) -> Option<Vec<u64>> {
+        let all = ns::if_counters(&self.emu_ns).ok()?;
+        Some(
+            (1..=self.paths.len())
+                .map(|n| {
+                    let dev = emu_client_dev(n);
+                    all.iter()
+                        .find(|(k, _)| *k == dev)
+                        .map_or(0, |(_, c)| c.tx_bytes.saturating_sub(14 * c.tx_packets))
+                })
+                .collect(),
+        )
     }
 
     /// Monitors count from now ([`Testbed::play`] does this too).
@@ -565,10 +636,16 @@ impl Testbed {
             .iter()
             .map(|p| PathInput {
                 name: p.name.clone(),
-                configured_mbps: p.delivered_rate_between(from, to),
+                // With the rate in the kernel the count is taken after the loss stage.
+                configured_mbps: match self.opts.datapath {
+                    Datapath::Rattan => p.delivered_rate_between(from, to),
+                    Datapath::KernelRate => p.delivered_after_loss_between(from, to),
+                },
             })
             .collect();
-        fidelity::assess(&a, &b, &paths, tol)
+        let mut f = fidelity::assess(&a, &b, &paths, tol);
+        f.datapath = self.opts.datapath.name().into();
+        f
     }
 
     /// Starts the player: t = 0 is now; every path's steps are applied at their times

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use fbdt_emu::calibrate::{self, ScaleSearch, ScaleSource};
-use fbdt_emu::{PathPlan, TestbedOptions, TestbedSpec};
+use fbdt_emu::{Datapath, PathPlan, TestbedOptions, TestbedSpec};
 use serde::Serialize;
 
 /// `calibrate <scenario> [--json PATH] [--scale X]`
@@ -30,19 +30,25 @@ pub struct CalibrateArgs {
     /// MTU of the emulated links.
     #[arg(long, default_value_t = 1500)]
     pub mtu: u32,
+    /// Where the rate limit runs: rattan (user space) or kernel-rate (HTB on the
+    /// emulator's veths). Default: the testbed's default.
+    #[arg(long)]
+    pub datapath: Option<Datapath>,
 }
 
-fn options(emu_threads: usize, mtu: u32) -> Result<TestbedOptions> {
+fn options(emu_threads: usize, mtu: u32, datapath: Option<Datapath>) -> Result<TestbedOptions> {
     if !(1..=64).contains(&emu_threads) {
         bail!("--emu-threads must be in 1..=64, got {emu_threads}");
     }
     if !(576..=65_535).contains(&mtu) {
         bail!("--mtu must be in 576..=65535, got {mtu}");
     }
+    let d = TestbedOptions::default();
     Ok(TestbedOptions {
         emu_threads,
         mtu,
-        ..TestbedOptions::default()
+        datapath: datapath.unwrap_or(d.datapath),
+        ..d
     })
 }
 
@@ -51,7 +57,7 @@ pub fn run_calibrate(args: CalibrateArgs) -> Result<()> {
     if !(args.secs.is_finite() && args.secs > 0.0 && args.secs <= 600.0) {
         bail!("--secs must be in (0, 600], got {}", args.secs);
     }
-    let opts = options(args.emu_threads, args.mtu)?;
+    let opts = options(args.emu_threads, args.mtu, args.datapath)?;
     if let Some(why) = fbdt_emu::skip_reason() {
         bail!("calibrate builds a testbed: {why}");
     }
@@ -150,6 +156,9 @@ pub struct BenchArgs {
     /// under normal scheduling and its sockets at the kernel's default buffers.
     #[arg(long)]
     pub untuned: bool,
+    /// Where the rate limit runs: rattan or kernel-rate. Default: the testbed's default.
+    #[arg(long)]
+    pub datapath: Option<Datapath>,
 }
 
 #[derive(Debug, Serialize)]
@@ -172,6 +181,7 @@ struct Bench {
     delay_ms: f64,
     emu_threads: usize,
     untuned: bool,
+    datapath: Datapath,
     rows: Vec<BenchRow>,
 }
 
@@ -198,7 +208,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             bail!("--paths: 1 to 8 paths, got {n}");
         }
         for &mtu in &args.mtu {
-            let mut opts = options(args.emu_threads, mtu)?;
+            let mut opts = options(args.emu_threads, mtu, args.datapath)?;
             if args.untuned {
                 opts.emu_rt_priority = None;
                 opts.packet_socket_buffer = None;
@@ -218,7 +228,8 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 Ok(search) => {
                     let agg = search.scale * spec.peak_total_mbps();
                     println!(
-                        "{n} paths, MTU {mtu}: {agg:.0} Mbit/s aggregate ({} probes, {:.0} s)",
+                        "{n} paths, MTU {mtu}, {}: {agg:.0} Mbit/s aggregate ({} probes, {:.0} s)",
+                        opts.datapath,
                         search.probes.len(),
                         search.took_s
                     );
@@ -252,6 +263,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
         delay_ms: args.delay_ms,
         emu_threads: args.emu_threads,
         untuned: args.untuned,
+        datapath: args.datapath.unwrap_or(TestbedOptions::default().datapath),
         rows,
     };
     println!("load average before {} after {}", b.loadavg_before, b.loadavg_after);

@@ -20,6 +20,9 @@ pub struct RunEntry {
     pub seed: u64,
     pub scale: f64,
     pub faithful: bool,
+    /// Where the rate limit ran ("rattan" or "kernel-rate").
+    #[serde(default)]
+    pub datapath: String,
     pub reasons: Vec<String>,
     pub emulator_late_share: f64,
     pub emulator_late_p99_ms: f64,
@@ -37,6 +40,9 @@ pub struct RunEntry {
 pub struct RunFidelity {
     /// Every run of the scenario within tolerance.
     pub faithful: bool,
+    /// Where the rate limit ran ("rattan" or "kernel-rate"), as in the runs.
+    #[serde(default)]
+    pub datapath: String,
     /// Worst (largest) over the runs.
     pub emulator_late_share: f64,
     pub emulator_late_p99_ms: f64,
@@ -75,6 +81,7 @@ impl RunEntry {
             seed,
             scale,
             faithful: f.faithful,
+            datapath: f.datapath.clone(),
             reasons: f.reasons.clone(),
             emulator_late_share: f.emulator_late_share,
             emulator_late_p99_ms: f.emulator_late_p99_ms,
@@ -101,6 +108,7 @@ impl RunFidelity {
         let max = |f: fn(&RunEntry) -> f64| runs.iter().map(f).fold(0.0, f64::max);
         Self {
             faithful: runs.iter().all(|r| r.faithful),
+            datapath: runs.first().map(|r| r.datapath.clone()).unwrap_or_default(),
             emulator_late_share: max(|r| r.emulator_late_share),
             emulator_late_p99_ms: max(|r| r.emulator_late_p99_ms),
             emulator_cpu: max(|r| r.emulator_cpu),
