@@ -16,19 +16,17 @@ use crate::{
     testbed::{Side, Testbed},
 };
 
-/// Which socket: plain TCP or kernel MPTCP (IPPROTO_MPTCP = 262).
+/// Which socket: plain TCP or kernel MPTCP (`libc::IPPROTO_MPTCP`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Proto {
     Tcp,
     Mptcp,
 }
 
-const IPPROTO_MPTCP: i32 = 262;
-
 fn socket(proto: Proto) -> std::io::Result<Socket> {
     let p = match proto {
         Proto::Tcp => Protocol::TCP,
-        Proto::Mptcp => Protocol::from(IPPROTO_MPTCP),
+        Proto::Mptcp => Protocol::from(libc::IPPROTO_MPTCP),
     };
     Socket::new(Domain::IPV4, Type::STREAM, Some(p))
 }

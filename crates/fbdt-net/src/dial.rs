@@ -8,16 +8,13 @@ use tokio::net::{TcpSocket, TcpStream};
 use crate::secure::PathStream;
 use crate::{LocalBind, NetConfig, PathSpec};
 
-/// IPPROTO_MPTCP (include/uapi/linux/in.h); libc does not name it.
-pub const IPPROTO_MPTCP: i32 = 262;
-
 /// Opens one TCP connection for `spec` with the runtime's socket options (TCP_NODELAY,
 /// TCP_NOTSENT_LOWAT, TCP_CONGESTION, source address or SO_BINDTODEVICE). `mptcp` opens a
 /// kernel MPTCP socket instead (used by `fbdt perf --transport mptcp`).
 pub async fn dial_tcp(spec: &PathSpec, cfg: &NetConfig, mptcp: bool) -> io::Result<TcpStream> {
     let domain = Domain::for_address(spec.remote);
     let proto = if mptcp {
-        Protocol::from(IPPROTO_MPTCP)
+        Protocol::from(libc::IPPROTO_MPTCP)
     } else {
         Protocol::TCP
     };

@@ -34,7 +34,7 @@ use std::time::Duration;
 
 pub use admission::{connection_cap, FD_RESERVE};
 pub use client::connect;
-pub use dial::{connect_path, dial_tcp, IPPROTO_MPTCP};
+pub use dial::{connect_path, dial_tcp};
 pub use secure::{PathStream, Security, ServerIdentity, TlsClient, TlsServer, Trust};
 pub use server::{listen, Listener};
 pub use session::{PathReport, Session, SessionStats, StatsHandle};

@@ -278,7 +278,7 @@ fn tcp_listener(addr: SocketAddr) -> anyhow::Result<(tokio::net::TcpListener, bo
     let (sock, mptcp) = match Socket::new(
         Domain::for_address(addr),
         Type::STREAM,
-        Some(Protocol::from(fbdt_net::IPPROTO_MPTCP)),
+        Some(Protocol::from(libc::IPPROTO_MPTCP)),
     ) {
         Ok(s) => (s, true),
         Err(_) => (
