@@ -53,7 +53,7 @@ impl FbdtReceiver {
             space: SeqSpace::new(peer_isn),
             capacity: cfg.recv_buffer,
             rcv_nxt: 0,
-            held: RecvBuf::new(cfg.recv_buffer),
+            held: RecvBuf::new(cfg.recv_buffer, cfg.segment_size),
             ooo: BTreeMap::new(),
             ooo_bytes: 0,
             fin_at: None,

@@ -39,7 +39,7 @@ impl MetaReceiver {
         MetaReceiver {
             recv_buffer: params.recv_buffer as u64,
             rcv_nxt: 0,
-            held: RecvBuf::new(params.recv_buffer),
+            held: RecvBuf::new(params.recv_buffer, params.segment_size),
             ofo: BTreeMap::new(),
             ofo_bytes: 0,
             fin_at: None,

@@ -55,6 +55,8 @@ pub struct Piece {
 #[derive(Debug)]
 pub struct RecvBuf {
     capacity: usize,
+    /// The segment size both ends use: the smallest out-of-order piece a sender makes.
+    segment: usize,
     /// In-order bytes not yet read by the application (`ready_len` of them).
     ready: VecDeque<Piece>,
     ready_len: usize,
@@ -63,10 +65,12 @@ pub struct RecvBuf {
 }
 
 impl RecvBuf {
-    /// A buffer charging slices against `capacity` bytes (the receive buffer).
-    pub fn new(capacity: usize) -> Self {
+    /// A buffer charging slices against `capacity` bytes (the receive buffer), for a
+    /// stream cut into `segment`-byte segments.
+    pub fn new(capacity: usize, segment: usize) -> Self {
         RecvBuf {
             capacity,
+            segment: segment.max(1),
             ready: VecDeque::new(),
             ready_len: 0,
             pinned: 0,
@@ -99,11 +103,15 @@ impl RecvBuf {
         }
     }
 
-    /// Most out-of-order pieces a receiver holds: one per 2 KiB of receive buffer, at least
-    /// [`MIN_ENTRIES`]. A sender's segments never come near it; a peer scattering tiny
-    /// pieces is refused once it is reached.
+    /// Most out-of-order pieces a receiver holds: as many as segments of at least
+    /// [`SLICE_MIN`] bytes fit in the receive buffer (+1 for a short last one), at least
+    /// [`MIN_ENTRIES`]. A sender scattering whole segments never reaches it — flow control
+    /// keeps its out-of-order bytes within the buffer; 1448-byte segments fill a 1.4 MiB
+    /// buffer with ~1000 pieces, more than one per 2 KiB — while a peer scattering tiny
+    /// pieces is refused once it is reached (their memory is bounded by the charges anyway;
+    /// the cap bounds the work of walking them for ACK ranges).
     pub fn max_entries(&self) -> usize {
-        (self.capacity / 2048).max(MIN_ENTRIES)
+        (self.capacity / self.segment.min(SLICE_MIN) + 1).max(MIN_ENTRIES)
     }
 
     /// Appends `back` (which starts where `front` ends) to `front` as one copy if both are
