@@ -462,15 +462,9 @@ pub fn scale_for(
     progress: bool,
 ) -> Result<(f64, ScaleSource, Option<ScaleSearch>)> {
     let host = HostKey::current();
-    let subject = Subject {
-        scenario: unscaled.name.clone(),
-        peak_total_mbps: (unscaled.peak_total_mbps() * 1e3).round() / 1e3,
-        mtu: opts.mtu,
-        emu_threads: opts.emu_threads,
-        datapath: opts.datapath,
-    };
+    let subject = subject_of(unscaled, opts);
     let path = ScaleCache::default_path();
-    let mut cache = ScaleCache::load(&path)?;
+    let cache = ScaleCache::load(&path)?;
     if !recalibrate {
         if let Some(e) = cache.lookup(&host, &subject) {
             return Ok((e.scale, ScaleSource::Cached, None));
@@ -489,7 +483,26 @@ pub fn scale_for(
     let start = crate::scenario::default_scale(unscaled.peak_total_mbps(), opts.mtu);
     let search = find_scale(unscaled, opts, start, progress)?;
     let scale = round_scale(search.scale * RUN_MARGIN);
-    cache.insert(host, subject, scale, search.took_s);
-    cache.save(&path)?;
+    ScaleCache::update(&path, |c| c.insert(host, subject, scale, search.took_s))?;
     Ok((scale, ScaleSource::Measured, Some(search)))
+}
+
+/// A run at this host's cached scale was unfaithful and `--auto-scale` found `scale`
+/// faithful: the cache keeps the lower scale, so the next run starts where this one ended
+/// instead of repeating the unfaithful attempt. Only ever lowers an entry (a run that was
+/// merely disturbed by load lowers it too; `--recalibrate` measures afresh).
+pub fn remember_lower_scale(unscaled: &TestbedSpec, opts: &TestbedOptions, scale: f64) -> Result<()> {
+    let host = HostKey::current();
+    let subject = subject_of(unscaled, opts);
+    ScaleCache::update(&ScaleCache::default_path(), |c| c.lower(host, subject, scale))
+}
+
+fn subject_of(unscaled: &TestbedSpec, opts: &TestbedOptions) -> Subject {
+    Subject {
+        scenario: unscaled.name.clone(),
+        peak_total_mbps: (unscaled.peak_total_mbps() * 1e3).round() / 1e3,
+        mtu: opts.mtu,
+        emu_threads: opts.emu_threads,
+        datapath: opts.datapath,
+    }
 }

@@ -128,12 +128,23 @@ impl ScaleCache {
         }
     }
 
+    /// Reads the cache, applies `change` and writes it back, holding the cache's lock
+    /// throughout: two runs calibrating at once (two `fbdt-lab` processes, or CI beside a
+    /// developer) each keep their entry instead of the later writer dropping the other's.
+    pub fn update(path: &Path, change: impl FnOnce(&mut Self)) -> Result<()> {
+        let _lock = CacheLock::acquire(path)?;
+        let mut cache = Self::load(path)?;
+        change(&mut cache);
+        cache.save(path)
+    }
+
     /// Writes the cache (creating its directory), atomically.
     pub fn save(&self, path: &Path) -> Result<()> {
         if let Some(d) = path.parent() {
             std::fs::create_dir_all(d).map_err(Error::file(d))?;
         }
-        let tmp = path.with_extension("json.tmp");
+        // Per process: two writers renaming one temp file would publish a half-written one.
+        let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
         std::fs::write(&tmp, serde_json::to_string_pretty(self)? + "\n").map_err(Error::file(&tmp))?;
         std::fs::rename(&tmp, path).map_err(Error::file(path))
     }
@@ -163,6 +174,49 @@ impl ScaleCache {
             measured_unix_s,
             took_s,
         });
+    }
+
+    /// Records `scale` for `subject` if it is below the cached one (or none is cached);
+    /// keeps the original calibration's duration.
+    pub fn lower(&mut self, host: HostKey, subject: Subject, scale: f64) {
+        let cached = self.lookup(&host, &subject).map(|e| (e.scale, e.took_s));
+        match cached {
+            Some((s, _)) if s <= scale => {}
+            Some((_, took_s)) => self.insert(host, subject, scale, took_s),
+            None => self.insert(host, subject, scale, 0.0),
+        }
+    }
+}
+
+/// An exclusive `flock` on `<cache>.lock`, released when dropped (closing the file releases
+/// it, also when the process dies).
+struct CacheLock {
+    _held: std::fs::File,
+}
+
+impl CacheLock {
+    fn acquire(cache: &Path) -> Result<Self> {
+        use std::os::fd::AsRawFd;
+        if let Some(d) = cache.parent() {
+            std::fs::create_dir_all(d).map_err(Error::file(d))?;
+        }
+        let path = cache.with_extension("json.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(Error::file(&path))?;
+        loop {
+            // SAFETY: flock on a descriptor this function owns; no memory is shared.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(Self { _held: file });
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(Error::File { path, source: e });
+            }
+        }
     }
 }
 
@@ -235,6 +289,56 @@ mod tests {
         assert_eq!(c.entries.len(), 1);
         assert_eq!(c.lookup(&here, &subject()).map(|e| e.scale), Some(0.12));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn concurrent_updates_keep_every_entry() {
+        let dir = std::env::temp_dir().join(format!("fbdt-hostcache-race-{}", std::process::id()));
+        let path = dir.join("calibration.json");
+        let host = HostKey {
+            cpu_model: "Fake CPU".into(),
+            cores: 2,
+            kernel: "6.1.0-test".into(),
+        };
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let (path, host) = (path.clone(), host.clone());
+                std::thread::spawn(move || {
+                    let s = Subject {
+                        scenario: format!("scenario-{i}"),
+                        ..subject()
+                    };
+                    ScaleCache::update(&path, |c| c.insert(host, s, 0.1, 1.0)).unwrap();
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let c = ScaleCache::load(&path).unwrap();
+        assert_eq!(
+            c.entries.len(),
+            8,
+            "{:?}",
+            c.entries.iter().map(|e| &e.subject.scenario).collect::<Vec<_>>()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn auto_scale_only_lowers_the_cached_scale() {
+        let host = HostKey {
+            cpu_model: "Fake CPU".into(),
+            cores: 2,
+            kernel: "6.1.0-test".into(),
+        };
+        let mut c = ScaleCache::default();
+        c.insert(host.clone(), subject(), 0.2, 30.0);
+        c.lower(host.clone(), subject(), 0.3);
+        assert_eq!(c.lookup(&host, &subject()).map(|e| e.scale), Some(0.2));
+        c.lower(host.clone(), subject(), 0.133);
+        let e = c.lookup(&host, &subject()).unwrap();
+        assert_eq!((e.scale, e.took_s, c.entries.len()), (0.133, 30.0, 1));
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Instant as WallClock;
 
 use anyhow::{bail, Context, Result};
+use fbdt_emu::calibrate::ScaleSource;
 use fbdt_emu::perf::{self, Proto};
 use fbdt_emu::{Testbed, TestbedOptions};
 use fbdt_scenario::Scenario;
@@ -36,8 +37,6 @@ pub struct ScaleChoice {
     /// `--auto-scale`: when a run is unfaithful, repeat the scenario (every scheme, so
     /// they stay comparable) at a lower scale, up to [`AUTO_SCALE_TRIES`] times.
     pub auto: bool,
-    /// Measure the scale again even if this host's is cached.
-    pub recalibrate: bool,
 }
 
 /// Scenario attempts with `--auto-scale` (each at 1/[`AUTO_SCALE_STEP`] of the previous scale).
@@ -93,17 +92,17 @@ pub fn run(
         transport(n, scenario)?;
     }
     let (mut scale, source) = match choice.given {
-        Some(s) => (s, fbdt_emu::calibrate::ScaleSource::Given),
+        Some(s) => (s, ScaleSource::Given),
         None => {
             let unscaled = fbdt_emu::spec_from_schedule(scenario, &scenario.schedule(1.0)?)?;
             let opts = TestbedOptions::default();
-            let found = bar.suspend(|| fbdt_emu::calibrate::scale_for(&unscaled, &opts, choice.recalibrate, true));
+            let found = bar.suspend(|| fbdt_emu::calibrate::scale_for(&unscaled, &opts, false, true));
             let (s, src, search) = match found {
                 Ok(x) => x,
                 Err(e @ fbdt_emu::Error::NoFaithfulScale { .. }) => {
                     let guess = fbdt_emu::default_scale(unscaled.peak_total_mbps(), opts.mtu);
                     bar.println(format!("{e}; running at scale {guess}, the runs' monitors will tell"));
-                    (guess, fbdt_emu::calibrate::ScaleSource::Fallback, None)
+                    (guess, ScaleSource::Fallback, None)
                 }
                 Err(e) => return Err(e.into()),
             };
@@ -126,6 +125,12 @@ pub fn run(
         let mut out = run_at(scenario, names, scale, repeat, bar)?;
         let faithful = out.1.iter().all(|e| e.faithful);
         if faithful || !choice.auto || attempt >= AUTO_SCALE_TRIES {
+            let measured_here = matches!(source, ScaleSource::Cached | ScaleSource::Measured);
+            if faithful && !rejected.is_empty() && measured_here {
+                let unscaled = fbdt_emu::spec_from_schedule(scenario, &scenario.schedule(1.0)?)?;
+                fbdt_emu::calibrate::remember_lower_scale(&unscaled, &TestbedOptions::default(), scale)?;
+                bar.println(format!("{}: this host's cached scale is now {scale}", scenario.name));
+            }
             let fidelity = RunFidelity::from_runs(&paths, std::mem::take(&mut out.1), scale, &source, rejected);
             for r in &mut out.0.results {
                 r.faithful = Some(fidelity.scheme_faithful(&r.scheme));
@@ -190,13 +195,7 @@ fn run_at(
         .map(|((name, runs), wall_s)| aggregate(name, runs, wall_s))
         .collect();
     let paths: Vec<String> = scenario.paths.iter().map(|p| p.name.clone()).collect();
-    let fidelity = RunFidelity::from_runs(
-        &paths,
-        Vec::new(),
-        scale,
-        &fbdt_emu::calibrate::ScaleSource::Given,
-        Vec::new(),
-    );
+    let fidelity = RunFidelity::from_runs(&paths, Vec::new(), scale, &ScaleSource::Given, Vec::new());
     Ok((
         EmuRun {
             scale,

@@ -245,7 +245,6 @@ fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> R
     let choice = crate::emu_backend::ScaleChoice {
         given: args.scale,
         auto: args.auto_scale,
-        recalibrate: false,
     };
     let emu = crate::emu_backend::run(&scenario, names, choice, args.repeat, &bar)?;
     bar.finish_and_clear();
