@@ -234,15 +234,19 @@ mod tests {
         }
     }
 
+    fn fake_host() -> HostKey {
+        HostKey {
+            cpu_model: "Fake CPU @ 2.0GHz".into(),
+            cores: 2,
+            kernel: "6.1.0-test".into(),
+        }
+    }
+
     #[test]
     fn another_host_misses_the_cache() {
         let dir = std::env::temp_dir().join(format!("fbdt-hostcache-test-{}", std::process::id()));
         let path = dir.join("calibration.json");
-        let here = HostKey {
-            cpu_model: "Fake CPU @ 2.0GHz".into(),
-            cores: 2,
-            kernel: "6.1.0-test".into(),
-        };
+        let here = fake_host();
         let mut c = ScaleCache::load(&path).unwrap();
         assert!(c.entries.is_empty());
         c.insert(here.clone(), subject(), 0.15, 30.0);
@@ -295,11 +299,7 @@ mod tests {
     fn concurrent_updates_keep_every_entry() {
         let dir = std::env::temp_dir().join(format!("fbdt-hostcache-race-{}", std::process::id()));
         let path = dir.join("calibration.json");
-        let host = HostKey {
-            cpu_model: "Fake CPU".into(),
-            cores: 2,
-            kernel: "6.1.0-test".into(),
-        };
+        let host = fake_host();
         let threads: Vec<_> = (0..8)
             .map(|i| {
                 let (path, host) = (path.clone(), host.clone());
@@ -327,11 +327,7 @@ mod tests {
 
     #[test]
     fn auto_scale_only_lowers_the_cached_scale() {
-        let host = HostKey {
-            cpu_model: "Fake CPU".into(),
-            cores: 2,
-            kernel: "6.1.0-test".into(),
-        };
+        let host = fake_host();
         let mut c = ScaleCache::default();
         c.insert(host.clone(), subject(), 0.2, 30.0);
         c.lower(host.clone(), subject(), 0.3);
