@@ -46,6 +46,14 @@ use crate::{
     testbed::Datapath,
 };
 
+mod host_io;
+mod path_control;
+
+use host_io::{close_fds, grow_socket_buffers, packet_socket_fds, set_realtime};
+pub use host_io::{PacketStats, PACKET_SOCKET_BUFFER};
+pub(crate) use path_control::PathControl;
+use path_control::{bps, emu_err, KernelRate, RateStage};
+
 type Bw = BwCellControlInterface<StdPacket, DropTailQueue<StdPacket>>;
 
 /// Addresses and names of one path's two veth pairs.
@@ -70,158 +78,6 @@ pub(crate) struct PairSpec {
     pub seed: u64,
 }
 
-/// Where a path's rate limit lives (see [`Datapath`]).
-enum RateStage {
-    /// rattan-core's rate cells, data direction and ACK direction.
-    Cells { down: Arc<Bw>, up: Arc<Bw> },
-    /// HTB on the emulator's egress veths: `down` towards the client, `up` towards the server.
-    Kernel(KernelRate),
-}
-
-/// A rate limit in the kernel: on each egress veth of the emulator namespace, an HTB root
-/// with one class (rate = ceil = the path's rate) whose leaf is a pfifo of the path's
-/// queue size in packets — the same drop-tail queue rattan's rate cell has, in the kernel.
-/// The emulator writes each packet to the veth after its delay and loss stages, so the
-/// order is delay → loss → rate; for a FIFO link of constant delay the order does not change
-/// when a packet arrives.
-struct KernelRate {
-    netns: String,
-    down_dev: String,
-    up_dev: String,
-    quantum: u32,
-    /// The rates in the kernel now (down, up), bit/s: a step that changes only the delay
-    /// does not touch the qdiscs.
-    now_bps: Mutex<[u64; 2]>,
-    /// The same rates (down, up) for the lateness probes before the qdiscs.
-    probe_bps: [Arc<AtomicU64>; 2],
-}
-
-impl KernelRate {
-    fn tc(&self, args: &[&str]) -> Result<()> {
-        let mut c = std::process::Command::new("tc");
-        c.args(["-n", &self.netns]).args(args);
-        crate::ns::run(&mut c).map(|_| ())
-    }
-
-    fn class_args(&self, verb: &'static str, dev: &str, rate_bps: u64) -> Vec<String> {
-        // HTB counts whole frames, the scenario's rate is IP bytes (as rattan's cells): a
-        // full-size frame carries 14 bytes of Ethernet header more than its IP packet.
-        let frame = f64::from(self.quantum);
-        let r = format!("{}bit", (rate_bps as f64 * frame / (frame - 14.0)).round() as u64);
-        [
-            "class", verb, "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &r, "ceil", &r, "quantum",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([self.quantum.to_string()])
-        .collect()
-    }
-
-    fn install(&self, rate_bps: u64, queue_packets: usize) -> Result<()> {
-        let limit = queue_packets.max(1).to_string();
-        for dev in [&self.down_dev, &self.up_dev] {
-            self.tc(&[
-                "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1",
-            ])?;
-            let a = self.class_args("add", dev, rate_bps);
-            self.tc(&a.iter().map(String::as_str).collect::<Vec<_>>())?;
-            self.tc(&[
-                "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo", "limit", &limit,
-            ])?;
-        }
-        *self.now_bps.lock().unwrap_or_else(|p| p.into_inner()) = [rate_bps; 2];
-        for r in &self.probe_bps {
-            r.store(rate_bps, Ordering::Relaxed);
-        }
-        Ok(())
-    }
-
-    /// Sets the rate towards the client (`down`) and towards the server (`up`), bit/s.
-    fn set_rate(&self, down: u64, up: u64) -> Result<()> {
-        let mut now = self.now_bps.lock().unwrap_or_else(|p| p.into_inner());
-        for (i, (dev, r)) in [(&self.down_dev, down), (&self.up_dev, up)].into_iter().enumerate() {
-            if now[i] != r {
-                let a = self.class_args("change", dev, r);
-                self.tc(&a.iter().map(String::as_str).collect::<Vec<_>>())?;
-                now[i] = r;
-                self.probe_bps[i].store(r, Ordering::Relaxed);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Live control of one path's cells.
-pub(crate) struct PathControl {
-    rate: RateStage,
-    delay_down: Arc<DelayCellControlInterface>,
-    delay_up: Arc<DelayCellControlInterface>,
-    loss_down: Arc<LossCellControlInterface>,
-    loss_up: Arc<LossCellControlInterface>,
-    /// Last positive rate (bit/s), kept by the rate cell during an outage.
-    last_rate_bps: Mutex<u64>,
-    /// Release lateness after the delay cell: data direction (server → client), ACKs.
-    pub lateness_down: Arc<Lateness>,
-    pub lateness_up: Arc<Lateness>,
-}
-
-fn bps(rate_mbps: f64) -> u64 {
-    // Never 0: rattan-core panics on a 0 bit/s rate (division when rescaling the packet in
-    // flight). Positive rates below the hold rate are clamped up to it.
-    ((rate_mbps * 1e6).round() as u64).max(HOLD_RATE_BPS)
-}
-
-/// `rate_bps` × (1 − `loss`), never below the hold rate.
-fn after_loss(rate_bps: u64, loss: f64) -> u64 {
-    ((rate_bps as f64 * (1.0 - loss.clamp(0.0, 1.0))).round() as u64).max(HOLD_RATE_BPS)
-}
-
-fn emu_err(e: impl std::fmt::Display) -> Error {
-    Error::Emulator(e.to_string())
-}
-
-impl PathControl {
-    /// Applies one step. `loss_both` also drops on the client → server direction.
-    pub fn apply(&self, s: &PathStep, loss_both: bool) -> Result<()> {
-        let delay = Duration::from_secs_f64(s.delay_ms / 1e3);
-        let (rate, loss_down, loss_up) = match s.mode() {
-            LinkMode::Up => {
-                let r = bps(s.rate_mbps);
-                *self.last_rate_bps.lock().unwrap() = r;
-                (r, s.loss, if loss_both { s.loss } else { 0.0 })
-            }
-            LinkMode::Outage => (*self.last_rate_bps.lock().unwrap(), 1.0, 1.0),
-            LinkMode::Hold => (HOLD_RATE_BPS, s.loss, if loss_both { s.loss } else { 0.0 }),
-        };
-        match &self.rate {
-            RateStage::Cells { down, up } => {
-                let bw = Bandwidth::from_bps(rate);
-                down.set_config(BwCellConfig::new(bw, None, None)).map_err(emu_err)?;
-                up.set_config(BwCellConfig::new(bw, None, None)).map_err(emu_err)?;
-            }
-            // The loss stage is before the kernel's rate stage, so lost packets would not use
-            // the link's capacity: the survivors get rate × (1 − loss), as on a lossy link
-            // where every packet, lost or not, takes its time on the wire. (In an outage
-            // the loss is 1 and the rate stays: nothing arrives anyway.)
-            RateStage::Kernel(k) => match s.mode() {
-                LinkMode::Outage => {}
-                _ => k.set_rate(after_loss(rate, loss_down), after_loss(rate, loss_up))?,
-            },
-        }
-        self.delay_down
-            .set_config(DelayCellConfig::new(delay))
-            .map_err(emu_err)?;
-        self.delay_up.set_config(DelayCellConfig::new(delay)).map_err(emu_err)?;
-        self.loss_down
-            .set_config(LossCellConfig::new(vec![loss_down]))
-            .map_err(emu_err)?;
-        self.loss_up
-            .set_config(LossCellConfig::new(vec![loss_up]))
-            .map_err(emu_err)?;
-        Ok(())
-    }
-}
-
 /// A running emulator. Dropping it stops rattan, closes its sockets and deletes the veths.
 pub(crate) struct Emulator {
     pub paths: Vec<PathControl>,
@@ -236,35 +92,6 @@ pub(crate) struct Emulator {
 /// One emulator is built at a time per process, so the AF_PACKET sockets it opens can be
 /// told apart from others (see [`packet_socket_fds`]).
 static BUILD_LOCK: Mutex<()> = Mutex::new(());
-
-/// File descriptors of this process that are AF_PACKET sockets.
-fn packet_socket_fds() -> HashSet<i32> {
-    let mut v = HashSet::new();
-    let Ok(rd) = std::fs::read_dir("/proc/self/fd") else {
-        return v;
-    };
-    for e in rd.flatten() {
-        let Some(fd) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let mut dom: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt on an fd number; fails harmlessly (ENOTSOCK/EBADF) if not a socket.
-        let rc = unsafe {
-            libc::getsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_DOMAIN,
-                &mut dom as *mut _ as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        if rc == 0 && dom == libc::AF_PACKET {
-            v.insert(fd);
-        }
-    }
-    v
-}
 
 impl Emulator {
     /// Creates the veth pairs (client↔emu, emu↔server per path) and starts rattan inside
@@ -395,71 +222,6 @@ impl Emulator {
 impl Drop for Emulator {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-/// Puts the calling thread under SCHED_FIFO at `priority` (1–99), so the emulator is not
-/// queued behind the endpoints or other work on the host: its packets leave on time as long
-/// as it has a core's worth of work or less. The kernel's RT throttling
-/// (`kernel.sched_rt_runtime_us`) still leaves 5% of each core to everything else. Failure
-/// (no CAP_SYS_NICE, a container without RT budget) is logged and the thread stays normal.
-fn set_realtime(priority: i32) {
-    let p = libc::sched_param {
-        sched_priority: priority.clamp(1, 99),
-    };
-    // SAFETY: sched_setscheduler on the calling thread (pid 0) with a valid sched_param.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
-        tracing::warn!(
-            "emulator thread stays SCHED_OTHER: sched_setscheduler(SCHED_FIFO, {priority}): {}",
-            std::io::Error::last_os_error()
-        );
-    }
-}
-
-/// Default socket buffer of each of the emulator's AF_PACKET sockets, bytes. The kernel default
-/// (`net.core.rmem_default`, ~208 KiB) holds ~50 MTU frames (each costs a few KiB of
-/// truesize): one TSO burst of the sender, split into frames on the veth, overflowed it and
-/// the kernel dropped packets the scenario never asked to drop (0.2–1.7% at 90–150 Mbit/s).
-pub const PACKET_SOCKET_BUFFER: i32 = 16 << 20;
-
-/// Sets an AF_PACKET socket's receive and send buffers to `bytes` (the FORCE variants:
-/// root may exceed `net.core.rmem_max`).
-fn grow_socket_buffers(fd: i32, bytes: i32) {
-    for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
-        let v: libc::c_int = bytes;
-        // SAFETY: setsockopt with a valid int option value on an fd this emulator opened.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                &v as *const _ as *const libc::c_void,
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            tracing::warn!(
-                "AF_PACKET socket {fd}: buffer stays at the default: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-    }
-}
-
-/// Counters of the emulator's AF_PACKET sockets.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct PacketStats {
-    pub received: u64,
-    pub dropped: u64,
-}
-
-fn close_fds(fds: &[i32]) {
-    let still = packet_socket_fds();
-    for fd in fds {
-        if still.contains(fd) {
-            // SAFETY: an AF_PACKET socket this emulator opened and nobody uses any more.
-            unsafe { libc::close(*fd) };
-        }
     }
 }
 

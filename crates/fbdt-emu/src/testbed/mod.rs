@@ -1,0 +1,370 @@
+//! The testbed: client and server namespaces, N emulated paths between them, routing,
+//! kernel MPTCP endpoints, a player for the schedule, and cleanup on every exit path.
+
+use std::{
+    net::Ipv4Addr,
+    process::Command,
+    sync::{atomic::AtomicU32, atomic::Ordering, mpsc, Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use rattan_env::netns::NetNs;
+use serde::Serialize;
+
+use crate::{
+    cleanup,
+    emu::{Emulator, PacketStats, PairSpec, PathControl},
+    error::{Error, Result},
+    fidelity::{self, CpuSnapshot, Fidelity, Mark, PathInput, Tolerances},
+    ns::{self, IfCounters},
+    spec::{PathStep, TestbedSpec},
+};
+
+mod monitor;
+mod options;
+mod setup;
+
+pub use options::{Datapath, TestbedOptions};
+use setup::{emu_client_dev, valid_ifname};
+
+/// Common prefix of every namespace this crate creates: `fbdt-<pid>-<n>-{cli,emu,srv}`.
+pub const NS_PREFIX: &str = "fbdt-";
+
+/// Which end of the testbed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Side {
+    /// The multi-radio host: one interface per path.
+    Client,
+    /// The remote host: one interface per path too (one address per path).
+    Server,
+}
+
+/// Addresses and names of one path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PathInfo {
+    pub index: usize,
+    pub name: String,
+    /// The client's address on this path; a socket bound to it leaves by this path
+    /// (policy routing: `from client_ip lookup table`).
+    pub client_ip: Ipv4Addr,
+    /// The server's address on this path.
+    pub server_ip: Ipv4Addr,
+    /// Interface names in the client and server namespaces.
+    pub client_if: String,
+    pub server_if: String,
+    /// Client routing table of this path.
+    pub table: u32,
+}
+
+/// Byte and packet counters of one path, from both ends' interfaces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PathCounters {
+    pub name: String,
+    /// Client interface: rx = what the path delivered to the client.
+    pub client: IfCounters,
+    /// Server interface: tx = what the server put on the path.
+    pub server: IfCounters,
+}
+
+/// A step the player applied, with when it was applied.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AppliedStep {
+    pub path: String,
+    /// Scheduled time, seconds since `play()`.
+    pub t_s: f64,
+    /// Time actually applied, seconds since `play()`.
+    pub applied_s: f64,
+    pub step: PathStep,
+}
+
+struct Player {
+    stop_tx: mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+    started: Instant,
+}
+
+/// A running testbed. Everything it created is removed when it is dropped (also while
+/// unwinding from a panic) or on SIGINT/SIGTERM (see [`crate::install_signal_handler`]).
+pub struct Testbed {
+    spec: TestbedSpec,
+    opts: TestbedOptions,
+    client_ns: String,
+    server_ns: String,
+    emu_ns: String,
+    paths: Vec<PathInfo>,
+    netns: Vec<Arc<NetNs>>,
+    emu: Option<Emulator>,
+    controls: Arc<Vec<PathControl>>,
+    player: Mutex<Option<Player>>,
+    applied: Arc<Mutex<Vec<AppliedStep>>>,
+    /// Where the fidelity monitors count from (the last `play()` or `reset_monitors()`).
+    mark: Mutex<Option<Mark>>,
+    stopped: bool,
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+impl Testbed {
+    /// Creates namespaces, links, emulator, routing and MPTCP configuration, and applies
+    /// every path's first step. The schedule's later steps run after [`Testbed::play`].
+    pub fn start(spec: &TestbedSpec, opts: &TestbedOptions) -> Result<Self> {
+        ns::privileged().map_err(|reason| Error::NotPrivileged { reason })?;
+        spec.validate()?;
+        crate::install_signal_handler();
+        let k = SEQ.fetch_add(1, Ordering::Relaxed);
+        let base = format!("{NS_PREFIX}{}-{k}", std::process::id());
+        let (client_ns, emu_ns, server_ns) = (format!("{base}-cli"), format!("{base}-emu"), format!("{base}-srv"));
+        cleanup::register(&[&client_ns, &emu_ns, &server_ns]);
+        let mut used = Vec::new();
+        let paths = spec
+            .paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let n = i + 1;
+                let ifname = if valid_ifname(&p.name) && !used.contains(&p.name) {
+                    p.name.clone()
+                } else {
+                    format!("path{n}")
+                };
+                used.push(ifname.clone());
+                PathInfo {
+                    index: i,
+                    name: p.name.clone(),
+                    client_ip: Ipv4Addr::new(10, 200, n as u8, 1),
+                    server_ip: Ipv4Addr::new(10, 200, n as u8, 2),
+                    client_if: ifname.clone(),
+                    server_if: ifname,
+                    table: 100 + n as u32,
+                }
+            })
+            .collect();
+        let mut tb = Testbed {
+            spec: spec.clone(),
+            opts: opts.clone(),
+            client_ns,
+            server_ns,
+            emu_ns,
+            paths,
+            netns: Vec::new(),
+            emu: None,
+            controls: Arc::new(Vec::new()),
+            player: Mutex::new(None),
+            applied: Arc::new(Mutex::new(Vec::new())),
+            mark: Mutex::new(None),
+            stopped: false,
+        };
+        // On error `tb` is dropped here, which removes whatever was created.
+        tb.setup(k)?;
+        tb.reset_monitors();
+        Ok(tb)
+    }
+
+    /// The spec this testbed runs (rates at scale).
+    pub fn spec(&self) -> &TestbedSpec {
+        &self.spec
+    }
+    pub fn options(&self) -> &TestbedOptions {
+        &self.opts
+    }
+    /// The scale factor every rate was multiplied by.
+    pub fn scale(&self) -> f64 {
+        self.spec.scale
+    }
+    pub fn paths(&self) -> &[PathInfo] {
+        &self.paths
+    }
+    /// The path of that name.
+    pub fn path(&self, name: &str) -> Option<&PathInfo> {
+        self.paths.iter().find(|p| p.name == name)
+    }
+    /// Namespace name of a side (for `ip netns exec`).
+    pub fn netns(&self, side: Side) -> &str {
+        match side {
+            Side::Client => &self.client_ns,
+            Side::Server => &self.server_ns,
+        }
+    }
+    /// The emulator's namespace (rattan runs there).
+    pub fn emulator_netns(&self) -> &str {
+        &self.emu_ns
+    }
+    /// Every namespace of this testbed.
+    pub fn namespaces(&self) -> [&str; 3] {
+        [&self.client_ns, &self.emu_ns, &self.server_ns]
+    }
+
+    /// Runs `f` on a thread inside the namespace of `side` and returns its result; a panic
+    /// in `f` propagates to the caller (and this testbed is cleaned up while unwinding).
+    pub fn run_in<R: Send>(&self, side: Side, f: impl FnOnce() -> R + Send) -> Result<R> {
+        ns::run_in(self.netns(side), f)
+    }
+
+    /// Starts `f` on a new thread inside the namespace of `side`. Join it before the testbed
+    /// is dropped; its sockets die with the namespace anyway.
+    pub fn spawn_in<R: Send + 'static>(
+        &self,
+        side: Side,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> Result<std::thread::JoinHandle<Result<R>>> {
+        let name = self.netns(side).to_string();
+        let thread = format!("ns:{name}");
+        std::thread::Builder::new()
+            .name(thread.clone())
+            .spawn(move || {
+                ns::enter(&name)?;
+                Ok(f())
+            })
+            .map_err(|source| Error::Thread { name: thread, source })
+    }
+
+    /// A command that runs `program` inside the namespace of `side` (`ip netns exec`).
+    /// Processes still running in the namespace are killed when the testbed stops.
+    pub fn command(&self, side: Side, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", self.netns(side), program]);
+        c
+    }
+
+    /// Applies `step` to path `index` now (outside the schedule).
+    pub fn set_path(&self, index: usize, step: &PathStep) -> Result<()> {
+        self.controls
+            .get(index)
+            .ok_or(Error::NoPath {
+                index,
+                count: self.controls.len(),
+            })?
+            .apply(step, self.opts.loss_both_directions)
+    }
+
+    /// Starts the player: t = 0 is now; every path's steps are applied at their times
+    /// (t = 0 state again, then each change). Calling it again restarts the schedule.
+    pub fn play(&self) -> Result<()> {
+        let mut slot = self.player.lock().unwrap();
+        if let Some(p) = slot.take() {
+            drop(p.stop_tx);
+            let _ = p.thread.join();
+        }
+        let mut events: Vec<(f64, usize, PathStep)> = self
+            .spec
+            .paths
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| p.steps.iter().map(move |s| (s.t_s, i, *s)))
+            .filter(|(t, _, _)| *t <= self.spec.duration_s || self.spec.duration_s <= 0.0)
+            .collect();
+        events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let controls = self.controls.clone();
+        let applied = self.applied.clone();
+        applied.lock().unwrap().clear();
+        let names: Vec<String> = self.paths.iter().map(|p| p.name.clone()).collect();
+        let loss_both = self.opts.loss_both_directions;
+        let started = Instant::now();
+        let thread = std::thread::Builder::new()
+            .name("fbdt-emu-player".into())
+            .spawn(move || {
+                for (t, i, step) in events {
+                    let at = started + Duration::from_secs_f64(t);
+                    let now = Instant::now();
+                    if at > now {
+                        match stop_rx.recv_timeout(at - now) {
+                            Err(mpsc::RecvTimeoutError::Timeout) => {}
+                            _ => return,
+                        }
+                    }
+                    if let Err(e) = controls[i].apply(&step, loss_both) {
+                        tracing::warn!("player: path {}: {e}", names[i]);
+                    }
+                    applied.lock().unwrap().push(AppliedStep {
+                        path: names[i].clone(),
+                        t_s: t,
+                        applied_s: started.elapsed().as_secs_f64(),
+                        step,
+                    });
+                }
+            })
+            .map_err(|source| Error::Thread {
+                name: "fbdt-emu-player".into(),
+                source,
+            })?;
+        *slot = Some(Player {
+            stop_tx,
+            thread,
+            started,
+        });
+        drop(slot);
+        self.reset_monitors();
+        Ok(())
+    }
+
+    /// Seconds since [`Testbed::play`], if playing.
+    pub fn elapsed_s(&self) -> Option<f64> {
+        self.player
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|p| p.started.elapsed().as_secs_f64())
+    }
+
+    /// Steps the player has applied so far (for plots: shade outages and scans).
+    pub fn applied_steps(&self) -> Vec<AppliedStep> {
+        self.applied.lock().unwrap().clone()
+    }
+
+    /// Per-path interface counters (client and server ends), in path order.
+    pub fn path_counters(&self) -> Result<Vec<PathCounters>> {
+        let cli = ns::if_counters(&self.client_ns)?;
+        let srv = ns::if_counters(&self.server_ns)?;
+        let find =
+            |v: &[(String, IfCounters)], n: &str| v.iter().find(|(k, _)| k == n).map(|(_, c)| *c).unwrap_or_default();
+        Ok(self
+            .paths
+            .iter()
+            .map(|p| PathCounters {
+                name: p.name.clone(),
+                client: find(&cli, &p.client_if),
+                server: find(&srv, &p.server_if),
+            })
+            .collect())
+    }
+
+    /// Stops the player and the emulator, kills every process left in the namespaces and
+    /// removes them. Idempotent; also done on drop.
+    pub fn stop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        // Processes first, while the names still resolve.
+        for n in [&self.client_ns, &self.server_ns, &self.emu_ns] {
+            let me = std::process::id() as i32;
+            for pid in ns::pids(n) {
+                if pid != me {
+                    // SAFETY: kill(2) on a pid the kernel listed in our namespace.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+        }
+        if let Some(p) = self.player.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            drop(p.stop_tx);
+            let _ = p.thread.join();
+        }
+        self.controls = Arc::new(Vec::new());
+        if let Some(mut e) = self.emu.take() {
+            e.stop();
+        }
+        // rattan's NetNs handles unmount and unlink their namespace when the last one goes.
+        self.netns.clear();
+        for n in [&self.client_ns, &self.emu_ns, &self.server_ns] {
+            ns::destroy(n);
+        }
+        cleanup::unregister(&[&self.client_ns, &self.emu_ns, &self.server_ns]);
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,89 @@
+//! What a testbed is built with, besides the spec.
+
+use serde::Serialize;
+
+/// Where each path's rate limit and queue live. Delay, loss, outages and the lateness
+/// probes are in the user-space emulator (rattan-core) either way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Datapath {
+    /// Everything in rattan-core: rate → delay → loss cells per direction, its drop-tail
+    /// queue in packets. The default: `kernel-rate` uses less emulator CPU but does not
+    /// yet model scans (see docs/testbed.md, datapath).
+    #[default]
+    Rattan,
+    /// The rate limit and its drop-tail queue in the kernel (HTB class + pfifo on the
+    /// emulator's egress veth of each direction); rattan-core only delays and drops.
+    KernelRate,
+}
+
+impl Datapath {
+    pub fn name(self) -> &'static str {
+        match self {
+            Datapath::Rattan => "rattan",
+            Datapath::KernelRate => "kernel-rate",
+        }
+    }
+}
+
+impl std::str::FromStr for Datapath {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "rattan" => Ok(Datapath::Rattan),
+            "kernel-rate" => Ok(Datapath::KernelRate),
+            _ => Err(format!("unknown datapath {s:?} (rattan or kernel-rate)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Datapath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Knobs of a testbed that are not part of the scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct TestbedOptions {
+    /// Where the rate limit runs (see [`Datapath`]).
+    pub datapath: Datapath,
+    /// Tokio worker threads of the emulator (rattan-core). 1 leaves a core to the endpoints
+    /// on a 2-core machine.
+    pub emu_threads: usize,
+    /// Run the emulator's threads under SCHED_FIFO at this priority (1–99) so they are not
+    /// queued behind the endpoints or other work on a shared host; `None` = normal
+    /// scheduling. See docs/testbed.md (fidelity).
+    pub emu_rt_priority: Option<i32>,
+    /// Receive and send buffer of the emulator's AF_PACKET sockets, bytes; `None` keeps
+    /// the kernel default (which drops bursts, see [`crate::emu::PACKET_SOCKET_BUFFER`]).
+    pub packet_socket_buffer: Option<i32>,
+    /// Drop packets in both directions (default: only server → client, the data direction
+    /// of every scheme's download).
+    pub loss_both_directions: bool,
+    /// Configure kernel MPTCP endpoints and limits.
+    pub mptcp: bool,
+    /// MTU of every emulated link (1500 like the papers' testbeds; 9000 doubles the
+    /// emulator's packet budget).
+    pub mtu: u32,
+    /// Largest TCP send/receive buffer the kernel may autotune to, bytes (third field of
+    /// `net.ipv4.tcp_rmem`/`tcp_wmem` in both namespaces). The kernel's 6 MiB default caps a
+    /// path at 6 MiB per RTT (48 Mbit/s at 1 s RTT); 64 MiB covers the scenarios' BDPs.
+    /// `None` keeps the kernel default. Applies to every scheme alike.
+    pub tcp_buffer_max: Option<u64>,
+}
+
+impl Default for TestbedOptions {
+    fn default() -> Self {
+        Self {
+            datapath: Datapath::default(),
+            emu_threads: 1,
+            emu_rt_priority: Some(10),
+            packet_socket_buffer: Some(crate::emu::PACKET_SOCKET_BUFFER),
+            loss_both_directions: false,
+            mptcp: true,
+            mtu: 1500,
+            tcp_buffer_max: Some(64 << 20),
+        }
+    }
+}
