@@ -3,7 +3,7 @@
 //! source addresses, as they would be on a network. Bounded in connections and time.
 
 mod common;
-use common::hello_bytes;
+use common::{echo_all, hello_bytes};
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -20,21 +20,6 @@ async fn server(cfg: NetConfig) -> (fbdt_net::Listener, SocketAddr) {
     let l = listen(&["127.0.0.1:0".parse().unwrap()], cfg).await.expect("listen");
     let a = l.local_addrs()[0];
     (l, a)
-}
-
-/// Echoes every session the server accepts (the silent ones end with an error).
-fn echo_all(mut l: fbdt_net::Listener) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        while let Some(mut s) = l.accept().await {
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                if s.read_to_end(&mut buf).await.is_ok() {
-                    let _ = s.write_all(&buf).await;
-                    let _ = s.shutdown().await;
-                }
-            });
-        }
-    })
 }
 
 /// A legitimate client from 127.0.0.2 opens a session and gets 64 KiB echoed back.

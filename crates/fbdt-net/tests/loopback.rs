@@ -345,6 +345,36 @@ async fn garbage_inside_a_session_ends_only_that_session() {
     .expect("bounded");
 }
 
+/// A peer that does not wait for the server's HELLO: its HELLO, a DATA segment and FIN come
+/// in one write, so the server reads them in one buffer. Whatever follows the HELLO in that
+/// buffer is the session's, not dropped with the handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_pipelined_behind_the_hello_is_delivered() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let (mut l, addrs) = server(1).await;
+        let hello = hello_bytes();
+        let isn = match fbdt_core::wire::Frame::parse(&hello).expect("our own HELLO parses").0 {
+            fbdt_core::wire::Frame::Hello(h) => h.isn,
+            other => panic!("hello_bytes() is not a HELLO: {other:?}"),
+        };
+        let payload = b"sent before the server answered";
+        let mut first_write = hello.clone();
+        fbdt_core::wire::Data::emit_header(fbdt_core::seq::Seq(isn), true, payload.len(), &mut first_write);
+        first_write.extend_from_slice(payload);
+        let mut raw = tokio::net::TcpStream::connect(addrs[0]).await.unwrap();
+        raw.write_all(&first_write).await.unwrap();
+        let mut session = l.accept().await.expect("session of the raw peer");
+        let mut got = Vec::new();
+        session
+            .read_to_end(&mut got)
+            .await
+            .expect("the stream ends with the FIN");
+        assert_eq!(got, payload);
+    })
+    .await
+    .expect("bounded");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_chunk_carries_shared_buffers_intact() {
     let (mut l, addrs) = server(2).await;
