@@ -5,7 +5,8 @@
 //!
 //! Model, per chunk (one frame as the core wrote it):
 //! - it waits in the backlog (the socket's unsent queue; `room` = cap − backlog) until
-//!   serialised at the current rate;
+//!   serialised at the current rate (the TCP model: at the sender's pacing rate, the
+//!   bottleneck queue taking the surplus, see [`Link::send_rate`]);
 //! - serialised bytes count against a TCP window until one RTT later (2 × delay): in-flight
 //!   bytes never exceed `max_window`, so a long path is window-limited as real TCP is
 //!   (`tcp_rmem`/`tcp_wmem` maxima);
@@ -152,16 +153,22 @@ impl Link {
         })
     }
 
-    /// The rate the head of the backlog is serialised at: the path's, or for the TCP model
-    /// no more than Linux's pacing rate (2 × cwnd/srtt in slow start, 1.2 × after) — a
-    /// window smaller than a chunk paces the chunk out instead of sending it whole.
+    /// The rate the head of the backlog leaves the sender at: the path's for a pipe; for the
+    /// TCP model Linux's pacing rate (2 × cwnd/srtt in slow start, 1.2 × after), *not*
+    /// capped at the path's rate. A window above the bandwidth-delay product therefore puts
+    /// bytes into the bottleneck queue faster than it drains (`TcpState::queue`): the
+    /// round trip grows, the window fills, and a window past the queue overflows it and
+    /// loses — as a real sender does. Capped at the path's rate, the sender itself was the
+    /// bottleneck: the queue never formed, Cubic grew to the maximum window without a loss,
+    /// and a meta-layer scheduler saw a subflow whose window never filled (minRTT then
+    /// sent everything on one path; see docs/simulator.md).
     fn send_rate(&self) -> f64 {
         match &self.tcp {
             Some(t) => {
                 let srtt = t.srtt_s.unwrap_or(2.0 * self.delay_s);
                 let window = t.cwnd.min(self.params.max_window_bytes as f64);
                 if srtt > 0.0 {
-                    self.rate.min(t.pacing_gain() * window / srtt)
+                    t.pacing_gain() * window / srtt
                 } else {
                     self.rate
                 }

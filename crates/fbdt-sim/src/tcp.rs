@@ -3,9 +3,10 @@
 //! (which keeps the bytes, the backlog and in-order delivery).
 //!
 //! A window-level model, chunk by chunk (a chunk is one frame as the core wrote it, a few
-//! segments): the link serialises at the bottleneck rate while in-flight bytes stay below
-//! `min(cwnd, max window)`; everything beyond one bandwidth-delay product waits in the
-//! bottleneck queue (adding queueing delay) and what would overflow the queue is lost.
+//! segments): the sender sends at Linux's pacing rate (2 × or 1.2 × cwnd/srtt) while
+//! in-flight bytes stay below `min(cwnd, max window)`; the bottleneck drains at the path's
+//! rate, so everything beyond one bandwidth-delay product waits in the bottleneck queue
+//! (adding queueing delay) and what would overflow the queue is lost.
 //!
 //! Modelled:
 //! - slow start (initial window 10 segments) up to ssthresh, then Cubic growth
