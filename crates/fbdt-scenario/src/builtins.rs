@@ -22,6 +22,7 @@ builtin_files!(
     "blockage",
     "scan-wifi",
     "contention-wifi",
+    "contention-airtime",
     "rats4",
     "rats4-loss1",
     "rats4-loss2",

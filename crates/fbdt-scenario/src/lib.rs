@@ -23,6 +23,7 @@
 //   Step { t_s, rate_mbps, delay_ms, loss, scan }
 
 mod builtins;
+pub mod contention;
 mod error;
 mod events;
 pub mod limits;

@@ -154,6 +154,14 @@ pub enum EventKind {
     Scan { duration_s: f64 },
     /// Multiply the rate by `factor` for `duration_s` (contention from other stations).
     RateFactor { factor: f64, duration_s: f64 },
+    /// `stations` other stations, each wanting `load` of the channel's airtime, share the
+    /// path's channel for `duration_s`: rate and delay change together (crate::contention).
+    Contention {
+        stations: u32,
+        load: f64,
+        txop_ms: f64,
+        duration_s: f64,
+    },
 }
 
 impl EventKind {
@@ -165,6 +173,7 @@ impl EventKind {
             EventKind::Delay { .. } => "delay",
             EventKind::Scan { .. } => "scan",
             EventKind::RateFactor { .. } => "rate_factor",
+            EventKind::Contention { .. } => "contention",
         }
     }
 
@@ -173,7 +182,8 @@ impl EventKind {
         match *self {
             EventKind::Outage { duration_s }
             | EventKind::Scan { duration_s }
-            | EventKind::RateFactor { duration_s, .. } => Some(duration_s),
+            | EventKind::RateFactor { duration_s, .. }
+            | EventKind::Contention { duration_s, .. } => Some(duration_s),
             EventKind::Rate { .. } | EventKind::Loss { .. } | EventKind::Delay { .. } => None,
         }
     }

@@ -61,6 +61,9 @@ struct RawEvent {
     loss: Option<f64>,
     delay_ms: Option<f64>,
     factor: Option<f64>,
+    stations: Option<f64>,
+    load: Option<f64>,
+    txop_ms: Option<f64>,
     every_s: Option<f64>,
     until_s: Option<f64>,
 }
@@ -75,7 +78,17 @@ struct Skeleton {
     reference: Option<Spanned<IgnoredAny>>,
 }
 
-const KINDS: &str = "outage, rate, loss, delay, scan, rate_factor";
+const KINDS: &str = "outage, rate, loss, delay, scan, rate_factor, contention";
+
+/// A station count as written; anything that is not a whole number in range maps to a value
+/// validation refuses (0 or `u32::MAX`).
+fn stations_count(v: f64) -> u32 {
+    if v.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&v) {
+        v as u32
+    } else {
+        u32::MAX
+    }
+}
 
 fn event_from_raw(j: usize, r: RawEvent) -> Result<Event, Invalid> {
     let fields = [
@@ -84,6 +97,8 @@ fn event_from_raw(j: usize, r: RawEvent) -> Result<Event, Invalid> {
         ("loss", r.loss),
         ("delay_ms", r.delay_ms),
         ("factor", r.factor),
+        ("stations", r.stations),
+        ("load", r.load),
     ];
     let wanted: &[&str] = match r.kind.as_str() {
         "outage" | "scan" => &["duration_s"],
@@ -91,6 +106,7 @@ fn event_from_raw(j: usize, r: RawEvent) -> Result<Event, Invalid> {
         "loss" => &["loss"],
         "delay" => &["delay_ms"],
         "rate_factor" => &["factor", "duration_s"],
+        "contention" => &["stations", "load", "duration_s"],
         other => {
             return Err(Invalid {
                 loc: Loc::Event(j, "kind"),
@@ -118,6 +134,12 @@ fn event_from_raw(j: usize, r: RawEvent) -> Result<Event, Invalid> {
             });
         }
     }
+    if r.txop_ms.is_some() && r.kind != "contention" {
+        return Err(Invalid {
+            loc: Loc::Event(j, "txop_ms"),
+            message: format!("`txop_ms` does not apply to a `{}` event (only to contention)", r.kind),
+        });
+    }
     let get = |k: &str| fields.iter().find(|f| f.0 == k).and_then(|f| f.1).unwrap_or(f64::NAN);
     let kind = match r.kind.as_str() {
         "outage" => EventKind::Outage {
@@ -130,6 +152,14 @@ fn event_from_raw(j: usize, r: RawEvent) -> Result<Event, Invalid> {
         "loss" => EventKind::Loss { loss: get("loss") },
         "delay" => EventKind::Delay {
             delay_ms: get("delay_ms"),
+        },
+        "contention" => EventKind::Contention {
+            // Out-of-range counts (negative, fractional, huge) become 0 or u32::MAX here and
+            // are refused by validation with the file's line.
+            stations: stations_count(get("stations")),
+            load: get("load"),
+            txop_ms: r.txop_ms.unwrap_or(crate::contention::DEFAULT_TXOP_MS),
+            duration_s: get("duration_s"),
         },
         _ => EventKind::RateFactor {
             factor: get("factor"),

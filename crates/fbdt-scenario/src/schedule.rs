@@ -166,6 +166,20 @@ fn timeline(s: &Scenario, idx: usize, p: &PathSpec, scale: f64) -> Result<PathTi
             1.0
         }
     });
+    let contention = of("contention");
+    let airtime = intervals(&contention, |k| match *k {
+        EventKind::Contention { stations, load, .. } => crate::contention::airtime_share(stations, load),
+        _ => 1.0,
+    });
+    let access_delay = intervals(&contention, |k| match *k {
+        EventKind::Contention {
+            stations,
+            load,
+            txop_ms,
+            ..
+        } => crate::contention::access_delay_ms(stations, load, txop_ms),
+        _ => 0.0,
+    });
     let rate = levels(
         &of("rate"),
         |k| {
@@ -195,7 +209,7 @@ fn timeline(s: &Scenario, idx: usize, p: &PathSpec, scale: f64) -> Result<PathTi
     });
 
     let mut times: Vec<f64> = base.iter().map(|x| x.0).collect();
-    for series in [&outage, &scan, &factor, &rate, &loss, &delay] {
+    for series in [&outage, &scan, &factor, &airtime, &access_delay, &rate, &loss, &delay] {
         times.extend(series.iter().map(|x| x.0));
     }
     times.retain(|&t| t < dur);
@@ -209,15 +223,16 @@ fn timeline(s: &Scenario, idx: usize, p: &PathSpec, scale: f64) -> Result<PathTi
         Cursor::new(&factor),
     );
     let (mut cr, mut cl, mut cd) = (Cursor::new(&rate), Cursor::new(&loss), Cursor::new(&delay));
+    let (mut ca, mut cw) = (Cursor::new(&airtime), Cursor::new(&access_delay));
     let mut steps: Vec<Step> = Vec::with_capacity(times.len());
     for t in times {
         let scanning = cs.at(t).is_some();
         let blocked = co.at(t).is_some() || scanning;
-        let mbps = cr.at(t).unwrap_or(cb.at(t)) * cf.at(t).unwrap_or(1.0);
+        let mbps = cr.at(t).unwrap_or(cb.at(t)) * cf.at(t).unwrap_or(1.0) * ca.at(t).unwrap_or(1.0);
         let step = Step {
             t_s: t,
             rate_mbps: if blocked { 0.0 } else { mbps * scale },
-            delay_ms: cd.at(t).unwrap_or(p.delay_ms),
+            delay_ms: (cd.at(t).unwrap_or(p.delay_ms) + cw.at(t).unwrap_or(0.0)).min(crate::limits::MAX_DELAY_MS),
             loss: cl.at(t).unwrap_or(p.loss),
             scan: scanning,
         };

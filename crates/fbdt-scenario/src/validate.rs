@@ -383,6 +383,23 @@ fn event(j: usize, s: &Scenario, strict_times: bool) -> Check {
             range(at("factor"), "factor", factor, 0.0, MAX_RATE_FACTOR, false)?;
             positive(at("duration_s"), "duration_s", duration_s, MAX_DURATION_S)?
         }
+        EventKind::Contention {
+            stations,
+            load,
+            txop_ms,
+            duration_s,
+        } => {
+            use crate::contention::{MAX_STATIONS, MAX_TXOP_MS};
+            if !(1..=MAX_STATIONS).contains(&stations) {
+                return Err(bad(
+                    at("stations"),
+                    format!("stations must be a whole number in 1..={MAX_STATIONS}"),
+                ));
+            }
+            range(at("load"), "load", load, 0.0, 1.0, false)?;
+            range(at("txop_ms"), "txop_ms", txop_ms, 0.0, MAX_TXOP_MS, false)?;
+            positive(at("duration_s"), "duration_s", duration_s, MAX_DURATION_S)?
+        }
         EventKind::Rate { mbps } => range(at("mbps"), "mbps", mbps, 0.0, MAX_RATE_MBPS, false)?,
         EventKind::Loss { loss } => range(at("loss"), "loss", loss, 0.0, 1.0, true)?,
         EventKind::Delay { delay_ms } => range(at("delay_ms"), "delay_ms", delay_ms, 0.0, MAX_DELAY_MS, false)?,

@@ -400,3 +400,69 @@ fn markov_errors() {
         "unknown field `q`",
     );
 }
+
+#[test]
+fn contention_errors() {
+    let contention = |fields: &str| edit("kind = \"outage\"", &format!("kind = \"contention\"\n{fields}"));
+    fails(
+        &contention("load = 0.2"),
+        "kind = \"contention\"",
+        "a `contention` event needs `stations`",
+    );
+    fails(
+        &contention("stations = 0\nload = 0.2"),
+        "stations = 0",
+        "stations must be a whole number in 1..=64",
+    );
+    fails(
+        &contention("stations = 2.5\nload = 0.2"),
+        "stations = 2.5",
+        "whole number",
+    );
+    fails(&contention("stations = 65\nload = 0.2"), "stations = 65", "1..=64");
+    fails(
+        &contention("stations = 3\nload = 1.5"),
+        "load = 1.5",
+        "`load` must be in",
+    );
+    fails(
+        &contention("stations = 3\nload = 0.2\ntxop_ms = 50"),
+        "txop_ms = 50",
+        "`txop_ms` must be in",
+    );
+    fails(
+        &edit("kind = \"outage\"", "kind = \"outage\"\ntxop_ms = 2"),
+        "txop_ms = 2",
+        "`txop_ms` does not apply to a `outage` event",
+    );
+}
+
+/// Rate and delay change together while the other stations are on the channel, and come
+/// back when they leave.
+#[test]
+fn contention_cuts_rate_and_adds_delay_together() {
+    let text = r#"duration_s = 10
+[[path]]
+name = "wifi"
+rate = { model = "constant", mbps = 500 }
+delay_ms = 2
+
+[[event]]
+at_s = 4
+path = "wifi"
+kind = "contention"
+stations = 3
+load = 0.2
+txop_ms = 2
+duration_s = 3
+"#;
+    let s = Scenario::from_toml_str(text, "c.toml").unwrap();
+    let steps = &s.schedule(1.0).unwrap().paths[0].steps;
+    let at = |t: f64| steps.iter().rev().find(|x| x.t_s <= t).unwrap();
+    // 3 × 0.2 of the airtime is the others': the path keeps 40%, and waits 2 · 0.6 / 0.4 / 2.
+    assert_eq!((at(1.0).rate_mbps, at(1.0).delay_ms), (500.0, 2.0));
+    let during = at(5.0);
+    assert!((during.rate_mbps - 200.0).abs() < 1e-9, "{during:?}");
+    assert!((during.delay_ms - 3.5).abs() < 1e-9, "{during:?}");
+    assert_eq!((at(8.0).rate_mbps, at(8.0).delay_ms), (500.0, 2.0));
+}

@@ -70,6 +70,14 @@ fn event(path: String) -> impl Strategy<Value = Event> {
         (0.0f64..3000.0).prop_map(|mbps| EventKind::Rate { mbps }),
         (0.0f64..0.5).prop_map(|loss| EventKind::Loss { loss }),
         (0.0f64..100.0).prop_map(|delay_ms| EventKind::Delay { delay_ms }),
+        (1u32..=64, 0.01f64..1.0, 0.1f64..10.0, 0.01f64..3.0).prop_map(|(stations, load, txop_ms, duration_s)| {
+            EventKind::Contention {
+                stations,
+                load,
+                txop_ms,
+                duration_s,
+            }
+        }),
     ];
     (
         0.0f64..20.0,
