@@ -243,6 +243,12 @@ fn load(tb: &Testbed, which: &[usize], secs: f64, warmup_s: f64) -> Result<Load>
         }
         Ok(f)
     })?;
+    if fidelity.others_cpu > fidelity.tolerances.max_others_cpu {
+        return Err(Error::HostBusy {
+            cores: fidelity.others_cpu,
+            limit: fidelity.tolerances.max_others_cpu,
+        });
+    }
     let ratios: Vec<f64> = which
         .iter()
         .map(|&i| fidelity.paths.get(i).map_or(0.0, |p| p.delivered_over_configured))

@@ -76,6 +76,11 @@ pub enum Error {
     /// The calibration found no scale at which the emulator is faithful.
     #[error("calibration of {scenario}: not faithful even at scale {lowest} ({why})")]
     NoFaithfulScale { scenario: String, lowest: f64, why: String },
+    #[error(
+        "cannot calibrate while other programs use {cores:.2} cores of this host (limit {limit:.2}): \
+         a scale measured now would be the busy host's; run again on a quiet host"
+    )]
+    HostBusy { cores: f64, limit: f64 },
     #[error("json: {0}")]
     Json(#[from] serde_json::Error),
     #[error("io: {0}")]

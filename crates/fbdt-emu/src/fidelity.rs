@@ -31,6 +31,15 @@ pub struct Tolerances {
     pub max_emulator_cpu_per_thread: f64,
     /// At most this share of the host's CPU time stolen by the hypervisor.
     pub max_steal: f64,
+    /// Other programs on the host may use at most this many cores (crate::others).
+    #[serde(default = "default_max_others_cpu")]
+    pub max_others_cpu: f64,
+}
+
+/// A quiet host's background (an idle desktop, a shell) stays well below a third of a core;
+/// one busy program takes a whole one.
+fn default_max_others_cpu() -> f64 {
+    0.3
 }
 
 impl Default for Tolerances {
@@ -41,6 +50,7 @@ impl Default for Tolerances {
             max_drop_share: 0.001,
             max_emulator_cpu_per_thread: 0.95,
             max_steal: 0.05,
+            max_others_cpu: default_max_others_cpu(),
         }
     }
 }
@@ -90,6 +100,9 @@ pub struct Fidelity {
     /// Whole host: busy share of all cores, and share stolen by the hypervisor.
     pub host_busy: f64,
     pub steal: f64,
+    /// CPU used by programs that are not this run (not this process or its descendants),
+    /// in cores, outside interrupt and softirq time.
+    pub others_cpu: f64,
     pub paths: Vec<PathFidelity>,
     pub tolerances: Tolerances,
 }
@@ -103,6 +116,8 @@ pub(crate) struct CpuSnapshot {
     process_s: f64,
     /// /proc/stat "cpu" line: (busy, steal, total) jiffies.
     host: (u64, u64, u64),
+    /// (host task time, this run's task time), seconds (crate::others).
+    tasks_s: (f64, f64),
 }
 
 /// Name prefix of the emulator's runtime threads (set in `emu.rs`).
@@ -114,6 +129,7 @@ impl CpuSnapshot {
             emu: emulator_threads(),
             process_s: process_cpu_s(),
             host: host_cpu(),
+            tasks_s: crate::others::snapshot(),
         }
     }
 }
@@ -146,7 +162,7 @@ fn emulator_threads() -> Vec<(i32, u64, u64)> {
     v
 }
 
-fn clk_tck() -> f64 {
+pub(crate) fn clk_tck() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 {
@@ -284,6 +300,7 @@ pub(crate) fn assess(a: &Mark, b: &Mark, paths: &[PathInput], tol: &Tolerances) 
         endpoints_cpu: (process - emulator_cpu).max(0.0),
         host_busy: share(busy),
         steal: share(steal),
+        others_cpu: ((b.cpu.tasks_s.0 - a.cpu.tasks_s.0) - (b.cpu.tasks_s.1 - a.cpu.tasks_s.1)).max(0.0) / secs,
         paths: out_paths,
         tolerances: *tol,
     };
@@ -327,12 +344,52 @@ pub fn verdict(f: &Fidelity) -> Vec<String> {
             t.max_steal * 100.0
         ));
     }
+    if f.others_cpu > t.max_others_cpu {
+        r.push(format!(
+            "other programs used {:.2} cores of the host (limit {:.2}): the endpoints competed with them",
+            f.others_cpu, t.max_others_cpu
+        ));
+    }
     r
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn quiet() -> Fidelity {
+        Fidelity {
+            faithful: true,
+            datapath: "rattan".into(),
+            reasons: Vec::new(),
+            secs: 1.0,
+            packets: 1000,
+            emulator_late_share: 0.0,
+            emulator_late_p99_ms: 0.1,
+            emulator_late_max_ms: 0.2,
+            emulator_drops: 0,
+            emulator_drop_share: 0.0,
+            emulator_cpu: 0.3,
+            emulator_threads: 1,
+            emulator_cpu_wait: 0.0,
+            endpoints_cpu: 0.2,
+            host_busy: 0.3,
+            steal: 0.0,
+            others_cpu: 0.05,
+            paths: Vec::new(),
+            tolerances: Tolerances::default(),
+        }
+    }
+
+    #[test]
+    fn other_programs_past_the_limit_are_a_reason() {
+        let mut f = quiet();
+        assert!(verdict(&f).is_empty());
+        f.others_cpu = 0.9;
+        let r = verdict(&f);
+        assert_eq!(r.len(), 1);
+        assert!(r[0].contains("other programs used 0.90 cores"), "{r:?}");
+    }
 
     #[test]
     fn proc_stat_line() {

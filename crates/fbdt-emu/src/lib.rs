@@ -21,6 +21,7 @@ pub mod error;
 pub mod fidelity;
 pub mod hostcache;
 pub mod ns;
+mod others;
 pub mod perf;
 pub mod probe;
 pub mod scenario;

@@ -99,7 +99,7 @@ pub fn run(
             let found = bar.suspend(|| fbdt_emu::calibrate::scale_for(&unscaled, &opts, false, true));
             let (s, src, search) = match found {
                 Ok(x) => x,
-                Err(e @ fbdt_emu::Error::NoFaithfulScale { .. }) => {
+                Err(e @ (fbdt_emu::Error::NoFaithfulScale { .. } | fbdt_emu::Error::HostBusy { .. })) => {
                     let guess = fbdt_emu::default_scale(unscaled.peak_total_mbps(), opts.mtu);
                     bar.println(format!("{e}; running at scale {guess}, the runs' monitors will tell"));
                     (guess, ScaleSource::Fallback, None)

@@ -32,6 +32,9 @@ pub struct RunEntry {
     pub endpoints_cpu: f64,
     pub host_busy: f64,
     pub steal: f64,
+    /// Cores used by programs that are not this run (results written before: 0).
+    #[serde(default)]
+    pub others_cpu: f64,
     pub delivered_over_configured: Vec<f64>,
 }
 
@@ -50,6 +53,9 @@ pub struct RunFidelity {
     pub emulator_drops: u64,
     pub endpoints_cpu: f64,
     pub steal: f64,
+    /// Cores used by other programs, worst over the runs (results written before: 0).
+    #[serde(default)]
+    pub others_cpu: f64,
     pub paths: Vec<PathSummary>,
     /// The scale of these results, and where it came from: "given" (--scale), "cached"
     /// (measured on this host earlier), "measured" (calibrated for this run).
@@ -91,6 +97,7 @@ impl RunEntry {
             endpoints_cpu: f.endpoints_cpu,
             host_busy: f.host_busy,
             steal: f.steal,
+            others_cpu: f.others_cpu,
             delivered_over_configured: f.paths.iter().map(|p| p.delivered_over_configured).collect(),
         }
     }
@@ -115,6 +122,7 @@ impl RunFidelity {
             emulator_drops: runs.iter().map(|r| r.emulator_drops).sum(),
             endpoints_cpu: max(|r| r.endpoints_cpu),
             steal: max(|r| r.steal),
+            others_cpu: max(|r| r.others_cpu),
             paths: paths
                 .iter()
                 .enumerate()
@@ -144,7 +152,8 @@ impl RunFidelity {
     pub fn describe(&self) -> Vec<String> {
         let mut v = vec![format!(
             "fidelity: {} — scale {} ({}), emulator late ≥ {} ms {:.2}% (p99 ≤ {:.1} ms), \
-             emulator CPU ≤ {:.2} core, endpoints ≤ {:.2} core, steal ≤ {:.1}%, drops {}",
+             emulator CPU ≤ {:.2} core, endpoints ≤ {:.2} core, other programs ≤ {:.2} core, \
+             steal ≤ {:.1}%, drops {}",
             if self.faithful { "faithful" } else { "UNFAITHFUL" },
             self.scale,
             self.scale_source,
@@ -153,6 +162,7 @@ impl RunFidelity {
             self.emulator_late_p99_ms,
             self.emulator_cpu,
             self.endpoints_cpu,
+            self.others_cpu,
             self.steal * 100.0,
             self.emulator_drops
         )];

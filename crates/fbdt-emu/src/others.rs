@@ -1,0 +1,108 @@
+//! CPU time of work on the host that is not this run's: other programs compete with the
+//! endpoints (and, unless it runs real-time, the emulator), so a run next to them measures
+//! the host, not the protocol. "This run" is this process and its descendants, alive or
+//! reaped (a reaped child's time is in its parent's `cutime`/`cstime`), which covers
+//! programs started in the testbed's namespaces.
+
+use std::collections::HashMap;
+
+/// Seconds of CPU since boot: (the whole host in user, nice and system mode; this process
+/// and its descendants). Interrupt and softirq time is left out on both sides (the kernel
+/// cannot say whose packets it processed there).
+pub(crate) fn snapshot() -> (f64, f64) {
+    let tck = super::fidelity::clk_tck();
+    let host = host_task_jiffies(&std::fs::read_to_string("/proc/stat").unwrap_or_default()) as f64 / tck;
+    (host, ours_ticks(std::process::id() as i32) as f64 / tck)
+}
+
+/// user + nice + system jiffies of the host's "cpu" line.
+pub(crate) fn host_task_jiffies(proc_stat: &str) -> u64 {
+    let Some(line) = proc_stat.lines().find(|l| l.starts_with("cpu ")) else {
+        return 0;
+    };
+    line.split_whitespace()
+        .skip(1)
+        .take(3)
+        .filter_map(|x| x.parse::<u64>().ok())
+        .sum()
+}
+
+/// (ppid, utime + stime + cutime + cstime in clock ticks) from a /proc/<pid>/stat line.
+pub(crate) fn parse_pid_stat(text: &str) -> Option<(i32, u64)> {
+    // Fields after the command name (which may contain spaces and parentheses).
+    let rest = &text[text.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let num = |i: usize| f.get(i)?.parse::<u64>().ok();
+    let ppid = f.get(1)?.parse::<i32>().ok()?;
+    Some((ppid, num(11)? + num(12)? + num(13)? + num(14)?))
+}
+
+/// Ticks of `root` and every live descendant (each with its own reaped children).
+fn ours_ticks(root: i32) -> u64 {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut procs: HashMap<i32, (i32, u64)> = HashMap::new();
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        // A process may exit between listing and reading: it is simply not counted.
+        if let Some(s) = std::fs::read_to_string(e.path().join("stat"))
+            .ok()
+            .as_deref()
+            .and_then(parse_pid_stat)
+        {
+            procs.insert(pid, s);
+        }
+    }
+    descendants_ticks(root, &procs)
+}
+
+pub(crate) fn descendants_ticks(root: i32, procs: &HashMap<i32, (i32, u64)>) -> u64 {
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    for (&pid, &(ppid, _)) in procs {
+        children.entry(ppid).or_default().push(pid);
+    }
+    let (mut sum, mut stack) = (0, vec![root]);
+    while let Some(p) = stack.pop() {
+        sum += procs.get(&p).map_or(0, |x| x.1);
+        if let Some(c) = children.get(&p) {
+            stack.extend(c.iter().copied().filter(|&c| c != p));
+        }
+    }
+    sum
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pid_stat_with_a_parenthesised_name() {
+        let line = "4242 (a (weird) name) S 17 4242 4242 0 -1 4194560 100 0 0 0 30 12 5 3 20 0 1 0 99 0 0";
+        assert_eq!(parse_pid_stat(line), Some((17, 30 + 12 + 5 + 3)));
+        assert_eq!(parse_pid_stat("garbage"), None);
+    }
+
+    #[test]
+    fn host_line_sums_user_nice_system() {
+        assert_eq!(host_task_jiffies("cpu  100 7 50 800 50 3 4 10 0 0\n"), 157);
+    }
+
+    #[test]
+    fn a_tree_counts_live_descendants_once() {
+        // 1 → 10 → {11, 12 → 13}; 20 is someone else's.
+        let procs: HashMap<i32, (i32, u64)> = [
+            (10, (1, 5)),
+            (11, (10, 7)),
+            (12, (10, 1)),
+            (13, (12, 2)),
+            (20, (1, 100)),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(descendants_ticks(10, &procs), 15);
+        assert_eq!(descendants_ticks(12, &procs), 3);
+    }
+}
