@@ -38,8 +38,9 @@ pub struct MuxConfig {
     /// Largest window one stream may grow to. 16 MiB carries 1 Gbit/s over 130 ms, or
     /// 4 Gbit/s over 33 ms.
     pub max_window: u64,
-    /// Most bytes the windows of all streams may add up to beyond their initial windows
-    /// (what peers can make us buffer: `max_streams × INITIAL_WINDOW + budget` at worst).
+    /// Most bytes the windows of all streams may add up to by growing; a stream always
+    /// gets its initial window, so what peers can make us buffer is at most
+    /// `max(budget, max_streams × INITIAL_WINDOW)`.
     pub budget: u64,
     /// Most unsent bytes one stream queues here before its writer waits.
     pub send_buffer: usize,

@@ -39,6 +39,8 @@ pub(crate) struct StreamState {
     pub blocked_sent: bool,
     pub fin_queued: bool,
     pub fin_sent: bool,
+    /// An RST waits behind the data the application wrote before dropping its handle.
+    pub rst_queued: bool,
     pub in_sendable: bool,
     pub write_waker: Option<Waker>,
     /// The peer reset or refused the stream.
@@ -162,6 +164,10 @@ impl State {
         }
         let Some(s) = self.streams.get_mut(&h.stream) else {
             return if self.was_open(h.stream) {
+                // Data for a stream we closed: tell the peer, as TCP answers a closed port.
+                if h.kind == Kind::Data {
+                    self.control.push_back(Control::new(Kind::Rst, h.stream, 0));
+                }
                 Ok(())
             } else {
                 Err(format!("{:?} for stream {} that was never opened", h.kind, h.stream))
@@ -281,16 +287,24 @@ impl State {
         }
     }
 
-    /// The handle of `id` is gone. A stream that finished both ways (or only waits to send
-    /// what it queued before its FIN, the peer's FIN already in) ends quietly; any other is
-    /// reset, as a TCP socket closed with its exchange unfinished is.
+    /// The handle of `id` is gone. As a TCP socket's close: after our FIN (with nothing
+    /// left unread, or the peer's FIN in) the stream ends quietly once what was queued is
+    /// sent, and data the peer sends later is answered with RST; any other stream is
+    /// reset. Unlike TCP, data written before the drop still goes out ahead of the RST
+    /// (a server's error answer is not lost); `force_reset` (an explicit abort) drops it.
     pub fn drop_handle(&mut self, id: u32, force_reset: bool) {
         let Some(s) = self.streams.get_mut(&id) else { return };
+        let quiet = !force_reset && (s.reset || (s.fin_queued && (s.recv_fin || s.unread == 0)));
         s.handle_dropped = true;
         s.recv.clear();
         s.unread = 0;
-        if !force_reset && (s.reset || (s.fin_queued && s.recv_fin)) {
+        if quiet {
             self.remove_if_done(id);
+            return;
+        }
+        if !force_reset {
+            s.rst_queued = true;
+            self.mark_sendable(id);
             return;
         }
         if !s.reset {
@@ -301,7 +315,7 @@ impl State {
 
     fn remove_if_done(&mut self, id: u32) {
         let Some(s) = self.streams.get(&id) else { return };
-        if s.handle_dropped && (s.reset || (s.fin_sent && s.recv_fin)) {
+        if s.handle_dropped && (s.reset || s.fin_sent) {
             self.remove(id);
         }
     }
@@ -375,3 +389,7 @@ impl State {
 fn window_frame(id: u32, grant: u64) -> Control {
     Control::new(Kind::Window, id, grant.min(u64::from(u32::MAX)) as u32)
 }
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;

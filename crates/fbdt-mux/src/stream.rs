@@ -1,5 +1,6 @@
 //! The application's handle to one stream: `AsyncRead + AsyncWrite`. Reading returns EOF
-//! after the peer's FIN and `ConnectionReset` after its RST; `shutdown` sends our FIN once
+//! after the peer's FIN and `ConnectionReset` after its RST (once the bytes that came
+//! before it were read); `shutdown` sends our FIN once
 //! everything written before it went out; dropping the handle before both directions
 //! ended resets the stream.
 
@@ -68,7 +69,9 @@ impl AsyncRead for MuxStream {
         let mut st = self.shared.lock();
         let st = &mut *st;
         let s = st.streams.get_mut(&self.id);
-        let Some(s) = s.filter(|s| !s.reset && (!s.recv.is_empty() || s.recv_fin)) else {
+        // What arrived before the peer's RST stays readable; a FIN before it still reads
+        // as a clean end (the RST then concerned only our direction).
+        let Some(s) = s.filter(|s| !s.recv.is_empty() || s.recv_fin) else {
             if let Some(e) = Self::failure(st, st.streams.get(&self.id)) {
                 return Poll::Ready(Err(e));
             }
