@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::NetArgs;
@@ -139,7 +139,7 @@ async fn handle(
         Ok(Ok(a)) => a,
         Ok(Err(why)) => {
             log!("{who}: refused: {why}");
-            return;
+            return close_gently(tcp).await;
         }
         Err(_) => {
             log!("{who}: no complete request in {REQUEST_TIMEOUT:?}");
@@ -149,7 +149,7 @@ async fn handle(
     let (dest, ask, early) = asked;
     let mut stream = match up.open(&dest).await {
         Ok(s) => s,
-        Err(e) => return refuse(&mut tcp, &ask, &e, &who, &dest).await,
+        Err(e) => return refuse(tcp, &ask, &e, &who, &dest).await,
     };
     // A forwarded HTTP request goes right behind the OPEN (no round trip to wait for);
     // the server drops it if the destination turns out unreachable.
@@ -161,7 +161,7 @@ async fn handle(
         return log!("{who}: {dest}: the session failed");
     }
     if let Err(e) = await_reply(&mut stream).await {
-        return refuse(&mut tcp, &ask, &e, &who, &dest).await;
+        return refuse(tcp, &ask, &e, &who, &dest).await;
     }
     let confirmed = match ask {
         Ask::Socks => tcp.write_all(&[socks::VERSION, 0, 0, 1, 0, 0, 0, 0, 0, 0]).await,
@@ -210,18 +210,35 @@ async fn request(
 }
 
 /// Answers a request the server (or the session) could not serve, in the client's protocol.
-async fn refuse(tcp: &mut TcpStream, ask: &Ask, e: &OpenError, who: &str, dest: &Destination) {
+async fn refuse(mut tcp: TcpStream, ask: &Ask, e: &OpenError, who: &str, dest: &Destination) {
     log!("{who}: {dest}: {e}");
     let status = e.status();
     match ask {
-        Ask::Socks => socks::reply(tcp, status.socks_code()).await,
+        Ask::Socks => socks::reply(&mut tcp, status.socks_code()).await,
         Ask::Connect | Ask::Forward(_) => {
             let (code, reason) = status.http();
-            http::respond(tcp, code, reason, &e.to_string()).await;
+            http::respond(&mut tcp, code, reason, &e.to_string()).await;
         }
         // The application sees the failure as TCP shows one: a reset connection.
-        Ask::Transparent => {
-            let _ = socket2::SockRef::from(&*tcp).set_linger(Some(Duration::ZERO));
-        }
+        Ask::Transparent => return relay::abort_tcp(tcp),
     }
+    close_gently(tcp).await;
+}
+
+/// Ends a connection after an answer without destroying it: closing with unread input
+/// would send an RST, and the client's kernel could drop our answer unread. So send a
+/// FIN, then read (and drop) what the client still sends, for a little while.
+async fn close_gently(mut tcp: TcpStream) {
+    let _ = tcp.shutdown().await;
+    let drain = async {
+        let mut sink = [0u8; 4096];
+        let mut left = 64 * 1024;
+        while left > 0 {
+            match tcp.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left -= n.min(left),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
 }
