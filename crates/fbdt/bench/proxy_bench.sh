@@ -25,13 +25,13 @@ pin=$(grep -o 'sha256:[0-9a-f]*' "$dir/serve.log" | head -1)
 $fbdt proxy --listen 127.0.0.1:18080 --path 127.0.0.2=127.0.0.1:18400 --path 127.0.0.3=127.0.0.1:18401 \
     --pin "$pin" --token bench --control "$dir/ctl.sock" 2>"$dir/proxy.log" & pids+=($!)
 wait_for "$dir/proxy.log" "proxy listening"
-$fbdt perf --server --listen 127.0.0.1:18500 --listen 127.0.0.1:18501 --key-dir "$dir/keys" 2>"$dir/perf.log" & pids+=($!)
+$fbdt perf --server --listen 127.0.0.1:18500 --listen 127.0.0.1:18510 --key-dir "$dir/keys" 2>"$dir/perf.log" & pids+=($!)
 sleep 0.5
 
 echo "short: $(python3 $py seq 127.0.0.1:18080 127.0.0.1:18181 100 "$rounds")"
 for i in $(seq "$rounds"); do
     echo "bulk proxy run $i: $(python3 $py bulk 127.0.0.1:18080 127.0.0.1:18181 "$bulk")"
-    echo "bulk perf run $i: $($fbdt perf --path 127.0.0.2=127.0.0.1:18500 --path 127.0.0.3=127.0.0.1:18501 \
-        --pin "$pin" --bytes "$bulk" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print(json.dumps({k: r[k] for k in r if "goodput" in k or k in ("bytes","seconds","duration_s")}))')"
+    echo "bulk perf run $i: $($fbdt perf --path 127.0.0.2=127.0.0.1:18500 --path 127.0.0.3=127.0.0.1:18510 \
+        --pin "$pin" --bytes "$bulk" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); d=r["duration_s"]; print(json.dumps({"bytes": int(sys.argv[1]), "seconds": d, "goodput_mbps": int(sys.argv[1]) * 8 / d / 1e6}))' "$bulk")"
 done
 echo "load after: $(cat /proc/loadavg)"

@@ -11,6 +11,7 @@ macro_rules! log {
 pub(crate) use log;
 
 mod allow;
+mod config;
 mod dial;
 mod files;
 mod load;
@@ -117,7 +118,17 @@ fn run() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let (args, source) = config::expand(std::env::args_os().collect())?;
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => match source.as_ref().and_then(|s| s.locate(&e)) {
+            Some(at) => {
+                let first = e.to_string().lines().next().unwrap_or_default().to_string();
+                anyhow::bail!("{at}: {}", first.trim_start_matches("error: "))
+            }
+            None => e.exit(),
+        },
+    };
     // `perf` runs on one thread per process, as iperf3 does: it then measures what the
     // transport costs per byte, not hand-offs between worker threads (on loopback with 2
     // cores: ~15% less CPU per GiB, 10-15% more goodput, for FBDT and TCP alike). The

@@ -20,7 +20,8 @@ Examples:
   fbdt serve --listen 0.0.0.0:5400 --token-file /etc/fbdt/token     # for `fbdt proxy`: public destinations
   fbdt serve --listen 0.0.0.0:5400 --token-file t --allow public --allow 10.0.0.5:80
   fbdt serve --listen 0.0.0.0:5400 --forward 127.0.0.1:22          # sessions reach the local sshd
-  fbdt serve --listen 10.0.0.1:5400 --listen 10.1.0.1:5400 --forward web.internal:80")]
+  fbdt serve --listen 10.0.0.1:5400 --listen 10.1.0.1:5400 --forward web.internal:80
+  fbdt serve --config serve.toml   # keys = long options: listen = [\"…\"], allow = [\"…\"], token_file = \"…\"")]
 pub struct ServeArgs {
     /// Address to accept FBDT paths on (repeat for several).
     #[arg(long, required = true, value_name = "IP:PORT")]

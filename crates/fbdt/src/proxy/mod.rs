@@ -36,7 +36,8 @@ Examples (server: fbdt serve --listen 0.0.0.0:5400 --token-file t):
   curl -x http://127.0.0.1:1080 http://example.com/           # HTTP proxy (CONNECT or absolute URI)
   ffmpeg -http_proxy http://127.0.0.1:1080 -i http://example.com/v.mp4 out.mp4
   chromium --proxy-server=socks5://127.0.0.1:1080 …
-Transparent (root): fbdt proxy … --transparent --nft-install   # or print the rule with --transparent")]
+Transparent (root): fbdt proxy … --transparent --nft-install   # or print the rule with --transparent
+Config file: fbdt proxy --config proxy.toml   # keys = long options: listen = \"…\", path = [\"…\"], pin = \"…\"")]
 pub struct ProxyArgs {
     /// Local address the proxy listens on.
     #[arg(long, value_name = "IP:PORT")]
