@@ -377,19 +377,28 @@ async fn status_reports_every_path_and_the_open_streams() {
 fn a_config_file_sets_the_options_and_its_errors_name_file_and_line() {
     let dir = TempDir::new("config");
     let bad = dir.path("bad.toml");
-    std::fs::write(&bad, "listen = [\"127.0.0.1:0\"]\nallow = [\"10.0.0.0/33\"]\nallow_anyone = true\n").unwrap();
+    std::fs::write(
+        &bad,
+        "listen = [\"127.0.0.1:0\"]\nallow = [\"10.0.0.0/33\"]\nallow_anyone = true\n",
+    )
+    .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_fbdt"))
         .args(["serve", "--config", &bad, "--plaintext"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains(&format!("{bad}:2:")) && err.contains("10.0.0.0/33"), "{err}");
+    assert!(
+        err.contains(&format!("{bad}:2:")) && err.contains("10.0.0.0/33"),
+        "{err}"
+    );
     let good = dir.path("good.toml");
     let keys = dir.path("keys");
     std::fs::write(
         &good,
-        format!("listen = [\"127.0.0.1:0\"]\nallow = [\"127.0.0.1\", \"public\"]\nkey_dir = \"{keys}\"\ntoken = \"t\"\n"),
+        format!(
+            "listen = [\"127.0.0.1:0\"]\nallow = [\"127.0.0.1\", \"public\"]\nkey_dir = \"{keys}\"\ntoken = \"t\"\n"
+        ),
     )
     .unwrap();
     let serve = Proc::start(&["serve", "--config", &good], |l| l.starts_with("listening on"));
