@@ -1,36 +1,41 @@
-//! `fbdt serve --forward`: the server side of a tunnel. Every FBDT session it accepts is
-//! spliced to a new TCP connection to the forward address, both directions, until both
-//! ends finished. (The client-side proxy that would feed it from local TCP connections is
-//! not built yet; any program using `fbdt_net::connect` can be the client.)
+//! `fbdt serve`: the server side of a tunnel. Two forms:
+//! - `--forward HOST:PORT`: every FBDT session is spliced to a new TCP connection to that
+//!   address, both directions, until both ends finished (any program using
+//!   `fbdt_net::connect` can be the client);
+//! - without it: every session carries many streams (`fbdt proxy` is the client), each
+//!   asking for a destination that the server checks against `--allow` and dials (`dial`).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use tokio::net::TcpStream;
 
+use crate::allow::{AllowList, Rule};
 use crate::NetArgs;
-
-/// A line on stderr that never fails the server: with stderr closed (a supervisor gone)
-/// `eprintln!` would panic and end the accept loop.
-macro_rules! log {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
-    }};
-}
 
 #[derive(clap::Args)]
 #[command(after_help = "\
 Examples:
+  fbdt serve --listen 0.0.0.0:5400 --token-file /etc/fbdt/token     # for `fbdt proxy`: public destinations
+  fbdt serve --listen 0.0.0.0:5400 --token-file t --allow public --allow 10.0.0.5:80
   fbdt serve --listen 0.0.0.0:5400 --forward 127.0.0.1:22          # sessions reach the local sshd
-  fbdt serve --listen 10.0.0.1:5400 --listen 10.1.0.1:5400 --forward web.internal:80")]
+  fbdt serve --listen 10.0.0.1:5400 --listen 10.1.0.1:5400 --forward web.internal:80
+  fbdt serve --config serve.toml   # keys = long options: listen = [\"…\"], allow = [\"…\"], token_file = \"…\"")]
 pub struct ServeArgs {
     /// Address to accept FBDT paths on (repeat for several).
     #[arg(long, required = true, value_name = "IP:PORT")]
     listen: Vec<SocketAddr>,
-    /// TCP service each session is spliced to (resolved for every session).
-    #[arg(long, value_name = "HOST:PORT")]
-    forward: String,
+    /// TCP service each session is spliced to (resolved for every session). Without it
+    /// each session carries streams to the destinations `fbdt proxy` asks for.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "allow")]
+    forward: Option<String>,
+    /// Destinations streams may reach: `public` (every globally routable address), a
+    /// CIDR or address, or a host name (`*.example.com` for subdomains), each with an
+    /// optional :PORT; repeat for several. Default: public (private, loopback and
+    /// link-local ranges refused unless listed).
+    #[arg(long, value_name = "CIDR|HOST[:PORT]")]
+    allow: Vec<Rule>,
     /// Forward for every client that reaches this port. Without it the server needs
     /// --token/--token-file (TLS), so only clients holding the token reach the service.
     #[arg(long)]
@@ -40,32 +45,47 @@ pub struct ServeArgs {
 }
 
 pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
-    check_forward(&a.forward).await?;
+    if let Some(f) = &a.forward {
+        check_forward(f).await?;
+    }
+    let target = match &a.forward {
+        Some(f) => format!("forwarding to {f}"),
+        None => format!("dialling for streams, allowed: {}", describe(&a.allow)),
+    };
     let identity = if a.net.security.requires_token() {
         "token"
     } else if a.allow_anyone {
         "anyone (--allow-anyone)"
     } else {
         bail!(
-            "serve --forward {}: give --token or --token-file so only your clients reach it, \
-             or --allow-anyone to forward for every client that reaches this port",
-            a.forward
+            "serve ({target}): give --token or --token-file so only your clients reach it, \
+             or --allow-anyone to serve every client that reaches this port"
         );
     };
     let mut l = fbdt_net::listen(&a.listen, a.net.server_config()?).await?;
     // One line a script can wait for (with port 0 it names the ports taken).
     let addrs: Vec<String> = l.local_addrs().iter().map(|s| s.to_string()).collect();
-    log!("listening on {} forwarding to {}", addrs.join(" "), a.forward);
+    log!("listening on {} {target}", addrs.join(" "));
+    let allow = Arc::new(AllowList::new(a.allow.clone()));
     let mut next = 0u64;
     while let Some(session) = l.accept().await {
         next += 1;
-        let (id, forward) = (next, a.forward.clone());
+        let id = next;
         let client = match authorize(&session, identity) {
             Ok(c) => c,
             Err(why) => {
                 log!("session {id}: refused: {why}");
                 continue;
             }
+        };
+        let Some(forward) = a.forward.clone() else {
+            log!("session {id}: from {client}, streams");
+            let allow = allow.clone();
+            tokio::spawn(async move {
+                crate::dial::serve_streams(session, allow, format!("session {id} ({client})")).await;
+                log!("session {id} ({client}): ended");
+            });
+            continue;
         };
         log!("session {id}: from {client}, forwarding to {forward}");
         tokio::spawn(async move {
@@ -76,6 +96,28 @@ pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         });
     }
     bail!("the listener stopped")
+}
+
+fn describe(rules: &[Rule]) -> String {
+    if rules.is_empty() {
+        return "public".into();
+    }
+    let shown: Vec<String> = rules
+        .iter()
+        .map(|r| match r {
+            Rule::Public => "public".to_string(),
+            Rule::Net(n, p) => with_port(n.to_string(), *p),
+            Rule::Name(n, p) => with_port(n.clone(), *p),
+        })
+        .collect();
+    shown.join(", ")
+}
+
+fn with_port(s: String, port: Option<u16>) -> String {
+    match port {
+        Some(p) => format!("{s}:{p}"),
+        None => s,
+    }
 }
 
 /// Who a session's client is, as logged beside everything it does.

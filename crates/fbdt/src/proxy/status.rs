@@ -1,0 +1,225 @@
+//! The proxy's control socket (a unix socket, mode 0600) and `fbdt status`: per path its
+//! state, rate, RTT and bytes, and the session's redundant bytes and open streams.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+
+use super::upstream::Upstream;
+
+/// How often rates are computed (each rate is the bytes of the last interval).
+const SAMPLE: Duration = Duration::from_secs(1);
+
+pub fn default_socket() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d).join("fbdt-proxy.sock"),
+        // SAFETY: getuid cannot fail and touches no memory.
+        _ => PathBuf::from(format!("/tmp/fbdt-proxy-{}.sock", unsafe { libc::getuid() })),
+    }
+}
+
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct Status {
+    pub connected: bool,
+    pub error: Option<String>,
+    pub streams_open: usize,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub redundant_bytes_sent: u64,
+    pub redundant_bytes_received: u64,
+    pub paths: Vec<PathStatus>,
+}
+
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct PathStatus {
+    pub index: usize,
+    /// up (connected, carrying or idle), stalled (connected, sending nothing while the
+    /// session has unacknowledged bytes and another path moves), down (no connection;
+    /// the runtime is re-dialling it).
+    pub state: &'static str,
+    pub send_rate_bps: f64,
+    pub receive_rate_bps: f64,
+    pub srtt_ms: f64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub reconnects: u32,
+}
+
+/// Serves the status to every connection on `path`; the listener goes when the returned
+/// guard drops (the socket file with it).
+pub fn serve(path: &Path, up: Arc<Upstream>) -> anyhow::Result<SocketGuard> {
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        anyhow::bail!(
+            "control socket {} is in use (another fbdt proxy?); give --control",
+            path.display()
+        );
+    }
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path).with_context(|| format!("control socket {}", path.display()))?;
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("chmod 0600 {}", path.display()))?;
+    let latest = Arc::new(Mutex::new(Status::default()));
+    let sampler = tokio::spawn(sample(up, latest.clone()));
+    let server = tokio::spawn(async move {
+        while let Ok((mut c, _)) = listener.accept().await {
+            let s = latest.lock().map(|s| s.clone()).unwrap_or_default();
+            tokio::spawn(async move {
+                if let Ok(json) = serde_json::to_vec(&s) {
+                    let _ = c.write_all(&json).await;
+                }
+            });
+        }
+    });
+    Ok(SocketGuard {
+        path: path.to_path_buf(),
+        tasks: [sampler, server],
+    })
+}
+
+pub struct SocketGuard {
+    path: PathBuf,
+    tasks: [tokio::task::JoinHandle<()>; 2],
+}
+
+impl Drop for SocketGuard {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+async fn sample(up: Arc<Upstream>, latest: Arc<Mutex<Status>>) {
+    let mut prev: Option<(Instant, fbdt_net::SessionStats)> = None;
+    loop {
+        let link = up.status.lock().ok().and_then(|l| l.clone());
+        let Some((mux, stats)) = link else {
+            tokio::time::sleep(SAMPLE).await;
+            continue;
+        };
+        let now = Instant::now();
+        let s = stats.stats();
+        let dt = prev.as_ref().map_or(0.0, |(t, _)| now.duration_since(*t).as_secs_f64());
+        let unacked = s.bytes_written > s.bytes_acked;
+        let rates: Vec<(f64, f64)> = s
+            .paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let before = prev
+                    .as_ref()
+                    .and_then(|(_, ps)| ps.paths.get(i))
+                    .cloned()
+                    .unwrap_or_default();
+                if dt <= 0.0 {
+                    return (0.0, 0.0);
+                }
+                let sent = p.bytes_sent.saturating_sub(before.bytes_sent) as f64 * 8.0 / dt;
+                let recv = p.bytes_received.saturating_sub(before.bytes_received) as f64 * 8.0 / dt;
+                (sent, recv)
+            })
+            .collect();
+        let others_move = |i: usize| rates.iter().enumerate().any(|(j, r)| j != i && r.0 > 0.0);
+        let paths = s
+            .paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let moving = rates[i].0 > 0.0;
+                let state = if !p.connected {
+                    "down"
+                } else if !moving && unacked && others_move(i) {
+                    "stalled"
+                } else {
+                    "up"
+                };
+                PathStatus {
+                    index: i,
+                    state,
+                    send_rate_bps: rates[i].0,
+                    receive_rate_bps: rates[i].1,
+                    srtt_ms: f64::from(p.srtt_us) / 1000.0,
+                    bytes_sent: p.bytes_sent,
+                    bytes_received: p.bytes_received,
+                    reconnects: p.reconnects,
+                }
+            })
+            .collect();
+        let error = stats.error().or_else(|| mux.closed());
+        let status = Status {
+            connected: error.is_none(),
+            error,
+            streams_open: mux.open_streams(),
+            bytes_sent: s.bytes_written,
+            bytes_received: s.bytes_delivered,
+            redundant_bytes_sent: s.redundant_bytes_sent,
+            redundant_bytes_received: s.redundant_bytes_received,
+            paths,
+        };
+        if let Ok(mut l) = latest.lock() {
+            *l = status;
+        }
+        prev = Some((now, s));
+        tokio::time::sleep(SAMPLE).await;
+    }
+}
+
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    /// The proxy's control socket (default as `fbdt proxy` chooses it).
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
+    /// Print the JSON the proxy sends.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(a: StatusArgs) -> anyhow::Result<()> {
+    let path = a.control.unwrap_or_else(default_socket);
+    let mut c = UnixStream::connect(&path)
+        .await
+        .with_context(|| format!("control socket {} (is fbdt proxy running?)", path.display()))?;
+    let mut text = String::new();
+    c.read_to_string(&mut text).await?;
+    if a.json {
+        println!("{text}");
+        return Ok(());
+    }
+    let s: serde_json::Value = serde_json::from_str(&text).context("the proxy's status is not JSON")?;
+    let v = |k: &str| s.get(k).cloned().unwrap_or_default();
+    println!(
+        "session: {}  streams open: {}  sent {} B  received {} B  redundant sent {} B",
+        if v("connected").as_bool() == Some(true) {
+            "up".to_string()
+        } else {
+            format!("down ({})", v("error"))
+        },
+        v("streams_open"),
+        v("bytes_sent"),
+        v("bytes_received"),
+        v("redundant_bytes_sent")
+    );
+    println!("path  state    send Mbit/s  recv Mbit/s  srtt ms  bytes sent  bytes recv  reconnects");
+    for p in v("paths").as_array().into_iter().flatten() {
+        let f = |k: &str| p.get(k).and_then(|x| x.as_f64()).unwrap_or(0.0);
+        println!(
+            "{:<4}  {:<7}  {:>11.1}  {:>11.1}  {:>7.1}  {:>10}  {:>10}  {:>10}",
+            f("index"),
+            p.get("state").and_then(|x| x.as_str()).unwrap_or("?"),
+            f("send_rate_bps") / 1e6,
+            f("receive_rate_bps") / 1e6,
+            f("srtt_ms"),
+            f("bytes_sent"),
+            f("bytes_received"),
+            f("reconnects")
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,101 @@
+//! The proxy's one session to the server and the mux on it: every proxied connection is a
+//! stream of it (no handshake per connection). When the session ends (every path gone for
+//! longer than the idle timeout), the next stream connects a new one.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use fbdt_mux::{Mux, MuxConfig, MuxStream};
+use fbdt_net::{NetConfig, PathSpec, StatsHandle};
+use tokio::sync::Mutex;
+
+use super::wire::{read_reply, Destination, Status};
+
+pub struct Upstream {
+    paths: Vec<PathSpec>,
+    cfg: NetConfig,
+    current: Mutex<Option<Mux>>,
+    /// The live link, for `fbdt status` (read without waiting on `current`).
+    pub status: std::sync::Mutex<Option<(Mux, StatsHandle)>>,
+}
+
+/// How opening a stream to a destination failed.
+pub enum OpenError {
+    /// The server answered: not allowed, unreachable, ...
+    Refused(Status, String),
+    /// No session, or it broke.
+    Session(String),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::Refused(s, why) => write!(f, "server: {s:?}: {why}"),
+            OpenError::Session(why) => write!(f, "session: {why}"),
+        }
+    }
+}
+
+impl OpenError {
+    pub fn status(&self) -> Status {
+        match self {
+            OpenError::Refused(s, _) => *s,
+            OpenError::Session(_) => Status::Failed,
+        }
+    }
+}
+
+impl Upstream {
+    /// Connects the first session now, so a wrong server or key fails at start.
+    pub async fn connect(paths: Vec<PathSpec>, cfg: NetConfig) -> anyhow::Result<Arc<Upstream>> {
+        let up = Arc::new(Upstream {
+            paths,
+            cfg,
+            current: Mutex::new(None),
+            status: std::sync::Mutex::new(None),
+        });
+        let link = up.new_link().await.context("connecting to the server")?;
+        *up.current.lock().await = Some(link);
+        Ok(up)
+    }
+
+    async fn new_link(&self) -> anyhow::Result<Mux> {
+        let session = fbdt_net::connect(self.paths.clone(), self.cfg.clone()).await?;
+        let stats = session.stats_handle();
+        let (mux, _incoming) = Mux::new(session, true, MuxConfig::default())?;
+        if let Ok(mut s) = self.status.lock() {
+            *s = Some((mux.clone(), stats));
+        }
+        Ok(mux)
+    }
+
+    /// A stream without waiting for the server's answer (the caller reads it with
+    /// [`await_reply`] when it needs it, and may send data first).
+    pub async fn open(&self, dest: &Destination) -> Result<MuxStream, OpenError> {
+        let mut cur = self.current.lock().await;
+        if let Some(mux) = cur.as_ref() {
+            match mux.open(dest.encode()) {
+                Ok(s) => return Ok(s),
+                Err(e) if mux.closed().is_none() => return Err(OpenError::Session(e.to_string())),
+                Err(e) => crate::log!("proxy: session ended ({e}); connecting a new one"),
+            }
+        }
+        *cur = None;
+        let mux = self
+            .new_link()
+            .await
+            .map_err(|e| OpenError::Session(format!("{e:#}")))?;
+        let stream = mux.open(dest.encode()).map_err(|e| OpenError::Session(e.to_string()));
+        *cur = Some(mux);
+        stream
+    }
+}
+
+/// Waits for the server's answer on a fresh stream.
+pub async fn await_reply(stream: &mut MuxStream) -> Result<(), OpenError> {
+    match read_reply(stream).await {
+        Ok((Status::Ok, _)) => Ok(()),
+        Ok((status, why)) => Err(OpenError::Refused(status, why)),
+        Err(e) => Err(OpenError::Session(e.to_string())),
+    }
+}

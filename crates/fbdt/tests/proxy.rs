@@ -1,0 +1,406 @@
+//! `fbdt proxy` → `fbdt serve` on loopback (TLS, token, two paths), with real clients:
+//! curl through SOCKS5 (names resolved at the server) and as an HTTP proxy (absolute URI
+//! and CONNECT), content checked by SHA-256; refusals answered in each protocol; 200
+//! concurrent connections; a stalled reader beside busy ones; `fbdt status --json`.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{pin_of, random, Proc, TempDir, TOKEN};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+struct Rig {
+    serve: Proc,
+    proxy: Proc,
+    proxy_addr: String,
+    control: String,
+    origin: u16,
+    _dir: TempDir,
+}
+
+/// An HTTP origin: `GET /N/SEED` answers N pseudo-random bytes made from SEED.
+async fn origin() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut b = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut b).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&b[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&head).into_owned();
+                let path = text.split(' ').nth(1).unwrap_or("/").to_string();
+                let mut parts = path.trim_start_matches('/').split('/');
+                let n: usize = parts.next().and_then(|x| x.parse().ok()).unwrap_or(0);
+                let seed: u64 = parts.next().and_then(|x| x.parse().ok()).unwrap_or(0);
+                let body = random(n, seed);
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n");
+                if s.write_all(head.as_bytes()).await.is_ok() && s.write_all(&body).await.is_ok() {
+                    let _ = s.shutdown().await;
+                }
+            });
+        }
+    });
+    port
+}
+
+async fn rig(tag: &str) -> Rig {
+    let dir = TempDir::new(&format!("proxy-{tag}"));
+    let keys = dir.path("keys");
+    let serve = Proc::start(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--listen",
+            "127.0.0.1:0",
+            "--key-dir",
+            &keys,
+            "--token",
+            TOKEN,
+            "--allow",
+            "127.0.0.1",
+        ],
+        |l| l.starts_with("listening on"),
+    );
+    let line = serve
+        .lines()
+        .into_iter()
+        .find(|l| l.starts_with("listening on"))
+        .unwrap();
+    let addrs: Vec<String> = line["listening on ".len()..]
+        .split(" dialling")
+        .next()
+        .unwrap()
+        .split(' ')
+        .map(String::from)
+        .collect();
+    assert_eq!(addrs.len(), 2, "{line}");
+    let pin = pin_of(&serve);
+    let control = dir.path("control.sock");
+    let (p0, p1) = (format!("127.0.0.2={}", addrs[0]), format!("127.0.0.3={}", addrs[1]));
+    let proxy = Proc::start(
+        &[
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--path",
+            &p0,
+            "--path",
+            &p1,
+            "--pin",
+            &pin,
+            "--token",
+            TOKEN,
+            "--control",
+            &control,
+        ],
+        |l| l.starts_with("proxy listening on"),
+    );
+    let line = proxy
+        .lines()
+        .into_iter()
+        .find(|l| l.starts_with("proxy listening on"))
+        .unwrap();
+    let proxy_addr = line.split_whitespace().nth(3).unwrap().to_string();
+    Rig {
+        serve,
+        proxy,
+        proxy_addr,
+        control,
+        origin: origin().await,
+        _dir: dir,
+    }
+}
+
+/// Runs curl with `args`; returns its exit code and stdout.
+async fn curl(args: Vec<String>) -> (i32, Vec<u8>) {
+    tokio::task::spawn_blocking(move || {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "60"])
+            .args(&args)
+            .output()
+            .unwrap();
+        (out.status.code().unwrap_or(-1), out.stdout)
+    })
+    .await
+    .unwrap()
+}
+
+fn have_curl() -> bool {
+    Command::new("curl").arg("--version").output().is_ok()
+}
+
+/// A SOCKS5 CONNECT to `host:port` by name (as socks5h does); the reply code and the
+/// connection.
+async fn socks_connect(proxy: &str, host: &str, port: u16) -> (u8, TcpStream) {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    s.write_all(&[5, 1, 0]).await.unwrap();
+    let mut m = [0u8; 2];
+    s.read_exact(&mut m).await.unwrap();
+    assert_eq!(m, [5, 0]);
+    let mut req = vec![5, 1, 0, 3, host.len() as u8];
+    req.extend_from_slice(host.as_bytes());
+    req.extend_from_slice(&port.to_be_bytes());
+    s.write_all(&req).await.unwrap();
+    let mut reply = [0u8; 10];
+    s.read_exact(&mut reply).await.unwrap();
+    (reply[1], s)
+}
+
+/// GET /N/SEED over an established tunnel; checks the body.
+async fn get_through(mut s: TcpStream, n: usize, seed: u64) {
+    s.write_all(format!("GET /{n}/{seed} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).await.unwrap();
+    let at = all.windows(4).position(|w| w == b"\r\n\r\n").expect("no response head") + 4;
+    assert!(
+        all[at..] == random(n, seed)[..],
+        "body of /{n}/{seed} differs ({} bytes)",
+        all.len() - at
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_fetches_intact_content_through_socks5h_and_the_http_proxy() {
+    if !have_curl() {
+        eprintln!("skipped: curl is not installed");
+        return;
+    }
+    let r = rig("curl").await;
+    let n = 3_000_000;
+    let want = Sha256::digest(random(n, 7));
+    // localhost is resolved at the server (socks5h), where only 127.0.0.1 is allowed.
+    let url = format!("http://localhost:{}/{n}/7", r.origin);
+    let forms = [
+        vec!["--socks5-hostname".to_string(), r.proxy_addr.clone(), url.clone()],
+        vec!["-x".into(), format!("http://{}", r.proxy_addr), url.clone()],
+        vec![
+            "-p".into(),
+            "-x".into(),
+            format!("http://{}", r.proxy_addr),
+            url.clone(),
+        ],
+    ];
+    for args in forms {
+        let (code, body) = curl(args.clone()).await;
+        assert_eq!(code, 0, "curl {args:?}");
+        assert_eq!(Sha256::digest(&body), want, "curl {args:?}: content differs");
+    }
+    assert!(r.serve.said("connected to localhost:"), "{:?}", r.serve.lines());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_get_each_protocols_reply_and_the_session_goes_on() {
+    if !have_curl() {
+        eprintln!("skipped: curl is not installed");
+        return;
+    }
+    let r = rig("refusals").await;
+    // Outside the allow-list: SOCKS 0x02, HTTP 403.
+    let (code, _) = socks_connect(&r.proxy_addr, "127.0.0.9", r.origin).await;
+    assert_eq!(code, 0x02);
+    let (_, body) = curl(vec![
+        "-w".into(),
+        "%{http_code}".into(),
+        "-x".into(),
+        format!("http://{}", r.proxy_addr),
+        format!("http://10.255.255.1:{}/1/1", r.origin),
+    ])
+    .await;
+    assert!(body.ends_with(b"403"), "{}", String::from_utf8_lossy(&body));
+    // Allowed but nothing listens: SOCKS 0x05, HTTP 502.
+    let (code, _) = socks_connect(&r.proxy_addr, "127.0.0.1", 1).await;
+    assert_eq!(code, 0x05);
+    let (_, body) = curl(vec![
+        "-w".into(),
+        "%{http_code}".into(),
+        "-x".into(),
+        format!("http://{}", r.proxy_addr),
+        "http://127.0.0.1:1/".into(),
+    ])
+    .await;
+    assert!(body.ends_with(b"502"), "{}", String::from_utf8_lossy(&body));
+    // Malformed: a SOCKS request with a bad address type, an HTTP request in origin form,
+    // bytes that are neither.
+    let mut s = TcpStream::connect(&r.proxy_addr).await.unwrap();
+    s.write_all(&[5, 1, 0, 5, 1, 0, 9, 0, 0]).await.unwrap();
+    let mut reply = Vec::new();
+    s.read_to_end(&mut reply).await.unwrap();
+    assert_eq!(reply[..4], [5, 0, 5, 0x08], "address type not supported");
+    let mut s = TcpStream::connect(&r.proxy_addr).await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let mut reply = Vec::new();
+    s.read_to_end(&mut reply).await.unwrap();
+    assert!(
+        reply.starts_with(b"HTTP/1.1 400 "),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    let mut s = TcpStream::connect(&r.proxy_addr).await.unwrap();
+    s.write_all(&[0x16, 3, 1, 0, 0]).await.unwrap();
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply).await;
+    assert!(reply.is_empty());
+    // The session is untouched: a fetch still works.
+    let (code, body) = curl(vec![
+        "--socks5-hostname".into(),
+        r.proxy_addr.clone(),
+        format!("http://127.0.0.1:{}/100000/3", r.origin),
+    ])
+    .await;
+    assert_eq!(code, 0);
+    assert!(body == random(100_000, 3));
+    // Each refusal left a line in a log.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for needle in [
+        "outside the allow-list",
+        "Connection refused",
+        "address type 9",
+        "HTTP 400",
+        "neither SOCKS5 nor HTTP",
+    ] {
+        assert!(
+            r.proxy.said(needle) || r.serve.said(needle),
+            "no log line with {needle:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_concurrent_connections_carry_intact_content() {
+    let r = rig("concurrent").await;
+    let mut tasks = Vec::new();
+    for i in 0..200u64 {
+        let (proxy, origin) = (r.proxy_addr.clone(), r.origin);
+        tasks.push(tokio::spawn(async move {
+            let (code, s) = socks_connect(&proxy, "127.0.0.1", origin).await;
+            assert_eq!(code, 0, "connection {i}");
+            get_through(s, 50_000 + i as usize * 997, i).await;
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(120), t)
+            .await
+            .expect("a connection hung")
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_reader_does_not_block_the_other_connections() {
+    let r = rig("stalled").await;
+    // Asks for 200 MB and never reads past the reply.
+    let (code, mut stalled) = socks_connect(&r.proxy_addr, "127.0.0.1", r.origin).await;
+    assert_eq!(code, 0);
+    stalled
+        .write_all(b"GET /200000000/1 HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    let mut first = [0u8; 1];
+    stalled.read_exact(&mut first).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..20u64 {
+        let (proxy, origin) = (r.proxy_addr.clone(), r.origin);
+        tasks.push(tokio::spawn(async move {
+            let (code, s) = socks_connect(&proxy, "127.0.0.1", origin).await;
+            assert_eq!(code, 0);
+            get_through(s, 2_000_000, 100 + i).await;
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(120), t)
+            .await
+            .expect("a connection hung")
+            .unwrap();
+    }
+    drop(stalled);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_reports_every_path_and_the_open_streams() {
+    let r = rig("status").await;
+    let (code, s) = socks_connect(&r.proxy_addr, "127.0.0.1", r.origin).await;
+    assert_eq!(code, 0);
+    get_through(s, 5_000_000, 9).await;
+    let (code, held) = socks_connect(&r.proxy_addr, "127.0.0.1", r.origin).await;
+    assert_eq!(code, 0);
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(&r.control).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "control socket mode {mode:o}");
+    // The status is sampled once a second.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let out = Command::new(env!("CARGO_BIN_EXE_fbdt"))
+        .args(["status", "--json", "--control", &r.control])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["connected"], true);
+    assert_eq!(v["streams_open"], 1, "{v}");
+    assert!(v["bytes_received"].as_u64().unwrap() >= 5_000_000, "{v}");
+    let paths = v["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 2);
+    for p in paths {
+        assert_eq!(p["state"], "up", "{p}");
+        for k in [
+            "send_rate_bps",
+            "receive_rate_bps",
+            "srtt_ms",
+            "bytes_sent",
+            "bytes_received",
+            "reconnects",
+        ] {
+            assert!(p.get(k).is_some(), "{k} missing in {p}");
+        }
+    }
+    let text = Command::new(env!("CARGO_BIN_EXE_fbdt"))
+        .args(["status", "--control", &r.control])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("streams open: 1"));
+    drop(held);
+}
+
+#[test]
+fn a_config_file_sets_the_options_and_its_errors_name_file_and_line() {
+    let dir = TempDir::new("config");
+    let bad = dir.path("bad.toml");
+    std::fs::write(
+        &bad,
+        "listen = [\"127.0.0.1:0\"]\nallow = [\"10.0.0.0/33\"]\nallow_anyone = true\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_fbdt"))
+        .args(["serve", "--config", &bad, "--plaintext"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(&format!("{bad}:2:")) && err.contains("10.0.0.0/33"),
+        "{err}"
+    );
+    let good = dir.path("good.toml");
+    let keys = dir.path("keys");
+    std::fs::write(
+        &good,
+        format!(
+            "listen = [\"127.0.0.1:0\"]\nallow = [\"127.0.0.1\", \"public\"]\nkey_dir = \"{keys}\"\ntoken = \"t\"\n"
+        ),
+    )
+    .unwrap();
+    let serve = Proc::start(&["serve", "--config", &good], |l| l.starts_with("listening on"));
+    assert!(serve.said("allowed: 127.0.0.1/32, public"), "{:?}", serve.lines());
+}
