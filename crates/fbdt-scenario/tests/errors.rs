@@ -157,7 +157,10 @@ fn path_errors() {
         "`wake_ms` must be in [0, 60000]",
     );
     fails(
-        &edit("queue_packets = 500", "radio = { idle_timeout_ms = 100, wake_ms = 5, sleep = 1 }"),
+        &edit(
+            "queue_packets = 500",
+            "radio = { idle_timeout_ms = 100, wake_ms = 5, sleep = 1 }",
+        ),
         "radio",
         "unknown field `sleep`",
     );
