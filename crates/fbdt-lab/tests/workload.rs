@@ -116,6 +116,48 @@ fn progressive_video_above_the_path_rate_pauses_and_fig10_fields_are_there() {
 }
 
 #[test]
+fn dash_rebuffers_only_when_the_path_is_slower_than_the_lowest_rung() {
+    let v = workload(&[
+        "dash",
+        "los",
+        "--video-s",
+        "10",
+        "--repeat",
+        "1",
+        "--schemes",
+        "fbdt,tcp:wifi",
+    ]);
+    for r in v["results"].as_array().unwrap() {
+        // The lowest rung (120 Mbit/s) is far below either path: no rebuffering, and
+        // QoE_lin is at most the top rung for every chunk.
+        assert_eq!(r["rebuffer_ratio"], 0.0, "{r}");
+        let q = r["qoe_lin"].as_f64().unwrap();
+        assert!(q > 0.0 && q <= 5.0 * 4.3, "{r}");
+    }
+    // A 60 Mbit/s path under a 120 Mbit/s lowest rung: each chunk takes ≥ 4 s to fetch
+    // and plays 2 s, so at least half of the time after start-up is rebuffering.
+    let dir = tempfile::tempdir().unwrap();
+    let slow = dir.path().join("slow.toml");
+    std::fs::write(
+        &slow,
+        "[[path]]\nname = \"slow\"\nrate = { model = \"constant\", mbps = 60 }\ndelay_ms = 5\n",
+    )
+    .unwrap();
+    let v = workload(&[
+        "dash",
+        slow.to_str().unwrap(),
+        "--video-s",
+        "8",
+        "--repeat",
+        "1",
+        "--schemes",
+        "tcp:slow",
+    ]);
+    let ratio = v["results"][0]["rebuffer_ratio"].as_f64().unwrap();
+    assert!(ratio >= 0.5 * (1.0 - 0.25), "{}", v["results"][0]);
+}
+
+#[test]
 fn vr_and_web_give_their_metrics_in_range() {
     let v = workload(&["vr", "los", "--video-s", "4", "--repeat", "1", "--schemes", "fbdt"]);
     let results = v["results"].as_array().unwrap();
@@ -156,7 +198,7 @@ fn unsupported_and_bad_workloads_fail_clearly() {
         assert!(err.contains(what), "{args:?}: expected `{what}` in {err}");
     };
     fails(&["file", "los", "--backend", "emu"], "needs the proxy (issue 16)");
-    fails(&["dash", "los"], "not built yet");
+    fails(&["dash", "los", "--video-s", "1"], "--video-s");
     fails(&["file", "los", "--radio", "lte=1:1"], "no path `lte`");
     fails(&["file", "los", "--sizes", "1T"], "not a size");
     fails(&["web", "los", "--pages", "yahoo"], "unknown page");

@@ -3,6 +3,7 @@
 //! tiles — every scheme over one scenario, results JSON beside the paper's numbers.
 //! docs/workloads.md describes the models.
 
+mod dash;
 mod driver;
 mod file;
 mod metrics;
@@ -33,7 +34,7 @@ pub enum Kind {
     Web,
     /// Q3: the paper's progressive 8K player (1-s GoPs, circular buffer, pauses, PSNR).
     Progressive,
-    /// Q3b: adaptive streaming (not built yet).
+    /// Q3b: adaptive streaming (throughput rule), QoE_lin and rebuffering.
     Dash,
     /// Q4: 360° tiled video, FIX vs viewport-optimised tiles.
     Vr,
@@ -88,7 +89,7 @@ pub struct WorkloadArgs {
     /// progressive: video rates in Mbit/s before scaling.
     #[arg(long, value_delimiter = ',', default_value = "425,900,1300,1700")]
     pub rates: Vec<f64>,
-    /// progressive, vr: video length in s (default: the scenario's duration).
+    /// progressive, vr, dash: video length in s (default: the scenario's duration).
     #[arg(long)]
     pub video_s: Option<f64>,
     /// progressive: the player's circular buffer, in GoPs (1 s each).
@@ -263,6 +264,9 @@ pub fn run(args: WorkloadArgs) -> Result<()> {
             let r = vr::run(&setup, &args)?;
             write(&args, &setup.report(Kind::Vr, r))
         }
-        Kind::Dash => bail!("workload dash is not built yet (issue 17, Q3b); no results are produced"),
+        Kind::Dash => {
+            let r = dash::run(&setup, &args)?;
+            write(&args, &setup.report(Kind::Dash, r))
+        }
     }
 }

@@ -85,13 +85,13 @@ impl Player {
         let complete: Vec<Option<f64>> = (0..self.sizes.len())
             .map(|k| timeline.get(k).and_then(|o| o.t_complete_s))
             .collect();
-        playback(&play_starts(&complete, STARTUP_S, end_s), STARTUP_S)
+        playback(&play_starts(&complete, STARTUP_S, end_s, 1.0), STARTUP_S, 1.0)
     }
 }
 
 impl Application for Player {
     fn requests(&mut self, _now_s: f64, timeline: &[ObjectRecord]) -> Vec<Request> {
-        let starts = play_starts(&Self::arrivals(timeline), STARTUP_S, f64::INFINITY);
+        let starts = play_starts(&Self::arrivals(timeline), STARTUP_S, f64::INFINITY, 1.0);
         let mut out = Vec::new();
         while self.asked < self.sizes.len() {
             let at_s = match self.asked.checked_sub(self.buffer_gops) {

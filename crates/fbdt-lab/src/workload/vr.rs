@@ -17,7 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::driver::{Application, ObjectRecord, Request};
-use super::metrics::{FRAMES_PER_GOP, PSNR_FROZEN_DB, PSNR_FULL_DB};
+use super::metrics::{delivery_rate, FRAMES_PER_GOP, PSNR_FROZEN_DB, PSNR_FULL_DB};
 use super::progressive::standard_normal;
 use super::{Setup, WorkloadArgs};
 
@@ -164,20 +164,6 @@ impl TiledStream {
             next_object: 0,
         }
     }
-
-    /// Bytes per second the last GoP's tiles were delivered at (their busy time only).
-    fn throughput(&self, timeline: &[ObjectRecord]) -> Option<f64> {
-        let last = self.sent.last()?;
-        let (mut bytes, mut busy, mut prev) = (0.0, 0.0, f64::NEG_INFINITY);
-        for &(o, _, _) in last {
-            let rec = timeline.get(o)?;
-            let done = rec.t_complete_s?;
-            busy += done - rec.t_request_s.max(prev);
-            bytes += rec.bytes as f64;
-            prev = done;
-        }
-        (busy > 0.0).then(|| bytes / busy)
-    }
 }
 
 impl Application for TiledStream {
@@ -186,8 +172,12 @@ impl Application for TiledStream {
         if k >= self.gops || now_s + 1e-9 < k as f64 {
             return Vec::new();
         }
-        let budget = self
-            .throughput(timeline)
+        let last_gop = self
+            .sent
+            .last()
+            .map(|gop| gop.iter().filter_map(|&(o, _, _)| timeline.get(o)));
+        let budget = last_gop
+            .and_then(delivery_rate)
             .map_or(self.rate_cap_bytes, |t| (0.8 * t).min(self.rate_cap_bytes));
         let top_tile_bytes = TOP_RATE_PER_BUDGET * self.rate_cap_bytes / TILES as f64;
         let (yaw, pitch) = self.head[(k * FRAMES_PER_GOP as usize).min(self.head.len() - 1)];
