@@ -158,6 +158,28 @@ fn dash_rebuffers_only_when_the_path_is_slower_than_the_lowest_rung() {
 }
 
 #[test]
+fn a_sleeping_radio_does_not_livelock_the_simulator() {
+    // Regression: a wake-up ending between two microseconds of the simulator's clock
+    // was announced for an instant that then found it not over, forever (this run hit it
+    // at t = 11.007314 s before wake-ups were rounded up to whole microseconds).
+    let v = workload(&[
+        "progressive",
+        "mobility",
+        "--rates",
+        "425",
+        "--video-s",
+        "15",
+        "--repeat",
+        "1",
+        "--schemes",
+        "fbdt",
+        "--radio",
+        "defaults",
+    ]);
+    assert_eq!(v["results"].as_array().unwrap().len(), 1);
+}
+
+#[test]
 fn vr_and_web_give_their_metrics_in_range() {
     let v = workload(&["vr", "los", "--video-s", "4", "--repeat", "1", "--schemes", "fbdt"]);
     let results = v["results"].as_array().unwrap();

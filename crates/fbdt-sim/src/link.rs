@@ -235,7 +235,9 @@ impl Link {
         if let Some((idle_timeout_s, wake_s)) = self.radio {
             let idle = self.backlog.is_empty() && self.waking_until_s.is_none_or(|w| w <= self.clock);
             if idle && self.clock - self.last_sent_s >= idle_timeout_s {
-                self.waking_until_s = Some(self.clock + wake_s);
+                // On a whole microsecond, as the simulator's clock: the instant
+                // `next_event` announces then finds the wake-up done (no livelock).
+                self.waking_until_s = Some(instant_ceil(self.clock + wake_s).as_secs_f64());
             }
         }
         self.backlog_bytes += chunk.len();
