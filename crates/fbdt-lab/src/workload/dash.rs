@@ -2,7 +2,7 @@
 //! 2-s chunks fetched one after another, each at the rung the throughput rule picks, a
 //! playback buffer of at most `MAX_BUFFER_S`. QoE as Pensieve's QoE_lin.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use serde::Serialize;
 
 use super::driver::{Application, ObjectRecord, Request};
@@ -133,10 +133,7 @@ pub struct DashResult {
 }
 
 pub fn run(setup: &Setup, args: &WorkloadArgs) -> Result<Vec<DashResult>> {
-    let video_s = args.video_s.unwrap_or(setup.scenario_duration_s);
-    if !(video_s >= CHUNK_S && video_s <= 3600.0) {
-        bail!("--video-s must be in [{CHUNK_S}, 3600] for dash");
-    }
+    let video_s = setup.video_s(args, CHUNK_S)?;
     let chunks = (video_s / CHUNK_S).floor() as usize;
     let mut items = Vec::new();
     for scheme in &setup.schemes {

@@ -26,7 +26,7 @@ pub fn parse_size(text: &str) -> Result<f64> {
         .parse()
         .map_err(|_| anyhow!("`{text}` is not a size (e.g. 100k, 1M, 1G)"))?;
     let bytes = v * mult;
-    if !(bytes.is_finite() && bytes >= 1.0 && bytes <= 1e11) {
+    if !(1.0..=1e11).contains(&bytes) {
         bail!("`{text}`: sizes must be in [1 B, 100 GB]");
     }
     Ok(bytes)

@@ -172,6 +172,15 @@ impl Setup {
         })
     }
 
+    /// `--video-s` (default: the scenario's duration), checked to lie in [min_s, 3600].
+    pub fn video_s(&self, args: &WorkloadArgs, min_s: f64) -> Result<f64> {
+        let v = args.video_s.unwrap_or(self.scenario_duration_s);
+        if !(min_s..=3600.0).contains(&v) {
+            bail!("--video-s must be in [{min_s}, 3600] for {:?}, got {v}", args.kind);
+        }
+        Ok(v)
+    }
+
     /// One run of `app` for `scheme` with `seed`: the object timeline.
     pub fn run_one(&self, scheme_name: &str, seed: u64, app: &mut dyn Application) -> Result<Vec<ObjectRecord>> {
         let mut sc = self.scenario.clone();

@@ -133,10 +133,7 @@ pub struct ProgressiveResult {
 }
 
 pub fn run(setup: &Setup, args: &WorkloadArgs) -> Result<Vec<ProgressiveResult>> {
-    let video_s = args.video_s.unwrap_or(setup.scenario_duration_s);
-    if !(video_s >= 1.0 && video_s <= 3600.0) {
-        bail!("--video-s must be in [1, 3600]");
-    }
+    let video_s = setup.video_s(args, 1.0)?;
     if args.buffer_gops == 0 || args.buffer_gops > 600 {
         bail!("--buffer-gops must be in 1..=600");
     }

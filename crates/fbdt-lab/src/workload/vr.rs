@@ -2,8 +2,8 @@
 //! frame an equirectangular panorama cut into 6 × 4 tiles coded independently at one of
 //! five quality levels. GoP k is encoded and sent at t = k, must have arrived by k + 1 and is
 //! shown during [k + 1, k + 2) while the viewer's head moves (a synthetic trace). Each GoP
-//! gets the same byte budget in both allocations — min(--vr-rate, 0.8 × the throughput seen
-//! on the previous GoP's tiles):
+//! gets the same byte budget in both allocations — min(--vr-rate, 0.8 × the rate the last
+//! 24 tiles to arrive were delivered at):
 //! - FIX: every tile at the one level that fits the budget, sent in raster order;
 //! - optimised: tiles ranked by viewing probability and sent in that order, levels by a
 //!   greedy marginal-utility optimiser (most expected viewport PSNR per byte first).
@@ -172,12 +172,10 @@ impl Application for TiledStream {
         if k >= self.gops || now_s + 1e-9 < k as f64 {
             return Vec::new();
         }
-        let last_gop = self
-            .sent
-            .last()
-            .map(|gop| gop.iter().filter_map(|&(o, _, _)| timeline.get(o)));
-        let budget = last_gop
-            .and_then(delivery_rate)
+        // The last tiles that arrived (a late GoP's first tiles count: waiting for it to
+        // finish would keep spending the cap while the stream falls behind).
+        let arrived = timeline.iter().take_while(|o| o.t_complete_s.is_some()).count();
+        let budget = delivery_rate(&timeline[arrived.saturating_sub(TILES)..arrived])
             .map_or(self.rate_cap_bytes, |t| (0.8 * t).min(self.rate_cap_bytes));
         let top_tile_bytes = TOP_RATE_PER_BUDGET * self.rate_cap_bytes / TILES as f64;
         let (yaw, pitch) = self.head[(k * FRAMES_PER_GOP as usize).min(self.head.len() - 1)];
@@ -254,10 +252,7 @@ pub struct VrResult {
 }
 
 pub fn run(setup: &Setup, args: &WorkloadArgs) -> Result<Vec<VrResult>> {
-    let video_s = args.video_s.unwrap_or(setup.scenario_duration_s);
-    if !(video_s >= 2.0 && video_s <= 3600.0) {
-        bail!("--video-s must be in [2, 3600] for vr");
-    }
+    let video_s = setup.video_s(args, 2.0)?;
     if !(args.vr_rate.is_finite() && args.vr_rate > 0.0 && args.vr_rate <= 100_000.0) {
         bail!("--vr-rate must be in (0, 100000] Mbit/s");
     }
