@@ -7,10 +7,12 @@ mod emu_fbdt;
 mod emu_fidelity;
 mod jpoc_cmd;
 mod paper;
+mod parallel;
 mod report;
 mod run;
 mod scheme;
 mod sweep;
+mod workload;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -44,6 +46,8 @@ enum Command {
     /// JPOC: fair mmWave initial access vs 802.11ad A-BFT (thesis ch. 3).
     #[command(subcommand)]
     Jpoc(jpoc_cmd::JpocCommand),
+    /// What applications feel: files, web pages, progressive and 360° video (docs/workloads.md).
+    Workload(workload::WorkloadArgs),
 }
 
 fn main() {
@@ -73,6 +77,7 @@ fn real_main() -> Result<()> {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Sweep(args) => sweep::run(args),
         Command::Jpoc(cmd) => jpoc_cmd::run(cmd),
+        Command::Workload(args) => workload::run(args),
     }
 }
 

@@ -2,8 +2,6 @@
 //! parallel across cores (`--jobs`), with a progress bar and JSON.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Instant as WallClock;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -128,8 +126,6 @@ pub fn run(args: SweepArgs) -> Result<()> {
             .expect("valid template")
             .progress_chars("=> "),
     );
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<SweepPoint>>>> = Mutex::new(work.iter().map(|_| None).collect());
     let one = |(value, name): &(f64, String)| -> Result<SweepPoint> {
         let mut sc = scenario.clone();
         let scale = match args.over {
@@ -152,24 +148,9 @@ pub fn run(args: SweepArgs) -> Result<()> {
             wall_s: started.elapsed().as_secs_f64(),
         })
     };
-    std::thread::scope(|s| {
-        for _ in 0..jobs.min(work.len()) {
-            s.spawn(|| loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                let Some(item) = work.get(k) else { break };
-                let r = one(item);
-                results.lock().expect("no panics while held")[k] = Some(r);
-                bar.inc(1);
-            });
-        }
-    });
+    let points = crate::parallel::map(&work, jobs, &bar, one);
     bar.finish_and_clear();
-    let points = results
-        .into_inner()
-        .expect("no panics while held")
-        .into_iter()
-        .map(|r| r.expect("every item ran"))
-        .collect::<Result<Vec<_>>>()?;
+    let points = points?;
     println!(
         "{:>10} {:<26} {:>9}",
         format!("{:?}", args.over).to_lowercase(),

@@ -18,7 +18,7 @@
 //   builtin_names() -> Vec<&'static str>;   builtin(name) -> Option<Scenario>
 //   Scenario::schedule(&self, scale) -> Result<Schedule, ScenarioError>
 //   Schedule { duration_s, scale, paths: Vec<PathTimeline> }, Schedule::capacity_mbps()
-//   PathTimeline { name, steps: Vec<Step> }, PathTimeline::at(t_s) -> Step,
+//   PathTimeline { name, steps: Vec<Step>, radio: Option<RadioSleep> }, PathTimeline::at(t_s) -> Step,
 //   PathTimeline::mean_rate_mbps(duration_s)
 //   Step { t_s, rate_mbps, delay_ms, loss, scan }
 
@@ -38,7 +38,7 @@ use std::path::Path;
 
 pub use builtins::{builtin, builtin_names, builtin_text};
 pub use error::{Origin, ScenarioError};
-pub use model::{Event, EventKind, PathSpec, RateSpec, RateStep, Scenario};
+pub use model::{Event, EventKind, PathSpec, RadioSleep, RateSpec, RateStep, Scenario};
 pub use schedule::{PathTimeline, Schedule, Step};
 
 impl Scenario {

@@ -31,3 +31,5 @@ pub const MAX_PATH_NAME: usize = 15;
 pub const MAX_CC_NAME: usize = 15;
 pub const MAX_NAME: usize = 64;
 pub const MAX_DESCRIPTION: usize = 4_096;
+/// A radio's idle timeout and wake-up time: one minute is far past any power-save timer.
+pub const MAX_RADIO_MS: f64 = 60_000.0;

@@ -41,6 +41,21 @@ pub struct PathSpec {
     /// Bottleneck queue in 1500-byte packets.
     #[serde(default = "default_queue_packets")]
     pub queue_packets: u32,
+    /// Radio power saving (off when absent): see [`RadioSleep`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub radio: Option<RadioSleep>,
+}
+
+/// A radio that dozes when idle (802.11 power save; a WiGig chipset also drops its beam):
+/// once nothing has been sent on a direction of the path for `idle_timeout_ms`, the next
+/// packet waits `wake_ms` before it is sent. Each direction sleeps on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RadioSleep {
+    /// Idle time after which the radio sleeps, > 0.
+    pub idle_timeout_ms: f64,
+    /// What the first packet after a sleep waits, ≥ 0.
+    pub wake_ms: f64,
 }
 
 pub(crate) fn default_queue_packets() -> u32 {

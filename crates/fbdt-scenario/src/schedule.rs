@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Origin, ScenarioError};
 use crate::events::{self, Instance};
-use crate::model::{EventKind, PathSpec, Scenario};
+use crate::model::{EventKind, PathSpec, RadioSleep, Scenario};
 use crate::sample;
 use crate::validate;
 
@@ -33,6 +33,9 @@ pub struct PathTimeline {
     pub name: String,
     /// Sorted by `t_s`, `steps[0].t_s == 0.0`, times distinct, no two consecutive equal states.
     pub steps: Vec<Step>,
+    /// The path's radio power saving, if modelled (not scaled: it is a time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub radio: Option<RadioSleep>,
 }
 
 impl PathTimeline {
@@ -243,6 +246,7 @@ fn timeline(s: &Scenario, idx: usize, p: &PathSpec, scale: f64) -> Result<PathTi
     Ok(PathTimeline {
         name: p.name.clone(),
         steps,
+        radio: p.radio,
     })
 }
 

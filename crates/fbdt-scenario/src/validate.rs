@@ -149,6 +149,15 @@ fn path(i: usize, p: &PathSpec, duration_s: f64) -> Check {
             ),
         ));
     }
+    if let Some(r) = &p.radio {
+        positive(
+            Loc::Path(i, "idle_timeout_ms"),
+            "idle_timeout_ms",
+            r.idle_timeout_ms,
+            MAX_RADIO_MS,
+        )?;
+        range(Loc::Path(i, "wake_ms"), "wake_ms", r.wake_ms, 0.0, MAX_RADIO_MS, false)?;
+    }
     rate(i, &p.rate, duration_s)
 }
 

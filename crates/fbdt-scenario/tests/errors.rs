@@ -147,6 +147,24 @@ fn path_errors() {
     );
     fails(&edit("loss = 0.01", "loss = nan"), "loss = nan", "finite");
     fails(
+        &edit("queue_packets = 500", "radio = { idle_timeout_ms = 0, wake_ms = 5 }"),
+        "radio",
+        "`idle_timeout_ms` must be",
+    );
+    fails(
+        &edit("queue_packets = 500", "radio = { idle_timeout_ms = 100, wake_ms = -1 }"),
+        "radio",
+        "`wake_ms` must be in [0, 60000]",
+    );
+    fails(
+        &edit(
+            "queue_packets = 500",
+            "radio = { idle_timeout_ms = 100, wake_ms = 5, sleep = 1 }",
+        ),
+        "radio",
+        "unknown field `sleep`",
+    );
+    fails(
         &edit("queue_packets = 500", "queue_packets = 0"),
         "queue_packets",
         "`queue_packets` must be in [1,",
@@ -465,4 +483,17 @@ duration_s = 3
     assert!((during.rate_mbps - 200.0).abs() < 1e-9, "{during:?}");
     assert!((during.delay_ms - 3.5).abs() < 1e-9, "{during:?}");
     assert_eq!((at(8.0).rate_mbps, at(8.0).delay_ms), (500.0, 2.0));
+}
+
+#[test]
+fn radio_sleep_is_optional_and_reaches_the_schedule() {
+    let s = Scenario::from_toml_str(
+        &edit("queue_packets = 500", "radio = { idle_timeout_ms = 200, wake_ms = 30 }"),
+        "t.toml",
+    )
+    .unwrap();
+    let sched = s.schedule(1.0).unwrap();
+    assert_eq!(sched.paths[0].radio, None);
+    let radio = sched.paths[1].radio.expect("wigig sleeps");
+    assert_eq!((radio.idle_timeout_ms, radio.wake_ms), (200.0, 30.0));
 }

@@ -107,7 +107,7 @@ proptest! {
         scale in 0.01f64..4.0,
     ) {
         let paths: Vec<PathSpec> = rates.into_iter().enumerate().map(|(i, rate)| PathSpec {
-            name: format!("p{i}"), rate, delay_ms: delays[i], loss: 0.0, queue_packets: 1000,
+            name: format!("p{i}"), rate, delay_ms: delays[i], loss: 0.0, queue_packets: 1000, radio: None,
         }).collect();
         let s = scenario(paths, ev.into_iter().collect(), duration_s, seed);
         let sched = s.schedule(scale).unwrap();
@@ -140,7 +140,7 @@ proptest! {
 
     #[test]
     fn scale_multiplies_capacity(rate in rate(), scale in 0.01f64..4.0) {
-        let p = PathSpec { name: "a".into(), rate, delay_ms: 1.0, loss: 0.0, queue_packets: 10 };
+        let p = PathSpec { name: "a".into(), rate, delay_ms: 1.0, loss: 0.0, queue_packets: 10, radio: None };
         let s = scenario(vec![p], vec![], 10.0, 3);
         let one = s.schedule(1.0).unwrap().capacity_mbps();
         let k = s.schedule(scale).unwrap().capacity_mbps();

@@ -48,6 +48,9 @@ pub trait SimEndpoint {
     fn path_up(&mut self, path: usize, now: Instant);
     /// What the path's TCP connection would report in TCP_INFO.
     fn path_stats(&mut self, path: usize, stats: PathStats);
+    /// Server: the application may write its stream only up to `bytes` (a workload's
+    /// requests so far); unlimited until called. Ignored by the client.
+    fn set_app_limit(&mut self, _bytes: u64) {}
     /// A driver hint (scan announcements); ignored by default.
     fn path_hint(&mut self, _path: usize, _hint: Hint) {}
     fn stats(&self) -> Option<ConnectionStats>;
@@ -66,6 +69,8 @@ pub struct FbdtEnd {
     offset: u64,
     /// Bytes to transfer, `None` = backlogged until the run ends.
     limit: Option<u64>,
+    /// Server: the application writes no further than this yet (`set_app_limit`).
+    app_limit: u64,
     scratch: Vec<u8>,
 }
 
@@ -83,6 +88,7 @@ impl FbdtEnd {
             conn,
             offset: 0,
             limit,
+            app_limit: u64::MAX,
             scratch: vec![0; APP_CHUNK],
         })
     }
@@ -113,11 +119,12 @@ impl SimEndpoint for FbdtEnd {
                     self.conn.finish();
                     return Ok(0);
                 }
+                let allowed = left.min(self.app_limit.saturating_sub(self.offset));
                 let n = self
                     .conn
                     .send_room()
                     .min(APP_CHUNK)
-                    .min(left.min(APP_CHUNK as u64) as usize);
+                    .min(allowed.min(APP_CHUNK as u64) as usize);
                 if n == 0 {
                     return Ok(0);
                 }
@@ -169,6 +176,10 @@ impl SimEndpoint for FbdtEnd {
         self.conn.path_hint(PathId(path as u8), hint);
     }
 
+    fn set_app_limit(&mut self, bytes: u64) {
+        self.app_limit = bytes;
+    }
+
     fn is_done(&self) -> bool {
         match self.side {
             Side::Client => self.conn.is_recv_finished(),
@@ -188,6 +199,8 @@ pub struct TcpEnd {
     /// Largest chunk handed to the link at once.
     chunk: usize,
     limit: Option<u64>,
+    /// Server: the application writes no further than this yet (`set_app_limit`).
+    app_limit: u64,
     offset: u64,
     pending: u64,
     corrupt: Option<u64>,
@@ -207,6 +220,7 @@ impl TcpEnd {
             path,
             chunk,
             limit,
+            app_limit: u64::MAX,
             offset: 0,
             pending: 0,
             corrupt: None,
@@ -230,7 +244,10 @@ impl SimEndpoint for TcpEnd {
         if self.side != Side::Server || path != self.path {
             return 0;
         }
-        let left = self.limit.map_or(u64::MAX, |l| l - self.offset);
+        let left = self
+            .limit
+            .map_or(u64::MAX, |l| l - self.offset)
+            .min(self.app_limit.saturating_sub(self.offset));
         let n = room.min(self.chunk).min(left.min(1 << 20) as usize);
         if n == 0 {
             return 0;
@@ -262,6 +279,10 @@ impl SimEndpoint for TcpEnd {
     fn path_down(&mut self, _path: usize, _now: Instant) {}
     fn path_up(&mut self, _path: usize, _now: Instant) {}
     fn path_stats(&mut self, _path: usize, _stats: PathStats) {}
+
+    fn set_app_limit(&mut self, bytes: u64) {
+        self.app_limit = bytes;
+    }
 
     fn is_done(&self) -> bool {
         self.limit.is_some_and(|l| self.offset >= l)

@@ -15,10 +15,14 @@
 //!   the path comes back (TCP retransmits them, modelled here as instant recovery).
 //! - random loss is not dropped here (the pipe is reliable): it caps the rate at the Mathis
 //!   et al. TCP throughput, MSS/RTT · 1.22/√p, which is what a loss-limited TCP achieves.
+//! - a radio with power saving (the scenario's `radio`, off by default) sleeps once nothing
+//!   was serialised for its idle timeout; a chunk queued on an idle, sleeping link waits the
+//!   wake-up time before serialisation starts. A link starts asleep.
 
 use std::collections::VecDeque;
 
 use fbdt_core::Instant;
+use fbdt_scenario::RadioSleep;
 
 use crate::tcp::{TcpParams, TcpState};
 
@@ -82,6 +86,12 @@ pub struct Link {
     loss: f64,
     /// The TCP-level model (`None`: an ideal pipe).
     tcp: Option<TcpState>,
+    /// Radio power saving, in seconds: (idle timeout, wake-up time).
+    radio: Option<(f64, f64)>,
+    /// When the last chunk finished serialising (s); −∞ before the first.
+    last_sent_s: f64,
+    /// A wake-up in progress: serialisation starts at this time (s).
+    waking_until_s: Option<f64>,
 }
 
 /// A serialised chunk awaiting its ACK.
@@ -123,7 +133,16 @@ impl Link {
             bytes_serialised: 0,
             loss: 0.0,
             tcp: None,
+            radio: None,
+            last_sent_s: f64::NEG_INFINITY,
+            waking_until_s: None,
         }
+    }
+
+    /// The same link whose radio sleeps when idle (`None`: always awake).
+    pub fn with_radio(mut self, radio: Option<RadioSleep>) -> Self {
+        self.radio = radio.map(|r| (r.idle_timeout_ms / 1e3, r.wake_ms / 1e3));
+        self
     }
 
     /// A link whose sender runs the TCP-level model ([`crate::tcp`]).
@@ -183,9 +202,15 @@ impl Link {
         self.tcp.as_ref().map_or(max, |t| (t.cwnd as u64).min(max))
     }
 
-    /// The TCP model holds transmission (a retransmission timer pending) at `t_s`.
+    /// Transmission is held (a TCP retransmission timer pending, the radio waking up)
+    /// until this time.
     fn stalled_until(&self) -> Option<f64> {
-        self.tcp.as_ref().map(|t| t.stalled_until_s).filter(|&s| s > self.clock)
+        let tcp = self.tcp.as_ref().map(|t| t.stalled_until_s);
+        let held = match (tcp, self.waking_until_s) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        held.filter(|&s| s > self.clock)
     }
 
     /// Bytes the sender may queue now.
@@ -211,7 +236,17 @@ impl Link {
         self.rate
     }
 
+    /// Queues a chunk (call `advance(now)` first: an idle radio's sleep is judged at the
+    /// link's clock).
     pub fn push(&mut self, chunk: Vec<u8>) {
+        if let Some((idle_timeout_s, wake_s)) = self.radio {
+            let idle = self.backlog.is_empty() && self.waking_until_s.is_none_or(|w| w <= self.clock);
+            if idle && self.clock - self.last_sent_s >= idle_timeout_s {
+                // On a whole microsecond, as the simulator's clock: the instant
+                // `next_event` announces then finds the wake-up done (no livelock).
+                self.waking_until_s = Some(instant_ceil(self.clock + wake_s).as_secs_f64());
+            }
+        }
         self.backlog_bytes += chunk.len();
         self.backlog.push_back(chunk);
     }
@@ -294,6 +329,7 @@ impl Link {
                 break;
             }
             self.clock = finish;
+            self.last_sent_s = finish;
             let chunk = self.backlog.pop_front().expect("non-empty");
             self.backlog_bytes -= chunk.len();
             self.head_done = 0.0;
@@ -439,5 +475,54 @@ mod tests {
         let mut l = Link::new(LinkParams::default());
         l.set(Instant::ZERO, 1800.0, 1.0, 0.05);
         assert!((l.rate() - r).abs() < 1e-6);
+    }
+
+    /// Pushes `len` bytes at each `ms` (the link moved to that time first, as the
+    /// simulator does) and returns every arrival in ms.
+    fn arrivals_of_pushes(mut l: Link, pushes_ms: &[u64]) -> Vec<u64> {
+        let mut got = Vec::new();
+        let mut now = Instant::ZERO;
+        let mut pending = pushes_ms.iter().copied().peekable();
+        loop {
+            let push_at = pending.peek().map(|&ms| at_ms(ms));
+            let next = match (l.next_event(), push_at) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => match a.or(b) {
+                    Some(t) => t,
+                    None => return got,
+                },
+            };
+            now = now.max(next);
+            l.advance(now);
+            while let Some(c) = l.pop_arrival(now) {
+                assert_eq!(c.len(), 10_000);
+                got.push(now.as_micros() / 1000);
+            }
+            if push_at == Some(now) {
+                pending.next();
+                l.push(vec![0; 10_000]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_sleeping_radio_delays_the_first_chunk_after_idle() {
+        let link = |radio| {
+            let mut l = Link::new(LinkParams::default()).with_radio(radio);
+            l.set(Instant::ZERO, 80.0, 10.0, 0.0); // 10 MB/s: 1 ms per chunk
+            l
+        };
+        let pushes = [0, 50, 300];
+        // Always awake: 1 ms to serialise, 10 ms to arrive.
+        assert_eq!(arrivals_of_pushes(link(None), &pushes), vec![11, 61, 311]);
+        let radio = RadioSleep {
+            idle_timeout_ms: 100.0,
+            wake_ms: 20.0,
+        };
+        // Asleep at the start (+20 ms); 49 ms idle is under the timeout (no wake-up);
+        // 249 ms idle is over it (+20 ms).
+        assert_eq!(arrivals_of_pushes(link(Some(radio)), &pushes), vec![31, 61, 331]);
+        // A chunk queued behind one that is waiting for the radio pays no second wake-up.
+        assert_eq!(arrivals_of_pushes(link(Some(radio)), &[0, 5]), vec![31, 32]);
     }
 }

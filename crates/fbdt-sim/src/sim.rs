@@ -146,8 +146,8 @@ impl<'a> Sim<'a> {
                         },
                     ),
                 };
-                let mut data = link(0);
-                let mut reverse = link(1);
+                let mut data = link(0).with_radio(tl.radio);
+                let mut reverse = link(1).with_radio(tl.radio);
                 let s = tl.steps[0];
                 data.set(Instant::ZERO, s.rate_mbps, s.delay_ms, s.loss);
                 reverse.set(Instant::ZERO, s.rate_mbps, s.delay_ms, 0.0);
@@ -203,6 +203,18 @@ impl<'a> Sim<'a> {
     /// acknowledged. Set by [`Sim::step`].
     pub fn is_over(&self) -> bool {
         self.over
+    }
+
+    /// Bytes the receiving application has read in order so far.
+    pub fn bytes_delivered(&self) -> u64 {
+        self.out.bytes_delivered
+    }
+
+    /// Lets the sending application write its stream only up to `bytes` (the objects
+    /// requested so far) instead of everything at once; a workload driver raises it as the
+    /// client asks for more. Takes effect at the next [`Sim::step`].
+    pub fn set_app_limit(&mut self, bytes: u64) {
+        self.server.set_app_limit(bytes);
     }
 
     /// Goodput samples so far: (end of interval in s, Mbit/s).
@@ -279,7 +291,13 @@ impl<'a> Sim<'a> {
     /// Jumps to [`Sim::next_wake`]; fails after `max_steps_at_one_instant` steps in a row
     /// that do not move time (a livelock, like quinn's `drive_bounded`).
     pub fn advance(&mut self) -> Result<(), SimError> {
-        let next = self.next_wake();
+        self.advance_until(None)
+    }
+
+    /// [`Sim::advance`], but to `limit` if nothing is due before it: an application event
+    /// the simulator does not know of (a request, a playback deadline).
+    pub fn advance_until(&mut self, limit: Option<Instant>) -> Result<(), SimError> {
+        let next = limit.map_or(self.next_wake(), |l| self.next_wake().min(l));
         if next <= self.now {
             self.same_instant += 1;
             if self.same_instant > self.params.max_steps_at_one_instant {

@@ -11,6 +11,7 @@ fn one_path(steps: Vec<Step>, duration_s: f64) -> Schedule {
         paths: vec![PathTimeline {
             name: "p0".into(),
             steps,
+            radio: None,
         }],
     }
 }

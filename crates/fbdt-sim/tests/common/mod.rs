@@ -40,6 +40,7 @@ pub fn timeline(i: usize, plan: &PathPlan) -> PathTimeline {
     PathTimeline {
         name: format!("p{i}"),
         steps,
+        radio: None,
     }
 }
 

@@ -1,0 +1,281 @@
+//! `fbdt-lab workload file|web|progressive|dash|vr <scenario>`: what applications feel
+//! (paper 001 sec. VI-C): file completion times, page loads, progressive 8K video, 360°
+//! tiles — every scheme over one scenario, results JSON beside the paper's numbers.
+//! docs/workloads.md describes the models.
+
+mod dash;
+mod driver;
+mod file;
+mod metrics;
+mod progressive;
+mod radio;
+mod vr;
+mod web;
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use fbdt_scenario::{Scenario, Schedule};
+use fbdt_sim::{PathModel, SimParams, SimScheme};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use crate::run::Backend;
+use crate::scheme;
+pub use driver::{Application, ObjectRecord};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Q1: files of 100 KB … 1 GB (× scale), from a busy and from an idle session.
+    File,
+    /// Q2: synthetic pages (Table I), HTTP/1.1 over 6 connections or HTTP/2.
+    Web,
+    /// Q3: the paper's progressive 8K player (1-s GoPs, circular buffer, pauses, PSNR).
+    Progressive,
+    /// Q3b: adaptive streaming (throughput rule), QoE_lin and rebuffering.
+    Dash,
+    /// Q4: 360° tiled video, FIX vs viewport-optimised tiles.
+    Vr,
+}
+
+#[derive(Args, Debug)]
+pub struct WorkloadArgs {
+    /// The workload.
+    #[arg(value_enum)]
+    pub kind: Kind,
+    /// Built-in scenario name or a scenario .toml file.
+    pub scenario: String,
+    #[arg(long, value_enum, default_value_t = Backend::Sim)]
+    pub backend: Backend,
+    /// Simulator path model (see docs/simulator.md).
+    #[arg(long, default_value_t = PathModel::Pipe)]
+    pub model: PathModel,
+    /// Comma-separated schemes as in `fbdt-lab run`. Default: fbdt, mp:minrtt and
+    /// tcp:<every path>.
+    #[arg(long, value_delimiter = ',')]
+    pub schemes: Vec<String>,
+    /// First seed (default: the scenario's); repeats use seed, seed+1, …
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Repetitions (seeds) per scheme and point.
+    #[arg(long, default_value_t = 5)]
+    pub repeat: u32,
+    /// Multiplies every path rate and every workload size or video rate.
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// Radio sleep/wake: `scenario` (as the scenario says: off in the built-ins), `off`,
+    /// `defaults` (docs/scenarios.md's suggested values for paths named wifi and wigig) or
+    /// `PATH=IDLE_MS:WAKE_MS,…`.
+    #[arg(long, default_value = "scenario")]
+    pub radio: String,
+    /// Longest simulated time of one run (s); the scenario's models run on past its
+    /// duration. Objects not delivered by then count as incomplete.
+    #[arg(long, default_value_t = 120.0)]
+    pub max_duration: f64,
+    /// Runs at once (default: the number of CPUs).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Write the results JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// file: sizes in bytes (k, M, G suffixes, decimal) before scaling.
+    #[arg(long, value_delimiter = ',', default_value = "100k,1M,10M,100M,1G")]
+    pub sizes: Vec<String>,
+    /// file: idle time before the idle-session request (s).
+    #[arg(long, default_value_t = 1.0)]
+    pub idle_gap: f64,
+    /// progressive: video rates in Mbit/s before scaling.
+    #[arg(long, value_delimiter = ',', default_value = "425,900,1300,1700")]
+    pub rates: Vec<f64>,
+    /// progressive, vr, dash: video length in s (default: the scenario's duration).
+    #[arg(long)]
+    pub video_s: Option<f64>,
+    /// progressive: the player's circular buffer, in GoPs (1 s each).
+    #[arg(long, default_value_t = 3)]
+    pub buffer_gops: u32,
+    /// vr: the stream's rate budget in Mbit/s before scaling.
+    #[arg(long, default_value_t = 1000.0)]
+    pub vr_rate: f64,
+    /// web: pages (msn, cnn, amazon, facebook, median).
+    #[arg(long, value_delimiter = ',', default_value = "msn,cnn,amazon,facebook,median")]
+    pub pages: Vec<String>,
+    /// web: HTTP versions to model (1.1 = six connections, 2 = one).
+    #[arg(long, value_delimiter = ',', default_value = "1.1,2")]
+    pub http: Vec<String>,
+    /// web: page loads per run, each 1 s after the previous one ended.
+    #[arg(long, default_value_t = 3)]
+    pub page_loads: u32,
+}
+
+/// What every workload shares: the scenario, the schemes and how to run one point.
+pub struct Setup {
+    pub scenario: Scenario,
+    /// The scenario's own duration (the run's is `--max-duration`): the default video length.
+    pub scenario_duration_s: f64,
+    pub schemes: Vec<String>,
+    pub seeds: Vec<u64>,
+    pub scale: f64,
+    pub model: PathModel,
+    jobs: usize,
+}
+
+impl Setup {
+    fn new(args: &WorkloadArgs) -> Result<Self> {
+        if args.backend == Backend::Emu {
+            bail!("--backend emu is not yet supported for workloads: it needs the proxy (issue 16)");
+        }
+        if args.repeat == 0 || args.repeat > 1000 {
+            bail!("--repeat must be in 1..=1000");
+        }
+        if !(args.scale.is_finite() && args.scale > 0.0) {
+            bail!("--scale must be > 0, got {}", args.scale);
+        }
+        let mut scenario = Scenario::load(&args.scenario)?;
+        radio::apply(&mut scenario, &args.radio).context("--radio")?;
+        let scenario_duration_s = scenario.duration_s;
+        crate::run::set_duration(&mut scenario, Some(args.max_duration)).context("--max-duration")?;
+        let seed = args.seed.unwrap_or(scenario.seed);
+        let schemes: Vec<String> = if args.schemes.is_empty() {
+            ["fbdt".to_string(), "mp:minrtt".to_string()]
+                .into_iter()
+                .chain(scenario.paths.iter().map(|p| format!("tcp:{}", p.name)))
+                .collect()
+        } else {
+            let mut v = Vec::new();
+            for s in args.schemes.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+                v.extend(scheme::expand(s)?);
+            }
+            v
+        };
+        if schemes.is_empty() {
+            bail!("--schemes is empty");
+        }
+        for s in &schemes {
+            scheme::parse(s, &scenario, seed)?.into_sim()?;
+        }
+        let jobs = args
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        if jobs == 0 || jobs > 1024 {
+            bail!("--jobs must be in 1..=1024");
+        }
+        Ok(Setup {
+            scenario,
+            scenario_duration_s,
+            schemes,
+            seeds: (0..u64::from(args.repeat)).map(|r| seed + r).collect(),
+            scale: args.scale,
+            model: args.model,
+            jobs,
+        })
+    }
+
+    /// `--video-s` (default: the scenario's duration), checked to lie in [min_s, 3600].
+    pub fn video_s(&self, args: &WorkloadArgs, min_s: f64) -> Result<f64> {
+        let v = args.video_s.unwrap_or(self.scenario_duration_s);
+        if !(min_s..=3600.0).contains(&v) {
+            bail!("--video-s must be in [{min_s}, 3600] for {:?}, got {v}", args.kind);
+        }
+        Ok(v)
+    }
+
+    /// One run of `app` for `scheme` with `seed`: the object timeline.
+    pub fn run_one(&self, scheme_name: &str, seed: u64, app: &mut dyn Application) -> Result<Vec<ObjectRecord>> {
+        let mut sc = self.scenario.clone();
+        sc.seed = seed;
+        let schedule: Schedule = sc.schedule(self.scale)?;
+        let params = SimParams {
+            seed,
+            ..crate::run::sim_params(&sc, self.model)
+        };
+        let scheme: SimScheme = scheme::parse(scheme_name, &sc, seed)?.into_sim()?;
+        let delay = driver::request_delay_s(&schedule, &scheme);
+        driver::drive(&schedule, &scheme, &params, delay, app)
+            .with_context(|| format!("scheme {scheme_name}, seed {seed}"))
+    }
+
+    /// Runs `one` on every item, `jobs` at a time, with a progress bar; results in order.
+    pub fn run_all<T: Sync, R: Send>(&self, items: &[T], one: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
+        let bar = ProgressBar::new(items.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("workload [{bar:30}] {pos}/{len} runs, ETA {eta}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        let results = crate::parallel::map(items, self.jobs, &bar, one);
+        bar.finish_and_clear();
+        results
+    }
+}
+
+/// The results JSON of one workload command.
+#[derive(Debug, Serialize)]
+pub struct WorkloadReport<R> {
+    pub kind: Kind,
+    pub scenario: String,
+    pub backend: &'static str,
+    pub model: String,
+    pub scale: f64,
+    pub seeds: Vec<u64>,
+    /// Radio sleep/wake per path as run (absent: always awake).
+    pub radio: std::collections::BTreeMap<String, fbdt_scenario::RadioSleep>,
+    pub results: Vec<R>,
+    pub meta: crate::report::Meta,
+}
+
+impl Setup {
+    pub fn report<R: Serialize>(&self, kind: Kind, results: Vec<R>) -> WorkloadReport<R> {
+        WorkloadReport {
+            kind,
+            scenario: self.scenario.name.clone(),
+            backend: "sim",
+            model: self.model.to_string(),
+            scale: self.scale,
+            seeds: self.seeds.clone(),
+            radio: self
+                .scenario
+                .paths
+                .iter()
+                .filter_map(|p| p.radio.map(|r| (p.name.clone(), r)))
+                .collect(),
+            results,
+            meta: crate::report::Meta::here(),
+        }
+    }
+}
+
+fn write<R: Serialize>(args: &WorkloadArgs, report: &WorkloadReport<R>) -> Result<()> {
+    if let Some(path) = &args.json {
+        crate::run::write_json(path, report)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+pub fn run(args: WorkloadArgs) -> Result<()> {
+    let setup = Setup::new(&args)?;
+    match args.kind {
+        Kind::File => {
+            let r = file::run(&setup, &args)?;
+            write(&args, &setup.report(Kind::File, r))
+        }
+        Kind::Web => {
+            let r = web::run(&setup, &args)?;
+            write(&args, &setup.report(Kind::Web, r))
+        }
+        Kind::Progressive => {
+            let r = progressive::run(&setup, &args)?;
+            write(&args, &setup.report(Kind::Progressive, r))
+        }
+        Kind::Vr => {
+            let r = vr::run(&setup, &args)?;
+            write(&args, &setup.report(Kind::Vr, r))
+        }
+        Kind::Dash => {
+            let r = dash::run(&setup, &args)?;
+            write(&args, &setup.report(Kind::Dash, r))
+        }
+    }
+}
