@@ -349,5 +349,7 @@ fn aggregate(name: &str, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult 
         reinjected_bytes: reinjected,
         wall_s,
         faithful: None,
+        delivery_delay_ms: None,
+        series_100ms_mbps: Vec::new(),
     }
 }

@@ -375,6 +375,8 @@ pub(crate) mod tests {
             recv_buffer_max_bytes: None,
             reinjected_bytes: None,
             faithful: None,
+            delivery_delay_ms: None,
+            series_100ms_mbps: Vec::new(),
         }
     }
 
