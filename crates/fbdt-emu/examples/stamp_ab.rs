@@ -37,7 +37,7 @@ fn main() -> anyhow::Result<()> {
                 tb.play()?;
                 let mbps = if with_stamps {
                     let (t, d) = perf::download_with_delay(&tb, path, path, proto, secs, None)?;
-                    let mut v = d.delays_us.clone();
+                    let mut v = d.delays_us;
                     v.sort_unstable();
                     let p = |q: f64| {
                         v.get(((v.len().max(1) - 1) as f64 * q) as usize)

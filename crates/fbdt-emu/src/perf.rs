@@ -8,6 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use fbdt_core::delay_probe::DelaySamples;
 use serde::Serialize;
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -92,16 +93,6 @@ pub struct Transfer {
     pub series: Vec<(f64, u64)>,
 }
 
-/// The in-order delivery delay of a stamped download (see [`crate::stamp`]), µs.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct StreamDelay {
-    /// One per followed offset the client read.
-    pub delays_us: Vec<u64>,
-    /// Followed offsets the server wrote that the client never read: their age when the
-    /// client stopped reading.
-    pub undelivered_age_us: Vec<u64>,
-}
-
 /// The server (at `server` path's server address) sends for `secs` seconds to a client
 /// bound to `client` path's address; returns what the client received. `progress` is
 /// called about once a second with (elapsed s, Mbit/s over the last second).
@@ -117,8 +108,9 @@ pub fn download(
     transfer(tb, client, server, proto, secs, warmup_s, progress, false).map(|(t, _)| t)
 }
 
-/// [`download`] with the in-order delivery delay: the stream carries time stamps, and the
-/// sender runs with TCP_NOTSENT_LOWAT and non-blocking writes after `poll` ([`crate::stamp`]).
+/// [`download`] with the in-order delivery delay (µs; offsets the client never read are
+/// aged to when it stopped reading): the stream carries time stamps, and the sender runs
+/// with TCP_NOTSENT_LOWAT and non-blocking writes after `poll` ([`crate::stamp`]).
 pub fn download_with_delay(
     tb: &Testbed,
     client: usize,
@@ -126,7 +118,7 @@ pub fn download_with_delay(
     proto: Proto,
     secs: f64,
     progress: Option<&(dyn Fn(f64, f64) + Sync)>,
-) -> Result<(Transfer, StreamDelay)> {
+) -> Result<(Transfer, DelaySamples)> {
     let (t, d) = transfer(tb, client, server, proto, secs, 0.0, progress, true)?;
     Ok((t, d.unwrap_or_default()))
 }
@@ -179,7 +171,7 @@ fn transfer(
     warmup_s: f64,
     progress: Option<&(dyn Fn(f64, f64) + Sync)>,
     stamped: bool,
-) -> Result<(Transfer, Option<StreamDelay>)> {
+) -> Result<(Transfer, Option<DelaySamples>)> {
     let (cp, sp) = (&tb.paths()[client], &tb.paths()[server]);
     let l = listen(tb, sp.server_ip, proto)?;
     let dst = l.local_addr().map_err(io("local_addr"))?;
@@ -249,14 +241,16 @@ fn transfer(
         Ok(Ok((_, stamps))) => stamps,
         Err(_) => None,
     };
-    let delay = reader.map(|r| StreamDelay {
+    let delay = reader.map(|r| DelaySamples {
         // A stamp the client read only in part was not delivered.
         undelivered_age_us: stamps
             .iter()
             .flat_map(|st| st.written_from(r.offset().saturating_sub(stamp::STAMP_LEN - 1)))
             .map(|(_, us)| end_us.saturating_sub(us))
             .collect(),
-        delays_us: r.delays_us,
+        delivered: r.delays_us.seen(),
+        delays_us: r.delays_us.values().to_vec(),
+        unmatched: 0,
     });
     // Goodput between the first sample at/after the warm-up and the end of sending.
     let end_t = secs.min(secs_total);

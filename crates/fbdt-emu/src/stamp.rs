@@ -12,6 +12,8 @@
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 
+use fbdt_core::delay_probe::SampleSet;
+
 /// Followed offsets: every 16 KiB, as the FBDT probe (`fbdt_core::delay_probe`).
 pub const STEP: u64 = 16 * 1024;
 /// Bytes of a stamp: µs since the shared origin, big-endian.
@@ -136,8 +138,8 @@ impl Stamper {
 pub struct StampReader {
     offset: u64,
     stamp: [u8; 8],
-    /// Delay of every followed offset read, µs.
-    pub delays_us: Vec<u64>,
+    /// Delay of every followed offset read, µs (bounded).
+    pub delays_us: SampleSet,
 }
 
 impl StampReader {
@@ -206,7 +208,8 @@ mod tests {
         }
         // Every followed offset whose stamp was fully written was read back.
         let complete = (total.saturating_sub(STAMP_LEN) / STEP) + 1;
-        assert_eq!(r.delays_us.len() as u64, complete);
+        assert_eq!(r.delays_us.seen(), complete);
+        assert_eq!(r.delays_us.values().len() as u64, complete);
         // Each stamp is the time of the write that carried its first byte.
         let stamps: Vec<u64> = w.written_from(0).map(|(_, us)| us).collect();
         assert_eq!(stamps.len() as u64, total.div_ceil(STEP));

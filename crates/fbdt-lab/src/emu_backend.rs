@@ -220,13 +220,8 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
     let progress = |t: f64| bar.set_position(base + ((t / 0.1) as u64).min(ticks));
     let (transfer, sessions, delay) = match transport {
         Transport::Kernel(proto, path) => {
-            let (t, d) =
+            let (t, delay) =
                 perf::download_with_delay(&tb, path, path, proto, scenario.duration_s, Some(&|t, _| progress(t)))?;
-            let delay = fbdt_core::delay_probe::DelaySamples {
-                delays_us: d.delays_us,
-                undelivered_age_us: d.undelivered_age_us,
-                unmatched: 0,
-            };
             (t, None, delay)
         }
         Transport::Session(mut core) => {

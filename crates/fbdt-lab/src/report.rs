@@ -126,22 +126,23 @@ impl DeliveryDelay {
     }
 }
 
-/// Delay samples of several runs of one scheme, pooled.
+/// Delay samples of several runs of one scheme, pooled (bounded: see `SampleSet`).
 #[derive(Clone, Debug, Default)]
 pub struct DelayPool {
-    ms: Vec<f64>,
+    us: fbdt_core::delay_probe::SampleSet,
     undelivered: u64,
 }
 
 impl DelayPool {
-    /// Adds one run's samples (µs).
+    /// Adds one run's samples.
     pub fn add(&mut self, s: &fbdt_core::delay_probe::DelaySamples) {
-        self.ms.extend(s.capped_us().map(|us| us as f64 / 1e3));
+        s.capped_us().for_each(|us| self.us.push(us));
         self.undelivered += s.undelivered_age_us.len() as u64;
     }
 
     pub fn summary(self) -> Option<DeliveryDelay> {
-        DeliveryDelay::from_ms(self.ms, self.undelivered)
+        let ms = self.us.values().iter().map(|&us| us as f64 / 1e3).collect();
+        DeliveryDelay::from_ms(ms, self.undelivered)
     }
 }
 
