@@ -8,11 +8,13 @@ use std::{
     time::{Duration, Instant},
 };
 
+use fbdt_core::delay_probe::DelaySamples;
 use serde::Serialize;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::{
     error::{Error, Result},
+    stamp::{self, StampReader, Stamper},
     testbed::{Side, Testbed},
 };
 
@@ -103,31 +105,89 @@ pub fn download(
     warmup_s: f64,
     progress: Option<&(dyn Fn(f64, f64) + Sync)>,
 ) -> Result<Transfer> {
+    transfer(tb, client, server, proto, secs, warmup_s, progress, false).map(|(t, _)| t)
+}
+
+/// [`download`] with the in-order delivery delay (µs; offsets the client never read are
+/// aged to when it stopped reading): the stream carries time stamps, and the sender runs
+/// with TCP_NOTSENT_LOWAT and non-blocking writes after `poll` ([`crate::stamp`]).
+pub fn download_with_delay(
+    tb: &Testbed,
+    client: usize,
+    server: usize,
+    proto: Proto,
+    secs: f64,
+    progress: Option<&(dyn Fn(f64, f64) + Sync)>,
+) -> Result<(Transfer, DelaySamples)> {
+    let (t, d) = transfer(tb, client, server, proto, secs, 0.0, progress, true)?;
+    Ok((t, d.unwrap_or_default()))
+}
+
+/// What the sending thread reports: bytes written and, when stamping, its stamps.
+type Sent = Result<(u64, Option<Stamper>)>;
+
+/// Writes for `dur`: plain blocking writes, or stamped non-blocking ones (`origin`: the
+/// shared clock's zero).
+fn send(s: &mut TcpStream, dur: Duration, origin: Option<Instant>) -> Sent {
+    let mut buf = vec![0x5au8; 128 * 1024];
+    let mut stamper = origin.map(|_| Stamper::new());
+    if stamper.is_some() {
+        stamp::set_notsent_lowat(s, stamp::NOTSENT_LOWAT).map_err(io("TCP_NOTSENT_LOWAT"))?;
+        s.set_nonblocking(true).map_err(io("nonblocking"))?;
+    }
+    let t0 = Instant::now();
+    let mut sent = 0u64;
+    while t0.elapsed() < dur {
+        let mut now_us = 0;
+        if let (Some(st), Some(origin)) = (stamper.as_ref(), origin) {
+            if !stamp::wait_writable(s, 200) {
+                continue;
+            }
+            now_us = origin.elapsed().as_micros() as u64;
+            st.fill(&mut buf, now_us);
+        }
+        match s.write(&buf) {
+            Ok(n) => {
+                sent += n as u64;
+                if let Some(st) = stamper.as_mut() {
+                    st.advance(n, now_us);
+                }
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => return Err(io("send")(e)),
+        }
+    }
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    Ok((sent, stamper))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn transfer(
+    tb: &Testbed,
+    client: usize,
+    server: usize,
+    proto: Proto,
+    secs: f64,
+    warmup_s: f64,
+    progress: Option<&(dyn Fn(f64, f64) + Sync)>,
+    stamped: bool,
+) -> Result<(Transfer, Option<DelaySamples>)> {
     let (cp, sp) = (&tb.paths()[client], &tb.paths()[server]);
     let l = listen(tb, sp.server_ip, proto)?;
     let dst = l.local_addr().map_err(io("local_addr"))?;
     let dur = Duration::from_secs_f64(secs);
-    let (tx, rx) = mpsc::channel::<Result<u64>>();
+    let origin = Instant::now();
+    let (tx, rx) = mpsc::channel::<Sent>();
     let sender = std::thread::spawn(move || {
-        let r = (|| -> Result<u64> {
+        let r = (|| -> Sent {
             let mut s = accept_within(&l, Duration::from_secs(10))?;
             s.set_write_timeout(Some(Duration::from_millis(200)))
                 .map_err(io("SO_SNDTIMEO"))?;
-            let buf = vec![0x5au8; 128 * 1024];
-            let t0 = Instant::now();
-            let mut sent = 0u64;
-            while t0.elapsed() < dur {
-                match s.write(&buf) {
-                    Ok(n) => sent += n as u64,
-                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-                    Err(e) => return Err(io("send")(e)),
-                }
-            }
-            let _ = s.shutdown(std::net::Shutdown::Write);
-            Ok(sent)
+            send(&mut s, dur, stamped.then_some(origin))
         })();
         let _ = tx.send(r);
     });
+    let mut reader = stamped.then(StampReader::new);
     let (mut s, _) = connect_from(tb, cp.client_ip, dst, proto)?;
     s.set_read_timeout(Some(Duration::from_millis(100)))
         .map_err(io("SO_RCVTIMEO"))?;
@@ -145,6 +205,9 @@ pub fn download(
             Ok(0) => break,
             Ok(n) => {
                 bytes += n as u64;
+                if let Some(r) = reader.as_mut() {
+                    r.on_read(&buf[..n], origin.elapsed().as_micros() as u64);
+                }
                 n < buf.len()
             }
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => true,
@@ -169,12 +232,26 @@ pub fn download(
         }
     }
     let secs_total = t0.elapsed().as_secs_f64();
+    let end_us = origin.elapsed().as_micros() as u64;
     series.push((secs_total, bytes));
     drop(s);
     let _ = sender.join();
-    if let Ok(Err(e)) = rx.try_recv() {
-        return Err(e);
-    }
+    let stamps = match rx.try_recv() {
+        Ok(Err(e)) => return Err(e),
+        Ok(Ok((_, stamps))) => stamps,
+        Err(_) => None,
+    };
+    let delay = reader.map(|r| DelaySamples {
+        // A stamp the client read only in part was not delivered.
+        undelivered_age_us: stamps
+            .iter()
+            .flat_map(|st| st.written_from(r.offset().saturating_sub(stamp::STAMP_LEN - 1)))
+            .map(|(_, us)| end_us.saturating_sub(us))
+            .collect(),
+        delivered: r.delays_us.seen(),
+        delays_us: r.delays_us.values().to_vec(),
+        unmatched: 0,
+    });
     // Goodput between the first sample at/after the warm-up and the end of sending.
     let end_t = secs.min(secs_total);
     let a = drained
@@ -193,12 +270,13 @@ pub fn download(
     } else {
         0.0
     };
-    Ok(Transfer {
+    let t = Transfer {
         bytes,
         secs: secs_total,
         goodput_mbps,
         series,
-    })
+    };
+    Ok((t, delay))
 }
 
 /// Median TCP connect time (SYN → SYN/ACK: one round trip) over `n` connects on path
