@@ -49,6 +49,8 @@ enum Transport {
     Kernel(Proto, usize),
     /// The fbdt-net runtime with this core configuration (FBDT or the `mp:*` meta layer).
     Session(Box<fbdt_core::Config>),
+    /// One kernel TCP flow through cotag-net's TUN link: COTAG, or dual-rr (`None`).
+    CotagLink(Option<crate::emu_cotag::CotagScheme>),
 }
 
 fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
@@ -57,6 +59,8 @@ fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
         Scheme::Tcp { path } => Transport::Kernel(Proto::Tcp, path),
         // Kernel MPTCP starts on the first path; its endpoints add a subflow per other path.
         Scheme::KernelMptcp => Transport::Kernel(Proto::Mptcp, 0),
+        Scheme::Cotag(c) => Transport::CotagLink(Some(c)),
+        Scheme::DualRr => Transport::CotagLink(None),
     })
 }
 
@@ -71,6 +75,7 @@ struct Single {
     per_path_bytes: BTreeMap<String, u64>,
     /// (server, client) counters of session-based schemes.
     sessions: Option<(SessionStats, SessionStats)>,
+    cotag: Option<crate::emu_cotag::CotagCounters>,
     fidelity: fbdt_emu::Fidelity,
 }
 
@@ -214,6 +219,8 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
     let mut tb = Testbed::start(spec, &TestbedOptions::default()).context("starting the testbed")?;
     let before = tb.path_counters()?;
     tb.play()?;
+    let played = WallClock::now();
+    let mut cotag = None;
     let progress = |t: f64| bar.set_position(base + ((t / 0.1) as u64).min(ticks));
     let (transfer, sessions) = match transport {
         Transport::Kernel(proto, path) => {
@@ -236,6 +243,13 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
             };
             let s = crate::emu_fbdt::download(&tb, net, scenario.duration_s, &progress)?;
             (s.transfer, Some((s.server, s.client)))
+        }
+        Transport::CotagLink(c) => {
+            let mode = crate::emu_cotag::mode(c.as_ref(), &tb);
+            let (t, counters) =
+                crate::emu_cotag::download(&tb, mode, played, scenario.duration_s, scenario.seed, &progress)?;
+            cotag = Some(counters);
+            (t, None)
         }
     };
     let after = tb.path_counters()?;
@@ -278,6 +292,7 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
         seconds,
         per_path_bytes,
         sessions,
+        cotag,
         fidelity,
     })
 }
@@ -308,7 +323,11 @@ fn aggregate(name: &str, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult 
     let mut reinjected: Option<u64> = None;
     let mut recv_buffer_max: Option<u64> = None;
     let mut redundant = 0;
+    let mut cotag: Option<crate::emu_cotag::CotagCounters> = None;
     for (_, r) in &runs {
+        if let Some(c) = &r.cotag {
+            cotag.get_or_insert_with(Default::default).add(c);
+        }
         for (p, b) in &r.per_path_bytes {
             *per_path_bytes.entry(p.clone()).or_default() += b;
         }
@@ -348,5 +367,6 @@ fn aggregate(name: &str, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult 
         reinjected_bytes: reinjected,
         wall_s,
         faithful: None,
+        cotag,
     }
 }

@@ -67,6 +67,10 @@ pub struct SchemeResult {
     /// tolerances. An unfaithful scheme's numbers say nothing about the protocol.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub faithful: Option<bool>,
+    /// `cotag` / `dual-rr`: TCP retransmissions and the coding counters, summed over
+    /// repetitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cotag: Option<crate::emu_cotag::CotagCounters>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -126,6 +126,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             recv_buffer_max_bytes: None,
             reinjected_bytes: None,
             faithful: None,
+            cotag: None,
         };
         let is_mp = name.starts_with("mp:");
         for r in 0..args.repeat {

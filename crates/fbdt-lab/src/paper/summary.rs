@@ -375,6 +375,7 @@ pub(crate) mod tests {
             recv_buffer_max_bytes: None,
             reinjected_bytes: None,
             faithful: None,
+            cotag: None,
         }
     }
 
