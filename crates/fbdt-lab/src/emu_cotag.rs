@@ -32,14 +32,18 @@ pub fn parse(name: &str, opts: std::str::Split<'_, char>) -> Result<CotagScheme>
             .ok_or_else(|| anyhow!("scheme `{name}`: option `{opt}` must be key=value"))?;
         match key {
             "T" => {
-                let t: f64 = value.parse().map_err(|_| anyhow!("scheme `{name}`: T=`{value}` is not a number"))?;
+                let t: f64 = value
+                    .parse()
+                    .map_err(|_| anyhow!("scheme `{name}`: T=`{value}` is not a number"))?;
                 if !(0.1..=100.0).contains(&t) {
                     bail!("scheme `{name}`: T must be 0.1–100 ms, got {t}");
                 }
                 s.period_ms = t;
             }
             "n" => {
-                let n: usize = value.parse().map_err(|_| anyhow!("scheme `{name}`: n=`{value}` is not a count"))?;
+                let n: usize = value
+                    .parse()
+                    .map_err(|_| anyhow!("scheme `{name}`: n=`{value}` is not a count"))?;
                 if !(4..=cotag::gf::MAX_CAUCHY).contains(&n) {
                     bail!("scheme `{name}`: n must be 4–{}, got {n}", cotag::gf::MAX_CAUCHY);
                 }
@@ -70,8 +74,9 @@ pub struct CotagCounters {
     pub gateway_queue_dropped: u64,
     pub max_cohort: Option<usize>,
     pub period_ms: Option<f64>,
-    bytes_received: u64,
-    bytes_delivered: u64,
+    /// Coded bytes the device received and original bytes it delivered (the overhead's terms).
+    pub bytes_received: u64,
+    pub bytes_delivered: u64,
 }
 
 impl CotagCounters {
@@ -149,7 +154,11 @@ pub fn download(
     let stats = link.stop().context("stopping the COTAG link")?;
     let t = t.context("the download through the COTAG link")?;
     if t.received > t.sent || (t.received == t.sent && !t.intact()) {
-        bail!("the download arrived corrupted ({} of {} bytes, hashes differ)", t.received, t.sent);
+        bail!(
+            "the download arrived corrupted ({} of {} bytes, hashes differ)",
+            t.received,
+            t.sent
+        );
     }
     let counters = CotagCounters::from_run(&stats, t.retransmissions, params.as_ref());
     let transfer = Transfer {
@@ -172,10 +181,23 @@ mod tests {
             parts.next();
             parse(s, parts)
         };
-        assert_eq!(p("cotag").unwrap(), CotagScheme { period_ms: 1.0, max_cohort: None });
+        assert_eq!(
+            p("cotag").unwrap(),
+            CotagScheme {
+                period_ms: 1.0,
+                max_cohort: None
+            }
+        );
         let s = p("cotag+T=2+n=32").unwrap();
         assert_eq!((s.period_ms, s.max_cohort), (2.0, Some(32)));
-        for bad in ["cotag+T=0", "cotag+T=x", "cotag+n=200", "cotag+n=2", "cotag+q=1", "cotag+T"] {
+        for bad in [
+            "cotag+T=0",
+            "cotag+T=x",
+            "cotag+n=200",
+            "cotag+n=2",
+            "cotag+q=1",
+            "cotag+T",
+        ] {
             let e = p(bad).unwrap_err().to_string();
             assert!(e.contains(&format!("scheme `{bad}`")), "{bad}: {e}");
         }
