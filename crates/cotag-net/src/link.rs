@@ -50,8 +50,9 @@ impl CotagParams {
     }
 
     /// Period `t_us`, cohorts of at most `max_cohort` packets; AP and device liveness 3 T
-    /// (docs/cotag.md), the gateway's Low extras off (the APs take spare capacity where it is:
-    /// on their own links), the rest the core's defaults.
+    /// (docs/cotag.md), the rest the core's defaults — including the gateway's Low extras
+    /// (1 × n_k per cohort): an AP re-encodes only from what it holds, its half of the Highs,
+    /// so only the gateway's full-span Lows let one AP make up for the other's shortfall.
     pub fn new(t_us: u64, max_cohort: usize) -> CotagParams {
         let liveness_us = 3 * t_us;
         CotagParams {
@@ -59,7 +60,6 @@ impl CotagParams {
                 period_us: t_us,
                 max_cohort,
                 queue_packets: (8 * max_cohort).max(1_024),
-                low_factor: 0.0,
                 ..GatewayConfig::default()
             },
             ap: ApConfig {

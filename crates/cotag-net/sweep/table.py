@@ -13,13 +13,19 @@ for f in sorted(glob.glob(os.path.join(d, "cotag-corr-*.json"))):
 if not rows:
     sys.exit(f"no results in {d}")
 schemes = list(next(iter(rows.values())).keys())
+
+def cell(r, s):
+    """Goodput; * marks a run the emulator's fidelity monitors flagged (out of tolerance)."""
+    if s not in r:
+        return "-"
+    return f"{r[s]['goodput_mbps']:.1f}" + ("*" if r[s].get("faithful") is False else "")
 print("| corr | delay ms | PER | " + " | ".join(schemes) + " | COTAG T=1 retrans / failed cohorts / overhead | dual-rr retrans |")
 print("|---|---:|---:|" + "---:|" * len(schemes) + "---|---:|")
 for (corr, delay, per), r in rows.items():
     c = (r.get("cotag+T=1") or {}).get("cotag") or {}
     dr = (r.get("dual-rr") or {}).get("cotag") or {}
     oh = c.get("coding_overhead")
-    print(f"| {corr} | {delay} | {per} | " + " | ".join(f"{r[s]['goodput_mbps']:.1f}" if s in r else "-" for s in schemes)
+    print(f"| {corr} | {delay} | {per} | " + " | ".join(cell(r, s) for s in schemes)
           + f" | {c.get('tcp_retransmissions', '-')} / {c.get('cohorts_failed', '-')} / {oh * 100 if oh is not None else float('nan'):.1f}% | {dr.get('tcp_retransmissions', '-')} |")
 
 def g(r, s):
