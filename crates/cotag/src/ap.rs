@@ -61,6 +61,7 @@ impl ApConfig {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ApStats {
     pub received: u64,
     pub malformed: u64,

@@ -54,6 +54,7 @@ impl DeviceConfig {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct DeviceStats {
     pub received: u64,
     pub malformed: u64,

@@ -96,6 +96,7 @@ impl GatewayConfig {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct GatewayStats {
     pub packets_in: u64,
     /// Arrivals dropped because `queue_packets` were waiting.

@@ -49,6 +49,8 @@ enum Transport {
     Kernel(Proto, usize),
     /// The fbdt-net runtime with this core configuration (FBDT or the `mp:*` meta layer).
     Session(Box<fbdt_core::Config>),
+    /// One kernel TCP flow through cotag-net's TUN link: COTAG, or dual-rr (`None`).
+    CotagLink(Option<crate::emu_cotag::CotagScheme>),
 }
 
 fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
@@ -57,6 +59,8 @@ fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
         Scheme::Tcp { path } => Transport::Kernel(Proto::Tcp, path),
         // Kernel MPTCP starts on the first path; its endpoints add a subflow per other path.
         Scheme::KernelMptcp => Transport::Kernel(Proto::Mptcp, 0),
+        Scheme::Cotag(c) => Transport::CotagLink(Some(c)),
+        Scheme::DualRr => Transport::CotagLink(None),
     })
 }
 
@@ -73,6 +77,7 @@ struct Single {
     sessions: Option<(SessionStats, SessionStats)>,
     /// In-order delivery delay samples.
     delay: fbdt_core::delay_probe::DelaySamples,
+    cotag: Option<crate::emu_cotag::CotagCounters>,
     fidelity: fbdt_emu::Fidelity,
 }
 
@@ -216,6 +221,8 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
     let mut tb = Testbed::start(spec, &TestbedOptions::default()).context("starting the testbed")?;
     let before = tb.path_counters()?;
     tb.play()?;
+    let played = WallClock::now();
+    let mut cotag = None;
     let progress = |t: f64| bar.set_position(base + ((t / 0.1) as u64).min(ticks));
     let (transfer, sessions, delay) = match transport {
         Transport::Kernel(proto, path) => {
@@ -231,6 +238,14 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
             };
             let s = crate::emu_fbdt::download(&tb, net, scenario.duration_s, &progress)?;
             (s.transfer, Some((s.server, s.client)), s.delay)
+        }
+        Transport::CotagLink(c) => {
+            let mode = crate::emu_cotag::mode(c.as_ref(), &tb);
+            let (t, counters) =
+                crate::emu_cotag::download(&tb, mode, played, scenario.duration_s, scenario.seed, &progress)?;
+            cotag = Some(counters);
+            // The flow through the TUN link is not stamped yet: no delay samples.
+            (t, None, fbdt_core::delay_probe::DelaySamples::default())
         }
     };
     let after = tb.path_counters()?;
@@ -274,6 +289,7 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
         per_path_bytes,
         sessions,
         delay,
+        cotag,
         fidelity,
     })
 }
@@ -305,8 +321,12 @@ fn aggregate(name: &str, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult 
     let mut recv_buffer_max: Option<u64> = None;
     let mut redundant = 0;
     let mut delays = DelayPool::default();
+    let mut cotag: Option<crate::emu_cotag::CotagCounters> = None;
     for (_, r) in &runs {
         delays.add(&r.delay);
+        if let Some(c) = &r.cotag {
+            cotag.get_or_insert_with(Default::default).add(c);
+        }
         for (p, b) in &r.per_path_bytes {
             *per_path_bytes.entry(p.clone()).or_default() += b;
         }
@@ -351,5 +371,6 @@ fn aggregate(name: &str, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult 
         wall_s,
         faithful: None,
         delivery_delay_ms: delays.summary(),
+        cotag,
     }
 }

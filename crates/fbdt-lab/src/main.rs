@@ -3,6 +3,7 @@
 mod bench;
 mod calibrate;
 mod emu_backend;
+mod emu_cotag;
 mod emu_fbdt;
 mod emu_fidelity;
 mod jpoc_cmd;

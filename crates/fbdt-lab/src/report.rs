@@ -77,6 +77,10 @@ pub struct SchemeResult {
     /// `series` without the times.
     #[serde(default)]
     pub series_100ms_mbps: Vec<f64>,
+    /// `cotag` / `dual-rr`: TCP retransmissions and the coding counters, summed over
+    /// repetitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cotag: Option<crate::emu_cotag::CotagCounters>,
 }
 
 impl SchemeResult {

@@ -128,6 +128,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             faithful: None,
             delivery_delay_ms: None,
             series_100ms_mbps: Vec::new(),
+            cotag: None,
         };
         let mut delays = DelayPool::default();
         let is_mp = name.starts_with("mp:");

@@ -19,6 +19,10 @@ pub enum Scheme {
     /// Kernel MPTCP: starts on the first path, its endpoints add a subflow per other path.
     /// Testbed only.
     KernelMptcp,
+    /// COTAG (paper 003) around one kernel TCP flow; two-path testbed only.
+    Cotag(crate::emu_cotag::CotagScheme),
+    /// Uncoded dual connectivity: one kernel TCP flow's packets alternate over both paths.
+    DualRr,
 }
 
 impl Scheme {
@@ -29,6 +33,9 @@ impl Scheme {
             Scheme::Tcp { path } => Ok(SimScheme::Tcp(path)),
             Scheme::KernelMptcp => {
                 bail!("scheme `mptcp` (kernel MPTCP) runs only on the emulated testbed (--backend emu)")
+            }
+            Scheme::Cotag(_) | Scheme::DualRr => {
+                bail!("schemes `cotag` and `dual-rr` run only on the emulated testbed (--backend emu)")
             }
         }
     }
@@ -62,6 +69,8 @@ pub fn parse(name: &str, scenario: &Scenario, seed: u64) -> Result<Scheme> {
             Ok(Scheme::Fbdt(Box::new(cfg)))
         }
         Some("mptcp") if name == "mptcp" => Ok(Scheme::KernelMptcp),
+        Some("dual-rr") if name == "dual-rr" => Ok(Scheme::DualRr),
+        Some("cotag") => Ok(Scheme::Cotag(crate::emu_cotag::parse(name, parts)?)),
         Some(s) if s.starts_with("mp:") => {
             let sched = &s["mp:".len()..];
             let kind = SchedulerKind::parse(sched).ok_or_else(|| {
@@ -80,7 +89,7 @@ pub fn parse(name: &str, scenario: &Scenario, seed: u64) -> Result<Scheme> {
             cfg.validate().map_err(|e| anyhow!("scheme `{name}`: {e}"))?;
             Ok(Scheme::Fbdt(Box::new(cfg)))
         }
-        _ => bail!("unknown scheme `{name}`: expected fbdt[+option=value…], tcp:<path> or mp:<scheduler>"),
+        _ => bail!("unknown scheme `{name}`: expected fbdt[+option=value…], tcp:<path>, mp:<scheduler>, mptcp, cotag[+T=<ms>] or dual-rr"),
     }
 }
 

@@ -388,6 +388,7 @@ pub(crate) mod tests {
             faithful: None,
             delivery_delay_ms: None,
             series_100ms_mbps: Vec::new(),
+            cotag: None,
         }
     }
 

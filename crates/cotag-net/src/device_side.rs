@@ -1,0 +1,124 @@
+//! The client end: the device in the client namespace. Datagrams from both paths go to the
+//! decoder (COTAG; original packets leave it in cohort order) or straight into the TUN
+//! device in arrival order (`dual-rr`). Everything the client's kernel sends (TCP ACKs) is
+//! read from the TUN device and sent uncoded over path 1.
+
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use cotag::{Device, LINKS};
+
+use crate::io::{drain, udp, wait_readable, Clock};
+use crate::stats::SideStats;
+use crate::tun::Tun;
+use crate::{Error, Mode, SideSetup, MAX_WAIT_US};
+
+const BATCH: usize = 64;
+
+pub(crate) struct DeviceSide {
+    tun: Tun,
+    down: [UdpSocket; LINKS],
+    up: UdpSocket,
+    device: Option<Device>,
+    clock: Clock,
+    stats: SideStats,
+}
+
+impl DeviceSide {
+    pub(crate) fn new(setup: &SideSetup, tun: Tun) -> Result<DeviceSide, Error> {
+        let [d0, d1] = [0, 1].map(|i| udp(setup.down[i].client, None));
+        let up = udp(setup.up.client, Some(setup.up.server))?;
+        let device = match &setup.mode {
+            Mode::Cotag(p) => Some(Device::new(p.device.clone())?),
+            Mode::DualRr => None,
+        };
+        Ok(DeviceSide {
+            tun,
+            down: [d0?, d1?],
+            up,
+            device,
+            clock: setup.clock,
+            stats: SideStats::default(),
+        })
+    }
+
+    pub(crate) fn run(mut self, stop: Arc<AtomicBool>) -> Result<SideStats, Error> {
+        let mut buf = vec![0u8; 65_536];
+        let fds = [self.down[0].as_raw_fd(), self.down[1].as_raw_fd(), self.tun.as_raw_fd()];
+        while !stop.load(Ordering::Relaxed) {
+            let now = self.clock.now_us();
+            for link in 0..LINKS {
+                self.downlink(link, &mut buf, now)?;
+            }
+            if let Some(d) = &mut self.device {
+                d.handle_timeout(now);
+                while let Some(p) = d.poll_packet() {
+                    deliver(&self.tun, &p, &mut self.stats);
+                }
+            }
+            self.uplink(&mut buf)?;
+            let wake = self.device.as_ref().and_then(|d| d.poll_timeout());
+            let timeout = wake.map_or(MAX_WAIT_US, |t| t.saturating_sub(self.clock.now_us()).min(MAX_WAIT_US));
+            if timeout > 0 {
+                wait_readable(&fds, Some(timeout))?;
+            }
+        }
+        if let Some(d) = &self.device {
+            self.stats.cotag_device = Some(d.stats().clone());
+        }
+        Ok(self.stats)
+    }
+
+    fn downlink(&mut self, link: usize, buf: &mut [u8], now: u64) -> Result<(), Error> {
+        let (tun, stats, device) = (&self.tun, &mut self.stats, &mut self.device);
+        drain(
+            buf,
+            BATCH,
+            |b| self.down[link].recv(b),
+            |datagram| {
+                stats.packets_in[link] += 1;
+                stats.bytes_in[link] += datagram.len() as u64;
+                match device {
+                    Some(d) => {
+                        // Malformed datagrams are counted by the device.
+                        let _ = d.handle_recv(link, datagram, now);
+                        while let Some(p) = d.poll_packet() {
+                            deliver(tun, &p, stats);
+                        }
+                    }
+                    None => deliver(tun, datagram, stats),
+                }
+            },
+        )
+        .map_err(|e| Error::Io("receiving downlink datagrams", e))
+    }
+
+    /// Everything the client's kernel sends (ACKs) → path 1, uncoded.
+    fn uplink(&mut self, buf: &mut [u8]) -> Result<(), Error> {
+        let (up, stats) = (&self.up, &mut self.stats);
+        drain(
+            buf,
+            BATCH,
+            |b| self.tun.recv(b),
+            |packet| {
+                stats.uplink_packets += 1;
+                if up.send(packet).is_err() {
+                    stats.send_dropped += 1;
+                }
+            },
+        )
+        .map_err(|e| Error::Io("reading the client's TUN device", e))
+    }
+}
+
+fn deliver(tun: &Tun, packet: &[u8], stats: &mut SideStats) {
+    match tun.send(packet) {
+        Ok(_) => {
+            stats.tun_packets_out += 1;
+            stats.tun_bytes_out += packet.len() as u64;
+        }
+        Err(_) => stats.tun_write_errors += 1,
+    }
+}

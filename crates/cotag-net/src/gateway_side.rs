@@ -1,0 +1,185 @@
+//! The server end: the gateway and both APs' buffer disciplines, in the server namespace.
+//!
+//! Downlink IP packets the kernel routes into the TUN device go to the gateway (COTAG) or are
+//! dealt round-robin to the two paths (`dual-rr`). COTAG's gateway → AP hop is in memory
+//! (the paper's wired hop is fast); each AP sits at the ingress of its emulated link and is
+//! paced at that link's scheduled rate, so its buffer is where the queue forms. Uplink
+//! packets (the client's ACKs) arrive uncoded on path 1's socket and go into the TUN device.
+
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use cotag::{Ap, Gateway, LINKS};
+
+use crate::io::{drain, udp, wait_readable, Clock};
+use crate::pacer::Pacer;
+use crate::stats::SideStats;
+use crate::tun::Tun;
+use crate::{Error, Mode, SideSetup, IP_UDP_HEADER, MAX_WAIT_US};
+
+/// Packets read from one source per loop turn at most, so neither direction starves.
+const BATCH: usize = 64;
+
+enum Engine {
+    Cotag(Box<CotagEnd>),
+    DualRr { next: usize },
+}
+
+struct CotagEnd {
+    gateway: Gateway,
+    aps: [Ap; LINKS],
+    pacers: [Pacer; LINKS],
+}
+
+pub(crate) struct GatewaySide {
+    tun: Tun,
+    down: [UdpSocket; LINKS],
+    up: UdpSocket,
+    engine: Engine,
+    clock: Clock,
+    stats: SideStats,
+}
+
+impl GatewaySide {
+    pub(crate) fn new(setup: &SideSetup, tun: Tun) -> Result<GatewaySide, Error> {
+        let down = [0, 1].map(|i| udp(setup.down[i].server, Some(setup.down[i].client)));
+        let [d0, d1] = down;
+        let down = [d0?, d1?];
+        let up = udp(setup.up.server, None)?;
+        let engine = match &setup.mode {
+            Mode::Cotag(p) => {
+                let ap = |i: u64| {
+                    Ap::new(cotag::ApConfig {
+                        seed: p.ap.seed.wrapping_add(i),
+                        ..p.ap.clone()
+                    })
+                };
+                let burst = p.pace_burst_bytes;
+                Engine::Cotag(Box::new(CotagEnd {
+                    gateway: Gateway::new(p.gateway.clone())?,
+                    aps: [ap(0)?, ap(1)?],
+                    pacers: [0, 1].map(|i| Pacer::new(setup.rates[i].clone(), p.pace_factor, burst)),
+                }))
+            }
+            Mode::DualRr => Engine::DualRr { next: 0 },
+        };
+        Ok(GatewaySide {
+            tun,
+            down,
+            up,
+            engine,
+            clock: setup.clock,
+            stats: SideStats::default(),
+        })
+    }
+
+    /// Runs until `stop` is set; returns the counters.
+    pub(crate) fn run(mut self, stop: Arc<AtomicBool>) -> Result<SideStats, Error> {
+        let mut buf = vec![0u8; 65_536];
+        let fds = [self.tun.as_raw_fd(), self.up.as_raw_fd()];
+        while !stop.load(Ordering::Relaxed) {
+            let now = self.clock.now_us();
+            self.downlink_in(&mut buf, now)?;
+            self.uplink(&mut buf)?;
+            let wake = self.drive(now)?;
+            let timeout = wake.map_or(MAX_WAIT_US, |t| t.saturating_sub(self.clock.now_us()).min(MAX_WAIT_US));
+            if timeout > 0 {
+                wait_readable(&fds, Some(timeout))?;
+            }
+        }
+        if let Engine::Cotag(c) = &self.engine {
+            let (gateway, aps) = (&c.gateway, &c.aps);
+            self.stats.cotag_gateway = Some(gateway.stats().clone());
+            self.stats.cotag_aps = Some([aps[0].stats().clone(), aps[1].stats().clone()]);
+        }
+        Ok(self.stats)
+    }
+
+    /// TUN → gateway, or round-robin onto the paths.
+    fn downlink_in(&mut self, buf: &mut [u8], now: u64) -> Result<(), Error> {
+        let (engine, stats, down) = (&mut self.engine, &mut self.stats, &self.down);
+        drain(
+            buf,
+            BATCH,
+            |b| self.tun.recv(b),
+            |packet| {
+                stats.tun_packets_in += 1;
+                stats.tun_bytes_in += packet.len() as u64;
+                match engine {
+                    Engine::Cotag(c) => {
+                        if c.gateway.handle_packet(packet, now).is_err() {
+                            // Longer than the wire allows: the inner MTU prevents it.
+                            stats.rejected += 1;
+                        }
+                    }
+                    Engine::DualRr { next } => {
+                        let link = *next;
+                        *next = (link + 1) % LINKS;
+                        send(&down[link], packet, link, stats);
+                    }
+                }
+            },
+        )
+        .map_err(|e| Error::Io("reading the server's TUN device", e))
+    }
+
+    /// Uplink datagrams (uncoded IP packets from the client) → TUN.
+    fn uplink(&mut self, buf: &mut [u8]) -> Result<(), Error> {
+        let (tun, stats) = (&self.tun, &mut self.stats);
+        drain(
+            buf,
+            BATCH,
+            |b| self.up.recv(b),
+            |packet| {
+                stats.uplink_packets += 1;
+                if tun.send(packet).is_err() {
+                    stats.tun_write_errors += 1;
+                }
+            },
+        )
+        .map_err(|e| Error::Io("receiving uplink datagrams", e))
+    }
+
+    /// Timers, gateway → APs, paced APs → paths. Returns when it next needs to run.
+    fn drive(&mut self, now: u64) -> Result<Option<u64>, Error> {
+        let Engine::Cotag(c) = &mut self.engine else {
+            return Ok(None);
+        };
+        let CotagEnd { gateway, aps, pacers } = &mut **c;
+        gateway.handle_timeout(now);
+        for (link, ap) in aps.iter_mut().enumerate() {
+            ap.handle_timeout(now);
+            while let Some(coded) = gateway.poll_transmit(link, now)? {
+                // Only malformed input is an error here, and the gateway emits none.
+                let _ = ap.handle_recv(&coded, now);
+            }
+        }
+        let mut wake = gateway.poll_timeout();
+        for (link, (ap, pacer)) in aps.iter_mut().zip(pacers.iter_mut()).enumerate() {
+            while pacer.ready(now) {
+                let Some(coded) = ap.poll_transmit(now)? else { break };
+                pacer.charge(coded.len() + IP_UDP_HEADER);
+                send(&self.down[link], &coded, link, &mut self.stats);
+            }
+            let paced = (!pacer.ready(now) && ap.buffered() > 0)
+                .then(|| pacer.ready_at(now))
+                .flatten();
+            wake = [wake, ap.poll_timeout(), paced].into_iter().flatten().min();
+        }
+        Ok(wake)
+    }
+}
+
+/// Sends one datagram on `link`; a full socket buffer drops it (counted), like a full
+/// transmit queue would.
+fn send(sock: &UdpSocket, bytes: &[u8], link: usize, stats: &mut SideStats) {
+    match sock.send(bytes) {
+        Ok(_) => {
+            stats.packets_out[link] += 1;
+            stats.bytes_out[link] += bytes.len() as u64;
+        }
+        Err(_) => stats.send_dropped += 1,
+    }
+}

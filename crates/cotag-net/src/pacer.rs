@@ -1,0 +1,110 @@
+//! Paces an AP's transmissions at its emulated link's current rate, so the AP's buffer — not
+//! the emulator's queue — is where packets wait, and its hold / forward / flush rules act
+//! where the queue is. The rate comes from the testbed's schedule (the AP is told its link's
+//! capacity; a real AP knows its MCS), a token bucket turns it into send times.
+
+/// Rate in bit/s from `t_s` (seconds since the schedule started) on, sorted by time.
+pub type RateSteps = Vec<(f64, f64)>;
+
+/// A token bucket whose fill rate follows a step schedule.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    steps: RateSteps,
+    /// Fraction of the scheduled rate to use: a little below 1 keeps the emulator's own
+    /// queue empty despite timer jitter.
+    factor: f64,
+    /// Bytes the bucket holds at most: the burst a late wake-up may send at once.
+    burst_bytes: f64,
+    tokens: f64,
+    last_us: u64,
+}
+
+impl Pacer {
+    pub fn new(steps: RateSteps, factor: f64, burst_bytes: f64) -> Pacer {
+        Pacer {
+            steps,
+            factor,
+            burst_bytes,
+            tokens: 0.0,
+            last_us: 0,
+        }
+    }
+
+    /// The scheduled rate at `t_us` after the schedule's start, bit/s (0 before the first step).
+    pub fn rate_bps(&self, t_us: u64) -> f64 {
+        let t = t_us as f64 / 1e6;
+        self.steps
+            .iter()
+            .take_while(|(at, _)| *at <= t)
+            .last()
+            .map_or(0.0, |&(_, r)| r.max(0.0))
+    }
+
+    fn refill(&mut self, now_us: u64) {
+        if now_us > self.last_us {
+            // The rate at `now` for the whole gap: steps are 100 ms apart, wake-ups ≤ 5 ms.
+            let dt = (now_us - self.last_us) as f64 / 1e6;
+            let add = self.rate_bps(now_us) * self.factor * dt / 8.0;
+            self.tokens = (self.tokens + add).min(self.burst_bytes);
+            self.last_us = now_us;
+        }
+    }
+
+    /// Whether a packet may go now (a packet may overdraw the bucket; the debt is repaid
+    /// before the next one).
+    pub fn ready(&mut self, now_us: u64) -> bool {
+        self.refill(now_us);
+        self.tokens > 0.0
+    }
+
+    /// Charges a sent packet of `ip_bytes` (what the emulator's rate stage counts).
+    pub fn charge(&mut self, ip_bytes: usize) {
+        self.tokens -= ip_bytes as f64;
+    }
+
+    /// When the bucket will be positive again, if it is not now; `None` while the rate is 0.
+    pub fn ready_at(&self, now_us: u64) -> Option<u64> {
+        if self.tokens > 0.0 {
+            return Some(now_us);
+        }
+        let rate = self.rate_bps(now_us) * self.factor / 8.0 / 1e6; // bytes per µs
+        (rate > 0.0).then(|| now_us + ((-self.tokens) / rate).ceil() as u64 + 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sends_at_the_scheduled_rate() {
+        // 8 Mbit/s = 1 byte/µs for 1 s, then 0.
+        let mut p = Pacer::new(vec![(0.0, 8e6), (1.0, 0.0)], 1.0, 3000.0);
+        let (mut sent, mut now) = (0u64, 0u64);
+        while now < 1_000_000 {
+            if p.ready(now) {
+                p.charge(1000);
+                sent += 1000;
+            } else {
+                now = p.ready_at(now).unwrap().min(1_000_000);
+            }
+        }
+        // 1 MB in 1 s, within one packet and the burst.
+        assert!((995_000..=1_004_000).contains(&sent), "sent {sent}");
+        // Rate 0: nothing more, and no wake-up time.
+        now = 1_500_000;
+        p.ready(now);
+        assert!(p.tokens <= 0.0 || p.tokens < 1.0);
+        p.tokens = -1.0;
+        assert_eq!(p.ready_at(now), None);
+    }
+
+    #[test]
+    fn burst_is_bounded() {
+        let mut p = Pacer::new(vec![(0.0, 1e9)], 1.0, 3000.0);
+        assert!(p.ready(10_000_000));
+        assert_eq!(p.tokens, 3000.0);
+        assert_eq!(p.rate_bps(0), 1e9);
+        assert_eq!(Pacer::new(vec![(1.0, 5.0)], 1.0, 1.0).rate_bps(0), 0.0);
+    }
+}
