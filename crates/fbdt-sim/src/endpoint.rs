@@ -2,7 +2,8 @@
 //! baseline (the link model itself, no framing).
 
 use fbdt_core::{
-    Config, ConfigError, Connection, ConnectionStats, Event, Hint, Instant, PathId, PathStats, ProtocolError,
+    Config, ConfigError, Connection, ConnectionStats, Event, Hint, Instant, PathBinding, PathId, PathStats,
+    ProtocolError,
 };
 use thiserror::Error;
 
@@ -67,6 +68,9 @@ pub struct FbdtEnd {
     /// Bytes to transfer, `None` = backlogged until the run ends.
     limit: Option<u64>,
     scratch: Vec<u8>,
+    /// Connections each path had so far: a reconnect's epoch, as a real client numbers
+    /// them in its JOIN (the server learns it from the JOIN).
+    connections: Vec<u32>,
 }
 
 impl FbdtEnd {
@@ -84,6 +88,7 @@ impl FbdtEnd {
             offset: 0,
             limit,
             scratch: vec![0; APP_CHUNK],
+            connections: vec![1; paths],
         })
     }
 }
@@ -158,7 +163,15 @@ impl SimEndpoint for FbdtEnd {
 
     fn path_up(&mut self, path: usize, now: Instant) {
         // A fresh connection: the client JOINs on it, the server accepts the JOIN.
-        let _ = self.conn.add_path(PathId(path as u8), now);
+        let epoch = self.connections.get(path).copied().unwrap_or(0);
+        if let Some(n) = self.connections.get_mut(path) {
+            *n += 1;
+        }
+        let binding = PathBinding {
+            epoch,
+            ..PathBinding::default()
+        };
+        let _ = self.conn.add_path_bound(PathId(path as u8), binding, now);
     }
 
     fn path_stats(&mut self, path: usize, stats: PathStats) {

@@ -79,14 +79,34 @@ struct PathTx {
     work: Option<LaneEnd>,
     /// A lane end reserved in a newer window while the path finishes its current one.
     reserved: Option<LaneEnd>,
-    /// Payload bytes handed to this path, and bytes the receiver reports it got there.
+    /// The connection epoch of the path's current connection (JOIN's): the receiver's
+    /// counter is read only from ACKs that carry it.
+    epoch: u32,
+    /// The epoch announced for the next `path_up`.
+    next_epoch: Option<u32>,
+    connections: u32,
+    /// Payload bytes handed to this path's current connection, and bytes the receiver
+    /// reports it got there.
     sent: u64,
     rx: u64,
-    /// Undelivered copies in path order: (value of `sent` after the copy, stream offset).
-    copies: VecDeque<(u64, u64)>,
+    /// The receiver's counter counts this connection's bytes alone (its epoch is new), so
+    /// a copy it passes has arrived. After a reconnect under the same epoch the counter
+    /// may include the old connection's bytes and only measures rates and stalls.
+    counter_exact: bool,
+    /// Undelivered copies in path order.
+    copies: VecDeque<HeldCopy>,
     last_progress: Instant,
     stalled: bool,
     est: PathEstimate,
+}
+
+/// A copy a path was handed and has not delivered yet.
+#[derive(Clone, Copy, Debug)]
+struct HeldCopy {
+    /// The path's `sent` once the copy was handed over: delivered when `rx` reaches it.
+    end: u64,
+    seg: u64,
+    off: u64,
 }
 
 impl PathTx {
@@ -95,8 +115,12 @@ impl PathTx {
             alive: false,
             work: None,
             reserved: None,
+            epoch: 0,
+            next_epoch: None,
+            connections: 0,
             sent: 0,
             rx: 0,
+            counter_exact: false,
             copies: VecDeque::new(),
             last_progress: Instant::ZERO,
             stalled: false,
@@ -270,9 +294,31 @@ impl SchemeSender for FbdtSender {
         }
     }
 
+    fn set_path_epoch(&mut self, path: PathId, epoch: u32) {
+        self.ensure_path(path);
+        self.paths[path.index()].next_epoch = Some(epoch);
+    }
+
+    /// A new connection epoch restarts the path's counters at 0 on both ends; the same
+    /// epoch again (a driver that numbers no connections) continues them as before.
     fn path_up(&mut self, path: PathId, now: Instant) {
         self.ensure_path(path);
+        let t = &self.paths[path.index()];
+        let epoch = t.next_epoch.unwrap_or(t.epoch);
+        let new_epoch = t.connections == 0 || epoch != t.epoch;
+        if new_epoch && t.alive {
+            self.path_down(path, now);
+        }
         let t = &mut self.paths[path.index()];
+        t.next_epoch = None;
+        t.connections += 1;
+        t.counter_exact = new_epoch;
+        if new_epoch {
+            t.epoch = epoch;
+            t.sent = 0;
+            t.rx = 0;
+            t.copies.clear();
+        }
         t.alive = true;
         t.stalled = false;
         t.last_progress = now;

@@ -1,7 +1,7 @@
 //! One frame out: a pending ALIGN, else a segment to re-send (`rescue`), else the next
 //! segment of the path's lane (`lanes`), within the path's send limit.
 
-use super::{FbdtSender, SegState};
+use super::{FbdtSender, HeldCopy, SegState};
 use crate::path::PathId;
 use crate::time::Instant;
 use crate::wire::{Data, Frame, FrameOut};
@@ -120,7 +120,11 @@ impl FbdtSender {
         }
         t.sent += len as u64;
         if len > 0 {
-            t.copies.push_back((t.sent, seg.off));
+            t.copies.push_back(HeldCopy {
+                end: t.sent,
+                seg: idx,
+                off: seg.off,
+            });
         }
         Data::OVERHEAD + len
     }
