@@ -28,6 +28,14 @@ pub struct FbdtConfig {
     /// Redundant-transmission wait as a multiple of the holder path's RTT: the paper's
     /// min(RTT_other, RTO) is this factor ≤ 1; factors > 1 are allowed for the RTO sweep.
     pub redundancy_wait: f64,
+    /// A copy is late only this long past its expected ACK at least; beyond that floor,
+    /// 4 × the holder's deviation from its expectations (as TCP's RTO adds 4 × rttvar).
+    /// Without it a path with µs RTTs found half its copies "late" (issue 15).
+    pub redundancy_floor: Duration,
+    /// Redundant transmissions (a late copy re-sent while its holder lives and moves)
+    /// stop once their bytes exceed this share of the delivered bytes; rescues of dead or
+    /// stalled paths' copies do not count and are never capped.
+    pub redundancy_cap: f64,
     /// A path holding unacknowledged data whose receive counter has not moved for
     /// max(`stall_rtts` × its ACK RTT, `stall_min`) is stalled: it gets no new window
     /// regions and counts as an outage in its reliability score.
@@ -48,6 +56,8 @@ impl Default for FbdtConfig {
                 initial: 1024 * 1024,
             },
             redundancy_wait: 1.0,
+            redundancy_floor: Duration::from_millis(2),
+            redundancy_cap: 0.02,
             stall_rtts: 3.0,
             stall_min: Duration::from_millis(30),
             forward_hysteresis: 1.2,
@@ -89,6 +99,9 @@ impl FbdtConfig {
         }
         if !(self.redundancy_wait.is_finite() && self.redundancy_wait >= 0.0) {
             return Err(ConfigError::RedundancyWait(self.redundancy_wait));
+        }
+        if !(self.redundancy_cap.is_finite() && (0.0..=1.0).contains(&self.redundancy_cap)) {
+            return Err(ConfigError::Other("redundancy_cap must be a share in [0, 1]"));
         }
         if !(self.stall_rtts.is_finite() && self.stall_rtts > 0.0) {
             return Err(ConfigError::Other("stall_rtts must be a finite factor > 0"));

@@ -98,12 +98,14 @@ impl FbdtSender {
                 copies,
                 first_sent,
                 last_holder,
+                expect,
                 ..
             } => {
                 if copies == 1 {
-                    self.paths[last_holder.index()]
-                        .est
-                        .rtt_sample(now.saturating_since(first_sent));
+                    let est = &mut self.paths[last_holder.index()].est;
+                    est.rtt_sample(now.saturating_since(first_sent));
+                    let error = now.saturating_since(expect).as_secs_f64() - expect.saturating_since(now).as_secs_f64();
+                    est.lateness_sample(error);
                 }
             }
         }

@@ -57,9 +57,21 @@ enum SegState {
         /// When the ACK for the latest copy is expected (queue ahead of it on its path,
         /// the path's RTT, the receiver's ACK delay).
         expect: Instant,
+        /// `last_holder`'s `sent` once the copy was handed to it: its counter passing this
+        /// means the copy arrived.
+        end: u64,
         copies: u8,
     },
     Acked,
+}
+
+/// Why a segment is sent again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Resend {
+    /// Its holders died or stalled: needed, never capped.
+    Rescue,
+    /// Its holder is late: optional, capped at `FbdtConfig::redundancy_cap`.
+    Redundant,
 }
 
 #[derive(Clone, Debug)]
@@ -161,6 +173,8 @@ pub struct FbdtSender {
     /// A path died since the last full rescue scan: its copies may need re-sending even in
     /// windows whose pointers have not met.
     dead_holders: bool,
+    /// Bytes sent as [`Resend::Redundant`] (the ones the cap counts).
+    optional_resent: u64,
     failed: VecDeque<PathId>,
     /// Paths that became stalled and were not yet reported (at most one entry per path).
     newly_stalled: VecDeque<PathId>,
@@ -193,6 +207,7 @@ impl FbdtSender {
             checked_until: Instant::ZERO,
             flow_blocked: false,
             dead_holders: false,
+            optional_resent: 0,
             failed: VecDeque::new(),
             newly_stalled: VecDeque::new(),
             stats: SenderStats::default(),
@@ -370,9 +385,12 @@ impl SchemeSender for FbdtSender {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         };
+        // Redundancy looks at the head window only, unless flow control blocks.
+        let windows = if self.flow_blocked { self.windows.len() } else { 1 };
         for w in self
             .windows
             .iter()
+            .take(windows)
             .filter(|w| w.unacked > 0 && w.handed_out_at.is_some())
         {
             if let Some(t) = self.deadlines(w, alive).earliest_after {
