@@ -219,3 +219,30 @@ fn a_reconnect_under_the_same_epoch_keeps_counting_but_proves_nothing() {
     s.path_up(PathId(1), now);
     assert!(!s.paths[1].counter_exact && s.paths[0].counter_exact);
 }
+
+/// Issue 15 item 2: a late copy is re-sent only in the head window, only if its holder
+/// stopped moving or the re-send would arrive sooner, and only under the cap; a copy whose
+/// holder died is rescued whatever the cap.
+#[test]
+fn redundancy_only_where_it_helps() {
+    let start = Instant::ZERO;
+    let mut s = loaded_sender(2, 1 << 20, start);
+    assert!(s.windows.len() > 2);
+    let late = start + Duration::from_millis(5000);
+    let head = s.windows[0].seg_lo..s.windows[0].seg_hi;
+    // Path 1 is moving fast: its late copies will be through before path 0's would.
+    s.paths[1].est.rate = Some(1e12);
+    s.paths[1].last_progress = late;
+    assert_eq!(s.rescue_segment(PathId(0), late), None);
+    // Path 1 stopped moving: path 0 re-sends its copies, the head window's only.
+    s.paths[1].last_progress = start;
+    let (idx, why) = s.rescue_segment(PathId(0), late).expect("a late copy is re-sent");
+    assert_eq!(why, Resend::Redundant);
+    assert!(head.contains(&idx), "{idx} outside the head window {head:?}");
+    // Over the cap: nothing more.
+    s.optional_resent = s.una + (1 << 20);
+    assert_eq!(s.rescue_segment(PathId(0), late), None);
+    // A dead holder's copies are rescued all the same.
+    s.path_down(PathId(1), late);
+    assert!(matches!(s.rescue_segment(PathId(0), late), Some((_, Resend::Rescue))));
+}
