@@ -29,6 +29,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 use crate::config::{Config, ConfigError, MAX_BUFFER};
+use crate::delay_probe::{DelayProbe, StreamProbe, FRAME_HEAD_LEN};
 use crate::error::ProtocolError;
 use crate::handshake::{PathBinding, SessionKeys};
 use crate::path::{Hint, PathId, PathStats};
@@ -109,6 +110,10 @@ pub struct Connection {
     closed: bool,
     close_reason: Option<(u16, String)>,
     events: VecDeque<Event>,
+    /// The in-order delivery delay probe, when the driver asked for one.
+    delay_probe: Option<StreamProbe>,
+    /// Bytes of the peer's stream the application read (with `readable`, the in-order point).
+    bytes_read: u64,
 }
 
 impl Connection {
@@ -147,7 +152,29 @@ impl Connection {
             closed: false,
             close_reason: None,
             events: VecDeque::new(),
+            delay_probe: None,
+            bytes_read: 0,
         })
+    }
+
+    /// Starts recording the in-order delivery delay ([`crate::delay_probe`]): first
+    /// transmissions of our stream and in-order deliveries of the peer's, every `step`
+    /// bytes. The driver takes the marks with [`Connection::delay_marks`].
+    pub fn enable_delay_probe(&mut self, step: u64) {
+        self.delay_probe = Some(StreamProbe::new(step, self.local_isn));
+    }
+
+    /// The delay probe's marks, if [`Connection::enable_delay_probe`] was called.
+    pub fn delay_marks(&mut self) -> Option<&mut DelayProbe> {
+        self.delay_probe.as_mut().map(|p| &mut p.marks)
+    }
+
+    /// Tells the probe where the in-order point of the peer's stream is now.
+    fn probe_in_order(&mut self, now: Instant) {
+        if let Some(p) = self.delay_probe.as_mut() {
+            let readable = self.receiver.as_ref().map_or(0, |r| r.readable());
+            p.marks.on_in_order(self.bytes_read + readable as u64, now);
+        }
     }
 
     pub fn role(&self) -> Role {
@@ -347,6 +374,7 @@ impl Connection {
             return Ok(());
         }
         let result = self.parse_frames_buf(path, buf, now);
+        self.probe_in_order(now);
         let gone = self.closed || self.paths[path.index()].state == PathState::Down;
         if result.is_err() || gone {
             buf.clear();
@@ -579,10 +607,24 @@ impl Connection {
             return 0;
         }
         let sender = &mut self.sender;
+        let mut head = [0u8; FRAME_HEAD_LEN];
         let n = match out {
-            Out::Vec(v) => sender.poll_transmit(path, room, now, v),
-            Out::Buf(b) => sender.poll_transmit_buf(path, room, now, b),
+            Out::Vec(v) => {
+                let n = sender.poll_transmit(path, room, now, v);
+                let frame = &v[v.len() - n..];
+                let k = frame.len().min(head.len());
+                head[..k].copy_from_slice(&frame[..k]);
+                n
+            }
+            Out::Buf(b) => {
+                let n = sender.poll_transmit_buf(path, room, now, b);
+                b.copy_last(n, &mut head);
+                n
+            }
         };
+        if let (true, Some(p)) = (n > 0, self.delay_probe.as_mut()) {
+            p.on_frame(&head[..n.min(FRAME_HEAD_LEN)], now);
+        }
         self.collect_path_events(now);
         n
     }
@@ -672,13 +714,17 @@ impl Connection {
 
     /// Reads in-order bytes of the peer's stream.
     pub fn read(&mut self, buf: &mut [u8]) -> usize {
-        self.receiver.as_mut().map_or(0, |r| r.read(buf))
+        let n = self.receiver.as_mut().map_or(0, |r| r.read(buf));
+        self.bytes_read += n as u64;
+        n
     }
 
     /// Takes up to `max` in-order bytes of the peer's stream as one chunk, without copying
     /// when they arrived through [`Connection::handle_recv_buf`]; None when none are ready.
     pub fn read_bytes(&mut self, max: usize) -> Option<Bytes> {
-        self.receiver.as_mut().and_then(|r| r.read_bytes(max))
+        let b = self.receiver.as_mut().and_then(|r| r.read_bytes(max));
+        self.bytes_read += b.as_ref().map_or(0, |b| b.len() as u64);
+        b
     }
 
     pub fn readable(&self) -> usize {

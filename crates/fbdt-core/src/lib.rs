@@ -13,12 +13,14 @@
 //! - [`fbdt`]: the FBDT sender and receiver;
 //! - [`meta`]: an MPTCP-style meta layer with the published schedulers (the baselines);
 //! - [`config`]: the session's configuration, which builds the chosen scheme;
-//! - [`handshake`], [`connection`]: session keys; handshake, per-path framing, one endpoint.
+//! - [`handshake`], [`connection`]: session keys; handshake, per-path framing, one endpoint;
+//!   [`delay_probe`]: the sampled in-order delivery delay a connection can record.
 
 #![forbid(unsafe_code)]
 
 pub mod config;
 pub mod connection;
+pub mod delay_probe;
 pub mod error;
 pub mod fbdt;
 pub mod handshake;

@@ -25,6 +25,7 @@ pub mod perf;
 pub mod probe;
 pub mod scenario;
 pub mod spec;
+pub mod stamp;
 mod testbed;
 
 pub use calibrate::{calibrate, find_scale, CalibrationReport, PathCalibration, ScaleSearch};

@@ -13,6 +13,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::{
     error::{Error, Result},
+    stamp::{self, StampReader, Stamper},
     testbed::{Side, Testbed},
 };
 
@@ -91,6 +92,16 @@ pub struct Transfer {
     pub series: Vec<(f64, u64)>,
 }
 
+/// The in-order delivery delay of a stamped download (see [`crate::stamp`]), µs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StreamDelay {
+    /// One per followed offset the client read.
+    pub delays_us: Vec<u64>,
+    /// Followed offsets the server wrote that the client never read: their age when the
+    /// client stopped reading.
+    pub undelivered_age_us: Vec<u64>,
+}
+
 /// The server (at `server` path's server address) sends for `secs` seconds to a client
 /// bound to `client` path's address; returns what the client received. `progress` is
 /// called about once a second with (elapsed s, Mbit/s over the last second).
@@ -103,31 +114,88 @@ pub fn download(
     warmup_s: f64,
     progress: Option<&(dyn Fn(f64, f64) + Sync)>,
 ) -> Result<Transfer> {
+    transfer(tb, client, server, proto, secs, warmup_s, progress, false).map(|(t, _)| t)
+}
+
+/// [`download`] with the in-order delivery delay: the stream carries time stamps, and the
+/// sender runs with TCP_NOTSENT_LOWAT and non-blocking writes after `poll` ([`crate::stamp`]).
+pub fn download_with_delay(
+    tb: &Testbed,
+    client: usize,
+    server: usize,
+    proto: Proto,
+    secs: f64,
+    progress: Option<&(dyn Fn(f64, f64) + Sync)>,
+) -> Result<(Transfer, StreamDelay)> {
+    let (t, d) = transfer(tb, client, server, proto, secs, 0.0, progress, true)?;
+    Ok((t, d.unwrap_or_default()))
+}
+
+/// What the sending thread reports: bytes written and, when stamping, its stamps.
+type Sent = Result<(u64, Option<Stamper>)>;
+
+/// Writes for `dur`: plain blocking writes, or stamped non-blocking ones (`origin`: the
+/// shared clock's zero).
+fn send(s: &mut TcpStream, dur: Duration, origin: Option<Instant>) -> Sent {
+    let mut buf = vec![0x5au8; 128 * 1024];
+    let mut stamper = origin.map(|_| Stamper::new());
+    if stamper.is_some() {
+        stamp::set_notsent_lowat(s, stamp::NOTSENT_LOWAT).map_err(io("TCP_NOTSENT_LOWAT"))?;
+        s.set_nonblocking(true).map_err(io("nonblocking"))?;
+    }
+    let t0 = Instant::now();
+    let mut sent = 0u64;
+    while t0.elapsed() < dur {
+        let mut now_us = 0;
+        if let (Some(st), Some(origin)) = (stamper.as_ref(), origin) {
+            if !stamp::wait_writable(s, 200) {
+                continue;
+            }
+            now_us = origin.elapsed().as_micros() as u64;
+            st.fill(&mut buf, now_us);
+        }
+        match s.write(&buf) {
+            Ok(n) => {
+                sent += n as u64;
+                if let Some(st) = stamper.as_mut() {
+                    st.advance(n, now_us);
+                }
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => return Err(io("send")(e)),
+        }
+    }
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    Ok((sent, stamper))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn transfer(
+    tb: &Testbed,
+    client: usize,
+    server: usize,
+    proto: Proto,
+    secs: f64,
+    warmup_s: f64,
+    progress: Option<&(dyn Fn(f64, f64) + Sync)>,
+    stamped: bool,
+) -> Result<(Transfer, Option<StreamDelay>)> {
     let (cp, sp) = (&tb.paths()[client], &tb.paths()[server]);
     let l = listen(tb, sp.server_ip, proto)?;
     let dst = l.local_addr().map_err(io("local_addr"))?;
     let dur = Duration::from_secs_f64(secs);
-    let (tx, rx) = mpsc::channel::<Result<u64>>();
+    let origin = Instant::now();
+    let (tx, rx) = mpsc::channel::<Sent>();
     let sender = std::thread::spawn(move || {
-        let r = (|| -> Result<u64> {
+        let r = (|| -> Sent {
             let mut s = accept_within(&l, Duration::from_secs(10))?;
             s.set_write_timeout(Some(Duration::from_millis(200)))
                 .map_err(io("SO_SNDTIMEO"))?;
-            let buf = vec![0x5au8; 128 * 1024];
-            let t0 = Instant::now();
-            let mut sent = 0u64;
-            while t0.elapsed() < dur {
-                match s.write(&buf) {
-                    Ok(n) => sent += n as u64,
-                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-                    Err(e) => return Err(io("send")(e)),
-                }
-            }
-            let _ = s.shutdown(std::net::Shutdown::Write);
-            Ok(sent)
+            send(&mut s, dur, stamped.then_some(origin))
         })();
         let _ = tx.send(r);
     });
+    let mut reader = stamped.then(StampReader::new);
     let (mut s, _) = connect_from(tb, cp.client_ip, dst, proto)?;
     s.set_read_timeout(Some(Duration::from_millis(100)))
         .map_err(io("SO_RCVTIMEO"))?;
@@ -145,6 +213,9 @@ pub fn download(
             Ok(0) => break,
             Ok(n) => {
                 bytes += n as u64;
+                if let Some(r) = reader.as_mut() {
+                    r.on_read(&buf[..n], origin.elapsed().as_micros() as u64);
+                }
                 n < buf.len()
             }
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => true,
@@ -169,12 +240,24 @@ pub fn download(
         }
     }
     let secs_total = t0.elapsed().as_secs_f64();
+    let end_us = origin.elapsed().as_micros() as u64;
     series.push((secs_total, bytes));
     drop(s);
     let _ = sender.join();
-    if let Ok(Err(e)) = rx.try_recv() {
-        return Err(e);
-    }
+    let stamps = match rx.try_recv() {
+        Ok(Err(e)) => return Err(e),
+        Ok(Ok((_, stamps))) => stamps,
+        Err(_) => None,
+    };
+    let delay = reader.map(|r| StreamDelay {
+        // A stamp the client read only in part was not delivered.
+        undelivered_age_us: stamps
+            .iter()
+            .flat_map(|st| st.written_from(r.offset().saturating_sub(stamp::STAMP_LEN - 1)))
+            .map(|(_, us)| end_us.saturating_sub(us))
+            .collect(),
+        delays_us: r.delays_us,
+    });
     // Goodput between the first sample at/after the warm-up and the end of sending.
     let end_t = secs.min(secs_total);
     let a = drained
@@ -193,12 +276,13 @@ pub fn download(
     } else {
         0.0
     };
-    Ok(Transfer {
+    let t = Transfer {
         bytes,
         secs: secs_total,
         goodput_mbps,
         series,
-    })
+    };
+    Ok((t, delay))
 }
 
 /// Median TCP connect time (SYN → SYN/ACK: one round trip) over `n` connects on path

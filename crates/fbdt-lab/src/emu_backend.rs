@@ -16,7 +16,7 @@ use indicatif::ProgressBar;
 use fbdt_net::{NetConfig, SessionStats};
 
 use crate::emu_fidelity::{RunEntry, RunFidelity};
-use crate::report::{percentile, Counters, RunSummary, Sample, SchemeResult};
+use crate::report::{percentile, Counters, DelayPool, RunSummary, Sample, SchemeResult};
 use crate::scheme::{self, Scheme};
 
 /// What the emulated runs produced.
@@ -72,6 +72,8 @@ struct Single {
     per_path_bytes: BTreeMap<String, u64>,
     /// (server, client) counters of session-based schemes.
     sessions: Option<(SessionStats, SessionStats)>,
+    /// In-order delivery delay samples.
+    delay: fbdt_core::delay_probe::DelaySamples,
     fidelity: fbdt_emu::Fidelity,
 }
 
@@ -216,18 +218,16 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
     let before = tb.path_counters()?;
     tb.play()?;
     let progress = |t: f64| bar.set_position(base + ((t / 0.1) as u64).min(ticks));
-    let (transfer, sessions) = match transport {
+    let (transfer, sessions, delay) = match transport {
         Transport::Kernel(proto, path) => {
-            let t = perf::download(
-                &tb,
-                path,
-                path,
-                proto,
-                scenario.duration_s,
-                0.0,
-                Some(&|t, _| progress(t)),
-            )?;
-            (t, None)
+            let (t, d) =
+                perf::download_with_delay(&tb, path, path, proto, scenario.duration_s, Some(&|t, _| progress(t)))?;
+            let delay = fbdt_core::delay_probe::DelaySamples {
+                delays_us: d.delays_us,
+                undelivered_age_us: d.undelivered_age_us,
+                unmatched: 0,
+            };
+            (t, None, delay)
         }
         Transport::Session(mut core) => {
             buffer_parity(name, &mut core, TestbedOptions::default().tcp_buffer_max);
@@ -236,7 +236,7 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
                 ..NetConfig::default()
             };
             let s = crate::emu_fbdt::download(&tb, net, scenario.duration_s, &progress)?;
-            (s.transfer, Some((s.server, s.client)))
+            (s.transfer, Some((s.server, s.client)), s.delay)
         }
     };
     let after = tb.path_counters()?;
@@ -279,6 +279,7 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
         seconds,
         per_path_bytes,
         sessions,
+        delay,
         fidelity,
     })
 }
@@ -309,7 +310,9 @@ fn aggregate(name: &str, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult 
     let mut reinjected: Option<u64> = None;
     let mut recv_buffer_max: Option<u64> = None;
     let mut redundant = 0;
+    let mut delays = DelayPool::default();
     for (_, r) in &runs {
+        delays.add(&r.delay);
         for (p, b) in &r.per_path_bytes {
             *per_path_bytes.entry(p.clone()).or_default() += b;
         }
@@ -342,6 +345,10 @@ fn aggregate(name: &str, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult 
         bytes_delivered: runs.iter().map(|(_, r)| r.bytes).sum(),
         redundant_bytes: redundant,
         per_path_bytes,
+        series_100ms_mbps: runs
+            .first()
+            .map(|(_, r)| r.series.iter().map(|s| s.mbps).collect())
+            .unwrap_or_default(),
         series: runs.into_iter().next().map(|(_, r)| r.series).unwrap_or_default(),
         runs: if summaries.len() > 1 { summaries } else { Vec::new() },
         counters,
@@ -349,5 +356,6 @@ fn aggregate(name: &str, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult 
         reinjected_bytes: reinjected,
         wall_s,
         faithful: None,
+        delivery_delay_ms: delays.summary(),
     }
 }

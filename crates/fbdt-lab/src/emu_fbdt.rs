@@ -7,9 +7,10 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
+use fbdt_core::delay_probe::{DelayJoin, DelayMark, DelaySamples};
 use fbdt_emu::perf::Transfer;
 use fbdt_emu::{Side, Testbed};
-use fbdt_net::{LocalBind, NetConfig, PathSpec, SessionStats};
+use fbdt_net::{DelayMarks, LocalBind, NetConfig, PathSpec, SessionStats};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Cumulative-bytes samples are taken this often, as `fbdt_emu::perf::download` does.
@@ -26,6 +27,20 @@ pub struct SessionTransfer {
     pub transfer: Transfer,
     pub server: SessionStats,
     pub client: SessionStats,
+    /// In-order delivery delay of the download: the server's first transmissions joined
+    /// with the client's in-order deliveries.
+    pub delay: DelaySamples,
+}
+
+/// Joins one end's first-transmission marks with the other's deliveries; offsets still
+/// undelivered at `end` are aged to it. Both ends ran in this process: one clock.
+fn join_marks(sent: &DelayMarks, delivered: &DelayMarks, origin: Instant, end: Instant) -> DelaySamples {
+    let at = |t: Instant| fbdt_core::Instant::from_micros(t.saturating_duration_since(origin).as_micros() as u64);
+    let mark = |&(offset, t): &(u64, Instant)| DelayMark { offset, at: at(t) };
+    let mut join = DelayJoin::new();
+    sent.sent.iter().map(mark).for_each(|m| join.sent(m));
+    delivered.delivered.iter().map(mark).for_each(|m| join.delivered(m));
+    join.finish(at(end))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -39,6 +54,11 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 /// TCP connection per emulated path; the client (client namespace, path i bound to path i's
 /// client address) reads and samples. `progress(t)` is called on every sample.
 pub fn download(tb: &Testbed, net: NetConfig, secs: f64, progress: &(dyn Fn(f64) + Sync)) -> Result<SessionTransfer> {
+    let net = NetConfig {
+        delay_marks: true,
+        ..net
+    };
+    let origin = Instant::now();
     let listen_on: Vec<std::net::SocketAddr> = tb
         .paths()
         .iter()
@@ -47,7 +67,7 @@ pub fn download(tb: &Testbed, net: NetConfig, secs: f64, progress: &(dyn Fn(f64)
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let server_net = net.clone();
     let send_for = Duration::from_secs_f64(secs);
-    let server = tb.spawn_in(Side::Server, move || -> Result<SessionStats> {
+    let server = tb.spawn_in(Side::Server, move || -> Result<(SessionStats, DelayMarks)> {
         runtime()?.block_on(async move {
             let mut listener = fbdt_net::listen(&listen_on, server_net).await?;
             let _ = addr_tx.send(listener.local_addrs().to_vec());
@@ -72,7 +92,10 @@ pub fn download(tb: &Testbed, net: NetConfig, secs: f64, progress: &(dyn Fn(f64)
             let _ = tokio::time::timeout(DRAIN_LIMIT, wr.shutdown()).await;
             let mut rest = [0u8; 64];
             let _ = tokio::time::timeout(Duration::from_millis(200), rd.read(&mut rest)).await;
-            Ok(stats.stats())
+            drop((rd, wr));
+            // The driver adds its last marks when the session ends; give it a moment.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Ok((stats.stats(), stats.take_delay_marks()))
         })
     })?;
     let addrs = match addr_rx.recv_timeout(Duration::from_secs(10)) {
@@ -98,19 +121,23 @@ pub fn download(tb: &Testbed, net: NetConfig, secs: f64, progress: &(dyn Fn(f64)
             remote,
         })
         .collect();
-    let client = tb.run_in(Side::Client, || -> Result<(Transfer, SessionStats)> {
-        runtime()?.block_on(receive(specs, net, secs, progress))
-    })?;
+    let client = tb.run_in(
+        Side::Client,
+        || -> Result<(Transfer, SessionStats, DelayMarks, Instant)> {
+            runtime()?.block_on(receive(specs, net, secs, progress))
+        },
+    )?;
     let server = server
         .join()
         .map_err(|_| anyhow!("the FBDT server thread panicked"))?
         .map_err(|e| anyhow!("entering the server namespace: {e}"))?;
-    let (transfer, client) = client.context("FBDT client")?;
-    let server = server.context("FBDT server")?;
+    let (transfer, client, delivered, end) = client.context("FBDT client")?;
+    let (server, sent) = server.context("FBDT server")?;
     Ok(SessionTransfer {
         transfer,
         server,
         client,
+        delay: join_marks(&sent, &delivered, origin, end),
     })
 }
 
@@ -119,7 +146,7 @@ async fn receive(
     net: NetConfig,
     secs: f64,
     progress: &(dyn Fn(f64) + Sync),
-) -> Result<(Transfer, SessionStats)> {
+) -> Result<(Transfer, SessionStats, DelayMarks, Instant)> {
     let session = fbdt_net::connect(specs, net).await.context("connecting")?;
     let stats = session.stats_handle();
     let (mut rd, mut wr) = tokio::io::split(session);
@@ -135,6 +162,7 @@ async fn receive(
     )
     .await
     .context("receiving")?;
+    let ended = Instant::now();
     let (bytes, secs_total) = (total.bytes, total.secs);
     series.push((secs_total, bytes));
     let _ = tokio::time::timeout(Duration::from_millis(500), wr.shutdown()).await;
@@ -155,5 +183,8 @@ async fn receive(
         goodput_mbps: in_time as f64 * 8.0 / secs / 1e6,
         series,
     };
-    Ok((transfer, stats.stats()))
+    drop((rd, wr));
+    // The driver adds its last marks when the session ends; give it a moment.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    Ok((transfer, stats.stats(), stats.take_delay_marks(), ended))
 }

@@ -67,6 +67,82 @@ pub struct SchemeResult {
     /// tolerances. An unfaithful scheme's numbers say nothing about the protocol.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub faithful: Option<bool>,
+    /// In-order delivery delay: from a byte's first transmission to its in-order delivery
+    /// to the receiving application, sampled every 16 KiB of the stream, pooled over the
+    /// repetitions (docs/results.md). `null` when no sample was taken; absent in results
+    /// written before it existed.
+    #[serde(default)]
+    pub delivery_delay_ms: Option<DeliveryDelay>,
+    /// Goodput per 100 ms (in-order bytes delivered to the application), first repetition:
+    /// `series` without the times.
+    #[serde(default)]
+    pub series_100ms_mbps: Vec<f64>,
+}
+
+impl SchemeResult {
+    /// Standard deviation of the 100 ms goodput series (Mbit/s), the whole run; None for
+    /// fewer than two bins.
+    pub fn sd_100ms_mbps(&self) -> Option<f64> {
+        let v = &self.series_100ms_mbps;
+        if v.len() < 2 {
+            return None;
+        }
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        Some((v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64).sqrt())
+    }
+}
+
+/// The distribution of the in-order delivery delay, ms.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryDelay {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// Samples the figures above come from (undelivered ones included).
+    pub samples: u64,
+    /// Samples first sent but not delivered by the end of the run: they enter the figures
+    /// with their age at the end of the run (a lower bound of their delay).
+    pub undelivered_samples: u64,
+}
+
+impl DeliveryDelay {
+    /// From every sample in ms (undelivered ones already capped at the run's end); None
+    /// without samples.
+    pub fn from_ms(mut samples_ms: Vec<f64>, undelivered_samples: u64) -> Option<Self> {
+        if samples_ms.is_empty() {
+            return None;
+        }
+        samples_ms.sort_by(f64::total_cmp);
+        let q = |q| percentile_sorted(&samples_ms, q);
+        Some(DeliveryDelay {
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            max: q(1.0),
+            samples: samples_ms.len() as u64,
+            undelivered_samples,
+        })
+    }
+}
+
+/// Delay samples of several runs of one scheme, pooled.
+#[derive(Clone, Debug, Default)]
+pub struct DelayPool {
+    ms: Vec<f64>,
+    undelivered: u64,
+}
+
+impl DelayPool {
+    /// Adds one run's samples (µs).
+    pub fn add(&mut self, s: &fbdt_core::delay_probe::DelaySamples) {
+        self.ms.extend(s.capped_us().map(|us| us as f64 / 1e3));
+        self.undelivered += s.undelivered_age_us.len() as u64;
+    }
+
+    pub fn summary(self) -> Option<DeliveryDelay> {
+        DeliveryDelay::from_ms(self.ms, self.undelivered)
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -137,6 +213,14 @@ pub fn percentile(values: &[f64], q: f64) -> f64 {
     }
     let mut v = values.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));
+    percentile_sorted(&v, q)
+}
+
+/// [`percentile`] of values already sorted ascending.
+pub fn percentile_sorted(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
     let pos = q.clamp(0.0, 1.0) * (v.len() - 1) as f64;
     let lo = pos.floor() as usize;
     let hi = pos.ceil() as usize;
@@ -155,5 +239,42 @@ mod tests {
         assert_eq!(percentile(&v, 1.0), 5.0);
         assert!((percentile(&v, 0.1) - 1.4).abs() < 1e-12);
         assert_eq!(percentile(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn delay_quantiles_of_a_known_distribution() {
+        // 1..=1000 ms, shuffled: p50 = 500.5, p90 = 900.1, p99 = 990.01 (interpolated).
+        let v: Vec<f64> = (0..1000).map(|i| ((i * 7919) % 1000 + 1) as f64).collect();
+        let d = DeliveryDelay::from_ms(v, 3).unwrap();
+        assert!((d.p50 - 500.5).abs() < 1e-9, "{d:?}");
+        assert!((d.p90 - 900.1).abs() < 1e-9, "{d:?}");
+        assert!((d.p99 - 990.01).abs() < 1e-9, "{d:?}");
+        assert_eq!(d.max, 1000.0);
+        assert_eq!((d.samples, d.undelivered_samples), (1000, 3));
+        assert_eq!(DeliveryDelay::from_ms(Vec::new(), 0), None);
+    }
+
+    #[test]
+    fn results_without_the_delay_fields_still_read() {
+        let old = r#"{"scheme":"fbdt","goodput_mbps":1.0,"goodput_p10_mbps":1.0,
+            "goodput_p50_mbps":1.0,"goodput_p90_mbps":1.0,"bytes_delivered":1,
+            "redundant_bytes":0,"per_path_bytes":{},"series":[],"runs":[],
+            "counters":null,"wall_s":0.1}"#;
+        let r: SchemeResult = serde_json::from_str(old).unwrap();
+        assert_eq!(r.delivery_delay_ms, None);
+        assert!(r.series_100ms_mbps.is_empty());
+        assert_eq!(r.sd_100ms_mbps(), None);
+    }
+
+    #[test]
+    fn sd_of_the_100ms_series() {
+        let mut r: SchemeResult = serde_json::from_str(
+            r#"{"scheme":"x","goodput_mbps":1.0,"goodput_p10_mbps":1.0,"goodput_p50_mbps":1.0,
+            "goodput_p90_mbps":1.0,"bytes_delivered":1,"redundant_bytes":0,"per_path_bytes":{},
+            "series":[],"runs":[],"counters":null,"wall_s":0.1}"#,
+        )
+        .unwrap();
+        r.series_100ms_mbps = vec![2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0];
+        assert_eq!(r.sd_100ms_mbps(), Some(2.0));
     }
 }

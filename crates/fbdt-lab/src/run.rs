@@ -11,7 +11,7 @@ use fbdt_sim::{PathModel, SimParams};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::emu_fidelity::RunFidelity;
-use crate::report::{percentile, Counters, Meta, RunReport, RunSummary, Sample, SchemeResult};
+use crate::report::{percentile, Counters, DelayPool, Meta, RunReport, RunSummary, Sample, SchemeResult};
 use crate::scheme;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -126,7 +126,10 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             recv_buffer_max_bytes: None,
             reinjected_bytes: None,
             faithful: None,
+            delivery_delay_ms: None,
+            series_100ms_mbps: Vec::new(),
         };
+        let mut delays = DelayPool::default();
         let is_mp = name.starts_with("mp:");
         for r in 0..args.repeat {
             let run_seed = seed + u64::from(r);
@@ -148,6 +151,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
                 series = out.series.iter().map(|&(t, mbps)| Sample { t, mbps }).collect();
             }
             seconds.extend_from_slice(&out.per_second_mbps);
+            delays.add(&out.delay);
             runs.push(RunSummary {
                 seed: run_seed,
                 goodput_mbps: out.goodput_mbps,
@@ -174,7 +178,9 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
         total.goodput_p10_mbps = percentile(&seconds, 0.1);
         total.goodput_p50_mbps = percentile(&seconds, 0.5);
         total.goodput_p90_mbps = percentile(&seconds, 0.9);
+        total.series_100ms_mbps = series.iter().map(|s| s.mbps).collect();
         total.series = series;
+        total.delivery_delay_ms = delays.summary();
         total.runs = if args.repeat > 1 { runs } else { Vec::new() };
         total.wall_s = started.elapsed().as_secs_f64();
         bar.println(format!(
@@ -350,8 +356,8 @@ fn print_table(r: &RunReport) {
             .map_or(String::new(), |s| format!(", Σ standalone {s:.1} Mbit/s"))
     );
     println!(
-        "{:<26} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7}  per-path MB",
-        "scheme", "Mbit/s", "p10", "p50", "p90", "redund", "/Σtcp", "/cap"
+        "{:<26} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8}  per-path MB",
+        "scheme", "Mbit/s", "p10", "p50", "p90", "redund", "/Σtcp", "/cap", "sd100ms", "dly p50", "dly p99"
     );
     for s in &r.results {
         let ratio = |d: Option<f64>| {
@@ -363,8 +369,10 @@ fn print_table(r: &RunReport) {
             .iter()
             .map(|(k, v)| format!("{k}={:.0}", *v as f64 / 1e6))
             .collect();
+        let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}ms"));
+        let delay = s.delivery_delay_ms.as_ref();
         println!(
-            "{:<26} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>6.2}% {:>7} {:>7}  {}",
+            "{:<26} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>6.2}% {:>7} {:>7} {:>7} {:>8} {:>8}  {}",
             if s.faithful == Some(false) {
                 format!("{} (UNFAITHFUL)", s.scheme)
             } else {
@@ -377,6 +385,9 @@ fn print_table(r: &RunReport) {
             s.redundant_bytes as f64 * 100.0 / s.bytes_delivered.max(1) as f64,
             ratio(r.sum_standalone_mbps),
             ratio(Some(r.capacity_mbps)),
+            s.sd_100ms_mbps().map_or("-".to_string(), |v| format!("{v:.1}")),
+            ms(delay.map(|d| d.p50)),
+            ms(delay.map(|d| d.p99)),
             paths.join(" ")
         );
     }

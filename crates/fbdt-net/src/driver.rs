@@ -112,7 +112,10 @@ struct Parts {
     connected_rx: oneshot::Receiver<Result<(), String>>,
 }
 
-fn build(conn: fbdt_core::Connection, cfg: Arc<NetConfig>, specs: Option<Vec<PathSpec>>, label: String) -> Parts {
+fn build(mut conn: fbdt_core::Connection, cfg: Arc<NetConfig>, specs: Option<Vec<PathSpec>>, label: String) -> Parts {
+    if cfg.delay_marks {
+        conn.enable_delay_probe(fbdt_core::delay_probe::DEFAULT_STEP);
+    }
     let (cmd_tx, cmd_rx) = mpsc::channel(CHANNEL_CHUNKS);
     let (app_tx, app_rx) = mpsc::channel(CHANNEL_CHUNKS);
     let (ctx, crx) = oneshot::channel();
@@ -600,6 +603,9 @@ impl Driver {
                 self.conn.path_stats(PathId(i as u8), info.to_path_stats());
                 self.manager.on_tcp_info(i, &info.signals(), now, ending);
             }
+        }
+        if let (Some(probe), Ok(mut marks)) = (self.conn.delay_marks(), self.shared.delay_marks.lock()) {
+            marks.collect(probe, self.epoch.into_std());
         }
         let cs = self.conn.stats();
         self.useful |= cs.receiver.per_path_bytes_received.iter().any(|&b| b > 0);

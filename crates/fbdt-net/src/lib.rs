@@ -37,7 +37,7 @@ pub use client::connect;
 pub use dial::{connect_path, dial_tcp};
 pub use secure::{PathStream, Security, ServerIdentity, TlsClient, TlsServer, Trust};
 pub use server::{listen, Listener};
-pub use session::{PathReport, Session, SessionStats, StatsHandle};
+pub use session::{DelayMarks, PathReport, Session, SessionStats, StatsHandle, MAX_HELD_MARKS};
 
 /// Where one path goes: the server address, optionally from a local address or interface.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,6 +127,9 @@ pub struct NetConfig {
     /// The default is plaintext because TLS needs keys and trust the caller must choose;
     /// the `fbdt` binary runs TLS unless told `--plaintext`.
     pub security: Security,
+    /// Record the in-order delivery delay probe's marks (`fbdt_core::delay_probe`) for
+    /// [`StatsHandle::take_delay_marks`]. Off by default: they are held until taken.
+    pub delay_marks: bool,
 }
 
 impl Default for NetConfig {
@@ -152,6 +155,7 @@ impl Default for NetConfig {
             max_backoff: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(30),
             security: Security::Plaintext,
+            delay_marks: false,
         }
     }
 }

@@ -71,10 +71,51 @@ pub struct SessionStats {
     pub core: fbdt_core::ConnectionStats,
 }
 
+/// The delay probe's marks (`NetConfig::delay_marks`) on the process's monotonic clock:
+/// (stream offset, when). Both ends of a session in one process (the lab's testbed runs)
+/// share that clock, so one end's `sent` joins the other's `delivered` by offset.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DelayMarks {
+    /// First transmissions of our stream's followed offsets.
+    pub sent: Vec<(u64, std::time::Instant)>,
+    /// In-order deliveries of the peer's stream's followed offsets.
+    pub delivered: Vec<(u64, std::time::Instant)>,
+    /// Marks dropped here past [`MAX_HELD_MARKS`] per side (nobody took them).
+    pub lost: u64,
+    /// Marks the core's probe dropped (its queue overflowed between two stats ticks),
+    /// since the session began.
+    pub core_lost: u64,
+}
+
+/// Most marks a session holds per side until the application takes them: 4 Mi, 64 GiB of
+/// stream at the probe's 16 KiB step (about 100 MB of marks).
+pub const MAX_HELD_MARKS: usize = 1 << 22;
+
+impl DelayMarks {
+    /// Moves the core's queued marks here; `epoch` is the driver's time origin.
+    pub(crate) fn collect(&mut self, probe: &mut fbdt_core::delay_probe::DelayProbe, epoch: std::time::Instant) {
+        let at = |m: fbdt_core::delay_probe::DelayMark| {
+            (m.offset, epoch + std::time::Duration::from_micros(m.at.as_micros()))
+        };
+        let lost = &mut self.lost;
+        let mut hold = |v: &mut Vec<(u64, std::time::Instant)>, mark| {
+            if v.len() < MAX_HELD_MARKS {
+                v.push(at(mark));
+            } else {
+                *lost += 1;
+            }
+        };
+        probe.take_sent().for_each(|m| hold(&mut self.sent, m));
+        probe.take_delivered().for_each(|m| hold(&mut self.delivered, m));
+        self.core_lost = probe.lost_marks();
+    }
+}
+
 /// What the driver publishes and the application reads.
 #[derive(Default)]
 pub(crate) struct Shared {
     pub stats: Mutex<SessionStats>,
+    pub delay_marks: Mutex<DelayMarks>,
     pub error: Mutex<Option<String>>,
     pub token: std::sync::OnceLock<[u8; 8]>,
     /// Server: the address path 0 (the HELLO) came from.
@@ -177,6 +218,15 @@ pub struct StatsHandle(Arc<Shared>);
 impl StatsHandle {
     pub fn stats(&self) -> SessionStats {
         self.0.stats()
+    }
+    /// Takes the delay probe's marks gathered so far (empty unless
+    /// `NetConfig::delay_marks`); the driver adds the last ones when the session ends.
+    pub fn take_delay_marks(&self) -> DelayMarks {
+        self.0
+            .delay_marks
+            .lock()
+            .map(|mut m| std::mem::take(&mut *m))
+            .unwrap_or_default()
     }
     pub fn error(&self) -> Option<String> {
         self.0.error()

@@ -377,6 +377,50 @@ async fn write_chunk_carries_shared_buffers_intact() {
     assert_eq!(got, <[u8; 32]>::from(h.finalize()));
 }
 
+/// With `delay_marks`, every followed offset (one per 16 KiB) of a transfer has a first
+/// transmission at the sender and a later in-order delivery at the receiver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delay_marks_cover_every_followed_offset() {
+    tokio::time::timeout(BOUND, async {
+        let cfg = NetConfig {
+            delay_marks: true,
+            ..NetConfig::default()
+        };
+        let any: Vec<SocketAddr> = (0..2).map(|_| "127.0.0.1:0".parse().unwrap()).collect();
+        let mut l = listen(&any, cfg.clone()).await.expect("listen");
+        let addrs = l.local_addrs().to_vec();
+        let client = connect(specs(&addrs), cfg).await.expect("connect");
+        let server = l.accept().await.expect("session");
+        let (client_stats, server_stats) = (client.stats_handle(), server.stats_handle());
+        let len = 8u64 << 20;
+        let (_, _, (got, _), _) = exchange(client, server, 0, len).await;
+        assert_eq!(got, len);
+        // The drivers publish their last marks as the sessions end.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let sent = server_stats.take_delay_marks();
+        let delivered = client_stats.take_delay_marks();
+        let step = fbdt_core::delay_probe::DEFAULT_STEP;
+        let offsets =
+            |v: &[(u64, std::time::Instant)]| v.iter().map(|m| m.0).collect::<std::collections::BTreeSet<_>>();
+        let expected: std::collections::BTreeSet<u64> = (0..len.div_ceil(step)).map(|k| k * step).collect();
+        assert_eq!(offsets(&sent.sent), expected);
+        assert_eq!(offsets(&delivered.delivered), expected);
+        assert_eq!(sent.sent.len(), expected.len(), "one first transmission per offset");
+        let first: std::collections::BTreeMap<u64, std::time::Instant> = sent.sent.iter().copied().collect();
+        assert!(delivered.delivered.iter().all(|(o, t)| first[o] <= *t));
+        assert_eq!(
+            (sent.lost, sent.core_lost, delivered.lost, delivered.core_lost),
+            (0, 0, 0, 0)
+        );
+        assert!(
+            delivered.sent.is_empty() && sent.delivered.is_empty(),
+            "nothing flowed the other way"
+        );
+    })
+    .await
+    .expect("in time");
+}
+
 // ---- TLS 1.3 on every path ----
 
 mod tls {

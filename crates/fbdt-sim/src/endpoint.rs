@@ -1,6 +1,7 @@
 //! What the simulator drives at each end of the paths: the FBDT core, or a single-path TCP
 //! baseline (the link model itself, no framing).
 
+use fbdt_core::delay_probe::{DelayJoin, DelayProbe, DEFAULT_STEP};
 use fbdt_core::{
     Config, ConfigError, Connection, ConnectionStats, Event, Hint, Instant, PathBinding, PathId, PathStats,
     ProtocolError,
@@ -52,6 +53,9 @@ pub trait SimEndpoint {
     /// A driver hint (scan announcements); ignored by default.
     fn path_hint(&mut self, _path: usize, _hint: Hint) {}
     fn stats(&self) -> Option<ConnectionStats>;
+    /// Hands the delay probe's marks since the last call to `join` (first transmissions,
+    /// then in-order deliveries).
+    fn take_delay_marks(&mut self, join: &mut DelayJoin);
     /// Client: the whole transfer arrived (only for a sized transfer). Server: every byte
     /// and the stream end were acknowledged.
     fn is_done(&self) -> bool;
@@ -82,6 +86,7 @@ impl FbdtEnd {
         for p in 0..paths {
             conn.add_path(PathId(p as u8), now)?;
         }
+        conn.enable_delay_probe(DEFAULT_STEP);
         Ok(FbdtEnd {
             side,
             conn,
@@ -192,6 +197,17 @@ impl SimEndpoint for FbdtEnd {
     fn stats(&self) -> Option<ConnectionStats> {
         Some(self.conn.stats())
     }
+
+    fn take_delay_marks(&mut self, join: &mut DelayJoin) {
+        if let Some(p) = self.conn.delay_marks() {
+            take_marks(p, join);
+        }
+    }
+}
+
+fn take_marks(p: &mut DelayProbe, join: &mut DelayJoin) {
+    p.take_sent().for_each(|m| join.sent(m));
+    p.take_delivered().for_each(|m| join.delivered(m));
 }
 
 /// Single-path TCP: the server streams pattern bytes onto one path; the client checks them.
@@ -204,6 +220,9 @@ pub struct TcpEnd {
     offset: u64,
     pending: u64,
     corrupt: Option<u64>,
+    /// Server: bytes handed to the link (first transmissions; the link retransmits below
+    /// the application). Client: bytes delivered in order.
+    delay: DelayProbe,
 }
 
 impl TcpEnd {
@@ -223,23 +242,25 @@ impl TcpEnd {
             offset: 0,
             pending: 0,
             corrupt: None,
+            delay: DelayProbe::new(DEFAULT_STEP),
         }
     }
 }
 
 impl SimEndpoint for TcpEnd {
-    fn recv(&mut self, path: usize, bytes: &[u8], _now: Instant) -> Result<(), EndpointError> {
+    fn recv(&mut self, path: usize, bytes: &[u8], now: Instant) -> Result<(), EndpointError> {
         if self.side == Side::Client && path == self.path {
             if self.corrupt.is_none() && !pattern::check(self.offset, bytes) {
                 self.corrupt = Some(self.offset);
             }
             self.offset += bytes.len() as u64;
             self.pending += bytes.len() as u64;
+            self.delay.on_in_order(self.offset, now);
         }
         Ok(())
     }
 
-    fn transmit(&mut self, path: usize, room: usize, _now: Instant, out: &mut Vec<u8>) -> usize {
+    fn transmit(&mut self, path: usize, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
         if self.side != Side::Server || path != self.path {
             return 0;
         }
@@ -251,6 +272,7 @@ impl SimEndpoint for TcpEnd {
         let start = out.len();
         out.resize(start + n, 0);
         pattern::fill(self.offset, &mut out[start..]);
+        self.delay.on_emit(self.offset, n as u64, now);
         self.offset += n as u64;
         n
     }
@@ -282,5 +304,9 @@ impl SimEndpoint for TcpEnd {
 
     fn stats(&self) -> Option<ConnectionStats> {
         None
+    }
+
+    fn take_delay_marks(&mut self, join: &mut DelayJoin) {
+        take_marks(&mut self.delay, join);
     }
 }

@@ -165,6 +165,11 @@ pub struct SimOutcome {
     pub log: Vec<String>,
     /// Simulator steps executed.
     pub steps: u64,
+    /// The in-order delivery delay of every followed offset (one per
+    /// [`fbdt_core::delay_probe::DEFAULT_STEP`] bytes of the data direction), from its first
+    /// transmission to its in-order delivery, and the age of those still undelivered at
+    /// the end.
+    pub delay: fbdt_core::delay_probe::DelaySamples,
     /// Sized transfers: when the receiver had every byte and the stream end (the run goes
     /// on until the sender has the final ACK).
     pub completed_at_s: Option<f64>,

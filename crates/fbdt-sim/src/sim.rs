@@ -8,6 +8,7 @@
 //! (server, then client); the applications; TCP_INFO-like reports; each endpoint fills
 //! every path's room (server first); protocol events; goodput samples.
 
+use fbdt_core::delay_probe::DelayJoin;
 use fbdt_core::{Duration, Event, Hint, Instant, PathStats};
 use fbdt_scenario::{PathTimeline, Schedule};
 
@@ -99,6 +100,8 @@ pub struct Sim<'a> {
     /// Delivered chunks' buffers, reused for the next frames (saves an allocation and the
     /// page faults of a fresh buffer per frame).
     spare: Vec<Vec<u8>>,
+    /// First transmissions (server) joined with in-order deliveries (client).
+    delay: DelayJoin,
     out: SimOutcome,
 }
 
@@ -187,6 +190,7 @@ impl<'a> Sim<'a> {
             over: false,
             buf: Vec::new(),
             spare: Vec::new(),
+            delay: DelayJoin::new(),
             out: SimOutcome {
                 duration_s: schedule.duration_s,
                 ..SimOutcome::default()
@@ -240,6 +244,9 @@ impl<'a> Sim<'a> {
             self.client.path_stats(i, p.reported);
         }
         self.transmit();
+        // Server first: its first transmissions precede the client's deliveries.
+        self.server.take_delay_marks(&mut self.delay);
+        self.client.take_delay_marks(&mut self.delay);
         self.handle_events();
         self.take_samples();
         if self.params.transfer_bytes.is_some() && self.client.is_done() {
@@ -312,6 +319,7 @@ impl<'a> Sim<'a> {
             .collect();
         out.server = self.server.stats();
         out.client = self.client.stats();
+        out.delay = self.delay.finish(self.now);
         match (&out.server, self.scheme) {
             (Some(s), _) => {
                 out.redundant_bytes = s.sender.redundant_bytes_sent;

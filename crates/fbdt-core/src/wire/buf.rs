@@ -251,10 +251,7 @@ impl FrameBuf {
     pub fn chunks_from(&self, from: usize) -> impl Iterator<Item = &[u8]> {
         let mut skip = from;
         self.parts.iter().filter_map(move |p| {
-            let c: &[u8] = match p {
-                Part::Inline(r) => &self.inline[r.clone()],
-                Part::Shared(b) => b,
-            };
+            let c = self.part_of(p);
             if skip >= c.len() {
                 skip -= c.len();
                 None
@@ -264,6 +261,44 @@ impl FrameBuf {
                 Some(out)
             }
         })
+    }
+
+    /// Copies the bytes from `len() - n` on (the last `n` bytes, e.g. the frame just
+    /// appended) into `out`, as many as fit; returns how many. Walks the chunks from the
+    /// end, so the cost does not grow with the batch.
+    pub fn copy_last(&self, n: usize, out: &mut [u8]) -> usize {
+        let n = n.min(self.len);
+        // Find the chunk where the last `n` bytes start.
+        let mut back = 0usize;
+        let mut first = self.parts.len();
+        while back < n && first > 0 {
+            first -= 1;
+            back += self.part(first).len();
+        }
+        let mut skip = back - n;
+        let mut copied = 0;
+        for c in self.parts[first..].iter().map(|p| self.part_of(p)) {
+            if copied == out.len() {
+                break;
+            }
+            let c = &c[skip.min(c.len())..];
+            skip = 0;
+            let k = c.len().min(out.len() - copied);
+            out[copied..copied + k].copy_from_slice(&c[..k]);
+            copied += k;
+        }
+        copied
+    }
+
+    fn part(&self, i: usize) -> &[u8] {
+        self.part_of(&self.parts[i])
+    }
+
+    fn part_of<'a>(&'a self, p: &'a Part) -> &'a [u8] {
+        match p {
+            Part::Inline(r) => &self.inline[r.clone()],
+            Part::Shared(b) => b,
+        }
     }
 
     /// All bytes in one vector (tests, and drivers without vectored writes).
@@ -295,6 +330,13 @@ mod tests {
         let rest: Vec<&[u8]> = f.chunks_from(4).collect();
         assert_eq!(rest, vec![&b"efg"[..], &b"hi"[..]]);
         assert_eq!(f.chunks_from(9).count(), 0);
+        let mut tail = [0u8; 4];
+        assert_eq!(f.copy_last(5, &mut tail), 4);
+        assert_eq!(&tail, b"efgh");
+        assert_eq!(f.copy_last(2, &mut tail), 2);
+        assert_eq!(&tail[..2], b"hi");
+        assert_eq!(f.copy_last(99, &mut tail), 4);
+        assert_eq!(&tail, b"abcd");
         f.clear();
         assert!(f.is_empty());
         assert_eq!(f.chunks_from(0).count(), 0);

@@ -194,12 +194,12 @@ fn results(h: &mut String, s: &Summary) {
     h.push_str(
         "<h2 id=\"results\">Goodput per scenario and scheme</h2>\n<table><tr><th class=\"l\">scheme</th><th>Mbit/s</th>\
          <th>p10</th><th>p50</th><th>p90</th><th>÷ scale</th><th>paper</th><th>/ Σ standalone</th>\
-         <th>paper / Σ standalone</th></tr>\n",
+         <th>paper / Σ standalone</th><th>sd 100 ms</th><th>delay p50 ms</th><th>delay p99 ms</th></tr>\n",
     );
     for sc in &s.scenarios {
         let _ = writeln!(
             h,
-            "<tr class=\"sc\"><td colspan=\"9\">{} — {:.0} s at scale {}: capacity {:.1} Mbit/s, \
+            "<tr class=\"sc\"><td colspan=\"12\">{} — {:.0} s at scale {}: capacity {:.1} Mbit/s, \
              Σ standalone {} Mbit/s; paper Σ standalone {} Mbit/s</td></tr>",
             escape(&sc.scenario),
             sc.duration_s,
@@ -211,7 +211,7 @@ fn results(h: &mut String, s: &Summary) {
         if !sc.faithful {
             let _ = writeln!(
                 h,
-                "<tr class=\"sc\"><td class=\"unf\" colspan=\"9\">UNFAITHFUL emulation (greyed rows; \
+                "<tr class=\"sc\"><td class=\"unf\" colspan=\"12\">UNFAITHFUL emulation (greyed rows; \
                  no target counts them): {}</td></tr>",
                 escape(&sc.unfaithful.join(" | "))
             );
@@ -220,7 +220,7 @@ fn results(h: &mut String, s: &Summary) {
             let _ = writeln!(
                 h,
                 "<tr{}><td class=\"l\">{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td>\
-                 <td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                 <td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 if x.faithful { "" } else { " class=\"unf\"" },
                 escape(&x.scheme),
                 x.goodput_mbps,
@@ -230,14 +230,19 @@ fn results(h: &mut String, s: &Summary) {
                 x.full_rate_mbps,
                 num(x.paper_mbps, 0),
                 num(x.ratio_to_sum_standalone, 3),
-                num(x.paper_ratio_to_sum_standalone, 3)
+                num(x.paper_ratio_to_sum_standalone, 3),
+                num(x.sd_100ms_mbps, 1),
+                num(x.delay_p50_ms, 1),
+                num(x.delay_p99_ms, 1)
             );
         }
     }
     h.push_str(
         "</table>\n<p>Mbit/s and p10/p50/p90 (of one-second samples) at our scale; paper = the \
          scenario file's <code>[reference]</code> (full rate; its <code>mptcp</code> entry is shown on our \
-         MPTCP baseline); — = not given or not measured.</p>\n",
+         MPTCP baseline); sd 100 ms = standard deviation of the 100 ms goodput series; delay = in-order \
+         delivery delay, first transmission to in-order delivery (docs/results.md); — = not given or not \
+         measured.</p>\n",
     );
 }
 
@@ -288,5 +293,16 @@ mod tests {
         assert!(page.contains("compare <strong>ratios</strong>") || page.contains("Compare <strong>ratios</strong>"));
         // The paper's blockage FBDT number is in the table.
         assert!(page.contains("<td>1292</td>"));
+    }
+
+    #[test]
+    fn the_results_table_shows_the_100ms_sd_and_the_delivery_delay() {
+        let mut r = st::report("los", 0.2, 370.0, &[("fbdt", 360.0)]);
+        let x = &mut r.results[0];
+        x.series_100ms_mbps = vec![300.0, 500.0];
+        x.delivery_delay_ms = crate::report::DeliveryDelay::from_ms(vec![12.0, 14.0, 16.0], 0);
+        let page = render(&build(&[r], &[], Vec::new(), st::info("mptcp")), &[], None);
+        // sd 100, p50 14, p99 15.96.
+        assert!(page.contains("<td>100.0</td><td>14.0</td><td>16.0</td></tr>"), "{page}");
     }
 }

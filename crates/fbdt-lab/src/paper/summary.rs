@@ -96,6 +96,14 @@ pub struct SchemeSummary {
     /// are shown greyed and no target counts them.
     #[serde(default = "yes")]
     pub faithful: bool,
+    /// Standard deviation of the 100 ms goodput series, Mbit/s.
+    #[serde(default)]
+    pub sd_100ms_mbps: Option<f64>,
+    /// In-order delivery delay, median and 99th percentile, ms (docs/results.md).
+    #[serde(default)]
+    pub delay_p50_ms: Option<f64>,
+    #[serde(default)]
+    pub delay_p99_ms: Option<f64>,
 }
 
 /// The paper's side of a scenario, from the scenario file's `[reference]` table.
@@ -198,6 +206,9 @@ pub fn scenario_summary(r: &RunReport, full: Option<&Scenario>, baseline: &str) 
                 ratio_to_sum_standalone: ratio(Some(x.goodput_mbps), r.sum_standalone_mbps),
                 paper_ratio_to_sum_standalone: ratio(paper, paper_sum),
                 faithful: x.faithful != Some(false),
+                sd_100ms_mbps: x.sd_100ms_mbps(),
+                delay_p50_ms: x.delivery_delay_ms.as_ref().map(|d| d.p50),
+                delay_p99_ms: x.delivery_delay_ms.as_ref().map(|d| d.p99),
             }
         })
         .collect();
@@ -375,6 +386,8 @@ pub(crate) mod tests {
             recv_buffer_max_bytes: None,
             reinjected_bytes: None,
             faithful: None,
+            delivery_delay_ms: None,
+            series_100ms_mbps: Vec::new(),
         }
     }
 
