@@ -20,7 +20,16 @@ pub enum WindowConfig {
     },
     /// A fixed number of bytes, as in the paper's experiments (64 KiB).
     Fixed(usize),
+    /// A delivery-delay budget (issue 15): `Σ rate_i × delay` over the live, unstalled
+    /// paths, at least two segments per path and at most `max` bytes — a window the paths
+    /// drain within the budget, so the backward lane's bytes wait at most about that long
+    /// for the forward lane. Before any estimate: 1 MiB clamped the same way. Only the
+    /// window size so far; the arrival-time meeting point is not built yet.
+    Budget { delay: Duration, max: usize },
 }
+
+/// Largest window `WindowConfig::Budget` gives when nothing bounds it lower.
+pub const BUDGET_MAX_WINDOW: usize = 16 * 1024 * 1024;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct FbdtConfig {
@@ -93,6 +102,12 @@ impl FbdtConfig {
             {
                 return Err(ConfigError::Window(format!(
                     "auto window factor {factor}, min {min}, max {max}, initial {initial}"
+                )));
+            }
+            WindowConfig::Budget { delay, max } if delay == Duration::ZERO || max < params.segment_size => {
+                return Err(ConfigError::Window(format!(
+                    "budget window of {} ms, max {max} bytes",
+                    delay.as_secs_f64() * 1e3
                 )));
             }
             _ => {}

@@ -3,6 +3,7 @@
 use bytes::Bytes;
 
 use super::*;
+use crate::fbdt::config::WindowConfig;
 use crate::time::Duration;
 use crate::wire::{Ack, PathRx};
 
@@ -245,4 +246,38 @@ fn redundancy_only_where_it_helps() {
     // A dead holder's copies are rescued all the same.
     s.path_down(PathId(1), late);
     assert!(matches!(s.rescue_segment(PathId(0), late), Some((_, Resend::Rescue))));
+}
+
+/// The budget window: Σ rate × budget, at least two segments per flowing path, at most
+/// `max`; a zero budget is refused.
+#[test]
+fn the_budget_window_follows_rate_times_budget() {
+    let params = crate::Config::default().stream_params();
+    let cfg = FbdtConfig {
+        window: WindowConfig::Budget {
+            delay: Duration::from_millis(50),
+            max: 16 << 20,
+        },
+        ..FbdtConfig::default()
+    };
+    assert!(cfg.validate(&params).is_ok());
+    let mut s = FbdtSender::new(&cfg, params, 0, 64 << 20);
+    s.path_up(PathId(0), Instant::ZERO);
+    s.path_up(PathId(1), Instant::ZERO);
+    s.paths[0].est.rate = Some(75e6);
+    s.paths[1].est.rate = Some(25e6);
+    assert_eq!(s.target_window(), 5_000_000);
+    s.paths[0].est.rate = Some(1.0);
+    s.paths[1].est.rate = Some(1.0);
+    assert_eq!(s.target_window(), 2 * 2 * params.segment_size);
+    s.paths[0].est.rate = Some(1e12);
+    assert_eq!(s.target_window(), 16 << 20);
+    let zero = FbdtConfig {
+        window: WindowConfig::Budget {
+            delay: Duration::ZERO,
+            max: 16 << 20,
+        },
+        ..FbdtConfig::default()
+    };
+    assert!(zero.validate(&params).is_err());
 }
