@@ -286,8 +286,11 @@ impl Connection {
 
     fn mark_up(&mut self, path: PathId, now: Instant) {
         self.paths[path.index()].state = PathState::Up;
+        let epoch = self.paths[path.index()].binding.epoch;
+        self.sender.set_path_epoch(path, epoch);
         self.sender.path_up(path, now);
         if let Some(r) = self.receiver.as_mut() {
+            r.set_path_epoch(path, epoch);
             r.path_up(path, now);
         }
     }

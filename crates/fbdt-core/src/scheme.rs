@@ -39,6 +39,10 @@ pub trait SchemeSender: Send {
     /// The peer's receive buffer, from its HELLO: the initial flow-control limit.
     fn set_peer_recv_buffer(&mut self, bytes: u64);
 
+    /// The connection epoch (JOIN's) of the connection `path` comes up on, told just before
+    /// its `path_up`: per-path counters restart with each epoch. Schemes whose counters
+    /// carry no epoch ignore it.
+    fn set_path_epoch(&mut self, _path: PathId, _epoch: u32) {}
     fn path_up(&mut self, path: PathId, now: Instant);
     fn path_down(&mut self, path: PathId, now: Instant);
     fn path_stats(&mut self, path: PathId, stats: PathStats);
@@ -114,6 +118,10 @@ pub trait SchemeReceiver: Send {
     /// The stream ended and every byte was read.
     fn is_finished(&self) -> bool;
 
+    /// The connection epoch (JOIN's) of the connection `path` comes up on, told just before
+    /// its `path_up`: per-path counters restart with each epoch. Schemes whose counters
+    /// carry no epoch ignore it.
+    fn set_path_epoch(&mut self, _path: PathId, _epoch: u32) {}
     fn path_up(&mut self, path: PathId, now: Instant);
     fn path_down(&mut self, path: PathId, now: Instant);
 

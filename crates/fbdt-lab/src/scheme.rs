@@ -181,6 +181,17 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             }
             v => fbdt(cfg)?.window = WindowConfig::Fixed(bytes(v)?),
         },
+        "budget" => {
+            let ms: u64 = value
+                .parse()
+                .ok()
+                .filter(|&ms| ms > 0)
+                .ok_or_else(|| anyhow!("budget=`{value}` is not a whole number of ms > 0"))?;
+            fbdt(cfg)?.window = WindowConfig::Budget {
+                delay: fbdt_core::Duration::from_millis(ms),
+                max: fbdt_core::fbdt::BUDGET_MAX_WINDOW,
+            };
+        }
         "seg" => cfg.segment_size = bytes(value)?,
         "rcvbuf" => cfg.recv_buffer = bytes(value)?,
         "sndbuf" => cfg.send_buffer = bytes(value)?,
@@ -188,9 +199,9 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             WindowConfig::Auto { factor, .. } => {
                 *factor = value.parse().map_err(|_| anyhow!("factor=`{value}` is not a number"))?
             }
-            WindowConfig::Fixed(_) => bail!("factor applies to window=auto only"),
+            WindowConfig::Fixed(_) | WindowConfig::Budget { .. } => bail!("factor applies to window=auto only"),
         },
-        _ => bail!("unknown option `{key}` (known: rto, window, seg, rcvbuf, sndbuf, factor)"),
+        _ => bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, factor)"),
     }
     Ok(())
 }
@@ -216,6 +227,18 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(parse("tcp:wigig", &s, 1).unwrap(), Scheme::Tcp { path: 1 }));
+        match parse("fbdt+budget=50", &s, 1).unwrap() {
+            Scheme::Fbdt(c) => assert_eq!(
+                c.fbdt().unwrap().window,
+                WindowConfig::Budget {
+                    delay: fbdt_core::Duration::from_millis(50),
+                    max: fbdt_core::fbdt::BUDGET_MAX_WINDOW
+                }
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(parse("fbdt+budget=0", &s, 1).is_err());
+        assert!(parse("fbdt+budget=fast", &s, 1).is_err());
     }
 
     #[test]

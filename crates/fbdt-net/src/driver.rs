@@ -368,7 +368,9 @@ impl Driver {
     fn install_stream(&mut self, i: usize, s: PathStream) {
         let slot = self.slot(i);
         slot.resumed += u32::from(s.resumed());
-        slot.stream = Some(s);
+        if let Some(old) = slot.stream.replace(s) {
+            old.abort();
+        }
         slot.ticket = None;
         slot.rbuf.clear();
         slot.out.clear();
@@ -377,9 +379,13 @@ impl Driver {
         self.manager.on_connection_changed(i);
     }
 
+    /// Ends path `i`'s connection with a reset, not a graceful close (see
+    /// [`PathStream::abort`]): its connection failed, broke, or is being replaced.
     fn drop_stream(&mut self, i: usize) {
         let slot = &mut self.paths[i];
-        slot.stream = None;
+        if let Some(old) = slot.stream.take() {
+            old.abort();
+        }
         slot.ticket = None;
         slot.rbuf.clear();
         slot.out.clear();

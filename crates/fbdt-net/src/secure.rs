@@ -382,6 +382,15 @@ impl PathStream {
         }
     }
 
+    /// Closes the connection with a reset (SO_LINGER 0): what is still queued is dropped,
+    /// not sent. A replaced or failed path's connection ends this way, so its late bytes
+    /// never reach the peer (they would count as the path's newer connection there, or be
+    /// so old their sequence numbers are ambiguous).
+    pub fn abort(self) {
+        let _ = socket2::SockRef::from(self.tcp()).set_linger(Some(std::time::Duration::ZERO));
+        drop(self);
+    }
+
     fn export(&self, label: &[u8]) -> [u8; 32] {
         let mut out = [0u8; 32];
         let r = match self {

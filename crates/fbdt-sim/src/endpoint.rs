@@ -3,7 +3,8 @@
 
 use fbdt_core::delay_probe::{DelayJoin, DelayProbe, DEFAULT_STEP};
 use fbdt_core::{
-    Config, ConfigError, Connection, ConnectionStats, Event, Hint, Instant, PathId, PathStats, ProtocolError,
+    Config, ConfigError, Connection, ConnectionStats, Event, Hint, Instant, PathBinding, PathId, PathStats,
+    ProtocolError,
 };
 use thiserror::Error;
 
@@ -76,6 +77,9 @@ pub struct FbdtEnd {
     /// Server: the application writes no further than this yet (`set_app_limit`).
     app_limit: u64,
     scratch: Vec<u8>,
+    /// Connections each path had so far: a reconnect's epoch, as a real client numbers
+    /// them in its JOIN (the server learns it from the JOIN).
+    connections: Vec<u32>,
 }
 
 impl FbdtEnd {
@@ -95,6 +99,7 @@ impl FbdtEnd {
             limit,
             app_limit: u64::MAX,
             scratch: vec![0; APP_CHUNK],
+            connections: vec![1; paths],
         })
     }
 }
@@ -170,7 +175,15 @@ impl SimEndpoint for FbdtEnd {
 
     fn path_up(&mut self, path: usize, now: Instant) {
         // A fresh connection: the client JOINs on it, the server accepts the JOIN.
-        let _ = self.conn.add_path(PathId(path as u8), now);
+        let epoch = self.connections.get(path).copied().unwrap_or(0);
+        if let Some(n) = self.connections.get_mut(path) {
+            *n += 1;
+        }
+        let binding = PathBinding {
+            epoch,
+            ..PathBinding::default()
+        };
+        let _ = self.conn.add_path_bound(PathId(path as u8), binding, now);
     }
 
     fn path_stats(&mut self, path: usize, stats: PathStats) {

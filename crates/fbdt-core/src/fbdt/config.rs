@@ -20,7 +20,16 @@ pub enum WindowConfig {
     },
     /// A fixed number of bytes, as in the paper's experiments (64 KiB).
     Fixed(usize),
+    /// A delivery-delay budget (issue 15): `Σ rate_i × delay` over the live, unstalled
+    /// paths, at least two segments per path and at most `max` bytes — a window the paths
+    /// drain within the budget, so the backward lane's bytes wait at most about that long
+    /// for the forward lane. Before any estimate: 1 MiB clamped the same way. Only the
+    /// window size so far; the arrival-time meeting point is not built yet.
+    Budget { delay: Duration, max: usize },
 }
+
+/// Largest window `WindowConfig::Budget` gives when nothing bounds it lower.
+pub const BUDGET_MAX_WINDOW: usize = 16 * 1024 * 1024;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct FbdtConfig {
@@ -28,6 +37,14 @@ pub struct FbdtConfig {
     /// Redundant-transmission wait as a multiple of the holder path's RTT: the paper's
     /// min(RTT_other, RTO) is this factor ≤ 1; factors > 1 are allowed for the RTO sweep.
     pub redundancy_wait: f64,
+    /// A copy is late only this long past its expected ACK at least; beyond that floor,
+    /// 4 × the holder's deviation from its expectations (as TCP's RTO adds 4 × rttvar).
+    /// Without it a path with µs RTTs found half its copies "late" (issue 15).
+    pub redundancy_floor: Duration,
+    /// Redundant transmissions (a late copy re-sent while its holder lives and moves)
+    /// stop once their bytes exceed this share of the delivered bytes; rescues of dead or
+    /// stalled paths' copies do not count and are never capped.
+    pub redundancy_cap: f64,
     /// A path holding unacknowledged data whose receive counter has not moved for
     /// max(`stall_rtts` × its ACK RTT, `stall_min`) is stalled: it gets no new window
     /// regions and counts as an outage in its reliability score.
@@ -48,6 +65,8 @@ impl Default for FbdtConfig {
                 initial: 1024 * 1024,
             },
             redundancy_wait: 1.0,
+            redundancy_floor: Duration::from_millis(2),
+            redundancy_cap: 0.02,
             stall_rtts: 3.0,
             stall_min: Duration::from_millis(30),
             forward_hysteresis: 1.2,
@@ -85,10 +104,19 @@ impl FbdtConfig {
                     "auto window factor {factor}, min {min}, max {max}, initial {initial}"
                 )));
             }
+            WindowConfig::Budget { delay, max } if delay == Duration::ZERO || max < params.segment_size => {
+                return Err(ConfigError::Window(format!(
+                    "budget window of {} ms, max {max} bytes",
+                    delay.as_secs_f64() * 1e3
+                )));
+            }
             _ => {}
         }
         if !(self.redundancy_wait.is_finite() && self.redundancy_wait >= 0.0) {
             return Err(ConfigError::RedundancyWait(self.redundancy_wait));
+        }
+        if !(self.redundancy_cap.is_finite() && (0.0..=1.0).contains(&self.redundancy_cap)) {
+            return Err(ConfigError::Other("redundancy_cap must be a share in [0, 1]"));
         }
         if !(self.stall_rtts.is_finite() && self.stall_rtts > 0.0) {
             return Err(ConfigError::Other("stall_rtts must be a finite factor > 0"));

@@ -25,6 +25,8 @@ pub(super) struct PathEstimate {
     pub ratio: f64,
     /// Time from handing a segment to the path until its FBDT ACK (EWMA).
     pub ack_rtt: Option<Duration>,
+    /// Mean deviation of ACK times from their expectation (EWMA of |ACK − expected|).
+    lateness_dev: Option<f64>,
     pub driver: PathStats,
     pub last_outage: Option<Instant>,
     sample_rx: u64,
@@ -37,6 +39,7 @@ impl PathEstimate {
             rate: None,
             ratio: 1.0,
             ack_rtt: None,
+            lateness_dev: None,
             driver: PathStats::default(),
             last_outage: None,
             sample_rx: 0,
@@ -77,6 +80,20 @@ impl PathEstimate {
             }
             None => rtt,
         });
+    }
+
+    /// A copy's ACK came `error_secs` after (positive) or before its expected time.
+    pub fn lateness_sample(&mut self, error_secs: f64) {
+        let e = error_secs.abs();
+        self.lateness_dev = Some(match self.lateness_dev {
+            Some(old) => old + RATE_GAIN * (e - old),
+            None => e,
+        });
+    }
+
+    /// How far ACKs stray from their expected time, typically (0 before any sample).
+    pub fn lateness_dev(&self) -> Duration {
+        Duration::from_secs_f64(self.lateness_dev.unwrap_or(0.0))
     }
 
     /// Best available RTT: measured at FBDT level, else the driver's, else a default.

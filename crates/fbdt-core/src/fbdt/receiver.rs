@@ -16,7 +16,7 @@ use crate::seq::Seq;
 use crate::seq::SeqSpace;
 use crate::stats::ReceiverStats;
 use crate::time::{Duration, Instant};
-use crate::wire::{Ack, Align, Data, Frame, Piece, RecvBuf, MAX_ACK_RANGES, MAX_PATHS, NO_PATH};
+use crate::wire::{Ack, Align, Data, Frame, PathRx, Piece, RecvBuf, MAX_ACK_RANGES, MAX_PATHS, NO_PATH};
 
 /// Offsets more than this far below the next expected byte are refused as ambiguous: a
 /// copy that old could be a wrapped sequence number. The sender resets a path long before
@@ -34,7 +34,8 @@ pub struct FbdtReceiver {
     ooo: BTreeMap<u64, Piece>,
     ooo_bytes: usize,
     fin_at: Option<u64>,
-    path_rx: Vec<u64>,
+    /// Per path: bytes received over its current connection, and that connection's epoch.
+    path_rx: Vec<PathRx>,
     alive: u32,
     frames_since_ack: u32,
     ack_deadline: Option<Instant>,
@@ -172,7 +173,7 @@ impl FbdtReceiver {
 
     fn note_path(&mut self, path: PathId) {
         if self.path_rx.len() <= path.index() {
-            self.path_rx.resize(path.index() + 1, 0);
+            self.path_rx.resize(path.index() + 1, PathRx::default());
             self.stats.per_path_bytes_received.resize(path.index() + 1, 0);
         }
     }
@@ -202,7 +203,7 @@ impl FbdtReceiver {
         };
         self.note_path(path);
         let len = data.payload.len() as u64;
-        self.path_rx[path.index()] += len;
+        self.path_rx[path.index()].bytes += len;
         self.stats.per_path_bytes_received[path.index()] += len;
         let start = self
             .space
@@ -359,6 +360,16 @@ impl SchemeReceiver for FbdtReceiver {
 
     fn is_finished(&self) -> bool {
         self.fin_at == Some(self.rcv_nxt) && self.held.ready_len() == 0
+    }
+
+    /// A new connection epoch restarts the path's counter: the sender counts the new
+    /// connection's bytes from 0 too, and tells the two apart by the epoch.
+    fn set_path_epoch(&mut self, path: PathId, epoch: u32) {
+        self.note_path(path);
+        let rx = &mut self.path_rx[path.index()];
+        if rx.epoch != epoch {
+            *rx = PathRx { epoch, bytes: 0 };
+        }
     }
 
     fn path_up(&mut self, path: PathId, _now: Instant) {

@@ -213,7 +213,8 @@ impl<'a> Data<'a> {
 ///  0..4 cumulative ACK: next expected sequence number | 4..8 receive window (bytes past it)
 ///  8 number of path counters P | 9 number of ranges R | 10 flags (0x01 = FIN received:
 ///  the stream ended at the cumulative ACK) | 11 reserved
-///  12.. P × u64: payload bytes received so far on path 0..P
+///  12.. P × (u32 connection epoch, u64 bytes): payload bytes received on path 0..P over
+///  its current connection, which the epoch names (JOIN's connection epoch)
 ///  then R × (u32 start, u32 end): received ranges above the cumulative ACK, lowest first
 /// ```
 /// The ranges are the paper's per-direction "next expected" numbers: with the FBDT layout
@@ -224,9 +225,22 @@ pub struct Ack {
     pub cum: Seq,
     pub window: u32,
     pub fin: bool,
-    pub path_rx: Vec<u64>,
+    pub path_rx: Vec<PathRx>,
     pub ranges: Vec<(Seq, Seq)>,
 }
+
+/// One path's receive counter in an ACK: payload bytes received over the connection with
+/// this epoch. A counter restarts at 0 with every new connection of its path, and the epoch
+/// tells the sender which connection it counts, so a counter of an earlier connection (an
+/// ACK that left before the reconnect) is never read as one of the current connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct PathRx {
+    pub epoch: u32,
+    pub bytes: u64,
+}
+
+/// Bytes of one [`PathRx`] on the wire.
+pub(super) const PATH_RX_LEN: usize = 12;
 
 impl Ack {
     pub(super) fn parse(b: &[u8]) -> Result<Self, Error> {
@@ -248,14 +262,17 @@ impl Ack {
         if n_ranges > MAX_ACK_RANGES {
             return Err(malformed(K, "too many ranges"));
         }
-        if b.len() != ACK_FIXED + 8 * n_paths + 8 * n_ranges {
+        if b.len() != ACK_FIXED + PATH_RX_LEN * n_paths + 8 * n_ranges {
             return Err(malformed(K, "length does not match its counts"));
         }
         let mut at = ACK_FIXED;
         let mut path_rx = Vec::with_capacity(n_paths);
         for _ in 0..n_paths {
-            path_rx.push(be_u64(&b[at..at + 8]));
-            at += 8;
+            path_rx.push(PathRx {
+                epoch: be_u32(&b[at..at + 4]),
+                bytes: be_u64(&b[at + 4..at + 12]),
+            });
+            at += PATH_RX_LEN;
         }
         let mut ranges = Vec::with_capacity(n_ranges);
         for _ in 0..n_ranges {
@@ -272,7 +289,7 @@ impl Ack {
     }
 
     pub(super) fn body_len(&self) -> usize {
-        ACK_FIXED + 8 * self.path_rx.len() + 8 * self.ranges.len()
+        ACK_FIXED + PATH_RX_LEN * self.path_rx.len() + 8 * self.ranges.len()
     }
 
     pub(super) fn emit(&self, out: &mut Vec<u8>) {
@@ -282,7 +299,8 @@ impl Ack {
         let flags = if self.fin { ACK_FLAG_FIN } else { 0 };
         out.extend_from_slice(&[self.path_rx.len() as u8, self.ranges.len() as u8, flags, 0]);
         for v in &self.path_rx {
-            out.extend_from_slice(&v.to_be_bytes());
+            out.extend_from_slice(&v.epoch.to_be_bytes());
+            out.extend_from_slice(&v.bytes.to_be_bytes());
         }
         for (s, e) in &self.ranges {
             out.extend_from_slice(&s.0.to_be_bytes());

@@ -14,15 +14,16 @@ mod frames;
 mod recv_buf;
 
 pub use buf::{prepare_recv_buf, recv_pin, FrameBuf, FrameOut, SendBuf, RECV_BLOCK, RECV_MIN_READ};
-pub use frames::{Ack, Align, Close, Data, DataAck, Hello, Join, LaneRepr, MpData, Scheme, NO_PATH};
+pub use frames::{Ack, Align, Close, Data, DataAck, Hello, Join, LaneRepr, MpData, PathRx, Scheme, NO_PATH};
 pub use recv_buf::{Piece, RecvBuf, ENTRY_COST, MERGE_MAX, OUT_PIN_RATIO};
 
 use thiserror::Error as ThisError;
 
 /// Protocol version carried in HELLO. A peer with another version is refused. Version 2
 /// turned HELLO's window mode and window size, which no peer read, into reserved zeros;
-/// version 3 added JOIN's connection epoch and binds its HMAC to the connection.
-pub const VERSION: u8 = 3;
+/// version 3 added JOIN's connection epoch and binds its HMAC to the connection; version 4
+/// tags each ACK path counter with that epoch (counters restart with each connection).
+pub const VERSION: u8 = 4;
 /// First four bytes of every HELLO body.
 pub const MAGIC: [u8; 4] = *b"FBDT";
 /// Bytes of the fixed frame header.
@@ -78,7 +79,7 @@ impl FrameType {
             FrameType::Hello => frames::HELLO_LEN,
             FrameType::Join => frames::JOIN_LEN,
             FrameType::Data => frames::DATA_FIXED + MAX_SEGMENT,
-            FrameType::Ack => frames::ACK_FIXED + 8 * MAX_PATHS + 8 * MAX_ACK_RANGES,
+            FrameType::Ack => frames::ACK_FIXED + frames::PATH_RX_LEN * MAX_PATHS + 8 * MAX_ACK_RANGES,
             FrameType::Align => frames::ALIGN_FIXED + frames::LANE_LEN * MAX_LANES,
             FrameType::Close => frames::CLOSE_FIXED + MAX_REASON,
             FrameType::MpData => frames::MP_DATA_FIXED + MAX_SEGMENT,

@@ -33,7 +33,13 @@ fn sample_frames() -> Vec<Frame<'static>> {
             cum: Seq(5),
             window: 1000,
             fin: true,
-            path_rx: vec![1, u64::MAX],
+            path_rx: vec![
+                PathRx { epoch: 0, bytes: 1 },
+                PathRx {
+                    epoch: u32::MAX,
+                    bytes: u64::MAX,
+                },
+            ],
             ranges: vec![(Seq(10), Seq(20)), (Seq(30), Seq(40))],
         }),
         Frame::Align(Align {
@@ -209,9 +215,10 @@ proptest! {
 
     #[test]
     fn ack_roundtrips(cum: u32, window: u32,
-                      rx in proptest::collection::vec(any::<u64>(), 0..=MAX_PATHS),
+                      rx in proptest::collection::vec((any::<u32>(), any::<u64>()), 0..=MAX_PATHS),
                       ranges in proptest::collection::vec((any::<u32>(), any::<u32>()), 0..=MAX_ACK_RANGES)) {
-        let f = Frame::Ack(Ack { cum: Seq(cum), window, fin: window % 2 == 0, path_rx: rx,
+        let f = Frame::Ack(Ack { cum: Seq(cum), window, fin: window % 2 == 0,
+            path_rx: rx.into_iter().map(|(epoch, bytes)| PathRx { epoch, bytes }).collect(),
             ranges: ranges.into_iter().map(|(a, b)| (Seq(a), Seq(b))).collect() });
         let bytes = encode(&f);
         prop_assert_eq!(Frame::parse(&bytes).unwrap(), (f, bytes.len()));

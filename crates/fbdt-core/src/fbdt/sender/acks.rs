@@ -47,17 +47,7 @@ impl FbdtSender {
                 idx += 1;
             }
         }
-        for (i, &rx) in ack.path_rx.iter().enumerate().take(self.paths.len().min(MAX_PATHS)) {
-            let t = &mut self.paths[i];
-            if rx > t.rx {
-                t.rx = rx.min(t.sent.max(t.rx));
-                t.last_progress = now;
-                t.stalled = false;
-                while t.copies.front().is_some_and(|&(end, _)| end <= t.rx) {
-                    t.copies.pop_front();
-                }
-            }
-        }
+        self.take_path_counters(ack, now)?;
         if now.saturating_since(self.last_sample) >= SAMPLE_INTERVAL {
             let dt = now.saturating_since(self.last_sample);
             for t in self.paths.iter_mut().filter(|t| t.alive) {
@@ -67,6 +57,34 @@ impl FbdtSender {
         }
         self.advance_una();
         self.update_stalls(now);
+        Ok(())
+    }
+
+    /// Each path's counter of the current connection (older epochs' are ignored): its
+    /// progress, and — a connection delivers in order — every copy it has passed arrived,
+    /// whether or not the ranges (the lowest 32 only) say so.
+    fn take_path_counters(&mut self, ack: &Ack, now: Instant) -> Result<(), ProtocolError> {
+        let mut arrived = Vec::new();
+        for (i, rx) in ack.path_rx.iter().enumerate().take(self.paths.len().min(MAX_PATHS)) {
+            let t = &mut self.paths[i];
+            if rx.epoch != t.epoch || rx.bytes <= t.rx {
+                continue;
+            }
+            t.rx = rx.bytes.min(t.sent.max(t.rx));
+            t.last_progress = now;
+            t.stalled = false;
+            while let Some(c) = t.copies.front().filter(|c| c.end <= t.rx) {
+                if t.counter_exact {
+                    arrived.push(c.seg);
+                }
+                t.copies.pop_front();
+            }
+        }
+        for idx in arrived {
+            if idx >= self.seg_base {
+                self.mark_acked(idx, now)?;
+            }
+        }
         Ok(())
     }
 
@@ -80,12 +98,14 @@ impl FbdtSender {
                 copies,
                 first_sent,
                 last_holder,
+                expect,
                 ..
             } => {
                 if copies == 1 {
-                    self.paths[last_holder.index()]
-                        .est
-                        .rtt_sample(now.saturating_since(first_sent));
+                    let est = &mut self.paths[last_holder.index()].est;
+                    est.rtt_sample(now.saturating_since(first_sent));
+                    let error = now.saturating_since(expect).as_secs_f64() - expect.saturating_since(now).as_secs_f64();
+                    est.lateness_sample(error);
                 }
             }
         }
@@ -146,10 +166,7 @@ impl FbdtSender {
                     self.newly_stalled.push_back(p);
                 }
             }
-            if t.copies
-                .front()
-                .is_some_and(|&(_, off)| off + STALE_COPY_LIMIT < self.una)
-            {
+            if t.copies.front().is_some_and(|c| c.off + STALE_COPY_LIMIT < self.una) {
                 self.failed.push_back(p);
                 self.path_down(p, now);
             }

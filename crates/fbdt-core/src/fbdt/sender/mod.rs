@@ -57,9 +57,21 @@ enum SegState {
         /// When the ACK for the latest copy is expected (queue ahead of it on its path,
         /// the path's RTT, the receiver's ACK delay).
         expect: Instant,
+        /// `last_holder`'s `sent` once the copy was handed to it: its counter passing this
+        /// means the copy arrived.
+        end: u64,
         copies: u8,
     },
     Acked,
+}
+
+/// Why a segment is sent again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Resend {
+    /// Its holders died or stalled: needed, never capped.
+    Rescue,
+    /// Its holder is late: optional, capped at `FbdtConfig::redundancy_cap`.
+    Redundant,
 }
 
 #[derive(Clone, Debug)]
@@ -79,14 +91,34 @@ struct PathTx {
     work: Option<LaneEnd>,
     /// A lane end reserved in a newer window while the path finishes its current one.
     reserved: Option<LaneEnd>,
-    /// Payload bytes handed to this path, and bytes the receiver reports it got there.
+    /// The connection epoch of the path's current connection (JOIN's): the receiver's
+    /// counter is read only from ACKs that carry it.
+    epoch: u32,
+    /// The epoch announced for the next `path_up`.
+    next_epoch: Option<u32>,
+    connections: u32,
+    /// Payload bytes handed to this path's current connection, and bytes the receiver
+    /// reports it got there.
     sent: u64,
     rx: u64,
-    /// Undelivered copies in path order: (value of `sent` after the copy, stream offset).
-    copies: VecDeque<(u64, u64)>,
+    /// The receiver's counter counts this connection's bytes alone (its epoch is new), so
+    /// a copy it passes has arrived. After a reconnect under the same epoch the counter
+    /// may include the old connection's bytes and only measures rates and stalls.
+    counter_exact: bool,
+    /// Undelivered copies in path order.
+    copies: VecDeque<HeldCopy>,
     last_progress: Instant,
     stalled: bool,
     est: PathEstimate,
+}
+
+/// A copy a path was handed and has not delivered yet.
+#[derive(Clone, Copy, Debug)]
+struct HeldCopy {
+    /// The path's `sent` once the copy was handed over: delivered when `rx` reaches it.
+    end: u64,
+    seg: u64,
+    off: u64,
 }
 
 impl PathTx {
@@ -95,8 +127,12 @@ impl PathTx {
             alive: false,
             work: None,
             reserved: None,
+            epoch: 0,
+            next_epoch: None,
+            connections: 0,
             sent: 0,
             rx: 0,
+            counter_exact: false,
             copies: VecDeque::new(),
             last_progress: Instant::ZERO,
             stalled: false,
@@ -137,6 +173,8 @@ pub struct FbdtSender {
     /// A path died since the last full rescue scan: its copies may need re-sending even in
     /// windows whose pointers have not met.
     dead_holders: bool,
+    /// Bytes sent as [`Resend::Redundant`] (the ones the cap counts).
+    optional_resent: u64,
     failed: VecDeque<PathId>,
     /// Paths that became stalled and were not yet reported (at most one entry per path).
     newly_stalled: VecDeque<PathId>,
@@ -169,6 +207,7 @@ impl FbdtSender {
             checked_until: Instant::ZERO,
             flow_blocked: false,
             dead_holders: false,
+            optional_resent: 0,
             failed: VecDeque::new(),
             newly_stalled: VecDeque::new(),
             stats: SenderStats::default(),
@@ -270,9 +309,31 @@ impl SchemeSender for FbdtSender {
         }
     }
 
+    fn set_path_epoch(&mut self, path: PathId, epoch: u32) {
+        self.ensure_path(path);
+        self.paths[path.index()].next_epoch = Some(epoch);
+    }
+
+    /// A new connection epoch restarts the path's counters at 0 on both ends; the same
+    /// epoch again (a driver that numbers no connections) continues them as before.
     fn path_up(&mut self, path: PathId, now: Instant) {
         self.ensure_path(path);
+        let t = &self.paths[path.index()];
+        let epoch = t.next_epoch.unwrap_or(t.epoch);
+        let new_epoch = t.connections == 0 || epoch != t.epoch;
+        if new_epoch && t.alive {
+            self.path_down(path, now);
+        }
         let t = &mut self.paths[path.index()];
+        t.next_epoch = None;
+        t.connections += 1;
+        t.counter_exact = new_epoch;
+        if new_epoch {
+            t.epoch = epoch;
+            t.sent = 0;
+            t.rx = 0;
+            t.copies.clear();
+        }
         t.alive = true;
         t.stalled = false;
         t.last_progress = now;
@@ -324,9 +385,12 @@ impl SchemeSender for FbdtSender {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         };
+        // Redundancy looks at the head window only, unless flow control blocks.
+        let windows = if self.flow_blocked { self.windows.len() } else { 1 };
         for w in self
             .windows
             .iter()
+            .take(windows)
             .filter(|w| w.unacked > 0 && w.handed_out_at.is_some())
         {
             if let Some(t) = self.deadlines(w, alive).earliest_after {

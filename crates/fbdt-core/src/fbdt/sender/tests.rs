@@ -3,8 +3,9 @@
 use bytes::Bytes;
 
 use super::*;
+use crate::fbdt::config::WindowConfig;
 use crate::time::Duration;
-use crate::wire::Ack;
+use crate::wire::{Ack, PathRx};
 
 /// Feeds `data` to one sender through `write` (copies) and to another through
 /// `write_bytes` in pieces of `sizes` (cycled), drives both over two paths with
@@ -64,7 +65,14 @@ fn run_both(data: &Bytes, sizes: &[usize]) -> (u64, u64) {
             cum: s.space.seq(cum),
             window: 1 << 20,
             fin: s.fin_loaded && cum == s.loaded && s.segs.iter().all(|g| g.state != SegState::Unsent),
-            path_rx: s.paths.iter().map(|t| t.sent).collect(),
+            path_rx: s
+                .paths
+                .iter()
+                .map(|t| PathRx {
+                    epoch: t.epoch,
+                    bytes: t.sent,
+                })
+                .collect(),
             ranges: Vec::new(),
         };
         copying.on_ack(PathId(0), &ack, now).unwrap();
@@ -99,4 +107,177 @@ fn mixed_writes_frame_like_the_copying_path() {
     let d = data(2 << 20);
     let (payload, shared) = run_both(&d, &[1, 5000, 300, 70_000, 4095, 4096, 17]);
     assert!(payload >= d.len() as u64 && shared > 0 && shared < payload);
+}
+
+/// A sender over `paths` paths with the paper's 1448-byte segments and 64 KiB windows,
+/// `n` bytes written and handed out in turn (path 0 first) until nothing is left to send.
+fn loaded_sender(paths: u8, n: usize, now: Instant) -> FbdtSender {
+    let params = crate::Config::paper().stream_params();
+    let mut s = FbdtSender::new(&FbdtConfig::paper(), params, 0, 64 << 20);
+    for p in 0..paths {
+        s.path_up(PathId(p), now);
+    }
+    assert_eq!(s.write(&data(n)), n);
+    let mut busy = true;
+    while busy {
+        busy = false;
+        for p in 0..paths {
+            busy |= s.poll_transmit(PathId(p), 64 * 1024, now, &mut Vec::new()) > 0;
+        }
+    }
+    s
+}
+
+fn ack(s: &FbdtSender, path_rx: Vec<PathRx>) -> Ack {
+    Ack {
+        cum: s.space.seq(s.una),
+        window: 64 << 20,
+        fin: false,
+        path_rx,
+        ranges: Vec::new(),
+    }
+}
+
+/// Issue 15 item 3: with no ranges at all (far more than 32 holes outstanding), the
+/// per-path counters alone tell which copies arrived: nothing they passed is re-sent,
+/// however late, and only the copies beyond them are.
+#[test]
+fn copies_a_counter_passed_count_as_delivered_without_ranges() {
+    let now = Instant::ZERO;
+    let mut s = loaded_sender(2, 2 << 20, now);
+    let (sent0, sent1) = (s.paths[0].sent, s.paths[1].sent);
+    assert!(sent0 > 0 && sent1 > 0);
+    // Path 0 delivered everything it was handed, path 1 all but its last 10 segments.
+    let short = 10 * 1448;
+    let counters = vec![
+        PathRx { epoch: 0, bytes: sent0 },
+        PathRx {
+            epoch: 0,
+            bytes: sent1 - short,
+        },
+    ];
+    let later = now + Duration::from_millis(10);
+    s.on_ack(PathId(0), &ack(&s, counters.clone()), later).unwrap();
+    let unacked: u64 = s
+        .segs
+        .iter()
+        .filter(|g| g.state != SegState::Acked)
+        .map(|g| u64::from(g.len))
+        .sum();
+    assert_eq!(unacked, short, "exactly path 1's undelivered copies are outstanding");
+    // Long after every deadline, path 0 re-sends only those.
+    let late = later + Duration::from_millis(5000);
+    s.handle_timeout(late);
+    let mut resent = 0;
+    while s.poll_transmit(PathId(0), 64 * 1024, late, &mut Vec::new()) > 0 {
+        s.on_ack(PathId(0), &ack(&s, counters.clone()), late).unwrap();
+        resent = s.stats().redundant_bytes_sent;
+    }
+    assert_eq!(resent, short);
+}
+
+/// Issue 15 item 4: a path's counters restart with each connection epoch; an ACK still
+/// carrying the previous connection's counter (sent before the reconnect, on another path)
+/// neither counts as delivery on the new connection nor marks its copies delivered.
+#[test]
+fn a_counter_of_an_earlier_connection_is_ignored() {
+    let now = Instant::ZERO;
+    let mut s = loaded_sender(2, 1 << 20, now);
+    let old_sent = s.paths[1].sent;
+    s.path_down(PathId(1), now);
+    s.set_path_epoch(PathId(1), 1);
+    s.path_up(PathId(1), now);
+    assert_eq!((s.paths[1].sent, s.paths[1].rx, s.paths[1].epoch), (0, 0, 1));
+    // Path 1's new connection re-sends what the old one held.
+    let later = now + Duration::from_millis(1);
+    while s.poll_transmit(PathId(1), 64 * 1024, later, &mut Vec::new()) > 0 {}
+    let new_sent = s.paths[1].sent;
+    assert!(new_sent > 0);
+    let outstanding = |s: &FbdtSender| s.segs.iter().filter(|g| g.state != SegState::Acked).count();
+    let before = outstanding(&s);
+    // A late ACK: path 1's old connection had delivered everything it was handed.
+    let path_1_counter = |epoch, bytes| vec![PathRx::default(), PathRx { epoch, bytes }];
+    s.on_ack(PathId(0), &ack(&s, path_1_counter(0, old_sent)), later)
+        .unwrap();
+    assert_eq!(s.paths[1].rx, 0);
+    assert_eq!(s.paths[1].in_flight(), new_sent);
+    assert_eq!(outstanding(&s), before);
+    // The new connection's own counter is taken.
+    s.on_ack(PathId(0), &ack(&s, path_1_counter(1, new_sent)), later)
+        .unwrap();
+    assert_eq!(s.paths[1].in_flight(), 0);
+    assert!(outstanding(&s) < before);
+}
+
+/// A reconnect under the same epoch (a driver that numbers no connections) keeps the
+/// counters running, and then they no longer prove delivery: the old connection's bytes
+/// may be in them.
+#[test]
+fn a_reconnect_under_the_same_epoch_keeps_counting_but_proves_nothing() {
+    let now = Instant::ZERO;
+    let mut s = loaded_sender(2, 1 << 20, now);
+    s.path_down(PathId(1), now);
+    s.path_up(PathId(1), now);
+    assert!(!s.paths[1].counter_exact && s.paths[0].counter_exact);
+}
+
+/// Issue 15 item 2: a late copy is re-sent only in the head window, only if its holder
+/// stopped moving or the re-send would arrive sooner, and only under the cap; a copy whose
+/// holder died is rescued whatever the cap.
+#[test]
+fn redundancy_only_where_it_helps() {
+    let start = Instant::ZERO;
+    let mut s = loaded_sender(2, 1 << 20, start);
+    assert!(s.windows.len() > 2);
+    let late = start + Duration::from_millis(5000);
+    let head = s.windows[0].seg_lo..s.windows[0].seg_hi;
+    // Path 1 is moving fast: its late copies will be through before path 0's would.
+    s.paths[1].est.rate = Some(1e12);
+    s.paths[1].last_progress = late;
+    assert_eq!(s.rescue_segment(PathId(0), late), None);
+    // Path 1 stopped moving: path 0 re-sends its copies, the head window's only.
+    s.paths[1].last_progress = start;
+    let (idx, why) = s.rescue_segment(PathId(0), late).expect("a late copy is re-sent");
+    assert_eq!(why, Resend::Redundant);
+    assert!(head.contains(&idx), "{idx} outside the head window {head:?}");
+    // Over the cap: nothing more.
+    s.optional_resent = s.una + (1 << 20);
+    assert_eq!(s.rescue_segment(PathId(0), late), None);
+    // A dead holder's copies are rescued all the same.
+    s.path_down(PathId(1), late);
+    assert!(matches!(s.rescue_segment(PathId(0), late), Some((_, Resend::Rescue))));
+}
+
+/// The budget window: Σ rate × budget, at least two segments per flowing path, at most
+/// `max`; a zero budget is refused.
+#[test]
+fn the_budget_window_follows_rate_times_budget() {
+    let params = crate::Config::default().stream_params();
+    let cfg = FbdtConfig {
+        window: WindowConfig::Budget {
+            delay: Duration::from_millis(50),
+            max: 16 << 20,
+        },
+        ..FbdtConfig::default()
+    };
+    assert!(cfg.validate(&params).is_ok());
+    let mut s = FbdtSender::new(&cfg, params, 0, 64 << 20);
+    s.path_up(PathId(0), Instant::ZERO);
+    s.path_up(PathId(1), Instant::ZERO);
+    s.paths[0].est.rate = Some(75e6);
+    s.paths[1].est.rate = Some(25e6);
+    assert_eq!(s.target_window(), 5_000_000);
+    s.paths[0].est.rate = Some(1.0);
+    s.paths[1].est.rate = Some(1.0);
+    assert_eq!(s.target_window(), 2 * 2 * params.segment_size);
+    s.paths[0].est.rate = Some(1e12);
+    assert_eq!(s.target_window(), 16 << 20);
+    let zero = FbdtConfig {
+        window: WindowConfig::Budget {
+            delay: Duration::ZERO,
+            max: 16 << 20,
+        },
+        ..FbdtConfig::default()
+    };
+    assert!(zero.validate(&params).is_err());
 }

@@ -1,7 +1,7 @@
 //! One frame out: a pending ALIGN, else a segment to re-send (`rescue`), else the next
 //! segment of the path's lane (`lanes`), within the path's send limit.
 
-use super::{FbdtSender, SegState};
+use super::{FbdtSender, HeldCopy, Resend, SegState};
 use crate::path::PathId;
 use crate::time::Instant;
 use crate::wire::{Data, Frame, FrameOut};
@@ -30,9 +30,13 @@ impl FbdtSender {
             payload_room = payload_room.min(allowed as usize);
         }
         match self.rescue_segment(path, now) {
-            Some(idx) => {
-                if self.seg(idx).len as usize > payload_room || room < Data::OVERHEAD {
+            Some((idx, why)) => {
+                let len = self.seg(idx).len;
+                if len as usize > payload_room || room < Data::OVERHEAD {
                     return 0;
+                }
+                if why == Resend::Redundant {
+                    self.optional_resent += u64::from(len);
                 }
                 return self.emit_segment(path, idx, now, out);
             }
@@ -88,6 +92,7 @@ impl FbdtSender {
                     first_sent: now,
                     last_sent: now,
                     expect,
+                    end: 0,
                     copies: 1,
                 }
             }
@@ -104,6 +109,7 @@ impl FbdtSender {
                     first_sent,
                     last_sent: now,
                     expect,
+                    end: 0,
                     copies: copies.saturating_add(1),
                 }
             }
@@ -119,8 +125,15 @@ impl FbdtSender {
             t.last_progress = now;
         }
         t.sent += len as u64;
+        if let SegState::Sent { end, .. } = &mut self.segs[(idx - self.seg_base) as usize].state {
+            *end = t.sent;
+        }
         if len > 0 {
-            t.copies.push_back((t.sent, seg.off));
+            t.copies.push_back(HeldCopy {
+                end: t.sent,
+                seg: idx,
+                off: seg.off,
+            });
         }
         Data::OVERHEAD + len
     }

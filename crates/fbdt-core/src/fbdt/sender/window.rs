@@ -58,6 +58,18 @@ impl FbdtSender {
                     initial
                 }
             }
+            WindowConfig::Budget { delay, max } => {
+                let flowing = self.paths.iter().filter(|t| t.alive && !t.stalled);
+                let lanes = flowing.clone().count().max(1);
+                let rates: Vec<f64> = flowing.filter_map(|t| t.est.rate_bps()).collect();
+                let min = (2 * lanes * self.params.segment_size).min(max);
+                let wanted = if rates.is_empty() {
+                    1 << 20
+                } else {
+                    (rates.iter().sum::<f64>() * delay.as_secs_f64()) as usize
+                };
+                wanted.clamp(min, max)
+            }
         }
     }
 
