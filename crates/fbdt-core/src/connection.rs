@@ -85,6 +85,9 @@ struct PathIo {
     close_due: bool,
     /// The connection's binding and epoch (see [`crate::handshake`]).
     binding: PathBinding,
+    /// A receiver frame (ACK / DATA_ACK) taken when the path had no room for it: sent at the
+    /// next chance unless the receiver has a newer one by then (both are cumulative).
+    held_ack: Option<Frame<'static>>,
 }
 
 /// Counters of both directions.
@@ -262,6 +265,7 @@ impl Connection {
                 join_due: false,
                 close_due: false,
                 binding: PathBinding::default(),
+                held_ack: None,
             });
         }
         let io = &mut self.paths[path.index()];
@@ -272,6 +276,7 @@ impl Connection {
             join_due: false,
             close_due: false,
             binding,
+            held_ack: None,
         };
         if self.role == Role::Client {
             if path.0 == 0 && !self.established {
@@ -598,12 +603,15 @@ impl Connection {
         if self.closed || !self.established || self.paths[path.index()].state != PathState::Up {
             return 0;
         }
-        if let Some(frame) = self.receiver.as_mut().and_then(|r| r.poll_frame(path, now)) {
+        let fresh = self.receiver.as_mut().and_then(|r| r.poll_frame(path, now));
+        if let Some(frame) = fresh.or_else(|| self.paths[path.index()].held_ack.take()) {
             let len = frame.buffer_len();
             if len <= room {
+                self.paths[path.index()].held_ack = None;
                 out.frame(&frame);
                 return len;
             }
+            self.paths[path.index()].held_ack = Some(frame);
             return 0;
         }
         let sender = &mut self.sender;

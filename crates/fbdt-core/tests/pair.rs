@@ -659,3 +659,22 @@ fn a_replaced_connection_with_late_bytes_and_acks_loses_nothing() {
     assert_eq!(pair.server.path_epoch(PathId(1)), Some(1));
     assert!(pair.server_errors.is_empty() && pair.client_errors.is_empty());
 }
+
+/// An ACK that is due when the path has no room for it is sent at the next chance, not
+/// taken and dropped (the peer would otherwise wait for a later ACK or its timer).
+#[test]
+fn an_ack_that_does_not_fit_is_sent_at_the_next_chance() {
+    let mut pair = established(1);
+    assert_eq!(pair.client.write(b"needs an ack"), 12);
+    let mut frames = Vec::new();
+    while pair.client.poll_transmit(PathId(0), ROOM, pair.now, &mut frames) > 0 {}
+    pair.server.handle_recv(PathId(0), &frames, pair.now).unwrap();
+    // Past any delayed-ACK timer: the ACK is due now.
+    let later = pair.now + Duration::from_millis(500);
+    pair.server.handle_timeout(later);
+    let mut out = Vec::new();
+    assert_eq!(pair.server.poll_transmit(PathId(0), 4, later, &mut out), 0, "no room");
+    let n = pair.server.poll_transmit(PathId(0), ROOM, later, &mut out);
+    assert!(n > 0, "the ACK still goes out");
+    assert!(matches!(Frame::parse(&out).unwrap().0, Frame::Ack(_)), "{out:?}");
+}

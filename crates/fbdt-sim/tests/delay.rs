@@ -22,6 +22,7 @@ fn one_constant_path(duration_s: f64) -> Schedule {
                 loss: 0.0,
                 scan: false,
             }],
+            radio: None,
         }],
     }
 }

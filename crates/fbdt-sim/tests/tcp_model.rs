@@ -102,6 +102,7 @@ fn min_rtt_over_tcp_subflows_uses_both_paths() {
             rate_mbps,
             ..step(0.0, 0.0, 0.0)
         }],
+        radio: None,
     };
     let s = Schedule {
         duration_s: 5.0,
