@@ -115,6 +115,8 @@ pub struct Connection {
     events: VecDeque<Event>,
     /// The in-order delivery delay probe, when the driver asked for one.
     delay_probe: Option<StreamProbe>,
+    /// Server: per path, the connection epoch of the last JOIN (or HELLO, epoch 0) accepted.
+    joined_epochs: Vec<Option<u32>>,
     /// Bytes of the peer's stream the application read (with `readable`, the in-order point).
     bytes_read: u64,
 }
@@ -156,6 +158,7 @@ impl Connection {
             close_reason: None,
             events: VecDeque::new(),
             delay_probe: None,
+            joined_epochs: Vec::new(),
             bytes_read: 0,
         })
     }
@@ -238,9 +241,28 @@ impl Connection {
     /// a forged or replayed JOIN cannot knock a working path out.
     pub fn accepts_join(&self, first: &[u8], exporter: &[u8; 32]) -> bool {
         match (Frame::parse(first), &self.keys) {
-            (Ok((Frame::Join(j), _)), Some(k)) => k.verify(&j, exporter),
+            (Ok((Frame::Join(j), _)), Some(k)) => {
+                k.verify(&j, exporter) && self.stale_join(PathId(j.path_index), j.epoch).is_none()
+            }
             _ => false,
         }
+    }
+
+    /// The last accepted epoch of `path` if `epoch` is before it. An equal epoch is a
+    /// driver that numbers no connections (every JOIN carries 0), which stays allowed.
+    fn stale_join(&self, path: PathId, epoch: u32) -> Option<u32> {
+        self.joined_epochs
+            .get(path.index())
+            .copied()
+            .flatten()
+            .filter(|&last| epoch < last)
+    }
+
+    fn note_joined(&mut self, path: PathId, epoch: u32) {
+        if self.joined_epochs.len() <= path.index() {
+            self.joined_epochs.resize(path.index() + 1, None);
+        }
+        self.joined_epochs[path.index()] = Some(epoch);
     }
 
     /// A new connection for `path` exists. Client: path 0 carries HELLO, others JOIN once
@@ -461,6 +483,14 @@ impl Connection {
                 if !ok {
                     return Err(ProtocolError::BadJoin { path });
                 }
+                if let Some(last) = self.stale_join(path, j.epoch) {
+                    return Err(ProtocolError::StaleJoin {
+                        path,
+                        epoch: j.epoch,
+                        last,
+                    });
+                }
+                self.note_joined(path, j.epoch);
                 self.paths[path.index()].binding.epoch = j.epoch;
                 self.mark_up(path, now);
                 self.events.push_back(Event::PathJoined(path));
@@ -503,7 +533,10 @@ impl Connection {
         self.established = true;
         self.events.push_back(Event::Connected);
         match self.role {
-            Role::Server => self.paths[0].hello_due = true,
+            Role::Server => {
+                self.paths[0].hello_due = true;
+                self.note_joined(PathId(0), 0);
+            }
             Role::Client => {
                 for i in 1..self.paths.len() {
                     if self.paths[i].state == PathState::Pending {

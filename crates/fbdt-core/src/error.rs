@@ -43,6 +43,10 @@ pub enum ProtocolError {
     BadAlign(&'static str),
     #[error("{path}: JOIN failed authentication")]
     BadJoin { path: PathId },
+    /// A JOIN whose connection epoch is below the last one accepted for its path: a delayed
+    /// JOIN of an older connection must not replace a newer one.
+    #[error("{path}: JOIN of connection epoch {epoch}, older than the accepted {last}")]
+    StaleJoin { path: PathId, epoch: u32, last: u32 },
     #[error("HELLO parameters refused: {0}")]
     BadHello(&'static str),
     #[error("more than {max} paths")]
@@ -54,7 +58,7 @@ pub enum ProtocolError {
 impl ProtocolError {
     /// Errors confined to one path (a bad JOIN): the path is dropped, the session lives on.
     pub fn is_path_local(&self) -> bool {
-        matches!(self, ProtocolError::BadJoin { .. })
+        matches!(self, ProtocolError::BadJoin { .. } | ProtocolError::StaleJoin { .. })
     }
 
     /// Code sent in the CLOSE frame for this error.
@@ -65,7 +69,7 @@ impl ProtocolError {
             ProtocolError::FlowControl { .. } | ProtocolError::BeyondFin | ProtocolError::FinMismatch => 3,
             ProtocolError::AckOfUnsent => 4,
             ProtocolError::BadAlign(_) => 5,
-            ProtocolError::BadJoin { .. } => 6,
+            ProtocolError::BadJoin { .. } | ProtocolError::StaleJoin { .. } => 6,
             ProtocolError::BadHello(_) => 7,
             ProtocolError::TooManyPaths { .. } => 8,
             ProtocolError::PeerClosed { code, .. } => *code,

@@ -678,3 +678,40 @@ fn an_ack_that_does_not_fit_is_sent_at_the_next_chance() {
     assert!(n > 0, "the ACK still goes out");
     assert!(matches!(Frame::parse(&out).unwrap().0, Frame::Ack(_)), "{out:?}");
 }
+
+/// Connection epochs only grow: once a path's connection of epoch 2 was accepted, the JOIN
+/// of its epoch-1 connection (delayed, or its connection dialled earlier and slower) is
+/// refused, and only that connection is dropped.
+#[test]
+fn a_join_older_than_the_accepted_connection_is_refused() {
+    let mut pair = established(2);
+    let join_of = |pair: &mut Pair, epoch: u32| {
+        pair.client.path_down(PathId(1), pair.now);
+        let binding = PathBinding {
+            epoch,
+            ..PathBinding::default()
+        };
+        pair.client.add_path_bound(PathId(1), binding, pair.now).unwrap();
+        let mut join = Vec::new();
+        assert!(pair.client.poll_transmit(PathId(1), ROOM, pair.now, &mut join) > 0);
+        join
+    };
+    let old = join_of(&mut pair, 1);
+    let new = join_of(&mut pair, 2);
+    assert!(pair.server.accepts_join(&new, &[0; 32]));
+    pair.server.path_down(PathId(1), pair.now);
+    pair.server.add_path(PathId(1), pair.now).unwrap();
+    pair.server.handle_recv(PathId(1), &new, pair.now).unwrap();
+    assert_eq!(pair.server.path_epoch(PathId(1)), Some(2));
+    assert!(!pair.server.accepts_join(&old, &[0; 32]), "epoch 1 after epoch 2");
+    pair.server.path_down(PathId(1), pair.now);
+    pair.server.add_path(PathId(1), pair.now).unwrap();
+    let err = pair.server.handle_recv(PathId(1), &old, pair.now).unwrap_err();
+    assert!(
+        matches!(err, ProtocolError::StaleJoin { epoch: 1, last: 2, .. }),
+        "{err:?}"
+    );
+    assert!(err.is_path_local(), "only that connection goes");
+    // The same epoch again (a driver numbering nothing re-joins with 0 every time) is allowed.
+    assert!(pair.server.accepts_join(&new, &[0; 32]));
+}
