@@ -529,7 +529,9 @@ mod tls {
             let relay = Relay::start("127.0.0.3", addrs[1]).await;
             let mut paths = specs(&addrs);
             paths[1] = format!("127.0.0.3={}", relay.addr).parse().unwrap();
-            let n: u64 = 16 << 20;
+            // Long enough that the cut path's re-dial (10 ms back-off) happens while data
+            // still flows: 16 MiB finished first on a fast loopback and nothing re-dialled.
+            let n: u64 = 256 << 20;
             let client = connect(paths, cfg(keys.client(None))).await.expect("connect");
             let server = l.accept().await.expect("session");
             let cs = client.stats_handle();
@@ -541,7 +543,12 @@ mod tls {
             let ((up_n, up_h), sent_up, (down_n, down_h), sent_down) = run.await.unwrap();
             assert_eq!((up_n, down_n), (n, n));
             assert_eq!((up_h, down_h), (sent_up, sent_down));
-            tokio::time::sleep(Duration::from_millis(30)).await;
+            // The transfer may finish before the cut path's re-dial (back-off 10 ms, then
+            // 50 ms doubling) has gone through: wait for it, bounded.
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            while cs.stats().paths[1].reconnects == 0 && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
             let c = cs.stats();
             assert!(c.paths[1].reconnects >= 1, "path 1 was re-dialled: {c:?}");
             // Resumption itself is asserted in fbdt-net's secure tests: here a re-dial can
