@@ -263,8 +263,10 @@ impl Driver {
         progress |= self.poll_manager(cx, now);
         progress |= self.app.pump_in(&mut self.conn, cx);
         for i in 0..self.paths.len() {
-            progress |= self.read_path(i, cx, now);
+            progress |= self.read_path(i, cx);
         }
+        // Reads take their own time; later steps must not see the clock go back.
+        let now = self.now();
         if self.timer_at.is_some() && self.timer.as_mut().poll(cx).is_ready() {
             self.timer_at = None;
             self.conn.handle_timeout(now);
@@ -423,7 +425,9 @@ impl Driver {
         self.manager.redial(i, ending);
     }
 
-    fn read_path(&mut self, i: usize, cx: &mut Context<'_>, now: Instant) -> bool {
+    /// Each read is stamped when it returns, not when the step began: an in-order delivery
+    /// must never carry a time before the peer sent the bytes (delay marks compare the two).
+    fn read_path(&mut self, i: usize, cx: &mut Context<'_>) -> bool {
         let mut any = false;
         for _ in 0..READS_PER_STEP {
             let slot = &mut self.paths[i];
@@ -438,7 +442,10 @@ impl Driver {
             // Read straight into the spare room of the path's buffer: frames are parsed in
             // place and their payloads travel on as slices of it.
             prepare_recv_buf(&mut slot.rbuf);
-            match tokio_util::io::poll_read_buf(Pin::new(s), cx, &mut slot.rbuf) {
+            let read = tokio_util::io::poll_read_buf(Pin::new(s), cx, &mut slot.rbuf);
+            let now = self.now();
+            let slot = &mut self.paths[i];
+            match read {
                 Poll::Ready(Ok(0)) => {
                     self.kill_path(i, "closed by the peer", now);
                     any = true;
