@@ -18,7 +18,7 @@ use fbdt_net::{NetConfig, SessionStats};
 
 use crate::emu_fidelity::{RunEntry, RunFidelity};
 use crate::report::{percentile, Counters, DelayPool, RunSummary, Sample, SchemeResult};
-use crate::scheme::{self, Scheme};
+use crate::scheme::{self, Encryption, Scheme};
 
 /// What the emulated runs produced.
 pub struct EmuRun {
@@ -47,21 +47,27 @@ pub const AUTO_SCALE_STEP: f64 = 1.5;
 enum Transport {
     /// A kernel socket (TCP or MPTCP) from the client address of this path.
     Kernel(Proto, usize),
-    /// The fbdt-net runtime with this core configuration (FBDT or the `mp:*` meta layer).
-    Session(Box<fbdt_core::Config>),
+    /// The fbdt-net runtime with this core configuration (FBDT or the `mp:*` meta layer),
+    /// plaintext or over TLS 1.3.
+    Session(Box<fbdt_core::Config>, Encryption),
     /// One kernel TCP flow through cotag-net's TUN link: COTAG, or dual-rr (`None`).
     CotagLink(Option<crate::emu_cotag::CotagScheme>),
 }
 
 fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
     Ok(match scheme::parse(name, scenario, scenario.seed)? {
-        Scheme::Fbdt(cfg) => Transport::Session(cfg),
+        Scheme::Fbdt(cfg, encryption) => Transport::Session(cfg, encryption),
         Scheme::Tcp { path } => Transport::Kernel(Proto::Tcp, path),
         // Kernel MPTCP starts on the first path; its endpoints add a subflow per other path.
         Scheme::KernelMptcp => Transport::Kernel(Proto::Mptcp, 0),
         Scheme::Cotag(c) => Transport::CotagLink(Some(c)),
         Scheme::DualRr => Transport::CotagLink(None),
     })
+}
+
+/// What a scheme's results record as its encryption (names were checked before the runs).
+fn transport_encryption(name: &str, scenario: &Scenario) -> Encryption {
+    scheme::parse(name, scenario, scenario.seed).map_or(Encryption::None, |s| s.encryption())
 }
 
 /// One scheme's run on a fresh testbed.
@@ -199,7 +205,7 @@ fn run_at(
         .iter()
         .zip(singles)
         .zip(wall)
-        .map(|((name, runs), wall_s)| aggregate(name, runs, wall_s))
+        .map(|((name, runs), wall_s)| aggregate(name, transport_encryption(name, scenario), runs, wall_s))
         .collect();
     let paths: Vec<String> = scenario.paths.iter().map(|p| p.name.clone()).collect();
     let fidelity = RunFidelity::from_runs(&paths, Vec::new(), scale, &ScaleSource::Given, Vec::new());
@@ -230,13 +236,14 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
                 perf::download_with_delay(&tb, path, path, proto, scenario.duration_s, Some(&|t, _| progress(t)))?;
             (t, None, delay)
         }
-        Transport::Session(mut core) => {
+        Transport::Session(mut core, encryption) => {
             buffer_parity(name, &mut core, TestbedOptions::default().tcp_buffer_max);
             let net = NetConfig {
                 core: *core,
                 ..NetConfig::default()
             };
-            let s = crate::emu_fbdt::download(&tb, net, scenario.duration_s, &progress)?;
+            let ends = crate::emu_fbdt::Ends::new(encryption)?;
+            let s = crate::emu_fbdt::download(&tb, net, ends, scenario.duration_s, &progress)?;
             (s.transfer, Some((s.server, s.client)), s.delay)
         }
         Transport::CotagLink(c) => {
@@ -313,7 +320,7 @@ fn buffer_parity(name: &str, core: &mut fbdt_core::Config, kernel_max: Option<u6
 
 /// Means over the repetitions (goodput), pooled one-second samples (percentiles), sums
 /// (bytes); the series is the first repetition's.
-fn aggregate(name: &str, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult {
+fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult {
     let seconds: Vec<f64> = runs.iter().flat_map(|(_, r)| r.seconds.iter().copied()).collect();
     let mut per_path_bytes: BTreeMap<String, u64> = BTreeMap::new();
     let mut counters: Option<Counters> = None;
@@ -352,6 +359,7 @@ fn aggregate(name: &str, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult 
         .collect();
     SchemeResult {
         scheme: name.to_string(),
+        encryption: encryption.label().to_string(),
         goodput_mbps: summaries.iter().map(|r| r.goodput_mbps).sum::<f64>() / summaries.len().max(1) as f64,
         goodput_p10_mbps: percentile(&seconds, 0.1),
         goodput_p50_mbps: percentile(&seconds, 0.5),

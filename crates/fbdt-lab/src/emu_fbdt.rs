@@ -4,13 +4,18 @@
 //! created it (a multi-threaded runtime's workers would be, too, but its blocking pool
 //! threads need not be).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use fbdt_core::delay_probe::{DelayJoin, DelayMark, DelaySamples};
 use fbdt_emu::perf::Transfer;
 use fbdt_emu::{Side, Testbed};
-use fbdt_net::{DelayMarks, LocalBind, NetConfig, PathSpec, SessionStats};
+use fbdt_net::{
+    DelayMarks, LocalBind, NetConfig, PathSpec, Security, ServerIdentity, SessionStats, TlsClient, TlsServer, Trust,
+};
+
+use crate::scheme::Encryption;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Cumulative-bytes samples are taken this often, as `fbdt_emu::perf::download` does.
@@ -43,6 +48,37 @@ fn join_marks(sent: &DelayMarks, delivered: &DelayMarks, origin: Instant, end: I
     join.finish(at(end))
 }
 
+/// Each end's security for one run: plaintext, or TLS 1.3 with a server key made for this
+/// run and pinned by the client (as `fbdt` runs by default, without a token).
+pub struct Ends {
+    server: Security,
+    client: Security,
+}
+
+impl Ends {
+    pub fn new(encryption: Encryption) -> Result<Self> {
+        Ok(match encryption {
+            Encryption::None => Ends {
+                server: Security::Plaintext,
+                client: Security::Plaintext,
+            },
+            Encryption::Tls13 => {
+                // The key is generated into a directory that lives only as long as this
+                // call: the identity is held in memory from then on.
+                let dir = tempfile::tempdir().context("a directory for the run's server key")?;
+                let identity = ServerIdentity::load_or_generate(dir.path()).context("generating a server key")?;
+                let pin = fbdt_net::secure::parse_fingerprint(&identity.fingerprint()).map_err(|e| anyhow!(e))?;
+                let server = TlsServer::new(identity, None).context("TLS server configuration")?;
+                let client = TlsClient::new(Trust::Pins(vec![pin]), None).context("TLS client configuration")?;
+                Ends {
+                    server: Security::Server(Arc::new(server)),
+                    client: Security::Client(Arc::new(client)),
+                }
+            }
+        })
+    }
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -53,9 +89,16 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 /// The server (in the server namespace) sends for `secs` seconds over a session with one
 /// TCP connection per emulated path; the client (client namespace, path i bound to path i's
 /// client address) reads and samples. `progress(t)` is called on every sample.
-pub fn download(tb: &Testbed, net: NetConfig, secs: f64, progress: &(dyn Fn(f64) + Sync)) -> Result<SessionTransfer> {
+pub fn download(
+    tb: &Testbed,
+    net: NetConfig,
+    ends: Ends,
+    secs: f64,
+    progress: &(dyn Fn(f64) + Sync),
+) -> Result<SessionTransfer> {
     let net = NetConfig {
         delay_marks: true,
+        security: ends.client,
         ..net
     };
     let origin = Instant::now();
@@ -65,7 +108,10 @@ pub fn download(tb: &Testbed, net: NetConfig, secs: f64, progress: &(dyn Fn(f64)
         .map(|p| std::net::SocketAddr::from((p.server_ip, 0)))
         .collect();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let server_net = net.clone();
+    let server_net = NetConfig {
+        security: ends.server,
+        ..net.clone()
+    };
     let send_for = Duration::from_secs_f64(secs);
     let server = tb.spawn_in(Side::Server, move || -> Result<(SessionStats, DelayMarks)> {
         runtime()?.block_on(async move {

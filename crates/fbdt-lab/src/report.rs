@@ -14,9 +14,10 @@ pub struct RunReport {
     pub seed: u64,
     pub scale: f64,
     pub congestion_control: String,
-    /// `"tls13"` or `"none"`. The lab runs FBDT plaintext (paper-faithful: the schemes it
-    /// compares carry no encryption either), so this is `"none"`; results written before
-    /// the field existed read back as `"none"` too.
+    /// `"none"`, `"tls13"`, or `"mixed"` when only some results used TLS (see each
+    /// result's `encryption`). The lab runs plaintext (paper-faithful: the schemes it
+    /// compares carry no encryption either) unless a scheme says `+tls`; results written
+    /// before the field existed read back as `"none"`.
     #[serde(default = "plaintext")]
     pub encryption: String,
     /// Time-averaged sum of the configured path rates (at scale): the physical limit.
@@ -36,9 +37,22 @@ fn plaintext() -> String {
     "none".into()
 }
 
+/// The run's `encryption`: what every result used, or `"mixed"`.
+pub fn run_encryption(results: &[SchemeResult]) -> String {
+    let mut labels = results.iter().map(|r| r.encryption.as_str());
+    match labels.next() {
+        None => plaintext(),
+        Some(first) if labels.all(|l| l == first) => first.to_string(),
+        Some(_) => "mixed".into(),
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SchemeResult {
     pub scheme: String,
+    /// `"tls13"` for a session scheme run with `+tls` (testbed only), else `"none"`.
+    #[serde(default = "plaintext")]
+    pub encryption: String,
     pub goodput_mbps: f64,
     pub goodput_p10_mbps: f64,
     pub goodput_p50_mbps: f64,

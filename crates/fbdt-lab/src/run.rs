@@ -112,6 +112,8 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
         let mut series: Vec<Sample> = Vec::new();
         let mut total = SchemeResult {
             scheme: name.clone(),
+            // The simulator carries no TLS (a `+tls` scheme is refused before this).
+            encryption: "none".into(),
             goodput_mbps: 0.0,
             goodput_p10_mbps: 0.0,
             goodput_p50_mbps: 0.0,
@@ -299,8 +301,7 @@ fn publish(
         seed,
         scale,
         congestion_control,
-        // Both backends run plaintext (the emulated one: NetConfig's default security).
-        encryption: "none".into(),
+        encryption: crate::report::run_encryption(&results),
         capacity_mbps,
         sum_standalone_mbps: sum_standalone(&scenario, &results),
         results,

@@ -1,6 +1,7 @@
 //! Scheme names as users type them: `fbdt[+key=value…]`, `tcp:<path>`,
 //! `mp:<scheduler>[=<r>][+key=value…]` (the userspace MPTCP-style meta layer) and `mptcp`
-//! (kernel MPTCP, testbed only). This is the one parser for every backend: the simulator
+//! (kernel MPTCP, testbed only). `+tls` on `fbdt` or `mp:*` runs the session over TLS 1.3
+//! (testbed only; every other run is plaintext, as the papers' schemes are). This is the one parser for every backend: the simulator
 //! takes [`Scheme::into_sim`], the emulated backend maps [`Scheme`] to its transports.
 //! `expand` turns `mp:fixed=5..95/5` into a list.
 
@@ -12,8 +13,8 @@ use fbdt_sim::SimScheme;
 #[derive(Clone, Debug)]
 pub enum Scheme {
     /// The core's `Connection`: FBDT, or the meta layer (`mp:*`) when `Config::scheme` is
-    /// `SchemeConfig::Meta`.
-    Fbdt(Box<Config>),
+    /// `SchemeConfig::Meta`; its paths plaintext or TLS 1.3.
+    Fbdt(Box<Config>, Encryption),
     /// Single-path TCP on the path with this index.
     Tcp { path: usize },
     /// Kernel MPTCP: starts on the first path, its endpoints add a subflow per other path.
@@ -25,11 +26,43 @@ pub enum Scheme {
     DualRr,
 }
 
+/// What protects a session-based scheme's paths on the testbed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Encryption {
+    /// Bare TCP: the paper-faithful default.
+    #[default]
+    None,
+    /// TLS 1.3 on every path (`+tls`), as the `fbdt` binary runs by default.
+    Tls13,
+}
+
+impl Encryption {
+    /// As results record it: `"none"` or `"tls13"`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Encryption::None => "none",
+            Encryption::Tls13 => "tls13",
+        }
+    }
+}
+
 impl Scheme {
+    /// What results record for this scheme: `"tls13"` for a session run with `+tls`,
+    /// `"none"` for everything else (kernel TCP and MPTCP carry no encryption here).
+    pub fn encryption(&self) -> Encryption {
+        match self {
+            Scheme::Fbdt(_, e) => *e,
+            _ => Encryption::None,
+        }
+    }
+
     /// What the simulator runs for this scheme; kernel MPTCP has no model there.
     pub fn into_sim(self) -> Result<SimScheme> {
         match self {
-            Scheme::Fbdt(cfg) => Ok(SimScheme::Fbdt(*cfg)),
+            Scheme::Fbdt(_, Encryption::Tls13) => {
+                bail!("`+tls` runs only on the emulated testbed (--backend emu): the simulator carries no TLS")
+            }
+            Scheme::Fbdt(cfg, Encryption::None) => Ok(SimScheme::Fbdt(*cfg)),
             Scheme::Tcp { path } => Ok(SimScheme::Tcp(path)),
             Scheme::KernelMptcp => {
                 bail!("scheme `mptcp` (kernel MPTCP) runs only on the emulated testbed (--backend emu)")
@@ -62,11 +95,16 @@ pub fn parse(name: &str, scenario: &Scenario, seed: u64) -> Result<Scheme> {
                 seed,
                 ..Config::default()
             };
+            let mut encryption = Encryption::None;
             for opt in parts {
+                if opt == "tls" {
+                    encryption = Encryption::Tls13;
+                    continue;
+                }
                 apply_option(&mut cfg, opt).with_context(|| format!("scheme `{name}`"))?;
             }
             cfg.validate().map_err(|e| anyhow!("scheme `{name}`: {e}"))?;
-            Ok(Scheme::Fbdt(Box::new(cfg)))
+            Ok(Scheme::Fbdt(Box::new(cfg), encryption))
         }
         Some("mptcp") if name == "mptcp" => Ok(Scheme::KernelMptcp),
         Some("dual-rr") if name == "dual-rr" => Ok(Scheme::DualRr),
@@ -83,11 +121,16 @@ pub fn parse(name: &str, scenario: &Scenario, seed: u64) -> Result<Scheme> {
                 seed,
                 ..Config::meta(kind)
             };
+            let mut encryption = Encryption::None;
             for opt in parts {
+                if opt == "tls" {
+                    encryption = Encryption::Tls13;
+                    continue;
+                }
                 apply_mp_option(&mut cfg, opt).with_context(|| format!("scheme `{name}`"))?;
             }
             cfg.validate().map_err(|e| anyhow!("scheme `{name}`: {e}"))?;
-            Ok(Scheme::Fbdt(Box::new(cfg)))
+            Ok(Scheme::Fbdt(Box::new(cfg), encryption))
         }
         _ => bail!("unknown scheme `{name}`: expected fbdt[+option=value…], tcp:<path>, mp:<scheduler>, mptcp, cotag[+T=<ms>] or dual-rr"),
     }
@@ -134,7 +177,7 @@ fn apply_mp_option(cfg: &mut Config, opt: &str) -> Result<()> {
             })
         }
         "gain" => meta(cfg)?.cwnd_gain = value.parse().map_err(|_| anyhow!("gain=`{value}` is not a number"))?,
-        _ => bail!("unknown option `{key}` (known for mp:*: rcvbuf, sndbuf, seg, reinject, gain)"),
+        _ => bail!("unknown option `{key}` (known for mp:*: rcvbuf, sndbuf, seg, reinject, gain, tls)"),
     }
     Ok(())
 }
@@ -201,7 +244,7 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             }
             WindowConfig::Fixed(_) | WindowConfig::Budget { .. } => bail!("factor applies to window=auto only"),
         },
-        _ => bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, factor)"),
+        _ => bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, factor, tls)"),
     }
     Ok(())
 }
@@ -218,7 +261,7 @@ mod tests {
     fn parses_fbdt_options_and_tcp_paths() {
         let s = scenario();
         match parse("fbdt+rto=0.5+window=64k+seg=1448", &s, 3).unwrap() {
-            Scheme::Fbdt(c) => {
+            Scheme::Fbdt(c, _) => {
                 assert_eq!(c.fbdt().unwrap().redundancy_wait, 0.5);
                 assert_eq!(c.fbdt().unwrap().window, WindowConfig::Fixed(65536));
                 assert_eq!(c.segment_size, 1448);
@@ -228,7 +271,7 @@ mod tests {
         }
         assert!(matches!(parse("tcp:wigig", &s, 1).unwrap(), Scheme::Tcp { path: 1 }));
         match parse("fbdt+budget=50", &s, 1).unwrap() {
-            Scheme::Fbdt(c) => assert_eq!(
+            Scheme::Fbdt(c, _) => assert_eq!(
                 c.fbdt().unwrap().window,
                 WindowConfig::Budget {
                     delay: fbdt_core::Duration::from_millis(50),
@@ -237,6 +280,15 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
+        assert_eq!(parse("fbdt", &s, 1).unwrap().encryption(), Encryption::None);
+        for name in ["fbdt+tls", "fbdt+window=64k+tls", "mp:minrtt+tls"] {
+            assert_eq!(parse(name, &s, 1).unwrap().encryption(), Encryption::Tls13, "{name}");
+        }
+        let sim = parse("fbdt+tls", &s, 1)
+            .and_then(Scheme::into_sim)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(format!("{sim:#}").contains("emulated"), "{sim:#}");
         assert!(parse("fbdt+budget=0", &s, 1).is_err());
         assert!(parse("fbdt+budget=fast", &s, 1).is_err());
     }
@@ -274,12 +326,12 @@ mod tests {
             ("mp:musher", SchedulerKind::Musher),
         ] {
             match parse(name, &s, 1).unwrap() {
-                Scheme::Fbdt(c) => assert_eq!(c.meta_config().unwrap().scheduler, kind),
+                Scheme::Fbdt(c, _) => assert_eq!(c.meta_config().unwrap().scheduler, kind),
                 other => panic!("{other:?}"),
             }
         }
         match parse("mp:minrtt+rcvbuf=2m+reinject=off", &s, 1).unwrap() {
-            Scheme::Fbdt(c) => {
+            Scheme::Fbdt(c, _) => {
                 assert_eq!(c.recv_buffer, 2 << 20);
                 assert_eq!(c.meta_config().unwrap().reinject, Some(false));
             }

@@ -137,7 +137,7 @@ fn an_emulated_run_measures_every_kind_of_scheme() {
             "--backend",
             "emu",
             "--schemes",
-            "tcp:wifi,mptcp,fbdt,mp:minrtt",
+            "tcp:wifi,mptcp,fbdt,mp:minrtt,fbdt+tls",
             "--duration",
             "3",
         ])
@@ -175,4 +175,9 @@ fn an_emulated_run_measures_every_kind_of_scheme() {
     // more than the kernel sockets' ceiling it was given (64 MiB).
     let held = results[3]["recv_buffer_max_bytes"].as_u64().unwrap();
     assert!(held > 0 && held <= 64 << 20, "{held}");
+    // `+tls` ran the session over TLS 1.3 on both paths, and the results say which did.
+    let encryption: Vec<&str> = results.iter().map(|r| r["encryption"].as_str().unwrap()).collect();
+    assert_eq!(encryption, ["none", "none", "none", "none", "tls13"]);
+    assert_eq!(v["encryption"], "mixed");
+    assert!(results[4]["counters"]["windows_loaded"].as_u64().unwrap() > 0);
 }

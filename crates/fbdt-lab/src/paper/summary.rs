@@ -367,6 +367,7 @@ pub(crate) mod tests {
     pub(crate) fn result(scheme: &str, mbps: f64) -> SchemeResult {
         SchemeResult {
             scheme: scheme.into(),
+            encryption: "none".into(),
             goodput_mbps: mbps,
             goodput_p10_mbps: mbps * 0.9,
             goodput_p50_mbps: mbps,
