@@ -1,5 +1,13 @@
 //! FBDT receiver: reassembles segments arriving on any path, discards duplicates by
-//! sequence number, delivers in order, and acknowledges on every live path.
+//! sequence number, delivers in order, and acknowledges.
+//!
+//! Where ACKs go: every ACK carries the whole picture (cumulative point, ranges, each
+//! path's counter), so one copy on a path that is moving data tells the sender about every
+//! path. A path's own arrivals are acknowledged on that path (every `ack_every` frames, or
+//! after `max_ack_delay`); every live path gets one at least every [`ALL_PATHS_ACK_PERIOD`]
+//! while data flows, and at once when a window completes, the stream ends or the receive
+//! window reopens — the moments the sender must not learn late over a slow return path.
+//! ACK frames then grow with the data frames, not with data frames × paths.
 //!
 //! Payloads are held as `Bytes` in a [`RecvBuf`]: the slices of the driver's read buffer
 //! `Connection` hands over come back out of `read_bytes` as slices, no copy between the
@@ -23,6 +31,11 @@ use crate::wire::{Ack, Align, Data, Frame, PathRx, Piece, RecvBuf, MAX_ACK_RANGE
 /// it could hold data that old (see `sender::STALE_COPY_LIMIT`).
 const MAX_DUPLICATE_AGE: u64 = 1 << 30;
 
+/// While data flows, every live path carries an ACK at least this often: the sender keeps
+/// hearing on a path whose return direction alone still works, and a slow path's own
+/// ACKs are not the only news of it. A third of the sender's minimum stall time (30 ms).
+pub const ALL_PATHS_ACK_PERIOD: Duration = Duration::from_millis(10);
+
 pub struct FbdtReceiver {
     space: SeqSpace,
     capacity: usize,
@@ -37,7 +50,12 @@ pub struct FbdtReceiver {
     /// Per path: bytes received over its current connection, and that connection's epoch.
     path_rx: Vec<PathRx>,
     alive: u32,
-    frames_since_ack: u32,
+    /// Per path: data frames that arrived on it since it last carried an ACK.
+    frames_since_ack: [u32; MAX_PATHS],
+    /// Paths with arrivals not yet acknowledged on them (bitmask by path index).
+    unacked_arrivals: u32,
+    /// When every live path last got an ACK.
+    last_all_paths_ack: Option<Instant>,
     ack_deadline: Option<Instant>,
     /// Paths on which an ACK is due (bitmask by path index).
     ack_pending: u32,
@@ -60,7 +78,9 @@ impl FbdtReceiver {
             fin_at: None,
             path_rx: Vec::new(),
             alive: 0,
-            frames_since_ack: 0,
+            frames_since_ack: [0; MAX_PATHS],
+            unacked_arrivals: 0,
+            last_all_paths_ack: None,
             ack_deadline: None,
             ack_pending: 0,
             advertised: cfg.recv_buffer,
@@ -76,10 +96,35 @@ impl FbdtReceiver {
         self.rcv_nxt + (self.capacity - self.held.ready_len()) as u64
     }
 
-    fn ack_now(&mut self) {
+    /// An ACK on every live path.
+    fn ack_all_paths(&mut self, now: Option<Instant>) {
         self.ack_pending = self.alive;
-        self.frames_since_ack = 0;
+        self.frames_since_ack = [0; MAX_PATHS];
+        self.unacked_arrivals = 0;
         self.ack_deadline = None;
+        if now.is_some() {
+            self.last_all_paths_ack = now;
+        }
+    }
+
+    /// An ACK on the paths in `paths` (a bitmask), or on every live path if they have not
+    /// all had one for [`ALL_PATHS_ACK_PERIOD`].
+    fn ack_arrivals(&mut self, paths: u32, now: Instant) {
+        if self
+            .last_all_paths_ack
+            .is_none_or(|t| now.saturating_since(t) >= ALL_PATHS_ACK_PERIOD)
+        {
+            self.ack_all_paths(Some(now));
+            return;
+        }
+        self.ack_pending |= paths & self.alive;
+        self.unacked_arrivals &= !paths;
+        for i in (0..MAX_PATHS).filter(|i| paths & (1 << i) != 0) {
+            self.frames_since_ack[i] = 0;
+        }
+        if self.unacked_arrivals == 0 {
+            self.ack_deadline = None;
+        }
     }
 
     /// Stores `payload` (at `start`, from `skip` bytes into it) except the parts already
@@ -184,7 +229,7 @@ impl FbdtReceiver {
         self.stats.bytes_read += n as u64;
         let window = self.capacity - self.held.ready_len();
         if window >= self.advertised + self.capacity / 4 {
-            self.ack_now();
+            self.ack_all_paths(None);
         }
     }
 
@@ -249,11 +294,14 @@ impl FbdtReceiver {
         self.deliver_in_order();
         self.stats.max_out_of_order_bytes = self.stats.max_out_of_order_bytes.max(self.ooo_bytes as u64);
 
-        self.frames_since_ack += 1;
+        self.frames_since_ack[path.index()] += 1;
+        self.unacked_arrivals |= path.bit();
         let window_done = self.window_end.is_some_and(|w| before < w && self.rcv_nxt >= w);
         let fin_done = self.fin_at == Some(self.rcv_nxt) && before != self.rcv_nxt;
-        if self.frames_since_ack >= self.ack_every || window_done || fin_done || (len == 0 && data.fin) {
-            self.ack_now();
+        if window_done || fin_done || (len == 0 && data.fin) {
+            self.ack_all_paths(Some(now));
+        } else if self.frames_since_ack[path.index()] >= self.ack_every {
+            self.ack_arrivals(path.bit(), now);
         } else if self.ack_deadline.is_none() {
             self.ack_deadline = Some(now + self.max_ack_delay);
         }
@@ -381,6 +429,8 @@ impl SchemeReceiver for FbdtReceiver {
     fn path_down(&mut self, path: PathId, _now: Instant) {
         self.alive &= !path.bit();
         self.ack_pending &= !path.bit();
+        self.unacked_arrivals &= !path.bit();
+        self.frames_since_ack[path.index()] = 0;
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -389,7 +439,8 @@ impl SchemeReceiver for FbdtReceiver {
 
     fn handle_timeout(&mut self, now: Instant) {
         if self.ack_deadline.is_some_and(|d| d <= now) {
-            self.ack_now();
+            self.ack_deadline = None;
+            self.ack_arrivals(self.unacked_arrivals, now);
         }
     }
 
@@ -474,5 +525,51 @@ mod tests {
         assert_eq!(k, max);
         assert!(r.held.pinned() <= max * (1 + crate::wire::ENTRY_COST));
         assert!(r.ranges().len() <= MAX_ACK_RANGES);
+    }
+
+    /// Issue 15's ACK-load bound: with 16 paths, ACK frames grow with the data frames (one
+    /// per `ack_every` arrivals on a path) plus one round on every path each
+    /// [`ALL_PATHS_ACK_PERIOD`] — not with data frames × paths, as when every ACK went on
+    /// every path. Every path still hears at least once a period.
+    #[test]
+    fn sixteen_paths_ack_load_is_bounded() {
+        const SEG: usize = 1448;
+        let cfg = crate::Config::default().stream_params();
+        let mut r = FbdtReceiver::new(cfg, 0);
+        let paths = MAX_PATHS;
+        for p in 0..paths {
+            r.path_up(PathId(p as u8), Instant::ZERO);
+        }
+        // One second of data, a frame every 50 µs, round robin over the paths.
+        let (frames, gap_us) = (20_000u64, 50u64);
+        let mut acks = vec![0u64; paths];
+        let mut poll_all = |r: &mut FbdtReceiver, now: Instant, acks: &mut Vec<u64>| {
+            for (p, n) in acks.iter_mut().enumerate() {
+                *n += u64::from(r.poll_ack(PathId(p as u8), now).is_some());
+            }
+        };
+        poll_all(&mut r, Instant::ZERO, &mut acks);
+        let at_start: u64 = acks.iter().sum();
+        let payload = Bytes::from(vec![7u8; SEG]);
+        for k in 0..frames {
+            let now = Instant::from_micros(k * gap_us);
+            if r.poll_timeout().is_some_and(|t| t <= now) {
+                r.handle_timeout(now);
+            }
+            let path = PathId((k % paths as u64) as u8);
+            r.on_data_bytes(path, Seq((k as usize * SEG) as u32), false, payload.clone(), now)
+                .unwrap();
+            while r.read_bytes(usize::MAX).is_some() {}
+            poll_all(&mut r, now, &mut acks);
+        }
+        let total: u64 = acks.iter().sum::<u64>() - at_start;
+        let periods = frames * gap_us / ALL_PATHS_ACK_PERIOD.as_micros() + 1;
+        let bound = frames / u64::from(cfg.ack_every) + paths as u64 * periods;
+        assert!(total <= bound, "{total} ACK frames > {bound}");
+        let every_path_every_ack = frames / u64::from(cfg.ack_every) * paths as u64;
+        assert!(total * 5 < every_path_every_ack, "{total} vs {every_path_every_ack}");
+        for (p, &n) in acks.iter().enumerate() {
+            assert!(n > periods - 1, "path {p}: {n} ACKs in {periods} periods");
+        }
     }
 }
