@@ -238,13 +238,19 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
         "seg" => cfg.segment_size = bytes(value)?,
         "rcvbuf" => cfg.recv_buffer = bytes(value)?,
         "sndbuf" => cfg.send_buffer = bytes(value)?,
+        "hold" => {
+            let ms: u64 = value
+                .parse()
+                .map_err(|_| anyhow!("hold=`{value}` is not a whole number of ms"))?;
+            fbdt(cfg)?.forward_hold = fbdt_core::Duration::from_millis(ms);
+        }
         "factor" => match &mut fbdt(cfg)?.window {
             WindowConfig::Auto { factor, .. } => {
                 *factor = value.parse().map_err(|_| anyhow!("factor=`{value}` is not a number"))?
             }
             WindowConfig::Fixed(_) | WindowConfig::Budget { .. } => bail!("factor applies to window=auto only"),
         },
-        _ => bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, factor, tls)"),
+        _ => bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, factor, hold, tls)"),
     }
     Ok(())
 }

@@ -51,8 +51,12 @@ pub struct FbdtConfig {
     pub stall_rtts: f64,
     pub stall_min: Duration,
     /// A new forward path must score this many times the current one to take over
-    /// (hysteresis against flapping, spec decision 8).
+    /// (hysteresis against flapping, spec decision 8) ...
     pub forward_hysteresis: f64,
+    /// ... and keep doing so for this long (hysteresis in time, issue 15): one score sample
+    /// after a burst of ACKs does not move the forward lane. A forward path that stalls or
+    /// dies is replaced at once.
+    pub forward_hold: Duration,
 }
 
 impl Default for FbdtConfig {
@@ -70,6 +74,7 @@ impl Default for FbdtConfig {
             stall_rtts: 3.0,
             stall_min: Duration::from_millis(30),
             forward_hysteresis: 1.2,
+            forward_hold: Duration::from_millis(50),
         }
     }
 }

@@ -166,6 +166,8 @@ pub struct FbdtSender {
     right_edge: u64,
     paths: Vec<PathTx>,
     forward: Option<PathId>,
+    /// A path outscoring the forward one by `forward_hysteresis`, and since when.
+    forward_challenger: Option<(PathId, Instant)>,
     aligns: VecDeque<Align>,
     last_sample: Instant,
     checked_until: Instant,
@@ -202,6 +204,7 @@ impl FbdtSender {
             right_edge: peer_recv_buffer,
             paths: Vec::new(),
             forward: None,
+            forward_challenger: None,
             aligns: VecDeque::new(),
             last_sample: Instant::ZERO,
             checked_until: Instant::ZERO,

@@ -281,3 +281,48 @@ fn the_budget_window_follows_rate_times_budget() {
     };
     assert!(zero.validate(&params).is_err());
 }
+
+/// Hysteresis in time (issue 15): a path that outscores the forward one by the factor at a
+/// single window load does not take the forward lane; one that keeps doing so for
+/// `forward_hold` does, and a forward path that stalls is replaced at once.
+#[test]
+fn the_forward_path_changes_only_after_a_sustained_lead() {
+    let cfg = FbdtConfig::default();
+    let params = crate::Config::default().stream_params();
+    let mut s = FbdtSender::new(&cfg, params, 7, 1 << 20);
+    let t0 = Instant::ZERO;
+    for p in [PathId(0), PathId(1)] {
+        s.path_up(p, t0);
+    }
+    let rates = |s: &mut FbdtSender, a: f64, b: f64| {
+        s.paths[0].est.rate = Some(a);
+        s.paths[1].est.rate = Some(b);
+    };
+    let first = |s: &mut FbdtSender, now| s.ranked_paths(PathId(0), now)[0].0;
+    rates(&mut s, 100e6, 50e6);
+    assert_eq!(first(&mut s, t0), PathId(0));
+    // Path 1 leads by 3× for one load, then falls back: no change.
+    rates(&mut s, 100e6, 300e6);
+    assert_eq!(first(&mut s, t0 + Duration::from_millis(10)), PathId(0));
+    rates(&mut s, 100e6, 50e6);
+    assert_eq!(first(&mut s, t0 + Duration::from_millis(20)), PathId(0));
+    // A lead below the factor never counts.
+    rates(&mut s, 100e6, 110e6);
+    assert_eq!(first(&mut s, t0 + Duration::from_millis(200)), PathId(0));
+    // A sustained lead: kept until `forward_hold` has passed since it began.
+    rates(&mut s, 100e6, 300e6);
+    let lead = t0 + Duration::from_millis(300);
+    assert_eq!(first(&mut s, lead), PathId(0));
+    assert_eq!(
+        first(&mut s, lead + cfg.forward_hold - Duration::from_millis(1)),
+        PathId(0)
+    );
+    assert_eq!(first(&mut s, lead + cfg.forward_hold), PathId(1));
+    assert_eq!(s.stats.forward_changes, 1);
+    // The forward path stalls: the other one takes over at the next load, no hold.
+    s.paths[1].stalled = true;
+    assert_eq!(
+        first(&mut s, lead + cfg.forward_hold + Duration::from_millis(1)),
+        PathId(0)
+    );
+}

@@ -86,11 +86,25 @@ impl FbdtSender {
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         if let Some(fwd) = self.forward {
             if let Some(pos) = ranked.iter().position(|&(p, _)| p == fwd) {
-                if ranked[pos].1 * self.cfg.forward_hysteresis >= ranked[0].1 {
+                let (challenger, lead) = ranked[0];
+                // The forward path keeps its place unless a challenger has outscored it by
+                // the factor at every window load for `forward_hold`.
+                if ranked[pos].1 * self.cfg.forward_hysteresis >= lead {
+                    self.forward_challenger = None;
+                } else if self.forward_challenger.is_none_or(|(c, _)| c != challenger) {
+                    self.forward_challenger = Some((challenger, now));
+                }
+                let held_long_enough = self
+                    .forward_challenger
+                    .is_some_and(|(_, since)| now >= since + self.cfg.forward_hold);
+                if !held_long_enough {
                     let keep = ranked.remove(pos);
                     ranked.insert(0, keep);
                 }
             }
+        }
+        if ranked.first().map(|&(p, _)| p) != self.forward {
+            self.forward_challenger = None;
         }
         if let Some(&(first, _)) = ranked.first() {
             if self.forward.is_some_and(|f| f != first) {
