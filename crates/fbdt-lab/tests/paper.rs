@@ -40,7 +40,7 @@ fn quick_simulated_suite_writes_json_summary_figures_and_report() {
     let out = dir.path().join("paper");
     let notes = dir.path().join("notes.md");
     std::fs::write(&notes, "FBDT <beats> MPTCP & co").unwrap();
-    let stderr = quick_suite(&out, &notes, &["--duration", "2"]);
+    let stderr = quick_suite(&out, &notes, &["--duration", "2", "--workload-scenarios", "los"]);
     // The overall progress line counts runs over the whole suite.
     assert!(
         stderr.contains("[1/8] los fbdt mp:blest tcp:wifi tcp:wigig"),
@@ -71,12 +71,28 @@ fn quick_simulated_suite_writes_json_summary_figures_and_report() {
     assert!((r - fbdt / sum).abs() < 1e-9);
     assert_eq!(los["paper"]["reference"]["fbdt"], 1970.0);
     // los: two targets; blockage adds the capacity one. Each is PASS or MISS, never absent.
+    // Then the nine application claims, measured over los only here: Fig. 10's needs the
+    // mobility scenario, so it is not measured.
     let checks = s["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 5);
-    for c in checks {
+    assert_eq!(checks.len(), 5 + 9);
+    for c in &checks[..5] {
         assert!(c["status"] == "PASS" || c["status"] == "MISS", "{c}");
     }
+    for c in &checks[5..] {
+        assert!(c["scenario"].as_str().unwrap().starts_with("workloads"), "{c}");
+        let fig10 = c["target"].as_str().unwrap().starts_with("progressive");
+        let expected: &[&str] = if fig10 { &["N/A"] } else { &["PASS", "MISS"] };
+        assert!(expected.contains(&c["status"].as_str().unwrap()), "{c}");
+    }
+    let w = &s["workloads"];
+    assert_eq!(w["backend"], "sim");
+    let kinds: Vec<&str> = strings(&w["tables"], "kind");
+    assert_eq!(kinds, ["file", "web", "progressive", "dash", "vr"]);
+    let files = &w["tables"][0];
+    assert_eq!(files["scenario"], "los");
+    assert_eq!(files["rows"].as_array().unwrap().len(), 10, "5 sizes × busy/idle");
     assert!(s["failures"].as_array().unwrap().is_empty());
+    assert!(stderr.contains("[workloads 1/5] File over los"), "{stderr}");
 
     for f in ["bars-fig8c", "cdf", "ts-los", "ts-blockage"] {
         for ext in ["png", "svg"] {
@@ -91,6 +107,7 @@ fn quick_simulated_suite_writes_json_summary_figures_and_report() {
     assert!(page.contains("<img src=\"bars-fig8c.png\""));
     assert!(page.contains("FBDT &lt;beats&gt; MPTCP &amp; co"));
     assert!(page.contains("blockage") && page.contains("FBDT ≥ 0.85 × capacity"));
+    assert!(page.contains("Application workloads") && page.contains("360° tiles: viewport PSNR"));
 
     // Notes written after looking at the results: the page is rebuilt from the JSON, nothing
     // runs again, the run's description (when, how long) is the measured one.
@@ -106,6 +123,10 @@ fn quick_simulated_suite_writes_json_summary_figures_and_report() {
     let again = json(&out.join("summary.json"));
     assert_eq!(again["run"]["started"], s["run"]["started"]);
     assert_eq!(again["scenarios"][0]["ratios"], s["scenarios"][0]["ratios"]);
+    assert_eq!(
+        again["checks"], s["checks"],
+        "the workloads come back from workloads.json"
+    );
 
     // Without the scenarios' JSON there is nothing to render.
     let empty = dir.path().join("empty");

@@ -60,6 +60,9 @@ pub fn render(s: &Summary, figures: &[Figure], notes: Option<&str>) -> String {
     what_was_run(&mut h, s);
     targets(&mut h, s);
     results(&mut h, s);
+    if let Some(w) = &s.workloads {
+        workloads(&mut h, w);
+    }
     h.push_str("<h2 id=\"figures\">Figures</h2>\n");
     for f in figures {
         let img = format!("<img src=\"{}\" alt=\"{}\">", escape(&f.file), escape(&f.caption));
@@ -244,6 +247,58 @@ fn results(h: &mut String, s: &Summary) {
          delivery delay, first transmission to in-order delivery (docs/results.md); — = not given or not \
          measured.</p>\n",
     );
+}
+
+fn workloads(h: &mut String, w: &super::workloads::WorkloadSection) {
+    let _ = writeln!(
+        h,
+        "<h2 id=\"workloads\">Application workloads ({} backend)</h2>\n<p>Paper 001 sec. VI-C in the \
+         simulator ({} model, scale 1, {} seeds per point, radio sleep/wake: {}; video {}; {:.0} s): \
+         whatever backend the suite above used, since applications on the testbed need the proxy \
+         there. MPTCP = <code>mp:minrtt</code>. The claims are in the target checks above; models and \
+         assumptions in docs/workloads.md.</p>",
+        escape(&w.backend),
+        escape(&w.model),
+        w.repeat,
+        escape(&w.radio),
+        w.video_s
+            .map_or("as long as each scenario".into(), |v| format!("{v:.0} s")),
+        w.wall_s
+    );
+    for t in &w.tables {
+        let _ = write!(
+            h,
+            "<h3>{} — {}</h3>\n<p>{}</p>\n<table><tr><th class=\"l\"></th>",
+            escape(&t.kind),
+            escape(&t.scenario),
+            escape(&t.metric)
+        );
+        for sc in &t.schemes {
+            let _ = write!(h, "<th>{}</th>", escape(sc));
+        }
+        h.push_str("<th class=\"l\">paper</th></tr>\n");
+        for r in &t.rows {
+            let _ = write!(h, "<tr><td class=\"l\">{}</td>", escape(&r.label));
+            for v in &r.values {
+                let _ = write!(h, "<td>{}</td>", num(*v, 1));
+            }
+            let _ = writeln!(
+                h,
+                "<td class=\"l\">{}</td></tr>",
+                escape(r.paper.as_deref().unwrap_or("—"))
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    if w.fbdt_behind.is_empty() {
+        h.push_str("<p>FBDT was the best scheme (within 2 %) of every row.</p>\n");
+    } else {
+        h.push_str("<p>Where FBDT is not the best scheme (another beats it by more than 2 %, or a point for shares):</p>\n<ul>");
+        for x in &w.fbdt_behind {
+            let _ = write!(h, "<li>{}</li>", escape(x));
+        }
+        h.push_str("</ul>\n");
+    }
 }
 
 #[cfg(test)]

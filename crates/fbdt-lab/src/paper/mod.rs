@@ -6,6 +6,7 @@ mod html;
 mod plot;
 mod suite;
 mod summary;
+mod workloads;
 
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
@@ -57,7 +58,16 @@ pub struct PaperArgs {
     /// Seconds per scheme for every scenario (tests).
     #[arg(long, hide = true)]
     pub duration: Option<f64>,
+    /// Leave out the application workloads (files, web, video, 360°; simulator).
+    #[arg(long)]
+    pub skip_workloads: bool,
+    /// Scenarios of the workloads section (default: los, nlos, mobility, blockage).
+    #[arg(long, value_delimiter = ',', hide = true)]
+    pub workload_scenarios: Vec<String>,
 }
+
+/// Where the workloads section is kept between `paper` and `paper --render-only`.
+const WORKLOADS_JSON: &str = "workloads.json";
 
 /// The backend to use: the one asked for, else the testbed when we may build it. Never a
 /// silent switch to the simulator: its numbers mean something else.
@@ -211,8 +221,45 @@ pub fn run(args: PaperArgs) -> Result<()> {
         done_work += p.duration_s * p.schemes.len() as f64;
     }
 
+    let workloads = if args.skip_workloads {
+        None
+    } else {
+        run_workloads(&args, &out, &mut failures)
+    };
     let info = run_info(&args, backend, &reports, started_at, started.elapsed().as_secs_f64());
-    write_outputs(&out, reports, scenarios, failures, info, notes.as_deref(), plan.len())
+    let planned = plan.len() + usize::from(!args.skip_workloads);
+    write_outputs(
+        &out,
+        reports,
+        scenarios,
+        failures,
+        workloads,
+        info,
+        notes.as_deref(),
+        planned,
+    )
+}
+
+/// The workloads section, written to `out`; a failure is reported like a failed scenario.
+fn run_workloads(args: &PaperArgs, out: &Path, failures: &mut Vec<Failure>) -> Option<workloads::WorkloadSection> {
+    let scenarios: Vec<String> = if args.workload_scenarios.is_empty() {
+        workloads::SCENARIOS.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.workload_scenarios.clone()
+    };
+    let outcome = workloads::run(&scenarios, args.quick, &|line| eprintln!("{line}"))
+        .and_then(|w| run::write_json(&out.join(WORKLOADS_JSON), &w).map(|_| w));
+    match outcome {
+        Ok(w) => Some(w),
+        Err(e) => {
+            eprintln!("error: workloads: {e:#}");
+            failures.push(Failure {
+                scenario: "workloads".into(),
+                error: format!("{e:#}"),
+            });
+            None
+        }
+    }
 }
 
 /// `--render-only`: the reports come from `out`, the run's description from the summary
@@ -253,26 +300,35 @@ fn render_existing(
         Some(s) => s.run,
         None => run_info(args, backend, &reports, SystemTime::now(), 0.0),
     };
+    let workloads = std::fs::read_to_string(out.join(WORKLOADS_JSON))
+        .ok()
+        .and_then(|t| serde_json::from_str::<workloads::WorkloadSection>(&t).ok());
     eprintln!(
-        "fbdt-lab paper --render-only: {} scenario reports from {}",
+        "fbdt-lab paper --render-only: {} scenario reports{} from {}",
         reports.len(),
+        if workloads.is_some() { " and the workloads" } else { "" },
         out.display()
     );
-    write_outputs(out, reports, scenarios, failures, info, notes, plan.len())
+    write_outputs(out, reports, scenarios, failures, workloads, info, notes, plan.len())
 }
 
 /// summary.json, the figures and report.html; fails at the end if any scenario failed.
+#[allow(clippy::too_many_arguments)]
 fn write_outputs(
     out: &Path,
     reports: Vec<RunReport>,
     scenarios: Vec<(String, Scenario)>,
     failures: Vec<Failure>,
+    workloads: Option<workloads::WorkloadSection>,
     info: RunInfo,
     notes: Option<&str>,
     planned: usize,
 ) -> Result<()> {
     let defined: Vec<Scenario> = scenarios.into_iter().map(|(_, s)| s).collect();
-    let summary = summary::build(&reports, &defined, failures, info);
+    let mut summary = summary::build(&reports, &defined, failures, info);
+    if let Some(w) = workloads {
+        summary = summary.with_workloads(w);
+    }
     run::write_json(&out.join("summary.json"), &summary)?;
     let figures = figures(out, &reports)?;
     let page = html::render(&summary, &figures, notes);

@@ -40,6 +40,19 @@ pub struct Summary {
     pub failures: Vec<Failure>,
     /// Every check passed and nothing failed.
     pub all_pass: bool,
+    /// The application workloads (simulator), when they ran; their checks are in `checks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workloads: Option<super::workloads::WorkloadSection>,
+}
+
+impl Summary {
+    /// Adds the workloads section and its claims to the checks.
+    pub fn with_workloads(mut self, w: super::workloads::WorkloadSection) -> Self {
+        self.checks.extend(super::workloads::checks(&w.tables));
+        self.all_pass = self.failures.is_empty() && self.checks.iter().all(|c| c.status == Status::Pass);
+        self.workloads = Some(w);
+        self
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -324,6 +337,7 @@ pub fn build(reports: &[RunReport], defined: &[Scenario], failures: Vec<Failure>
         checks,
         failures,
         all_pass,
+        workloads: None,
     }
 }
 

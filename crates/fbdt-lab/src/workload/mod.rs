@@ -3,14 +3,14 @@
 //! tiles — every scheme over one scenario, results JSON beside the paper's numbers.
 //! docs/workloads.md describes the models.
 
-mod dash;
+pub(crate) mod dash;
 mod driver;
-mod file;
+pub(crate) mod file;
 mod metrics;
-mod progressive;
+pub(crate) mod progressive;
 mod radio;
-mod vr;
-mod web;
+pub(crate) mod vr;
+pub(crate) mod web;
 
 use std::path::PathBuf;
 
@@ -122,7 +122,7 @@ pub struct Setup {
 }
 
 impl Setup {
-    fn new(args: &WorkloadArgs) -> Result<Self> {
+    pub(crate) fn new(args: &WorkloadArgs) -> Result<Self> {
         if args.backend == Backend::Emu {
             bail!("--backend emu is not yet supported for workloads: it needs the proxy (issue 16)");
         }
