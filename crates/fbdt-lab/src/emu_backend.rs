@@ -70,6 +70,36 @@ fn transport_encryption(name: &str, scenario: &Scenario) -> Encryption {
     scheme::parse(name, scenario, scenario.seed).map_or(Encryption::None, |s| s.encryption())
 }
 
+/// `given`, else this host's calibrated scale for the scenario (cached, or measured now),
+/// else — on a busy host or when no scale is faithful — the default guess, said on `bar`.
+pub(crate) fn scale_of(scenario: &Scenario, given: Option<f64>, bar: &ProgressBar) -> Result<(f64, ScaleSource)> {
+    if let Some(s) = given {
+        return Ok((s, ScaleSource::Given));
+    }
+    let unscaled = fbdt_emu::spec_from_schedule(scenario, &scenario.schedule(1.0)?)?;
+    let opts = TestbedOptions::default();
+    let found = bar.suspend(|| fbdt_emu::calibrate::scale_for(&unscaled, &opts, false, true));
+    let (s, src, search) = match found {
+        Ok(x) => x,
+        Err(e @ (fbdt_emu::Error::NoFaithfulScale { .. } | fbdt_emu::Error::HostBusy { .. })) => {
+            let guess = fbdt_emu::default_scale(unscaled.peak_total_mbps(), opts.mtu);
+            bar.println(format!("{e}; running at scale {guess}, the runs' monitors will tell"));
+            (guess, ScaleSource::Fallback, None)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(search) = search {
+        bar.println(format!(
+            "{}: calibrated scale {} on this host in {:.0} s ({} probes)",
+            scenario.name,
+            s,
+            search.took_s,
+            search.probes.len()
+        ));
+    }
+    Ok((s, src))
+}
+
 /// One scheme's run on a fresh testbed.
 struct Single {
     goodput_mbps: f64,
@@ -104,33 +134,7 @@ pub fn run(
     for n in names {
         transport(n, scenario)?;
     }
-    let (mut scale, source) = match choice.given {
-        Some(s) => (s, ScaleSource::Given),
-        None => {
-            let unscaled = fbdt_emu::spec_from_schedule(scenario, &scenario.schedule(1.0)?)?;
-            let opts = TestbedOptions::default();
-            let found = bar.suspend(|| fbdt_emu::calibrate::scale_for(&unscaled, &opts, false, true));
-            let (s, src, search) = match found {
-                Ok(x) => x,
-                Err(e @ (fbdt_emu::Error::NoFaithfulScale { .. } | fbdt_emu::Error::HostBusy { .. })) => {
-                    let guess = fbdt_emu::default_scale(unscaled.peak_total_mbps(), opts.mtu);
-                    bar.println(format!("{e}; running at scale {guess}, the runs' monitors will tell"));
-                    (guess, ScaleSource::Fallback, None)
-                }
-                Err(e) => return Err(e.into()),
-            };
-            if let Some(search) = search {
-                bar.println(format!(
-                    "{}: calibrated scale {} on this host in {:.0} s ({} probes)",
-                    scenario.name,
-                    s,
-                    search.took_s,
-                    search.probes.len()
-                ));
-            }
-            (s, src)
-        }
-    };
+    let (mut scale, source) = scale_of(scenario, choice.given, bar)?;
     let mut rejected = Vec::new();
     let paths: Vec<String> = scenario.paths.iter().map(|p| p.name.clone()).collect();
     let mut attempt = 1;

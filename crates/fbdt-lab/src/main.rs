@@ -1,5 +1,6 @@
 //! `fbdt-lab`: run FBDT and its baselines over the papers' scenarios.
 
+mod app;
 mod bench;
 mod calibrate;
 mod emu_backend;
@@ -49,6 +50,9 @@ enum Command {
     Jpoc(jpoc_cmd::JpocCommand),
     /// What applications feel: files, web pages, progressive and 360° video (docs/workloads.md).
     Workload(workload::WorkloadArgs),
+    /// A real application (curl) through `fbdt proxy`/`fbdt serve` over the emulated radios,
+    /// beside each radio alone: goodput, content hash, longest delivery gap (root).
+    App(app::AppArgs),
 }
 
 fn main() {
@@ -79,6 +83,7 @@ fn real_main() -> Result<()> {
         Command::Sweep(args) => sweep::run(args),
         Command::Jpoc(cmd) => jpoc_cmd::run(cmd),
         Command::Workload(args) => workload::run(args),
+        Command::App(args) => app::run(args),
     }
 }
 

@@ -1,0 +1,78 @@
+//! `fbdt-lab app` as a user runs it (root): curl through `fbdt proxy` and `fbdt serve` over
+//! two emulated radios, then over each radio alone; the file arrives intact every time, the
+//! proxied download uses both radios, and no namespace is left behind.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn fbdt_next_to_lab() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fbdt-lab")).with_file_name("fbdt")
+}
+
+#[test]
+fn curl_through_the_proxy_over_two_radios_gets_the_file_intact() {
+    if let Some(why) = fbdt_emu::skip_reason() {
+        eprintln!("SKIP: the emulated testbed needs root: {why}");
+        return;
+    }
+    let fbdt = fbdt_next_to_lab();
+    for (program, what) in [("curl", "curl"), ("python3", "python3")] {
+        if Command::new(program).arg("--version").output().is_err() {
+            eprintln!("SKIP: {what} is not installed");
+            return;
+        }
+    }
+    assert!(
+        fbdt.is_file(),
+        "{} missing: `cargo test --workspace` builds it (or cargo build -p fbdt)",
+        fbdt.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    for app in ["curl-socks", "curl-http"] {
+        let json = dir.path().join(format!("{app}.json"));
+        let out = Command::new(env!("CARGO_BIN_EXE_fbdt-lab"))
+            .args([
+                "app",
+                "los",
+                "--app",
+                app,
+                "--seconds",
+                "1",
+                "--scale",
+                "0.05",
+                "--fbdt",
+            ])
+            .arg(&fbdt)
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{app}: {stderr}");
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(v["encryption"], "tls13");
+        let size = v["file_bytes"].as_u64().unwrap();
+        assert!(size >= 1 << 20);
+        let proxy = &v["proxy"];
+        assert_eq!(proxy["sha256_ok"], true, "{app}");
+        assert_eq!(proxy["bytes"].as_u64().unwrap(), size);
+        for radio in ["wifi", "wigig"] {
+            assert!(
+                proxy["per_path_bytes"][radio].as_u64().unwrap() > 64 * 1024,
+                "{app}: the proxied download used {radio}: {}",
+                proxy["per_path_bytes"]
+            );
+        }
+        let direct = v["direct"].as_array().unwrap();
+        assert_eq!(direct.len(), 2);
+        for d in direct {
+            assert_eq!(d["sha256_ok"], true);
+            assert_eq!(d["bytes"].as_u64().unwrap(), size);
+            let own = d["per_path_bytes"][d["path"].as_str().unwrap()].as_u64().unwrap();
+            assert!(own >= size, "{}: the file came over its own radio", d["path"]);
+        }
+    }
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let left = String::from_utf8_lossy(&ns.stdout);
+    assert!(!left.lines().any(|l| l.starts_with("fbdt-")), "namespaces left: {left}");
+}
