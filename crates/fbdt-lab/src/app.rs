@@ -1,9 +1,11 @@
 //! `fbdt-lab app`: a real application through `fbdt proxy` (client namespace) and
-//! `fbdt serve` (server namespace) over the emulated radios of a scenario, beside the same
-//! download over each radio alone. The file comes from a real HTTP server (python3's
-//! http.server) in the server namespace and is fetched by curl; its SHA-256 is checked, and
-//! every read is timed so the longest gap in delivery (a radio cut mid-download, as in the
-//! `blockage` scenario) is measured. Needs root, curl, python3 and the `fbdt` binary.
+//! `fbdt serve` (server namespace) over the emulated radios of a scenario. curl fetches a
+//! file from a real HTTP server (python3's http.server) in the server namespace, through the
+//! proxy and then over each radio alone; its SHA-256 is checked, and every read is timed so
+//! the longest gap in delivery (a radio cut mid-download, as in `blockage`) is measured.
+//! Headless Chromium loads a page of many scripts and ffmpeg decodes a video through the
+//! proxy, each checked against what was served. Needs root, curl, python3, the `fbdt`
+//! binary, and chromium or ffmpeg for those apps.
 
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -35,7 +37,16 @@ pub enum App {
     CurlSocks,
     /// curl through the HTTP proxy front end (absolute-URI requests).
     CurlHttp,
+    /// Headless Chromium (--proxy-server=socks5://…) loading a page of 20 scripts.
+    Chromium,
+    /// ffmpeg (-http_proxy) decoding an MPEG-TS video; frames' MD5 against the local file.
+    Ffmpeg,
 }
+
+/// Scripts on the Chromium page; each counts itself when it runs.
+const PAGE_SCRIPTS: usize = 20;
+/// The page's scripts hold at most this many bytes in all.
+const MAX_PAGE_BYTES: u64 = 16 << 20;
 
 #[derive(Args, Debug)]
 pub struct AppArgs {
@@ -83,6 +94,41 @@ pub struct DirectDownload {
     pub download: Download,
 }
 
+/// A browser or player run through the proxy.
+#[derive(Debug, Serialize)]
+pub struct ClientRun {
+    pub program: String,
+    /// Wall time of the program, start-up included.
+    pub seconds: f64,
+    /// What it got equals what was served (every script ran / the decoded frames' MD5).
+    pub content_ok: bool,
+    pub detail: String,
+    /// Client-side bytes received per radio during the run: both radios carried it, so it
+    /// went through the proxy (a direct connection would take one).
+    pub per_path_bytes: std::collections::BTreeMap<String, u64>,
+    pub fidelity: fbdt_emu::Fidelity,
+}
+
+/// Bytes each radio's client end received between two counter readings.
+fn received(
+    before: &[fbdt_emu::PathCounters],
+    after: &[fbdt_emu::PathCounters],
+) -> std::collections::BTreeMap<String, u64> {
+    before
+        .iter()
+        .zip(after)
+        .map(|(b, a)| (a.name.clone(), a.client.rx_bytes.saturating_sub(b.client.rx_bytes)))
+        .collect()
+}
+
+/// What a program run through the proxy printed, and how it went.
+struct Ran {
+    stdout: String,
+    seconds: f64,
+    per_path_bytes: std::collections::BTreeMap<String, u64>,
+    fidelity: fbdt_emu::Fidelity,
+}
+
 #[derive(Debug, Serialize)]
 pub struct AppReport {
     pub scenario: String,
@@ -90,8 +136,12 @@ pub struct AppReport {
     pub scale: f64,
     pub encryption: &'static str,
     pub file_bytes: u64,
-    pub proxy: Download,
+    /// curl apps: the download through the proxy.
+    pub proxy: Option<Download>,
+    /// curl apps: the same over each radio alone.
     pub direct: Vec<DirectDownload>,
+    /// chromium / ffmpeg: what the application did through the proxy.
+    pub client: Option<ClientRun>,
     /// Proxy goodput ÷ the best radio's alone.
     pub proxy_over_best_direct: Option<f64>,
     pub meta: crate::report::Meta,
@@ -221,11 +271,7 @@ fn fetch(tb: &Testbed, curl_args: &[String], expected: &[u8; 32], bar: &Progress
         sha256_ok: <[u8; 32]>::from(hasher.finalize()) == *expected,
         longest_gap_s,
         series_100ms_mbps: per_bin.iter().map(|&b| b as f64 * 8.0 / 0.1 / 1e6).collect(),
-        per_path_bytes: before
-            .iter()
-            .zip(&after)
-            .map(|(b, a)| (a.name.clone(), a.client.rx_bytes.saturating_sub(b.client.rx_bytes)))
-            .collect(),
+        per_path_bytes: received(&before, &after),
         fidelity: tb.fidelity(),
     })
 }
@@ -243,6 +289,137 @@ fn say(what: &str, d: &Download) {
             format!(" — UNFAITHFUL: {}", d.fidelity.reasons.join("; "))
         }
     );
+}
+
+/// Writes the Chromium page: `PAGE_SCRIPTS` scripts of `bytes` in all (padding in comments),
+/// and an onload handler that writes how many of them ran into the page.
+fn write_page(www: &Path, bytes: u64) -> Result<()> {
+    let each = (bytes / PAGE_SCRIPTS as u64).max(64) as usize;
+    let mut html = String::from("<!DOCTYPE html><html><head><title>fbdt-lab app</title>");
+    for i in 0..PAGE_SCRIPTS {
+        let code = "window.parts=(window.parts||0)+1;\n";
+        let pad = each.saturating_sub(code.len() + 6);
+        std::fs::write(
+            www.join(format!("part-{i}.js")),
+            format!("{code}/*{}*/\n", "x".repeat(pad)),
+        )?;
+        html.push_str(&format!("<script src=\"part-{i}.js\"></script>"));
+    }
+    html.push_str(
+        "</head><body><p id=\"ran\">none</p><script>window.onload=function(){\
+         document.getElementById('ran').textContent='scripts '+(window.parts||0)}</script></body></html>",
+    );
+    std::fs::write(www.join("index.html"), html)?;
+    Ok(())
+}
+
+/// Runs `cmd` (already in the client namespace) to the end.
+fn timed_output(tb: &Testbed, mut cmd: Command, what: &str) -> Result<Ran> {
+    let before = tb.path_counters()?;
+    tb.play()?;
+    let start = Instant::now();
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("starting {what} (is it installed?)"))?;
+    let seconds = start.elapsed().as_secs_f64();
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last: Vec<&str> = err.lines().rev().take(3).collect();
+        bail!("{what}: {}: {}", out.status, last.join(" | "));
+    }
+    Ok(Ran {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        seconds,
+        per_path_bytes: received(&before, &tb.path_counters()?),
+        fidelity: tb.fidelity(),
+    })
+}
+
+fn chromium(tb: &Testbed, proxy: SocketAddr, url: &str, work: &Path) -> Result<ClientRun> {
+    let mut cmd = tb.command(Side::Client, "chromium");
+    cmd.args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"])
+        .arg(format!("--proxy-server=socks5://{proxy}"))
+        .arg(format!("--user-data-dir={}", work.join("chromium").display()))
+        .args(["--dump-dom", url]);
+    let run = timed_output(tb, cmd, "chromium")?;
+    let want = format!("scripts {PAGE_SCRIPTS}");
+    let ran = run
+        .stdout
+        .split("id=\"ran\">")
+        .nth(1)
+        .and_then(|r| r.split('<').next())
+        .unwrap_or("no result in the page")
+        .to_string();
+    Ok(ClientRun {
+        program: "chromium".into(),
+        seconds: run.seconds,
+        content_ok: ran == want,
+        detail: format!("the page says \"{ran}\" (all {PAGE_SCRIPTS} scripts: \"{want}\")"),
+        per_path_bytes: run.per_path_bytes,
+        fidelity: run.fidelity,
+    })
+}
+
+/// The decoded frames' MD5 as ffmpeg prints it (`MD5=…`).
+fn frames_md5(stdout: &str) -> Option<String> {
+    stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("MD5=").map(str::to_string))
+}
+
+fn ffmpeg(tb: &Testbed, proxy: SocketAddr, url: &str, local: &Path) -> Result<ClientRun> {
+    let out = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(local)
+        .args(["-f", "md5", "-"])
+        .output()
+        .context("running ffmpeg (is it installed?)")?;
+    let want = frames_md5(&String::from_utf8_lossy(&out.stdout))
+        .ok_or_else(|| anyhow!("ffmpeg gave no MD5 of the local video"))?;
+    let mut cmd = tb.command(Side::Client, "ffmpeg");
+    cmd.args([
+        "-v",
+        "error",
+        "-http_proxy",
+        &format!("http://{proxy}"),
+        "-i",
+        url,
+        "-f",
+        "md5",
+        "-",
+    ]);
+    let run = timed_output(tb, cmd, "ffmpeg")?;
+    let got = frames_md5(&run.stdout).unwrap_or_default();
+    Ok(ClientRun {
+        program: "ffmpeg".into(),
+        seconds: run.seconds,
+        content_ok: got == want,
+        detail: format!("decoded frames MD5 {got}, served video's {want}"),
+        per_path_bytes: run.per_path_bytes,
+        fidelity: run.fidelity,
+    })
+}
+
+/// A seeded-content MPEG-TS video of about `bytes` (ffmpeg's test pattern; the bit rate
+/// sets the size), for `--app ffmpeg`.
+fn write_video(path: &Path, bytes: u64) -> Result<()> {
+    let secs = 10u64;
+    let kbits = (bytes * 8 / secs / 1000).clamp(100, 200_000);
+    let out = Command::new("ffmpeg")
+        .args(["-v", "error", "-y", "-f", "lavfi", "-i"])
+        .arg(format!("testsrc=duration={secs}:size=1280x720:rate=25"))
+        .args(["-c:v", "mpeg4", "-b:v", &format!("{kbits}k"), "-f", "mpegts"])
+        .arg(path)
+        .output()
+        .context("running ffmpeg to make the test video (is it installed?)")?;
+    if !out.status.success() {
+        bail!(
+            "ffmpeg could not make the test video: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
 }
 
 pub fn run(args: AppArgs) -> Result<()> {
@@ -270,6 +447,11 @@ pub fn run(args: AppArgs) -> Result<()> {
     std::fs::write(www.join("file"), &content)?;
     let expected: [u8; 32] = Sha256::digest(&content).into();
     drop(content);
+    match args.app {
+        App::Chromium => write_page(&www, file_bytes.min(MAX_PAGE_BYTES))?,
+        App::Ffmpeg => write_video(&www.join("video.ts"), file_bytes)?,
+        App::CurlSocks | App::CurlHttp => {}
+    }
 
     let mut tb = Testbed::start(&spec, &TestbedOptions::default()).context("starting the testbed")?;
     let paths = tb.paths().to_vec();
@@ -346,27 +528,45 @@ pub fn run(args: AppArgs) -> Result<()> {
     wait_listening(&tb, Side::Client, proxy_addr, &mut children, dir)?;
 
     let url = |ip: Ipv4Addr| format!("http://{ip}:{HTTP_PORT}/file");
-    let via = match args.app {
-        App::CurlSocks => vec!["--socks5-hostname".to_string(), proxy_addr.to_string()],
-        App::CurlHttp => vec!["-x".to_string(), format!("http://{proxy_addr}")],
-    };
-    bar.set_length(file_bytes);
-    bar.set_message("through fbdt proxy");
-    let proxy_dl = fetch(&tb, &[via, vec![url(server0)]].concat(), &expected, &bar)
-        .and_then(|d| children.check(dir).map(|_| d))
-        .context("the download through the proxy")?;
-    say(&format!("through fbdt proxy ({:?})", args.app), &proxy_dl);
-    let mut direct = Vec::new();
-    for p in &paths {
-        bar.set_position(0);
-        let curl = vec!["--interface".to_string(), p.client_ip.to_string(), url(p.server_ip)];
-        let d = fetch(&tb, &curl, &expected, &bar).with_context(|| format!("the direct download over {}", p.name))?;
-        say(&format!("{} alone", p.name), &d);
-        direct.push(DirectDownload {
-            path: p.name.clone(),
-            download: d,
-        });
+    let (mut proxy_dl, mut direct, mut client) = (None, Vec::new(), None);
+    match args.app {
+        App::CurlSocks | App::CurlHttp => {
+            let via = match args.app {
+                App::CurlHttp => vec!["-x".to_string(), format!("http://{proxy_addr}")],
+                _ => vec!["--socks5-hostname".to_string(), proxy_addr.to_string()],
+            };
+            bar.set_length(file_bytes);
+            let d = fetch(&tb, &[via, vec![url(server0)]].concat(), &expected, &bar)
+                .and_then(|d| children.check(dir).map(|_| d))
+                .context("the download through the proxy")?;
+            say(&format!("through fbdt proxy ({:?})", args.app), &d);
+            proxy_dl = Some(d);
+            for p in &paths {
+                bar.set_position(0);
+                let curl = vec!["--interface".to_string(), p.client_ip.to_string(), url(p.server_ip)];
+                let d = fetch(&tb, &curl, &expected, &bar)
+                    .with_context(|| format!("the direct download over {}", p.name))?;
+                say(&format!("{} alone", p.name), &d);
+                direct.push(DirectDownload {
+                    path: p.name.clone(),
+                    download: d,
+                });
+            }
+        }
+        App::Chromium => {
+            let page = format!("http://{server0}:{HTTP_PORT}/index.html");
+            let c = chromium(&tb, proxy_addr, &page, dir)?;
+            eprintln!("chromium through fbdt proxy: {:.2} s, {}", c.seconds, c.detail);
+            client = Some(c);
+        }
+        App::Ffmpeg => {
+            let video = format!("http://{server0}:{HTTP_PORT}/video.ts");
+            let c = ffmpeg(&tb, proxy_addr, &video, &www.join("video.ts"))?;
+            eprintln!("ffmpeg through fbdt proxy: {:.2} s, {}", c.seconds, c.detail);
+            client = Some(c);
+        }
     }
+    children.check(dir)?;
     bar.finish_and_clear();
     drop(children);
     tb.stop();
@@ -378,9 +578,10 @@ pub fn run(args: AppArgs) -> Result<()> {
         scale,
         encryption: if args.plaintext { "none" } else { "tls13" },
         file_bytes,
-        proxy_over_best_direct: (best > 0.0).then(|| proxy_dl.goodput_mbps / best),
+        proxy_over_best_direct: proxy_dl.as_ref().filter(|_| best > 0.0).map(|d| d.goodput_mbps / best),
         proxy: proxy_dl,
         direct,
+        client,
         meta: crate::report::Meta::here(),
     };
     if let Some(r) = report.proxy_over_best_direct {
@@ -390,13 +591,23 @@ pub fn run(args: AppArgs) -> Result<()> {
         crate::run::write_json(path, &report)?;
         eprintln!("wrote {}", path.display());
     }
-    let corrupt: Vec<&str> = std::iter::once(("proxy", &report.proxy))
+    let corrupt: Vec<&str> = report
+        .proxy
+        .iter()
+        .map(|d| ("proxy", d))
         .chain(report.direct.iter().map(|d| (d.path.as_str(), &d.download)))
         .filter(|(_, d)| !d.sha256_ok || d.bytes != file_bytes)
         .map(|(n, _)| n)
+        .chain(
+            report
+                .client
+                .iter()
+                .filter(|c| !c.content_ok)
+                .map(|c| c.program.as_str()),
+        )
         .collect();
     if !corrupt.is_empty() {
-        return Err(anyhow!("content differs from the served file: {}", corrupt.join(", ")));
+        return Err(anyhow!("content differs from what was served: {}", corrupt.join(", ")));
     }
     Ok(())
 }

@@ -1,12 +1,37 @@
 //! `fbdt-lab app` as a user runs it (root): curl through `fbdt proxy` and `fbdt serve` over
 //! two emulated radios, then over each radio alone; the file arrives intact every time, the
-//! proxied download uses both radios, and no namespace is left behind.
+//! proxied download uses both radios; headless Chromium and ffmpeg through the proxy get
+//! what was served; no namespace is left behind.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 fn fbdt_next_to_lab() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_fbdt-lab")).with_file_name("fbdt")
+}
+
+/// `fbdt-lab app los --app APP` at a small scale; must succeed; its JSON.
+fn run_app(app: &str, fbdt: &std::path::Path, dir: &std::path::Path) -> serde_json::Value {
+    let json = dir.join(format!("{app}.json"));
+    let out = Command::new(env!("CARGO_BIN_EXE_fbdt-lab"))
+        .args([
+            "app",
+            "los",
+            "--app",
+            app,
+            "--seconds",
+            "1",
+            "--scale",
+            "0.05",
+            "--fbdt",
+        ])
+        .arg(fbdt)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{app}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
 #[test]
@@ -29,27 +54,7 @@ fn curl_through_the_proxy_over_two_radios_gets_the_file_intact() {
     );
     let dir = tempfile::tempdir().unwrap();
     for app in ["curl-socks", "curl-http"] {
-        let json = dir.path().join(format!("{app}.json"));
-        let out = Command::new(env!("CARGO_BIN_EXE_fbdt-lab"))
-            .args([
-                "app",
-                "los",
-                "--app",
-                app,
-                "--seconds",
-                "1",
-                "--scale",
-                "0.05",
-                "--fbdt",
-            ])
-            .arg(&fbdt)
-            .arg("--json")
-            .arg(&json)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{app}: {stderr}");
-        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let v = run_app(app, &fbdt, dir.path());
         assert_eq!(v["encryption"], "tls13");
         let size = v["file_bytes"].as_u64().unwrap();
         assert!(size >= 1 << 20);
@@ -70,6 +75,25 @@ fn curl_through_the_proxy_over_two_radios_gets_the_file_intact() {
             assert_eq!(d["bytes"].as_u64().unwrap(), size);
             let own = d["per_path_bytes"][d["path"].as_str().unwrap()].as_u64().unwrap();
             assert!(own >= size, "{}: the file came over its own radio", d["path"]);
+        }
+    }
+    // A browser and a player, each checked against what was served, both radios carrying
+    // their traffic (a direct connection would take one).
+    for (app, program) in [("chromium", "chromium"), ("ffmpeg", "ffmpeg")] {
+        if Command::new(program).arg("--version").output().is_err() {
+            eprintln!("SKIP {app}: {program} is not installed");
+            continue;
+        }
+        let v = run_app(app, &fbdt, dir.path());
+        let c = &v["client"];
+        assert_eq!(c["program"], app);
+        assert_eq!(c["content_ok"], true, "{app}: {}", c["detail"]);
+        for radio in ["wifi", "wigig"] {
+            assert!(
+                c["per_path_bytes"][radio].as_u64().unwrap() > 16 * 1024,
+                "{app} went through the proxy on {radio}: {}",
+                c["per_path_bytes"]
+            );
         }
     }
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
