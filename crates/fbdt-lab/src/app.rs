@@ -41,7 +41,15 @@ pub enum App {
     Chromium,
     /// ffmpeg (-http_proxy) decoding an MPEG-TS video; frames' MD5 against the local file.
     Ffmpeg,
+    /// 100 sequential 1 KiB GETs with curl (a new connection each, as HTTP/1.0 does) through
+    /// the SOCKS5 front end, and directly over each radio alone: time per request and to
+    /// the first byte.
+    Small,
 }
+
+/// Requests of `--app small`, and their size.
+const SMALL_REQUESTS: usize = 100;
+const SMALL_BYTES: usize = 1024;
 
 /// Scripts on the Chromium page; each counts itself when it runs.
 const PAGE_SCRIPTS: usize = 20;
@@ -94,6 +102,20 @@ pub struct DirectDownload {
     pub download: Download,
 }
 
+/// `--app small` over one route: per-request times from curl's `-w`.
+#[derive(Debug, Serialize)]
+pub struct SmallRequests {
+    /// `proxy`, or the radio used alone.
+    pub route: String,
+    pub requests: usize,
+    pub total_s: f64,
+    pub request_median_ms: f64,
+    /// Time to first byte (curl's time_starttransfer), median.
+    pub ttfb_median_ms: f64,
+    /// Every response had the served bytes.
+    pub content_ok: bool,
+}
+
 /// A browser or player run through the proxy.
 #[derive(Debug, Serialize)]
 pub struct ClientRun {
@@ -142,6 +164,10 @@ pub struct AppReport {
     pub direct: Vec<DirectDownload>,
     /// chromium / ffmpeg: what the application did through the proxy.
     pub client: Option<ClientRun>,
+    /// small: through the proxy first, then each radio alone.
+    pub small: Vec<SmallRequests>,
+    /// small: proxy time per request ÷ the best radio's alone (issue 16 asks ≤ 1.2).
+    pub small_proxy_over_best_direct: Option<f64>,
     /// Proxy goodput ÷ the best radio's alone.
     pub proxy_over_best_direct: Option<f64>,
     pub meta: crate::report::Meta,
@@ -336,6 +362,58 @@ fn timed_output(tb: &Testbed, mut cmd: Command, what: &str) -> Result<Ran> {
     })
 }
 
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+/// `SMALL_REQUESTS` sequential GETs of `url` in one curl run with `via` (proxy or interface
+/// options); each response goes to its own file, checked against `expected`.
+fn small_requests(
+    tb: &Testbed,
+    route: &str,
+    via: &[String],
+    url: &str,
+    expected: &[u8],
+    work: &Path,
+) -> Result<SmallRequests> {
+    let out_dir = work.join(format!("small-{route}"));
+    std::fs::create_dir_all(&out_dir)?;
+    let mut cmd = tb.command(Side::Client, "curl");
+    cmd.args(["-sS", "--fail", "-w", "%{time_starttransfer} %{time_total}\\n"])
+        .args(via);
+    for i in 0..SMALL_REQUESTS {
+        cmd.arg("-o").arg(out_dir.join(i.to_string())).arg(url);
+    }
+    let run = timed_output(tb, cmd, "curl")?;
+    let (mut ttfb, mut total) = (Vec::new(), Vec::new());
+    for line in run.stdout.lines() {
+        let mut f = line.split_whitespace().map(|x| x.parse::<f64>());
+        if let (Some(Ok(a)), Some(Ok(b))) = (f.next(), f.next()) {
+            ttfb.push(a * 1e3);
+            total.push(b * 1e3);
+        }
+    }
+    let content_ok = total.len() == SMALL_REQUESTS
+        && (0..SMALL_REQUESTS).all(|i| std::fs::read(out_dir.join(i.to_string())).is_ok_and(|b| b == expected));
+    Ok(SmallRequests {
+        route: route.into(),
+        requests: total.len(),
+        total_s: run.seconds,
+        request_median_ms: median(&mut total),
+        ttfb_median_ms: median(&mut ttfb),
+        content_ok,
+    })
+}
+
 fn chromium(tb: &Testbed, proxy: SocketAddr, url: &str, work: &Path) -> Result<ClientRun> {
     let mut cmd = tb.command(Side::Client, "chromium");
     cmd.args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"])
@@ -401,6 +479,11 @@ fn ffmpeg(tb: &Testbed, proxy: SocketAddr, url: &str, local: &Path) -> Result<Cl
     })
 }
 
+/// The 1 KiB body of `--app small`.
+fn small_content() -> Vec<u8> {
+    (0..SMALL_BYTES).map(|i| b'a' + (i % 26) as u8).collect()
+}
+
 /// A seeded-content MPEG-TS video of about `bytes` (ffmpeg's test pattern; the bit rate
 /// sets the size), for `--app ffmpeg`.
 fn write_video(path: &Path, bytes: u64) -> Result<()> {
@@ -450,6 +533,7 @@ pub fn run(args: AppArgs) -> Result<()> {
     match args.app {
         App::Chromium => write_page(&www, file_bytes.min(MAX_PAGE_BYTES))?,
         App::Ffmpeg => write_video(&www.join("video.ts"), file_bytes)?,
+        App::Small => std::fs::write(www.join("small"), small_content())?,
         App::CurlSocks | App::CurlHttp => {}
     }
 
@@ -528,7 +612,7 @@ pub fn run(args: AppArgs) -> Result<()> {
     wait_listening(&tb, Side::Client, proxy_addr, &mut children, dir)?;
 
     let url = |ip: Ipv4Addr| format!("http://{ip}:{HTTP_PORT}/file");
-    let (mut proxy_dl, mut direct, mut client) = (None, Vec::new(), None);
+    let (mut proxy_dl, mut direct, mut client, mut small) = (None, Vec::new(), None, Vec::new());
     match args.app {
         App::CurlSocks | App::CurlHttp => {
             let via = match args.app {
@@ -559,6 +643,26 @@ pub fn run(args: AppArgs) -> Result<()> {
             eprintln!("chromium through fbdt proxy: {:.2} s, {}", c.seconds, c.detail);
             client = Some(c);
         }
+        App::Small => {
+            let want = small_content();
+            let via = vec!["--socks5-hostname".to_string(), proxy_addr.to_string()];
+            let small_url = |ip| format!("http://{ip}:{HTTP_PORT}/small");
+            small.push(small_requests(&tb, "proxy", &via, &small_url(server0), &want, dir)?);
+            for p in &paths {
+                let via = vec!["--interface".to_string(), p.client_ip.to_string()];
+                small.push(small_requests(&tb, &p.name, &via, &small_url(p.server_ip), &want, dir)?);
+            }
+            for r in &small {
+                eprintln!(
+                    "{SMALL_REQUESTS} × {SMALL_BYTES} B over {}: {:.2} s, median {:.2} ms per request, first byte {:.2} ms{}",
+                    r.route,
+                    r.total_s,
+                    r.request_median_ms,
+                    r.ttfb_median_ms,
+                    if r.content_ok { "" } else { ", CONTENT DIFFERS" }
+                );
+            }
+        }
         App::Ffmpeg => {
             let video = format!("http://{server0}:{HTTP_PORT}/video.ts");
             let c = ffmpeg(&tb, proxy_addr, &video, &www.join("video.ts"))?;
@@ -582,10 +686,21 @@ pub fn run(args: AppArgs) -> Result<()> {
         proxy: proxy_dl,
         direct,
         client,
+        small_proxy_over_best_direct: small.first().and_then(|p| {
+            let best = small[1..]
+                .iter()
+                .map(|d| d.request_median_ms)
+                .fold(f64::INFINITY, f64::min);
+            (best.is_finite() && best > 0.0).then(|| p.request_median_ms / best)
+        }),
+        small,
         meta: crate::report::Meta::here(),
     };
     if let Some(r) = report.proxy_over_best_direct {
         println!("proxy ÷ best radio alone: {r:.3}");
+    }
+    if let Some(r) = report.small_proxy_over_best_direct {
+        println!("small requests, time per request through the proxy ÷ the best radio alone: {r:.3}");
     }
     if let Some(path) = &args.json {
         crate::run::write_json(path, &report)?;

@@ -96,6 +96,23 @@ fn curl_through_the_proxy_over_two_radios_gets_the_file_intact() {
             );
         }
     }
+    // 100 small requests through the proxy and over each radio alone, every body intact.
+    let v = run_app("small", &fbdt, dir.path());
+    let routes: Vec<&str> = v["small"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["route"].as_str().unwrap())
+        .collect();
+    assert_eq!(routes, ["proxy", "wifi", "wigig"]);
+    for r in v["small"].as_array().unwrap() {
+        assert_eq!(
+            (r["requests"].as_u64(), &r["content_ok"]),
+            (Some(100), &serde_json::json!(true)),
+            "{r}"
+        );
+    }
+    assert!(v["small_proxy_over_best_direct"].as_f64().unwrap() > 0.0);
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let left = String::from_utf8_lossy(&ns.stdout);
     assert!(!left.lines().any(|l| l.starts_with("fbdt-")), "namespaces left: {left}");
