@@ -343,6 +343,7 @@ impl Driver {
                     let old = self.paths[i].stream.as_ref().and_then(|o| sockopt::tcp_info(o).ok());
                     let old = old.map(|t| t.signals());
                     if self.manager.on_probe_connected(i, old.as_ref(), now, self.ending()) != Decision::Replace {
+                        s.retire();
                         continue;
                     }
                     tracing::info!(session = %self.label, path = i, "fresh connection replaces a stalled one");

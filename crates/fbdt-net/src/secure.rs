@@ -44,6 +44,8 @@ pub const TOKEN_PROOF_LEN: usize = 32;
 /// File names in a key directory.
 pub const CERT_FILE: &str = "server-cert.pem";
 pub const KEY_FILE: &str = "server-key.pem";
+/// Longest a retired connection is read for its session tickets ([`PathStream::retire`]).
+pub const RETIRE_READ: std::time::Duration = std::time::Duration::from_secs(2);
 /// The first byte of a TLS handshake record (RFC 8446 §5.1: ContentType handshake).
 const TLS_HANDSHAKE: u8 = 0x16;
 
@@ -515,6 +517,32 @@ impl PathStream {
         }
     }
 
+    /// Closes a client connection that will carry nothing (a probe that did not take over)
+    /// without losing the server's session tickets: making it took one ticket from the
+    /// session cache, and the server's new ones only enter the cache when the connection is
+    /// read. So it is half-closed and read until the server closes too (at most
+    /// [`RETIRE_READ`], in the background); a connection that is simply dropped drains the
+    /// cache one ticket at a time until a re-join needs a full handshake.
+    pub fn retire(self) {
+        if !matches!(self, PathStream::Client(_)) {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(self.close_keeping_tickets());
+        }
+    }
+
+    /// What [`PathStream::retire`] runs: half-close, then read until the server closes
+    /// (at most [`RETIRE_READ`]), so the tickets it sent enter the session cache.
+    pub async fn close_keeping_tickets(mut self) {
+        self.half_close();
+        let mut sink = [0u8; 1024];
+        let _ = tokio::time::timeout(RETIRE_READ, async {
+            while matches!(self.read(&mut sink).await, Ok(n) if n > 0) {}
+        })
+        .await;
+    }
+
     /// Ends our direction: TLS close_notify (best effort, without waiting), then FIN.
     pub fn half_close(&mut self) {
         struct Nonblocking<'a>(&'a TcpStream);
@@ -806,5 +834,61 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(kinds, [false, true, true]);
         assert_eq!(at_server, [false, true, true]);
+    }
+
+    /// Each connection takes a ticket from the client's cache, and the server's new ones
+    /// enter it only when the connection is read. Connections dropped unread (stall probes
+    /// that did not take over, before this was fixed) empty the cache, and the next re-join
+    /// needs a full handshake; retired ones keep it full, so the re-join resumes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn retired_connections_keep_re_joins_resumed() {
+        let dir = std::env::temp_dir().join(format!("fbdt-secure-retire-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let id = ServerIdentity::load_or_generate(&dir).unwrap();
+        let pin = parse_fingerprint(&id.fingerprint()).unwrap();
+        let server = Security::Server(Arc::new(TlsServer::new(id, None).unwrap()));
+        let client = Security::Client(Arc::new(TlsClient::new(Trust::Pins(vec![pin]), None).unwrap()));
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let spec: PathSpec = l.local_addr().unwrap().to_string().parse().unwrap();
+        // As the server's router: the handshake, then wait for a first frame; EOF ends it.
+        let srv = tokio::spawn(async move {
+            while let Ok((tcp, _)) = l.accept().await {
+                let server = server.clone();
+                tokio::spawn(async move {
+                    if let Ok(mut s) = accept(tcp, &server).await {
+                        s.write_all(b"x").await.ok();
+                        s.flush().await.ok();
+                        let mut b = [0u8; 64];
+                        while matches!(s.read(&mut b).await, Ok(n) if n > 0) {}
+                    }
+                });
+            }
+        });
+        let dial = || async {
+            let tcp = TcpStream::connect(spec.remote).await.unwrap();
+            connect(tcp, &spec, &client).await.unwrap()
+        };
+        // A connection that is read: its tickets fill the cache.
+        let read_one = |mut s: PathStream| async move {
+            let mut b = [0u8; 1];
+            s.read_exact(&mut b).await.unwrap();
+            s
+        };
+        let first = read_one(dial().await).await;
+        assert!(!first.resumed());
+        // More connections than the server sends tickets per connection, dropped unread.
+        for _ in 0..6 {
+            drop(dial().await);
+        }
+        let after_drops = read_one(dial().await).await;
+        assert!(!after_drops.resumed(), "dropped connections emptied the ticket cache");
+        // The same number retired: the cache stays full and the re-join resumes.
+        for _ in 0..12 {
+            dial().await.close_keeping_tickets().await;
+        }
+        let after_retired = read_one(dial().await).await;
+        assert!(after_retired.resumed(), "a re-join after retired connections resumes");
+        srv.abort();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -551,12 +551,14 @@ mod tls {
             }
             let c = cs.stats();
             assert!(c.paths[1].reconnects >= 1, "path 1 was re-dialled: {c:?}");
-            // Resumption itself is asserted in fbdt-net's secure tests: here a re-dial can
-            // race the first connection's tickets (about 1 run in 5 on 2 busy cores).
-            eprintln!(
-                "path 1: {} re-joins, {} resumed",
-                c.paths[1].reconnects, c.paths[1].tls_resumed
-            );
+            // Every re-join resumed its TLS session (one round trip, no certificate): each
+            // path's first connection read its tickets long before the cut, and stall probes
+            // that do not take over are retired (read for their new tickets), not dropped
+            // with the ticket they took (that emptied the cache about 1 run in 5).
+            for (i, p) in c.paths.iter().enumerate() {
+                eprintln!("path {i}: {} re-joins, {} resumed", p.reconnects, p.tls_resumed);
+                assert_eq!(p.tls_resumed, p.reconnects, "path {i}: every re-join resumed: {c:?}");
+            }
         })
         .await
         .expect("bounded");
