@@ -792,11 +792,9 @@ pub async fn accept(tcp: TcpStream, security: &Security) -> Result<PathStream, R
 mod tests {
     use super::*;
 
-    /// A re-join resumes TLS (no certificate, one round trip); prints what each handshake
-    /// took on loopback.
-    #[tokio::test]
-    async fn a_second_connection_resumes() {
-        let dir = std::env::temp_dir().join(format!("fbdt-secure-test-{}", std::process::id()));
+    /// A fresh server key in a temporary directory, both ends' settings, and a listener.
+    async fn setup(tag: &str) -> (PathBuf, Security, Security, tokio::net::TcpListener, PathSpec) {
+        let dir = std::env::temp_dir().join(format!("fbdt-secure-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let id = ServerIdentity::load_or_generate(&dir).unwrap();
         let pin = parse_fingerprint(&id.fingerprint()).unwrap();
@@ -804,6 +802,14 @@ mod tests {
         let client = Security::Client(Arc::new(TlsClient::new(Trust::Pins(vec![pin]), None).unwrap()));
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let spec: PathSpec = l.local_addr().unwrap().to_string().parse().unwrap();
+        (dir, server, client, l, spec)
+    }
+
+    /// A re-join resumes TLS (no certificate, one round trip); prints what each handshake
+    /// took on loopback.
+    #[tokio::test]
+    async fn a_second_connection_resumes() {
+        let (dir, server, client, l, spec) = setup("test").await;
         let srv = tokio::spawn(async move {
             let mut resumed = Vec::new();
             for _ in 0..3 {
@@ -842,14 +848,7 @@ mod tests {
     /// needs a full handshake; retired ones keep it full, so the re-join resumes.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn retired_connections_keep_re_joins_resumed() {
-        let dir = std::env::temp_dir().join(format!("fbdt-secure-retire-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let id = ServerIdentity::load_or_generate(&dir).unwrap();
-        let pin = parse_fingerprint(&id.fingerprint()).unwrap();
-        let server = Security::Server(Arc::new(TlsServer::new(id, None).unwrap()));
-        let client = Security::Client(Arc::new(TlsClient::new(Trust::Pins(vec![pin]), None).unwrap()));
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let spec: PathSpec = l.local_addr().unwrap().to_string().parse().unwrap();
+        let (dir, server, client, l, spec) = setup("retire").await;
         // As the server's router: the handshake, then wait for a first frame; EOF ends it.
         let srv = tokio::spawn(async move {
             while let Ok((tcp, _)) = l.accept().await {
