@@ -206,6 +206,9 @@ pub(crate) fn start_server(
     if let Ok(a) = path0.stream.peer_addr() {
         let _ = driver.shared.peer.set(a);
     }
+    if let Some(id) = path0.stream.client_identity() {
+        let _ = driver.shared.client_identity.set(id);
+    }
     driver.paths.push(PathSlot {
         stream: Some(path0.stream),
         rbuf: rest,
@@ -340,6 +343,7 @@ impl Driver {
                     let old = self.paths[i].stream.as_ref().and_then(|o| sockopt::tcp_info(o).ok());
                     let old = old.map(|t| t.signals());
                     if self.manager.on_probe_connected(i, old.as_ref(), now, self.ending()) != Decision::Replace {
+                        s.retire();
                         continue;
                     }
                     tracing::info!(session = %self.label, path = i, "fresh connection replaces a stalled one");
@@ -457,6 +461,11 @@ impl Driver {
                     any = true;
                 }
                 Poll::Ready(Err(e)) => {
+                    // The server refused our credentials before its HELLO: re-dialling
+                    // cannot help, so the session fails now, saying why.
+                    if e.kind() == std::io::ErrorKind::PermissionDenied && self.connected.is_some() {
+                        self.conn.close(1, &format!("path {i}: {e}"));
+                    }
                     self.kill_path(i, &e.to_string(), now);
                     any = true;
                     break;

@@ -35,7 +35,7 @@ use std::time::Duration;
 pub use admission::{connection_cap, FD_RESERVE};
 pub use client::connect;
 pub use dial::{connect_path, dial_tcp};
-pub use secure::{PathStream, Security, ServerIdentity, TlsClient, TlsServer, Trust};
+pub use secure::{ClientCert, PathStream, Security, ServerIdentity, TlsClient, TlsServer, Trust};
 pub use server::{listen, Listener};
 pub use session::{DelayMarks, PathReport, Session, SessionStats, StatsHandle, MAX_HELD_MARKS};
 

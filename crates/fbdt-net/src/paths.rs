@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration as StdDuration;
 
-use crate::dial::connect_path;
-use crate::secure::PathStream;
+use crate::dial::{connect_path, dial_tcp};
+use crate::secure::{self, PathStream};
 use crate::{NetConfig, PathSpec};
 use fbdt_core::path_policy::{Abilities, Decision, PathPolicy, TcpSignals};
 use fbdt_core::Instant;
@@ -29,6 +29,23 @@ const FIRST_REDIAL: StdDuration = StdDuration::from_millis(10);
 const BACKOFF_BASE: StdDuration = StdDuration::from_millis(50);
 
 type DialFuture = Pin<Box<dyn Future<Output = io::Result<PathStream>> + Send>>;
+
+/// A dial no longer wanted may be mid-handshake, holding one of the session cache's TLS
+/// tickets: it is let finish (bounded) and its connection retired
+/// ([`PathStream::retire`]), so the tickets the server gives it are kept.
+fn retire_dial(dial: Option<DialFuture>) {
+    let Some(dial) = dial else {
+        return;
+    };
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    rt.spawn(async move {
+        if let Ok(Ok(s)) = tokio::time::timeout(secure::RETIRE_READ, dial).await {
+            s.retire();
+        }
+    });
+}
 
 #[derive(Default)]
 struct Managed {
@@ -173,7 +190,7 @@ impl PathManager {
         let slot = self.slot(i);
         let d = slot.policy.on_probe_connected(old, now, ending);
         if d == Decision::Replace {
-            slot.dialing = None;
+            retire_dial(slot.dialing.take());
         }
         d
     }
@@ -187,7 +204,7 @@ impl PathManager {
         match d {
             Decision::Probe => self.start_probe(i),
             Decision::CancelProbe => {
-                self.paths[i].probe = None;
+                retire_dial(self.paths[i].probe.take());
                 tracing::debug!(session = %self.label, path = i, "path recovered on its own; probe dropped");
             }
             Decision::Keep | Decision::Replace | Decision::DiscardProbe => {}
@@ -195,7 +212,9 @@ impl PathManager {
     }
 
     /// Keeps sending fresh SYNs (each attempt bounded by `PROBE_CONNECT`) until one
-    /// connects: a new connection is not held back by the old one's RTO back-off.
+    /// connects: a new connection is not held back by the old one's RTO back-off. The TLS
+    /// handshake after the SYN-ACK has the handshake timeout: cutting it short would waste
+    /// the TLS ticket it took.
     fn start_probe(&mut self, i: usize) {
         let Some(spec) = self.spec(i) else {
             return;
@@ -204,13 +223,24 @@ impl PathManager {
         tracing::debug!(session = %self.label, path = i, "path looks stalled: probing with fresh connections");
         self.slot(i).probe = Some(Box::pin(async move {
             loop {
-                match tokio::time::timeout(PROBE_CONNECT, connect_path(&spec, &cfg)).await {
-                    Ok(Ok(s)) => return Ok(s),
-                    Ok(Err(e)) => {
+                let e = match tokio::time::timeout(PROBE_CONNECT, dial_tcp(&spec, &cfg, false)).await {
+                    Ok(Ok(tcp)) => {
+                        let tls = secure::connect(tcp, &spec, &cfg.security);
+                        match tokio::time::timeout(cfg.handshake_timeout, tls).await {
+                            Ok(Ok(s)) => return Ok(s),
+                            Ok(Err(e)) => Some(e),
+                            Err(_) => Some(io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out")),
+                        }
+                    }
+                    Ok(Err(e)) => Some(e),
+                    Err(_) => None,
+                };
+                match e {
+                    Some(e) => {
                         tracing::trace!(path = i, "probe: {e}");
                         tokio::time::sleep(PROBE_CONNECT / 2).await
                     }
-                    Err(_) => tracing::trace!(path = i, "probe: no SYN-ACK in time"),
+                    None => tracing::trace!(path = i, "probe: no SYN-ACK in time"),
                 }
             }
         }));

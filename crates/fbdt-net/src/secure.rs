@@ -44,6 +44,8 @@ pub const TOKEN_PROOF_LEN: usize = 32;
 /// File names in a key directory.
 pub const CERT_FILE: &str = "server-cert.pem";
 pub const KEY_FILE: &str = "server-key.pem";
+/// Longest a retired connection is read for its session tickets ([`PathStream::retire`]).
+pub const RETIRE_READ: std::time::Duration = std::time::Duration::from_secs(2);
 /// The first byte of a TLS handshake record (RFC 8446 §5.1: ContentType handshake).
 const TLS_HANDSHAKE: u8 = 0x16;
 
@@ -194,37 +196,83 @@ pub struct TlsClient {
     token: Vec<u8>,
 }
 
+/// Reads every certificate of a PEM file into a root store (`what` names the option in
+/// errors).
+fn load_roots(file: &Path, what: &str) -> io::Result<rustls::RootCertStore> {
+    let mut roots = rustls::RootCertStore::empty();
+    let certs =
+        CertificateDer::pem_file_iter(file).map_err(|e| other(format!("reading {what} {}: {e}", file.display())))?;
+    for c in certs {
+        let c = c.map_err(|e| other(format!("reading {what} {}: {e}", file.display())))?;
+        roots
+            .add(c)
+            .map_err(|e| other(format!("{what} {}: {e}", file.display())))?;
+    }
+    if roots.is_empty() {
+        return Err(other(format!("{what} {}: no certificate in it", file.display())));
+    }
+    Ok(roots)
+}
+
+/// A client's certificate chain and private key, shown to a server that asks for one
+/// (`fbdt --client-cert FILE --client-key FILE`).
+pub struct ClientCert {
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+}
+
+impl ClientCert {
+    /// Loads the chain (every certificate in `cert`, the client's own first) and its key.
+    pub fn from_pem_files(cert: &Path, key: &Path) -> io::Result<Self> {
+        let chain = CertificateDer::pem_file_iter(cert)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| other(format!("reading client certificate {}: {e}", cert.display())))?;
+        if chain.is_empty() {
+            return Err(other(format!(
+                "client certificate {}: no certificate in it",
+                cert.display()
+            )));
+        }
+        let key = PrivateKeyDer::from_pem_file(key)
+            .map_err(|e| other(format!("reading client key {}: {e}", key.display())))?;
+        Ok(ClientCert { chain, key })
+    }
+
+    /// The certificate's fingerprint, as a server logs the client.
+    pub fn fingerprint(&self) -> String {
+        fingerprint(&self.chain[0])
+    }
+}
+
 impl TlsClient {
     /// A client trusting servers by `trust`, proving `token` (if any) to the server.
     pub fn new(trust: Trust, token: Option<Vec<u8>>) -> io::Result<Self> {
+        Self::with_cert(trust, token, None)
+    }
+
+    /// As [`TlsClient::new`], and presenting `cert` to servers that ask for a client
+    /// certificate (a token and a certificate may both be required).
+    pub fn with_cert(trust: Trust, token: Option<Vec<u8>>, cert: Option<ClientCert>) -> io::Result<Self> {
         let provider = provider();
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(|e| other(format!("TLS: {e}")))?;
-        let config = match trust {
-            Trust::Ca(file) => {
-                let mut roots = rustls::RootCertStore::empty();
-                let certs = CertificateDer::pem_file_iter(&file)
-                    .map_err(|e| other(format!("reading CA file {}: {e}", file.display())))?;
-                for c in certs {
-                    let c = c.map_err(|e| other(format!("reading CA file {}: {e}", file.display())))?;
-                    roots
-                        .add(c)
-                        .map_err(|e| other(format!("CA file {}: {e}", file.display())))?;
-                }
-                builder.with_root_certificates(roots).with_no_client_auth()
-            }
+        let builder = match trust {
+            Trust::Ca(file) => builder.with_root_certificates(load_roots(&file, "CA file")?),
             trust => {
                 let verifier = PinVerifier {
                     provider,
                     trust,
                     lock: Mutex::new(()),
                 };
-                builder
-                    .dangerous()
-                    .with_custom_certificate_verifier(Arc::new(verifier))
-                    .with_no_client_auth()
+                builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier))
             }
+        };
+        let config = match cert {
+            None => builder.with_no_client_auth(),
+            Some(c) => builder
+                .with_client_auth_cert(c.chain, c.key)
+                .map_err(|e| other(format!("client certificate: {e}")))?,
         };
         Ok(TlsClient {
             config: Arc::new(config),
@@ -237,18 +285,45 @@ pub struct TlsServer {
     config: Arc<rustls::ServerConfig>,
     token: Option<Vec<u8>>,
     fingerprint: String,
+    client_certs: bool,
 }
 
 impl TlsServer {
     /// A server presenting `identity`; with a `token`, only clients proving it are served.
     pub fn new(identity: ServerIdentity, token: Option<Vec<u8>>) -> io::Result<Self> {
+        Self::with_client_ca(identity, token, None)
+    }
+
+    /// As [`TlsServer::new`]; with `client_ca` (a PEM file of CA certificates) every
+    /// connection — path 0 and every JOIN — must also present a client certificate issued
+    /// by one of them, or its TLS handshake fails.
+    pub fn with_client_ca(
+        identity: ServerIdentity,
+        token: Option<Vec<u8>>,
+        client_ca: Option<&Path>,
+    ) -> io::Result<Self> {
         let fingerprint = identity.fingerprint();
-        let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        let provider = provider();
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(|e| other(format!("TLS: {e}")))?
-            .with_no_client_auth()
+            .map_err(|e| other(format!("TLS: {e}")))?;
+        let builder = match client_ca {
+            None => builder.with_no_client_auth(),
+            Some(file) => {
+                let roots = Arc::new(load_roots(file, "client CA file")?);
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider)
+                    .build()
+                    .map_err(|e| other(format!("client CA file {}: {e}", file.display())))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut config = builder
             .with_single_cert(vec![identity.cert], identity.key)
             .map_err(|e| other(format!("server key: {e}")))?;
+        // Stateless tickets (sealed with a key the process rotates): resuming needs no
+        // per-ticket memory here, so it works for any number of sessions (the default
+        // cache holds 256 tickets, fewer than 1000 sessions' paths draw).
+        config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| other(format!("TLS tickets: {e}")))?;
         // A client uses each ticket once, and stall probes open connections that may be
         // dropped before they read theirs: a few spare tickets keep re-joins resumed.
         config.send_tls13_tickets = 4;
@@ -256,12 +331,23 @@ impl TlsServer {
             config: Arc::new(config),
             token,
             fingerprint,
+            client_certs: client_ca.is_some(),
         })
     }
 
     /// The certificate's fingerprint (print it for clients to `--pin`).
     pub fn fingerprint(&self) -> &str {
         &self.fingerprint
+    }
+
+    /// Whether every client must present a certificate (`--client-ca`).
+    pub fn requires_client_certs(&self) -> bool {
+        self.client_certs
+    }
+
+    /// Whether every client must prove the token.
+    pub fn requires_token(&self) -> bool {
+        self.token.is_some()
     }
 }
 
@@ -422,6 +508,41 @@ impl PathStream {
         kind == Some(rustls::HandshakeKind::Resumed)
     }
 
+    /// Server: the fingerprint of the client's certificate, when it presented one (on a
+    /// resumed connection, the one it presented when the TLS session began).
+    pub fn client_identity(&self) -> Option<String> {
+        match self {
+            PathStream::Server(s) => s.get_ref().1.peer_certificates()?.first().map(fingerprint),
+            _ => None,
+        }
+    }
+
+    /// Closes a client connection that will carry nothing (a probe that did not take over)
+    /// without losing the server's session tickets: making it took one ticket from the
+    /// session cache, and the server's new ones only enter the cache when the connection is
+    /// read. So it is half-closed and read until the server closes too (at most
+    /// [`RETIRE_READ`], in the background); a connection that is simply dropped drains the
+    /// cache one ticket at a time until a re-join needs a full handshake.
+    pub fn retire(self) {
+        if !matches!(self, PathStream::Client(_)) {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(self.close_keeping_tickets());
+        }
+    }
+
+    /// What [`PathStream::retire`] runs: half-close, then read until the server closes
+    /// (at most [`RETIRE_READ`]), so the tickets it sent enter the session cache.
+    pub async fn close_keeping_tickets(mut self) {
+        self.half_close();
+        let mut sink = [0u8; 1024];
+        let _ = tokio::time::timeout(RETIRE_READ, async {
+            while matches!(self.read(&mut sink).await, Ok(n) if n > 0) {}
+        })
+        .await;
+    }
+
     /// Ends our direction: TLS close_notify (best effort, without waiting), then FIN.
     pub fn half_close(&mut self) {
         struct Nonblocking<'a>(&'a TcpStream);
@@ -507,7 +628,38 @@ macro_rules! each {
 
 impl AsyncRead for PathStream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        each!(self, s => s.poll_read(cx, buf))
+        let client = matches!(*self, PathStream::Client(_));
+        let r = ready!(each!(self, s => s.poll_read(cx, buf)));
+        Poll::Ready(match r {
+            Err(e) if client => Err(explain_alert(e)),
+            r => r,
+        })
+    }
+}
+
+/// Client: a TLS 1.3 server judges our certificate after our side of the handshake is
+/// done, so its refusal arrives as an alert on the first read. Says what it means; a
+/// refused certificate is `PermissionDenied` (dialling again cannot help).
+fn explain_alert(e: io::Error) -> io::Error {
+    use rustls::AlertDescription as A;
+    let alert = match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        Some(rustls::Error::AlertReceived(a)) => *a,
+        _ => return e,
+    };
+    let refused = |why: String| io::Error::new(io::ErrorKind::PermissionDenied, why);
+    match alert {
+        A::CertificateRequired => {
+            refused("the server requires a client certificate (give --client-cert and --client-key)".into())
+        }
+        A::UnknownCA | A::BadCertificate | A::CertificateUnknown | A::AccessDenied | A::UnsupportedCertificate => {
+            refused(format!(
+                "the server refused our client certificate ({alert:?}): is it issued by a CA in the server's --client-ca?"
+            ))
+        }
+        A::CertificateExpired | A::CertificateRevoked => {
+            refused(format!("the server refused our client certificate ({alert:?})"))
+        }
+        _ => io::Error::new(e.kind(), format!("the server ended the TLS connection: {alert:?} alert")),
     }
 }
 
@@ -569,6 +721,7 @@ fn explain_client_error(e: io::Error, remote: SocketAddr) -> io::Error {
              (both ends must agree)"
         )),
         Some(rustls::Error::General(msg)) => other(msg.clone()),
+        Some(rustls::Error::AlertReceived(_)) => explain_alert(e),
         _ if e.kind() == io::ErrorKind::UnexpectedEof => other(format!(
             "{remote} closed the connection during the TLS handshake (a plaintext server, or one that refused us)"
         )),
@@ -639,11 +792,9 @@ pub async fn accept(tcp: TcpStream, security: &Security) -> Result<PathStream, R
 mod tests {
     use super::*;
 
-    /// A re-join resumes TLS (no certificate, one round trip); prints what each handshake
-    /// took on loopback.
-    #[tokio::test]
-    async fn a_second_connection_resumes() {
-        let dir = std::env::temp_dir().join(format!("fbdt-secure-test-{}", std::process::id()));
+    /// A fresh server key in a temporary directory, both ends' settings, and a listener.
+    async fn setup(tag: &str) -> (PathBuf, Security, Security, tokio::net::TcpListener, PathSpec) {
+        let dir = std::env::temp_dir().join(format!("fbdt-secure-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let id = ServerIdentity::load_or_generate(&dir).unwrap();
         let pin = parse_fingerprint(&id.fingerprint()).unwrap();
@@ -651,6 +802,14 @@ mod tests {
         let client = Security::Client(Arc::new(TlsClient::new(Trust::Pins(vec![pin]), None).unwrap()));
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let spec: PathSpec = l.local_addr().unwrap().to_string().parse().unwrap();
+        (dir, server, client, l, spec)
+    }
+
+    /// A re-join resumes TLS (no certificate, one round trip); prints what each handshake
+    /// took on loopback.
+    #[tokio::test]
+    async fn a_second_connection_resumes() {
+        let (dir, server, client, l, spec) = setup("test").await;
         let srv = tokio::spawn(async move {
             let mut resumed = Vec::new();
             for _ in 0..3 {
@@ -681,5 +840,54 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(kinds, [false, true, true]);
         assert_eq!(at_server, [false, true, true]);
+    }
+
+    /// Each connection takes a ticket from the client's cache, and the server's new ones
+    /// enter it only when the connection is read. Connections dropped unread (stall probes
+    /// that did not take over, before this was fixed) empty the cache, and the next re-join
+    /// needs a full handshake; retired ones keep it full, so the re-join resumes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn retired_connections_keep_re_joins_resumed() {
+        let (dir, server, client, l, spec) = setup("retire").await;
+        // As the server's router: the handshake, then wait for a first frame; EOF ends it.
+        let srv = tokio::spawn(async move {
+            while let Ok((tcp, _)) = l.accept().await {
+                let server = server.clone();
+                tokio::spawn(async move {
+                    if let Ok(mut s) = accept(tcp, &server).await {
+                        s.write_all(b"x").await.ok();
+                        s.flush().await.ok();
+                        let mut b = [0u8; 64];
+                        while matches!(s.read(&mut b).await, Ok(n) if n > 0) {}
+                    }
+                });
+            }
+        });
+        let dial = || async {
+            let tcp = TcpStream::connect(spec.remote).await.unwrap();
+            connect(tcp, &spec, &client).await.unwrap()
+        };
+        // A connection that is read: its tickets fill the cache.
+        let read_one = |mut s: PathStream| async move {
+            let mut b = [0u8; 1];
+            s.read_exact(&mut b).await.unwrap();
+            s
+        };
+        let first = read_one(dial().await).await;
+        assert!(!first.resumed());
+        // More connections than the server sends tickets per connection, dropped unread.
+        for _ in 0..6 {
+            drop(dial().await);
+        }
+        let after_drops = read_one(dial().await).await;
+        assert!(!after_drops.resumed(), "dropped connections emptied the ticket cache");
+        // The same number retired: the cache stays full and the re-join resumes.
+        for _ in 0..12 {
+            dial().await.close_keeping_tickets().await;
+        }
+        let after_retired = read_one(dial().await).await;
+        assert!(after_retired.resumed(), "a re-join after retired connections resumes");
+        srv.abort();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

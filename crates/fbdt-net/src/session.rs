@@ -120,6 +120,8 @@ pub(crate) struct Shared {
     pub token: std::sync::OnceLock<[u8; 8]>,
     /// Server: the address path 0 (the HELLO) came from.
     pub peer: std::sync::OnceLock<std::net::SocketAddr>,
+    /// Server: the fingerprint of the client's certificate on path 0, if it showed one.
+    pub client_identity: std::sync::OnceLock<String>,
 }
 
 impl Shared {
@@ -184,6 +186,11 @@ impl Session {
     /// Server: the client's address (where its HELLO came from).
     pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
         self.shared.peer.get().copied()
+    }
+    /// Server: the SHA-256 fingerprint (`sha256:HEX`) of the certificate the client
+    /// presented on path 0, when the server asked for one (`--client-ca`).
+    pub fn client_identity(&self) -> Option<&str> {
+        self.shared.client_identity.get().map(String::as_str)
     }
     pub fn is_client(&self) -> bool {
         self.role == Role::Client

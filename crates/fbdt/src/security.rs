@@ -1,12 +1,12 @@
 //! The binary's TLS options: where the server's key lives, how a client trusts the server,
-//! the pre-shared token, and `--plaintext`.
+//! the pre-shared token, client certificates, and `--plaintext`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use fbdt_net::secure::{default_key_dir, default_known_hosts, parse_fingerprint};
-use fbdt_net::{Security, ServerIdentity, TlsClient, TlsServer, Trust};
+use fbdt_net::{ClientCert, Security, ServerIdentity, TlsClient, TlsServer, Trust};
 
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct SecurityArgs {
@@ -44,6 +44,17 @@ pub struct SecurityArgs {
     /// Read the token from this file (one line; trailing newline ignored).
     #[arg(long, value_name = "FILE", conflicts_with = "plaintext")]
     pub token_file: Option<PathBuf>,
+    /// Server: require a client certificate issued by a CA in this PEM file on every
+    /// connection (path 0 and every JOIN). With a token too, clients need both.
+    #[arg(long, value_name = "FILE", conflicts_with = "plaintext")]
+    pub client_ca: Option<PathBuf>,
+    /// Client: certificate chain (PEM) to present to a server that asks for one (with
+    /// --client-key).
+    #[arg(long, value_name = "FILE", requires = "client_key", conflicts_with = "plaintext")]
+    pub client_cert: Option<PathBuf>,
+    /// Client: private key (PEM) of --client-cert.
+    #[arg(long, value_name = "FILE", requires = "client_cert", conflicts_with = "plaintext")]
+    pub client_key: Option<PathBuf>,
 }
 
 impl SecurityArgs {
@@ -59,6 +70,11 @@ impl SecurityArgs {
     /// The server will refuse connections that do not prove the token (TLS with a token).
     pub fn requires_token(&self) -> bool {
         !self.plaintext && (self.token.is_some() || self.token_file.is_some())
+    }
+
+    /// The server will refuse connections without a client certificate from --client-ca.
+    pub fn requires_client_cert(&self) -> bool {
+        !self.plaintext && self.client_ca.is_some()
     }
 
     fn token(&self) -> anyhow::Result<Option<Vec<u8>>> {
@@ -84,8 +100,8 @@ impl SecurityArgs {
         if self.plaintext {
             return Ok(Security::Plaintext);
         }
-        if !self.pin.is_empty() || self.known_hosts.is_some() || self.ca.is_some() {
-            bail!("--pin, --known-hosts and --ca are client options");
+        if !self.pin.is_empty() || self.known_hosts.is_some() || self.ca.is_some() || self.client_cert.is_some() {
+            bail!("--pin, --known-hosts, --ca and --client-cert are client options");
         }
         let id = match (&self.cert, &self.key) {
             (Some(c), Some(k)) => ServerIdentity::from_pem_files(c, k)?,
@@ -97,7 +113,7 @@ impl SecurityArgs {
                 ServerIdentity::load_or_generate(&dir)?
             }
         };
-        let tls = TlsServer::new(id, self.token()?)?;
+        let tls = TlsServer::with_client_ca(id, self.token()?, self.client_ca.as_deref())?;
         eprintln!(
             "fbdt: TLS 1.3, server key {} (clients: --pin {})",
             tls.fingerprint(),
@@ -111,8 +127,8 @@ impl SecurityArgs {
         if self.plaintext {
             return Ok(Security::Plaintext);
         }
-        if self.key_dir.is_some() || self.cert.is_some() {
-            bail!("--key-dir, --cert and --key are server options");
+        if self.key_dir.is_some() || self.cert.is_some() || self.client_ca.is_some() {
+            bail!("--key-dir, --cert, --key and --client-ca are server options");
         }
         let trust = if !self.pin.is_empty() {
             let pins = self
@@ -131,6 +147,14 @@ impl SecurityArgs {
             };
             Trust::KnownHosts(file)
         };
-        Ok(Security::Client(Arc::new(TlsClient::new(trust, self.token()?)?)))
+        let cert = match (&self.client_cert, &self.client_key) {
+            (Some(c), Some(k)) => Some(ClientCert::from_pem_files(c, k)?),
+            _ => None,
+        };
+        Ok(Security::Client(Arc::new(TlsClient::with_cert(
+            trust,
+            self.token()?,
+            cert,
+        )?)))
     }
 }

@@ -37,7 +37,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "CIDR|HOST[:PORT]")]
     allow: Vec<Rule>,
     /// Forward for every client that reaches this port. Without it the server needs
-    /// --token/--token-file (TLS), so only clients holding the token reach the service.
+    /// --token/--token-file or --client-ca (TLS), so only clients holding the token or a
+    /// certificate from that CA reach the service.
     #[arg(long)]
     allow_anyone: bool,
     #[command(flatten)]
@@ -52,15 +53,16 @@ pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         Some(f) => format!("forwarding to {f}"),
         None => format!("dialling for streams, allowed: {}", describe(&a.allow)),
     };
-    let identity = if a.net.security.requires_token() {
-        "token"
-    } else if a.allow_anyone {
-        "anyone (--allow-anyone)"
-    } else {
-        bail!(
-            "serve ({target}): give --token or --token-file so only your clients reach it, \
-             or --allow-anyone to serve every client that reaches this port"
-        );
+    let sec = &a.net.security;
+    let identity = match (sec.requires_token(), sec.requires_client_cert()) {
+        (true, true) => "token and client certificate",
+        (true, false) => "token",
+        (false, true) => "client certificate",
+        (false, false) if a.allow_anyone => "anyone (--allow-anyone)",
+        (false, false) => bail!(
+            "serve ({target}): give --token/--token-file or --client-ca so only your clients \
+             reach it, or --allow-anyone to serve every client that reaches this port"
+        ),
     };
     let mut l = fbdt_net::listen(&a.listen, a.net.server_config()?).await?;
     // One line a script can wait for (with port 0 it names the ports taken).
@@ -125,25 +127,38 @@ struct Client {
     addr: Option<std::net::SocketAddr>,
     /// How the client proved who it is.
     identity: &'static str,
+    /// The SHA-256 fingerprint of its certificate (with --client-ca).
+    cert: Option<String>,
 }
 
 impl std::fmt::Display for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.addr {
-            Some(a) => write!(f, "{a} ({})", self.identity),
-            None => write!(f, "unknown address ({})", self.identity),
+            Some(a) => write!(f, "{a} ({}", self.identity)?,
+            None => write!(f, "unknown address ({}", self.identity)?,
+        }
+        match &self.cert {
+            Some(c) => write!(f, " {c})"),
+            None => f.write_str(")"),
         }
     }
 }
 
 /// The one access check before a session reaches the forwarded service. With a token the
-/// listener already refused every connection whose TLS token proof was wrong, so a session
-/// that got here holds it; without one the operator chose --allow-anyone. Either way the
-/// client's address and how it was admitted go into every log line about the session.
+/// listener already refused every connection whose TLS token proof was wrong, and with
+/// --client-ca every connection without a certificate from that CA, so a session that got
+/// here passed both; with neither the operator chose --allow-anyone. Either way the
+/// client's address, how it was admitted and its certificate's fingerprint go into every
+/// log line about the session.
 fn authorize(session: &fbdt_net::Session, identity: &'static str) -> Result<Client, String> {
+    let cert = session.client_identity().map(str::to_owned);
+    if identity.contains("certificate") && cert.is_none() {
+        return Err("no client certificate on path 0".into());
+    }
     Ok(Client {
         addr: session.peer_addr(),
         identity,
+        cert,
     })
 }
 

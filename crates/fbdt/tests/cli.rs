@@ -59,3 +59,38 @@ fn a_forward_port_of_zero_is_refused() {
     let out = fbdt(&["serve", "--listen", "127.0.0.1:0", "--forward", "127.0.0.1:0"]);
     fails_naming(&out, "127.0.0.1:0");
 }
+
+#[test]
+fn missing_client_certificate_files_are_named() {
+    let tmp = std::env::temp_dir().join(format!("fbdt-cli-clientcert-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let file = tmp.join("payload");
+    std::fs::write(&file, b"x").unwrap();
+    let pin = format!("sha256:{}", "0".repeat(64));
+    let out = fbdt(&[
+        "send",
+        file.to_str().unwrap(),
+        "--path",
+        "127.0.0.1:9",
+        "--pin",
+        &pin,
+        "--client-cert",
+        "/nonexistent-dir/client.pem",
+        "--client-key",
+        "/nonexistent-dir/client-key.pem",
+    ]);
+    fails_naming(&out, "/nonexistent-dir/client.pem");
+    let out = fbdt(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--forward",
+        "127.0.0.1:9",
+        "--key-dir",
+        tmp.join("keys").to_str().unwrap(),
+        "--client-ca",
+        "/nonexistent-dir/ca.pem",
+    ]);
+    fails_naming(&out, "/nonexistent-dir/ca.pem");
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -1,6 +1,7 @@
 //! `fbdt serve --forward` on loopback: sessions reach a TCP echo service through the
 //! tunnel's server side, bytes come back unchanged, the server goes on serving; a forward
-//! address without a port is refused with a clear message.
+//! address without a port is refused with a clear message; with `--client-ca` only clients
+//! with a certificate from that CA get through, and the log names them.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -39,9 +40,19 @@ async fn echo_service() -> u16 {
     port
 }
 
-/// Starts `fbdt serve` (TLS, its key generated in `key_dir`) on two ephemeral loopback
-/// ports; returns it, the two addresses and the key's fingerprint.
+/// Starts `fbdt serve` (TLS, its key generated in `key_dir`, clients need the token) on two
+/// ephemeral loopback ports; returns it, the two addresses and the key's fingerprint.
 fn start_serve(forward: &str, key_dir: &std::path::Path) -> (Server, Vec<String>, String) {
+    let (server, addrs, pin, _log) = start_serve_with(forward, key_dir, &["--token", TOKEN]);
+    (server, addrs, pin)
+}
+
+/// As [`start_serve`], with `auth` as the access options; also returns the rest of its log.
+fn start_serve_with(
+    forward: &str,
+    key_dir: &std::path::Path,
+    auth: &[&str],
+) -> (Server, Vec<String>, String, BufReader<std::process::ChildStderr>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_fbdt"))
         .args([
             "serve",
@@ -54,7 +65,7 @@ fn start_serve(forward: &str, key_dir: &std::path::Path) -> (Server, Vec<String>
         ])
         .arg("--key-dir")
         .arg(key_dir)
-        .args(["--token", TOKEN])
+        .args(auth)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -79,7 +90,7 @@ fn start_serve(forward: &str, key_dir: &std::path::Path) -> (Server, Vec<String>
         .map(String::from)
         .collect();
     assert_eq!(addrs.len(), 2, "{line}");
-    (Server(child), addrs, pin)
+    (Server(child), addrs, pin, err)
 }
 
 fn key_dir(tag: &str) -> std::path::PathBuf {
@@ -88,21 +99,33 @@ fn key_dir(tag: &str) -> std::path::PathBuf {
     d
 }
 
-/// One session over two paths: writes `n` random bytes, reads the echo, compares.
-async fn echo_through(addrs: &[String], pin: &str, n: usize, seed: u64) {
-    let paths = vec![
-        format!("127.0.0.2={}", addrs[0]).parse().unwrap(),
-        format!("127.0.0.3={}", addrs[1]).parse().unwrap(),
-    ];
+/// A client pinning `pin`, proving `token` and showing `cert` when given.
+fn client_cfg(pin: &str, token: Option<&str>, cert: Option<fbdt_net::ClientCert>) -> fbdt_net::NetConfig {
     let pin = fbdt_net::secure::parse_fingerprint(pin).unwrap();
     let trust = fbdt_net::Trust::Pins(vec![pin]);
-    let cfg = fbdt_net::NetConfig {
+    let token = token.map(|t| t.as_bytes().to_vec());
+    fbdt_net::NetConfig {
         security: fbdt_net::Security::Client(std::sync::Arc::new(
-            fbdt_net::TlsClient::new(trust, Some(TOKEN.as_bytes().to_vec())).unwrap(),
+            fbdt_net::TlsClient::with_cert(trust, token, cert).unwrap(),
         )),
         ..fbdt_net::NetConfig::default()
-    };
-    let session = fbdt_net::connect(paths, cfg).await.unwrap();
+    }
+}
+
+fn two_paths(addrs: &[String]) -> Vec<fbdt_net::PathSpec> {
+    vec![
+        format!("127.0.0.2={}", addrs[0]).parse().unwrap(),
+        format!("127.0.0.3={}", addrs[1]).parse().unwrap(),
+    ]
+}
+
+/// One session over two paths: writes `n` random bytes, reads the echo, compares.
+async fn echo_through(addrs: &[String], pin: &str, n: usize, seed: u64) {
+    echo_with(addrs, client_cfg(pin, Some(TOKEN), None), n, seed).await
+}
+
+async fn echo_with(addrs: &[String], cfg: fbdt_net::NetConfig, n: usize, seed: u64) {
+    let session = fbdt_net::connect(two_paths(addrs), cfg).await.unwrap();
     let (mut r, mut w) = tokio::io::split(session);
     let mut rng = rand_chacha_like(seed);
     let data: Vec<u8> = (0..n).map(|_| rng.gen()).collect();
@@ -171,6 +194,84 @@ fn serve_without_a_token_needs_allow_anyone() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--token") && err.contains("--allow-anyone"), "{err}");
+    assert!(
+        err.contains("--token") && err.contains("--client-ca") && err.contains("--allow-anyone"),
+        "{err}"
+    );
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+}
+
+/// A CA (rcgen) in `dir` as `ca.pem`, and a client certificate it issued
+/// (`client-cert.pem`, `client-key.pem`); returns the client certificate's fingerprint.
+fn make_ca_and_client(dir: &std::path::Path) -> String {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    p.distinguished_name.push(rcgen::DnType::CommonName, "serve test CA");
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let ca = p.self_signed(&ca_key).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    let mut p = rcgen::CertificateParams::new(vec!["alice.fbdt.test".to_string()]).unwrap();
+    p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = p.signed_by(&key, &ca, &ca_key).unwrap();
+    std::fs::write(dir.join("client-cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("client-key.pem"), key.serialize_pem()).unwrap();
+    fbdt_net::ClientCert::from_pem_files(&dir.join("client-cert.pem"), &dir.join("client-key.pem"))
+        .unwrap()
+        .fingerprint()
+}
+
+/// `serve --forward --client-ca` without a token: a client with a certificate from the CA
+/// reaches the service, bytes intact, and the log line names its address, that it was
+/// admitted by certificate, and the certificate's fingerprint; a client without one is
+/// refused with an error saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_with_client_ca_forwards_only_certified_clients_and_logs_them() {
+    let port = echo_service().await;
+    let dir = key_dir("clientca");
+    let fp = make_ca_and_client(&dir.join("pki"));
+    let ca = dir.join("pki/ca.pem");
+    let (server, addrs, pin, log) = start_serve_with(
+        &format!("127.0.0.1:{port}"),
+        &dir,
+        &["--client-ca", ca.to_str().unwrap()],
+    );
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = lines.clone();
+    std::thread::spawn(move || {
+        for l in log.lines().map_while(Result::ok) {
+            seen.lock().unwrap().push(l);
+        }
+    });
+
+    let refused = match fbdt_net::connect(two_paths(&addrs), client_cfg(&pin, None, None)).await {
+        Ok(_) => panic!("a client without a certificate was served"),
+        Err(e) => e.to_string(),
+    };
+    assert!(refused.contains("requires a client certificate"), "{refused}");
+
+    let cert = fbdt_net::ClientCert::from_pem_files(&dir.join("pki/client-cert.pem"), &dir.join("pki/client-key.pem"))
+        .unwrap();
+    echo_with(&addrs, client_cfg(&pin, None, Some(cert)), 1 << 20, 7).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let logged = loop {
+        let found = lines
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|l| l.contains("from 127.0.0.2:"))
+            .cloned();
+        match found {
+            Some(l) => break l,
+            None if std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(20)),
+            None => panic!("no session line in the log: {:?}", lines.lock().unwrap()),
+        }
+    };
+    assert!(
+        logged.contains("(client certificate ") && logged.contains(&fp),
+        "{logged}"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }

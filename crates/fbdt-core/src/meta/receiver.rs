@@ -15,7 +15,7 @@ use crate::path::PathId;
 use crate::scheme::{SchemeReceiver, StreamParams};
 use crate::stats::ReceiverStats;
 use crate::time::Instant;
-use crate::wire::{DataAck, Frame, MpData, Piece, RecvBuf};
+use crate::wire::{DataAck, Frame, MpData, PathRx, Piece, RecvBuf};
 
 pub struct MetaReceiver {
     recv_buffer: u64,
@@ -25,7 +25,8 @@ pub struct MetaReceiver {
     ofo: BTreeMap<u64, Piece>,
     ofo_bytes: u64,
     fin_at: Option<u64>,
-    path_rx: Vec<u64>,
+    /// Per path: bytes received over its current connection, and that connection's epoch.
+    path_rx: Vec<PathRx>,
     up: u32,
     /// Paths owing a DATA_ACK (the path data arrived on, as a subflow ACKs its own data).
     ack_due: u32,
@@ -69,10 +70,10 @@ impl MetaReceiver {
         let end = d.dsn + len;
         let i = path.index();
         if self.path_rx.len() <= i {
-            self.path_rx.resize(i + 1, 0);
+            self.path_rx.resize(i + 1, PathRx::default());
             self.stats.per_path_bytes_received.resize(i + 1, 0);
         }
-        self.path_rx[i] += len;
+        self.path_rx[i].bytes += len;
         self.stats.per_path_bytes_received[i] += len;
         self.ack_due |= path.bit();
         if d.fin {
@@ -248,17 +249,27 @@ impl SchemeReceiver for MetaReceiver {
     fn path_up(&mut self, path: PathId, _now: Instant) {
         let i = path.index();
         if self.path_rx.len() <= i {
-            self.path_rx.resize(i + 1, 0);
+            self.path_rx.resize(i + 1, PathRx::default());
             self.stats.per_path_bytes_received.resize(i + 1, 0);
         }
-        // A new connection: its counter restarts (the sender resets its side too).
-        self.path_rx[i] = 0;
+        // A new connection: its counter restarts (the sender resets its side too, and
+        // tells the two apart by the epoch `set_path_epoch` gave).
+        self.path_rx[i].bytes = 0;
         self.up |= path.bit();
     }
 
     fn path_down(&mut self, path: PathId, _now: Instant) {
         self.up &= !path.bit();
         self.ack_due &= !path.bit();
+    }
+
+    fn set_path_epoch(&mut self, path: PathId, epoch: u32) {
+        let i = path.index();
+        if self.path_rx.len() <= i {
+            self.path_rx.resize(i + 1, PathRx::default());
+            self.stats.per_path_bytes_received.resize(i + 1, 0);
+        }
+        self.path_rx[i] = PathRx { epoch, bytes: 0 };
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

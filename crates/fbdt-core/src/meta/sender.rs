@@ -33,6 +33,9 @@ struct MetaPath {
     /// Payload bytes handed to this connection / reported received (DATA_ACK counters).
     sent: u64,
     rx: u64,
+    /// The connection epoch (JOIN's) of the path's current connection: a DATA_ACK counter
+    /// with another epoch counts an earlier connection and is ignored.
+    epoch: u32,
     /// Retransmission timer: armed while data is in flight.
     rto_at: Option<Instant>,
     backoff: u32,
@@ -57,6 +60,7 @@ impl MetaPath {
             stats: PathStats::default(),
             sent: 0,
             rx: 0,
+            epoch: 0,
             rto_at: None,
             backoff: 0,
             pf: false,
@@ -326,16 +330,18 @@ impl MetaSender {
             self.reinject_q.clear();
         }
         let blockage_aware = self.sched.blockage_aware();
-        for (i, &v) in ack.path_rx.iter().enumerate().take(self.paths.len()) {
+        for (i, rx) in ack.path_rx.iter().enumerate().take(self.paths.len()) {
             let rto_base = {
                 let p = &self.paths[i];
                 Duration::from_secs_f64((3.0 * p.srtt_s()).max(self.cfg.rto_min.as_secs_f64()))
             };
             let p = &mut self.paths[i];
-            if !p.up {
+            // A counter of an earlier connection of this path (a DATA_ACK that left, on
+            // any path, before the peer saw the new connection) says nothing about this one.
+            if !p.up || rx.epoch != p.epoch {
                 continue;
             }
-            let v = v.min(p.sent);
+            let v = rx.bytes.min(p.sent);
             if v <= p.rx {
                 continue;
             }
@@ -519,9 +525,14 @@ impl SchemeSender for MetaSender {
         *p = MetaPath {
             up: true,
             stats: p.stats,
+            epoch: p.epoch,
             red_next: una,
             ..MetaPath::new()
         };
+    }
+
+    fn set_path_epoch(&mut self, path: PathId, epoch: u32) {
+        self.path(path).epoch = epoch;
     }
 
     fn path_down(&mut self, path: PathId, _now: Instant) {
@@ -612,5 +623,75 @@ impl SchemeSender for MetaSender {
 
     fn stats(&self) -> SenderStats {
         self.stats.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::PathRx;
+    use crate::{Config, SchedulerKind};
+
+    fn sender() -> MetaSender {
+        let cfg = Config::meta(SchedulerKind::MinRtt);
+        let mut s = MetaSender::new(cfg.meta_config().unwrap(), cfg.stream_params(), Instant::ZERO);
+        s.set_peer_recv_buffer(1 << 24);
+        // Path 1 is the faster one: minRTT gives it the new data.
+        for (p, ms) in [(PathId(0), 50), (PathId(1), 5)] {
+            s.set_path_epoch(p, 0);
+            s.path_up(p, Instant::ZERO);
+            s.path_stats(
+                p,
+                PathStats {
+                    srtt: Some(Duration::from_millis(ms)),
+                    cwnd_bytes: Some(1 << 20),
+                    ..PathStats::default()
+                },
+            );
+        }
+        s
+    }
+
+    /// Sends up to `n` bytes of new data on `path`; returns how many payload bytes went.
+    fn send_on(s: &mut MetaSender, path: PathId, n: usize) -> u64 {
+        let before = s.paths[path.index()].sent;
+        let mut out = Vec::new();
+        while s.paths[path.index()].sent - before < n as u64 {
+            if s.poll_transmit(path, 20_000, Instant::ZERO, &mut out) == 0 {
+                break;
+            }
+        }
+        s.paths[path.index()].sent - before
+    }
+
+    /// A DATA_ACK that left before the peer saw path 1's new connection — it counts the old
+    /// connection's bytes, and arrives on path 0 after the re-join — credits nothing to the
+    /// new connection; the new connection's own counter (its epoch) does.
+    #[test]
+    fn a_late_data_ack_of_a_replaced_connection_is_not_counted() {
+        let mut s = sender();
+        s.write(&vec![7u8; 400_000]);
+        let old = send_on(&mut s, PathId(1), 100_000);
+        assert!(old > 0);
+        // Path 1's connection is replaced (epoch 1); new data goes out on it.
+        s.path_down(PathId(1), Instant::ZERO);
+        s.set_path_epoch(PathId(1), 1);
+        s.path_up(PathId(1), Instant::ZERO);
+        let new = send_on(&mut s, PathId(1), 50_000);
+        assert!(new > 0);
+        let late = |epoch, bytes| DataAck {
+            data_ack: 0,
+            window: 1 << 20,
+            fin: false,
+            path_rx: vec![PathRx::default(), PathRx { epoch, bytes }],
+        };
+        s.on_data_ack(PathId(0), &late(0, old), Instant::ZERO).unwrap();
+        assert_eq!(
+            s.paths[1].rx, 0,
+            "the old connection's counter was not read as the new one's"
+        );
+        assert_eq!(s.paths[1].in_flight(), new);
+        s.on_data_ack(PathId(0), &late(1, new / 2), Instant::ZERO).unwrap();
+        assert_eq!(s.paths[1].rx, new / 2);
     }
 }

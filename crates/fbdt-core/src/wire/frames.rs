@@ -508,14 +508,15 @@ impl<'a> MpData<'a> {
 ///  0..8 data_ack: next expected data sequence number (u64) | 8..12 receive window (bytes
 ///  past data_ack) | 12 number of path counters P | 13 flags (0x01 = DATA_FIN received: the
 ///  stream ended at data_ack) | 14..16 reserved
-///  16.. P × u64: payload bytes received so far on path 0..P (on its current connection)
+///  16.. P × (u32 connection epoch, u64 bytes): payload bytes received on path 0..P over
+///  its current connection, which the epoch names (as in an FBDT ACK: [`PathRx`])
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct DataAck {
     pub data_ack: u64,
     pub window: u32,
     pub fin: bool,
-    pub path_rx: Vec<u64>,
+    pub path_rx: Vec<PathRx>,
 }
 
 impl DataAck {
@@ -534,11 +535,15 @@ impl DataAck {
         if n > MAX_PATHS {
             return Err(malformed(K, "too many path counters"));
         }
-        if b.len() != DATA_ACK_FIXED + 8 * n {
+        if b.len() != DATA_ACK_FIXED + PATH_RX_LEN * n {
             return Err(malformed(K, "length does not match its counts"));
         }
-        let path_rx = (0..n)
-            .map(|i| be_u64(&b[DATA_ACK_FIXED + 8 * i..DATA_ACK_FIXED + 8 * (i + 1)]))
+        let path_rx = b[DATA_ACK_FIXED..]
+            .chunks_exact(PATH_RX_LEN)
+            .map(|c| PathRx {
+                epoch: be_u32(&c[..4]),
+                bytes: be_u64(&c[4..]),
+            })
             .collect();
         Ok(DataAck {
             data_ack: be_u64(&b[0..8]),
@@ -549,7 +554,7 @@ impl DataAck {
     }
 
     pub(super) fn body_len(&self) -> usize {
-        DATA_ACK_FIXED + 8 * self.path_rx.len()
+        DATA_ACK_FIXED + PATH_RX_LEN * self.path_rx.len()
     }
 
     pub(super) fn emit(&self, out: &mut Vec<u8>) {
@@ -559,7 +564,8 @@ impl DataAck {
         let flags = if self.fin { ACK_FLAG_FIN } else { 0 };
         out.extend_from_slice(&[self.path_rx.len() as u8, flags, 0, 0]);
         for v in &self.path_rx {
-            out.extend_from_slice(&v.to_be_bytes());
+            out.extend_from_slice(&v.epoch.to_be_bytes());
+            out.extend_from_slice(&v.bytes.to_be_bytes());
         }
     }
 }

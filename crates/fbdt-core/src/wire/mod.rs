@@ -22,8 +22,9 @@ use thiserror::Error as ThisError;
 /// Protocol version carried in HELLO. A peer with another version is refused. Version 2
 /// turned HELLO's window mode and window size, which no peer read, into reserved zeros;
 /// version 3 added JOIN's connection epoch and binds its HMAC to the connection; version 4
-/// tags each ACK path counter with that epoch (counters restart with each connection).
-pub const VERSION: u8 = 4;
+/// tags each ACK path counter with that epoch (counters restart with each connection);
+/// version 5 does the same for the meta layer's DATA_ACK.
+pub const VERSION: u8 = 5;
 /// First four bytes of every HELLO body.
 pub const MAGIC: [u8; 4] = *b"FBDT";
 /// Bytes of the fixed frame header.

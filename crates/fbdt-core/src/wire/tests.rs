@@ -71,7 +71,13 @@ fn sample_frames() -> Vec<Frame<'static>> {
             data_ack: 1 << 40,
             window: 6 << 20,
             fin: true,
-            path_rx: vec![3, u64::MAX],
+            path_rx: vec![
+                PathRx { epoch: 0, bytes: 3 },
+                PathRx {
+                    epoch: u32::MAX,
+                    bytes: u64::MAX,
+                },
+            ],
         }),
         Frame::Hello(Hello {
             scheme: Scheme::Meta,
@@ -251,7 +257,7 @@ fn meta_layer_frames_reject_garbage() {
         data_ack: 1,
         window: 2,
         fin: false,
-        path_rx: vec![5],
+        path_rx: vec![PathRx { epoch: 2, bytes: 5 }],
     }));
     let mut bad = good.clone();
     bad[HEADER_LEN + 12] = 2;
