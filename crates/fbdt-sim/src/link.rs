@@ -21,6 +21,7 @@
 
 use std::collections::VecDeque;
 
+use bytes::Bytes;
 use fbdt_core::Instant;
 use fbdt_scenario::RadioSleep;
 
@@ -64,13 +65,47 @@ fn instant_ceil(s: f64) -> Instant {
     Instant::from_micros((s * 1e6).ceil().max(0.0) as u64)
 }
 
+/// One frame on a link: inline bytes (a header, a control frame, a copied payload) and a
+/// shared payload slice after them (the zero-copy mode's; empty otherwise). The link
+/// looks only at its length.
+#[derive(Clone, Debug, Default)]
+pub struct Chunk {
+    pub head: Vec<u8>,
+    pub payload: Bytes,
+}
+
+impl Chunk {
+    pub fn len(&self) -> usize {
+        self.head.len() + self.payload.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets the bytes, keeps the inline allocation.
+    pub fn clear(&mut self) {
+        self.head.clear();
+        self.payload = Bytes::new();
+    }
+}
+
+impl From<Vec<u8>> for Chunk {
+    fn from(head: Vec<u8>) -> Self {
+        Chunk {
+            head,
+            payload: Bytes::new(),
+        }
+    }
+}
+
 pub struct Link {
     params: LinkParams,
-    backlog: VecDeque<Vec<u8>>,
+    backlog: VecDeque<Chunk>,
     backlog_bytes: usize,
     /// Bytes of the backlog's head already serialised.
     head_done: f64,
-    in_flight: VecDeque<(Instant, Vec<u8>)>,
+    in_flight: VecDeque<(Instant, Chunk)>,
     /// Serialised bytes awaiting their TCP-level ACK.
     window: VecDeque<Unacked>,
     window_bytes: u64,
@@ -238,7 +273,7 @@ impl Link {
 
     /// Queues a chunk (call `advance(now)` first: an idle radio's sleep is judged at the
     /// link's clock).
-    pub fn push(&mut self, chunk: Vec<u8>) {
+    pub fn push(&mut self, chunk: Chunk) {
         if let Some((idle_timeout_s, wake_s)) = self.radio {
             let idle = self.backlog.is_empty() && self.waking_until_s.is_none_or(|w| w <= self.clock);
             if idle && self.clock - self.last_sent_s >= idle_timeout_s {
@@ -388,7 +423,7 @@ impl Link {
     }
 
     /// The next chunk that has arrived by `now`, in order. Nothing arrives while down.
-    pub fn pop_arrival(&mut self, now: Instant) -> Option<Vec<u8>> {
+    pub fn pop_arrival(&mut self, now: Instant) -> Option<Chunk> {
         if !self.up || self.in_flight.front().is_none_or(|&(t, _)| t > now) {
             return None;
         }
@@ -431,8 +466,8 @@ mod tests {
     fn serialises_at_rate_then_adds_delay() {
         let mut l = Link::new(LinkParams::default());
         l.set(Instant::ZERO, 80.0, 10.0, 0.0); // 10 MB/s
-        l.push(vec![0; 10_000]); // 1 ms to serialise
-        l.push(vec![0; 10_000]);
+        l.push(vec![0; 10_000].into()); // 1 ms to serialise
+        l.push(vec![0; 10_000].into());
         let got = drain(&mut l, at_ms(100));
         assert_eq!(got, vec![(at_ms(11), 10_000), (at_ms(12), 10_000)]);
     }
@@ -441,7 +476,7 @@ mod tests {
     fn outage_holds_data_until_the_path_returns() {
         let mut l = Link::new(LinkParams::default());
         l.set(Instant::ZERO, 80.0, 10.0, 0.0);
-        l.push(vec![0; 10_000]);
+        l.push(vec![0; 10_000].into());
         l.advance(at_ms(5)); // serialised at 1 ms, in flight until 11 ms
         l.set(at_ms(5), 0.0, 10.0, 0.0);
         assert_eq!(l.next_event(), None);
@@ -460,7 +495,7 @@ mod tests {
         let mut l = Link::new(params);
         l.set(Instant::ZERO, 800.0, 500.0, 0.0); // 100 MB/s, RTT 1 s
         for _ in 0..30 {
-            l.push(vec![0; 10_000]);
+            l.push(vec![0; 10_000].into());
         }
         let got = drain(&mut l, at_ms(1600));
         // 100 kB per RTT: ten chunks in the first second, ten more one RTT later.
@@ -500,7 +535,7 @@ mod tests {
             }
             if push_at == Some(now) {
                 pending.next();
-                l.push(vec![0; 10_000]);
+                l.push(vec![0; 10_000].into());
             }
         }
     }

@@ -13,7 +13,7 @@ use fbdt_core::{Duration, Event, Hint, Instant, PathStats};
 use fbdt_scenario::{PathTimeline, Schedule};
 
 use crate::endpoint::{FbdtEnd, Side, SimEndpoint, TcpEnd};
-use crate::link::Link;
+use crate::link::{Chunk, Link};
 use crate::run::{PathModel, PathReset, SimError, SimOutcome, SimParams, SimScheme, DEFAULT_QUEUE_BYTES};
 use crate::tcp::TcpParams;
 
@@ -96,10 +96,10 @@ pub struct Sim<'a> {
     /// Steps in a row at the same instant (livelock guard).
     same_instant: u32,
     over: bool,
-    buf: Vec<u8>,
+    buf: Chunk,
     /// Delivered chunks' buffers, reused for the next frames (saves an allocation and the
     /// page faults of a fresh buffer per frame).
-    spare: Vec<Vec<u8>>,
+    spare: Vec<Chunk>,
     /// First transmissions (server) joined with in-order deliveries (client).
     delay: DelayJoin,
     out: SimOutcome,
@@ -115,7 +115,15 @@ impl<'a> Sim<'a> {
         let (server, client): (Box<dyn SimEndpoint>, Box<dyn SimEndpoint>) = match scheme {
             SimScheme::Fbdt(cfg) => {
                 let end = |side| {
-                    FbdtEnd::new(side, cfg.clone(), n, params.transfer_bytes, Instant::ZERO).map_err(SimError::Config)
+                    FbdtEnd::new(
+                        side,
+                        cfg.clone(),
+                        n,
+                        params.transfer_bytes,
+                        params.payload,
+                        Instant::ZERO,
+                    )
+                    .map_err(SimError::Config)
                 };
                 (Box::new(end(Side::Server)?), Box::new(end(Side::Client)?))
             }
@@ -128,8 +136,20 @@ impl<'a> Sim<'a> {
                     PathModel::Tcp => TcpEnd::TCP_MODEL_CHUNK,
                 };
                 (
-                    Box::new(TcpEnd::new(Side::Server, *p, params.transfer_bytes, chunk)),
-                    Box::new(TcpEnd::new(Side::Client, *p, params.transfer_bytes, chunk)),
+                    Box::new(TcpEnd::new(
+                        Side::Server,
+                        *p,
+                        params.transfer_bytes,
+                        chunk,
+                        params.payload,
+                    )),
+                    Box::new(TcpEnd::new(
+                        Side::Client,
+                        *p,
+                        params.transfer_bytes,
+                        chunk,
+                        params.payload,
+                    )),
                 )
             }
         };
@@ -188,7 +208,7 @@ impl<'a> Sim<'a> {
             in_sample: 0,
             same_instant: 0,
             over: false,
-            buf: Vec::new(),
+            buf: Chunk::default(),
             spare: Vec::new(),
             delay: DelayJoin::new(),
             out: SimOutcome {
@@ -338,6 +358,7 @@ impl<'a> Sim<'a> {
         out.server = self.server.stats();
         out.client = self.client.stats();
         out.delay = self.delay.finish(self.now);
+        out.verified = self.client.verified();
         match (&out.server, self.scheme) {
             (Some(s), _) => {
                 out.redundant_bytes = s.sender.redundant_bytes_sent;
