@@ -61,6 +61,10 @@ fn secs(t: Instant) -> f64 {
 /// from scheduling an event that `advance` would then not complete (a livelock).
 const EPSILON_S: f64 = 1e-9;
 
+/// The pipe wakes the simulator when its backlog has drained to this share of the cap
+/// ([`Link::next_event`]).
+const LOW_WATER: f64 = 0.5;
+
 fn instant_ceil(s: f64) -> Instant {
     Instant::from_micros((s * 1e6).ceil().max(0.0) as u64)
 }
@@ -127,6 +131,8 @@ pub struct Link {
     last_sent_s: f64,
     /// A wake-up in progress: serialisation starts at this time (s).
     waking_until_s: Option<f64>,
+    /// A pipe that need not wake the simulator at every chunk's end ([`Link::lazy`]).
+    lazy: bool,
 }
 
 /// A serialised chunk awaiting its ACK.
@@ -171,12 +177,22 @@ impl Link {
             radio: None,
             last_sent_s: f64::NEG_INFINITY,
             waking_until_s: None,
+            lazy: false,
         }
     }
 
     /// The same link whose radio sleeps when idle (`None`: always awake).
     pub fn with_radio(mut self, radio: Option<RadioSleep>) -> Self {
         self.radio = radio.map(|r| (r.idle_timeout_ms / 1e3, r.wake_ms / 1e3));
+        self
+    }
+
+    /// The same pipe, waking the simulator only when a chunk arrives or its backlog is
+    /// half drained ([`Link::pipe_wakes`]), not at every chunk's end: for a direction whose
+    /// sender's timing nothing measures (the reverse one, acknowledgements). The TCP model
+    /// ignores it (its sender's state moves with every chunk).
+    pub fn lazy(mut self) -> Self {
+        self.lazy = true;
         self
     }
 
@@ -413,13 +429,44 @@ impl Link {
                     if let Some(u) = self.window.front() {
                         consider(instant_ceil(u.ack_s));
                     }
-                } else if self.rate > 0.0 {
+                } else if self.rate > 0.0 && (self.tcp.is_some() || !self.lazy) {
                     let remaining = head.len() as f64 - self.head_done;
                     consider(instant_ceil(self.clock + remaining / self.send_rate() - EPSILON_S));
+                } else if self.rate > 0.0 {
+                    self.pipe_wakes(head.len()).into_iter().flatten().for_each(consider);
                 }
             }
         }
         next
+    }
+
+    /// The pipe's wake-ups for a serialising backlog (head `head_len` bytes long). Not
+    /// every chunk's end: `advance` serialises exactly whenever it is called, so the
+    /// simulator need only be woken (a) when the head would arrive — no chunk arrives
+    /// earlier, so none is delivered late — and (b) when enough of the backlog is gone that
+    /// the sender should top it up: the end of the chunk that takes it to
+    /// [`LOW_WATER`] of the cap or below (nothing if it is already there: the sender was
+    /// offered that room and did not fill it, so more room would not be used either).
+    /// One wake-up per half a backlog instead of one per chunk; the sender still finds
+    /// the backlog non-empty, so the link never idles for it.
+    fn pipe_wakes(&self, head_len: usize) -> [Option<Instant>; 2] {
+        let rate = self.rate;
+        let head_end = self.clock + (head_len as f64 - self.head_done) / rate;
+        let arrival = Some(instant_ceil(head_end + self.delay_s - EPSILON_S));
+        let low = (self.params.backlog_bytes as f64 * LOW_WATER) as usize;
+        if self.backlog_bytes <= low {
+            return [arrival, None];
+        }
+        let mut left = self.backlog_bytes;
+        let mut sent = -self.head_done;
+        for c in &self.backlog {
+            left -= c.len();
+            sent += c.len() as f64;
+            if left <= low {
+                return [arrival, Some(instant_ceil(self.clock + sent / rate - EPSILON_S))];
+            }
+        }
+        [arrival, None]
     }
 
     /// The next chunk that has arrived by `now`, in order. Nothing arrives while down.

@@ -36,6 +36,10 @@ struct PathSim {
     next_scan_notice: usize,
     /// The path is in a scan step (announced end pending).
     scanning: bool,
+    /// When each schedule step starts (the schedule's times, rounded once).
+    step_at: Vec<Instant>,
+    /// The next scan notice: [`PathSim::pending_scan_notice`], kept until it is given.
+    scan_notice: Option<(usize, Instant)>,
 }
 
 impl PathSim {
@@ -86,7 +90,12 @@ pub struct Sim<'a> {
     paths: Vec<PathSim>,
     /// Resets sorted by time; `next_reset` is the first not yet carried out.
     resets: Vec<PathReset>,
+    /// When each reset is due (rounded once).
+    reset_at: Vec<Instant>,
     next_reset: usize,
+    /// The server's and the client's next timer, as they said at the end of the last step
+    /// (nothing touches them between steps).
+    timeouts: [Option<Instant>; 2],
     now: Instant,
     end: Instant,
     /// Sample interval in µs, and the end of the current sample.
@@ -170,8 +179,9 @@ impl<'a> Sim<'a> {
                     ),
                 };
                 let mut data = link(0).with_radio(tl.radio);
-                let mut reverse = link(1).with_radio(tl.radio);
+                let mut reverse = link(1).with_radio(tl.radio).lazy();
                 let s = tl.steps[0];
+                let step_at = tl.steps.iter().map(|s| at(s.t_s)).collect();
                 data.set(Instant::ZERO, s.rate_mbps, s.delay_ms, s.loss);
                 reverse.set(Instant::ZERO, s.rate_mbps, s.delay_ms, 0.0);
                 PathSim {
@@ -183,15 +193,23 @@ impl<'a> Sim<'a> {
                     reported: PathStats::default(),
                     next_scan_notice: 1,
                     scanning: false,
+                    step_at,
+                    scan_notice: None,
                 }
             })
-            .collect();
+            .collect::<Vec<PathSim>>();
+        let mut paths = paths;
+        for (p, tl) in paths.iter_mut().zip(&schedule.paths) {
+            p.scan_notice = p.pending_scan_notice(tl, params.scan_notice_s);
+        }
         if let Some(r) = params.path_resets.iter().find(|r| r.path >= n) {
             return Err(SimError::NoSuchPath(r.path, n));
         }
         let mut resets = params.path_resets.clone();
         resets.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
         let sample = at(params.sample_interval_s).as_micros().max(1);
+        let reset_at = resets.iter().map(|r| at(r.at_s)).collect();
+        let timeouts = [server.timeout(), client.timeout()];
         Ok(Sim {
             schedule,
             scheme,
@@ -200,7 +218,9 @@ impl<'a> Sim<'a> {
             client,
             paths,
             resets,
+            reset_at,
             next_reset: 0,
+            timeouts,
             now: Instant::ZERO,
             end: at(schedule.duration_s),
             sample,
@@ -253,10 +273,10 @@ impl<'a> Sim<'a> {
         self.apply_resets();
         self.apply_schedule();
         self.deliver()?;
-        if self.server.timeout().is_some_and(|t| t <= now) {
+        if self.timeouts[0].is_some_and(|t| t <= now) {
             self.server.on_timeout(now);
         }
-        if self.client.timeout().is_some_and(|t| t <= now) {
+        if self.timeouts[1].is_some_and(|t| t <= now) {
             self.client.on_timeout(now);
         }
         let fail = |side| {
@@ -287,6 +307,7 @@ impl<'a> Sim<'a> {
             self.over |= self.server.is_done();
         }
         self.over |= now >= self.end;
+        self.timeouts = [self.server.timeout(), self.client.timeout()];
         Ok(())
     }
 
@@ -294,20 +315,19 @@ impl<'a> Sim<'a> {
     /// link's next event, schedule step, scan notice and reconnect, both endpoints'
     /// timers and the next reset. Never earlier than `now` unless something is still due.
     pub fn next_wake(&self) -> Instant {
-        let notice_s = self.params.scan_notice_s;
-        let paths = self.paths.iter().zip(&self.schedule.paths).flat_map(|(p, tl)| {
+        let paths = self.paths.iter().flat_map(|p| {
             [
                 p.data.next_event(),
                 p.reverse.next_event(),
-                tl.steps.get(p.next_step).map(|s| at(s.t_s)),
-                p.pending_scan_notice(tl, notice_s).map(|(_, t)| t),
+                p.step_at.get(p.next_step).copied(),
+                p.scan_notice.map(|(_, t)| t),
                 p.reconnect.flatten(),
             ]
         });
         let others = [
-            self.server.timeout(),
-            self.client.timeout(),
-            self.resets.get(self.next_reset).map(|r| at(r.at_s)),
+            self.timeouts[0],
+            self.timeouts[1],
+            self.reset_at.get(self.next_reset).copied(),
         ];
         paths
             .chain(others)
@@ -377,7 +397,11 @@ impl<'a> Sim<'a> {
     /// Kills the connections whose reset is due; each may reconnect later.
     fn apply_resets(&mut self) {
         let now = self.now;
-        while let Some(r) = self.resets.get(self.next_reset).filter(|r| at(r.at_s) <= now) {
+        while let Some(r) = self
+            .resets
+            .get(self.next_reset)
+            .filter(|_| self.reset_at[self.next_reset] <= now)
+        {
             let p = &mut self.paths[r.path];
             p.flush();
             p.reconnect = None;
@@ -399,7 +423,7 @@ impl<'a> Sim<'a> {
         let notice_s = self.params.scan_notice_s;
         let (server, client) = (&mut self.server, &mut self.client);
         for (i, (p, tl)) in self.paths.iter_mut().zip(&self.schedule.paths).enumerate() {
-            while let Some(step) = tl.steps.get(p.next_step).filter(|s| at(s.t_s) <= now) {
+            while let Some(step) = tl.steps.get(p.next_step).filter(|_| p.step_at[p.next_step] <= now) {
                 p.data.advance(now);
                 p.reverse.advance(now);
                 p.data.set(now, step.rate_mbps, step.delay_ms, step.loss);
@@ -420,8 +444,9 @@ impl<'a> Sim<'a> {
                 ));
                 p.next_step += 1;
             }
-            while let Some((k, _)) = p.pending_scan_notice(tl, notice_s).filter(|&(_, t)| t <= now) {
+            while let Some((k, _)) = p.scan_notice.filter(|&(_, t)| t <= now) {
                 p.next_scan_notice = k + 1;
+                p.scan_notice = p.pending_scan_notice(tl, notice_s);
                 // A scan right after a scan step continues it: no second notice.
                 if !tl.steps[k - 1].scan {
                     server.path_hint(i, Hint::ScanSoon);
