@@ -14,13 +14,15 @@
 //! [`max_frame_len`] or large DATA frames will wait.
 //!
 //! # Without copies
-//! `handle_recv`, `poll_transmit`, `write` and `read` work on slices (the simulator uses
-//! them). A driver on real sockets can avoid copying payloads with their `Bytes`
+//! `handle_recv`, `poll_transmit`, `write` and `read` work on slices (the simulator's
+//! reference payload mode uses them). A driver on real sockets can avoid copying payloads with their `Bytes`
 //! counterparts: read into a `BytesMut` readied by [`wire::prepare_recv_buf`] and pass it
 //! to [`Connection::handle_recv_buf`] (DATA payloads stay slices of it up to
 //! [`Connection::read_bytes`]); write with [`Connection::write_bytes`] and collect frames
 //! with [`Connection::poll_transmit_buf`] into a [`FrameBuf`] for one vectored write. Use
-//! one input style per connection of a path.
+//! one input style per connection of a path. A driver that moves whole frames rather than
+//! byte streams (the simulator) can hand a frame over as its head plus its payload `Bytes`
+//! ([`Connection::handle_recv_split`]), so the payload is never copied at all.
 
 use std::collections::VecDeque;
 

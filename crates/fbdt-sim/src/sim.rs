@@ -32,6 +32,8 @@ struct PathSim {
     /// TCP_INFO-like view given to the endpoints. Frozen while the path is down: a TCP
     /// stack keeps its last srtt/cwnd through an outage until its RTO fires.
     reported: PathStats,
+    /// The pipe's (rate, round trip) `reported` was made from.
+    reported_for: Option<(f64, f64)>,
     /// Next step index to look at for a scan announcement.
     next_scan_notice: usize,
     /// The path is in a scan step (announced end pending).
@@ -57,6 +59,11 @@ impl PathSim {
         }
         let rtt = 2.0 * self.data.delay_s();
         let rate = self.data.rate();
+        // A pipe's report changes only with its rate and delay (schedule steps).
+        if self.reported_for == Some((rate, rtt)) {
+            return;
+        }
+        self.reported_for = Some((rate, rtt));
         self.reported = PathStats {
             srtt: Some(Duration::from_secs_f64(rtt)),
             delivery_rate_bps: Some(rate * 8.0),
@@ -191,6 +198,7 @@ impl<'a> Sim<'a> {
                     reconnect: None,
                     reconnect_delay_s: None,
                     reported: PathStats::default(),
+                    reported_for: None,
                     next_scan_notice: 1,
                     scanning: false,
                     step_at,
