@@ -14,13 +14,15 @@
 //! [`max_frame_len`] or large DATA frames will wait.
 //!
 //! # Without copies
-//! `handle_recv`, `poll_transmit`, `write` and `read` work on slices (the simulator uses
-//! them). A driver on real sockets can avoid copying payloads with their `Bytes`
+//! `handle_recv`, `poll_transmit`, `write` and `read` work on slices (the simulator's
+//! reference payload mode uses them). A driver on real sockets can avoid copying payloads with their `Bytes`
 //! counterparts: read into a `BytesMut` readied by [`wire::prepare_recv_buf`] and pass it
 //! to [`Connection::handle_recv_buf`] (DATA payloads stay slices of it up to
 //! [`Connection::read_bytes`]); write with [`Connection::write_bytes`] and collect frames
 //! with [`Connection::poll_transmit_buf`] into a [`FrameBuf`] for one vectored write. Use
-//! one input style per connection of a path.
+//! one input style per connection of a path. A driver that moves whole frames rather than
+//! byte streams (the simulator) can hand a frame over as its head plus its payload `Bytes`
+//! ([`Connection::handle_recv_split`]), so the payload is never copied at all.
 
 use std::collections::VecDeque;
 
@@ -383,11 +385,59 @@ impl Connection {
         self.parse_and_settle(path, buf, now)
     }
 
-    /// Parses what `buf` holds for `path` and settles the outcome: a path-local error
-    /// takes the path down, any other ends the session.
+    /// One whole frame arrived on `path` in two pieces: `head` (its header and fixed
+    /// fields) and `payload` (a DATA or MP_DATA payload, kept as a slice of `payload`, not
+    /// copied) — as a [`FrameBuf`] holds a frame the peer's sender made. An empty
+    /// `payload` means `head` is the whole frame ([`Connection::handle_recv`]). For a
+    /// driver that moves frames, not byte streams (the simulator); the pieces must start
+    /// at a frame boundary. Errors as [`Connection::handle_recv`].
+    pub fn handle_recv_split(
+        &mut self,
+        path: PathId,
+        head: &[u8],
+        payload: &Bytes,
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        if payload.is_empty() {
+            return self.handle_recv(path, head, now);
+        }
+        if self.paths.get(path.index()).is_some_and(|io| !io.rx.is_empty()) {
+            return Err(ProtocolError::Unexpected {
+                path,
+                what: "a split frame inside a partial frame",
+            });
+        }
+        self.settle(path, now, |conn| {
+            let frame = Frame::parse_split(head, payload).map_err(|source| ProtocolError::Wire { path, source })?;
+            conn.on_frame(path, frame, payload, now)
+        })
+    }
+
+    /// Parses what `buf` holds for `path` and settles the outcome ([`Connection::settle`]);
+    /// empties `buf` once its connection is done.
     fn parse_and_settle(&mut self, path: PathId, buf: &mut BytesMut, now: Instant) -> Result<(), ProtocolError> {
-        if self.closed {
+        let result = self.settle(path, now, |conn| conn.parse_frames_buf(path, buf, now));
+        let down = self
+            .paths
+            .get(path.index())
+            .is_some_and(|io| io.state == PathState::Down);
+        let known = path.index() < self.paths.len();
+        if self.closed || down || (known && result.is_err()) {
             buf.clear();
+        }
+        result
+    }
+
+    /// Runs `parse` on input for `path` unless the session is closed or the path down,
+    /// then settles the outcome: a path-local error takes the path down, any other ends
+    /// the session.
+    fn settle(
+        &mut self,
+        path: PathId,
+        now: Instant,
+        parse: impl FnOnce(&mut Self) -> Result<(), ProtocolError>,
+    ) -> Result<(), ProtocolError> {
+        if self.closed {
             return Ok(());
         }
         let Some(io) = self.paths.get(path.index()) else {
@@ -397,15 +447,10 @@ impl Connection {
             });
         };
         if io.state == PathState::Down {
-            buf.clear();
             return Ok(());
         }
-        let result = self.parse_frames_buf(path, buf, now);
+        let result = parse(self);
         self.probe_in_order(now);
-        let gone = self.closed || self.paths[path.index()].state == PathState::Down;
-        if result.is_err() || gone {
-            buf.clear();
-        }
         match result {
             Ok(()) => {
                 self.collect_stalled_paths();

@@ -43,6 +43,22 @@ struct Pair {
     /// sides transmit through `poll_transmit_buf`, as fbdt-net does.
     buffers: bool,
     client_rbufs: Vec<BytesMut>,
+    /// Frames travel whole and are received through `handle_recv_split`, a DATA or
+    /// MP_DATA payload apart from its head (as the simulator carries them).
+    split: bool,
+}
+
+/// Hands one whole frame to `conn` as `handle_recv_split` takes it: head and payload apart
+/// for DATA and MP_DATA, the whole frame as the head otherwise.
+fn recv_split(conn: &mut Connection, path: usize, frame: &[u8], now: Instant) -> Result<(), ProtocolError> {
+    let head = match frame.first() {
+        Some(3) => wire::Data::OVERHEAD,
+        Some(7) => wire::MpData::OVERHEAD,
+        _ => frame.len(),
+    }
+    .min(frame.len());
+    let payload = Bytes::copy_from_slice(&frame[head..]);
+    conn.handle_recv_split(PathId(path as u8), &frame[..head], &payload, now)
 }
 
 const ROOM: usize = 512 * 1024;
@@ -70,6 +86,7 @@ impl Pair {
             server_errors: vec![],
             buffers: false,
             client_rbufs: (0..paths).map(|_| BytesMut::new()).collect(),
+            split: false,
         }
     }
 
@@ -93,6 +110,10 @@ impl Pair {
                     pipe.busy_until =
                         pipe.busy_until.max(self.now) + Duration::from_micros((n as u64).div_ceil(pipe.rate));
                     let arrival = pipe.busy_until + pipe.latency;
+                    if self.split {
+                        pipe.queue.push_back((arrival, out));
+                        continue;
+                    }
                     // Re-cut the byte stream at random points, as TCP may.
                     while !out.is_empty() {
                         let cut = self.rng.gen_range(1..=out.len());
@@ -131,13 +152,20 @@ impl Pair {
         for p in 0..self.pipes.len() {
             while self.pipes[p].0.queue.front().is_some_and(|&(t, _)| t <= self.now) {
                 let (_, bytes) = self.pipes[p].0.queue.pop_front().unwrap();
-                if let Err(e) = self.server.handle_recv(PathId(p as u8), &bytes, self.now) {
+                let r = if self.split {
+                    recv_split(&mut self.server, p, &bytes, self.now)
+                } else {
+                    self.server.handle_recv(PathId(p as u8), &bytes, self.now)
+                };
+                if let Err(e) = r {
                     self.server_errors.push(e);
                 }
             }
             while self.pipes[p].1.queue.front().is_some_and(|&(t, _)| t <= self.now) {
                 let (_, bytes) = self.pipes[p].1.queue.pop_front().unwrap();
-                let r = if self.buffers {
+                let r = if self.split {
+                    recv_split(&mut self.client, p, &bytes, self.now)
+                } else if self.buffers {
                     // As a socket read would: into the spare room of the path's buffer.
                     let buf = &mut self.client_rbufs[p];
                     let mut rest = &bytes[..];
@@ -274,6 +302,33 @@ fn the_bytes_apis_carry_both_directions() {
         assert!(at_server == a, "client → server differs (recv_buffer {recv_buffer})");
         assert!(at_client == b, "server → client differs (recv_buffer {recv_buffer})");
     }
+}
+
+/// Whole frames received through `handle_recv_split` (payload apart from its head), FBDT
+/// and the meta layer, both directions: every byte arrives, in order. A split frame in the
+/// middle of a partial one is refused.
+#[test]
+fn split_frames_carry_both_directions() {
+    for cfg in [Config::default(), Config::meta(SchedulerKind::MinRtt)] {
+        let mut pair = Pair::new(3, cfg);
+        pair.split = true;
+        let (a, b) = (data(2 << 20, 21), data(3 << 20, 22));
+        let (at_server, at_client) = exchange(&mut pair, &a, &b);
+        assert!(pair.client_errors.is_empty() && pair.server_errors.is_empty());
+        assert!(at_server == a && at_client == b);
+    }
+    let mut pair = Pair::new(1, Config::default());
+    pair.drive_bounded(1000, |p| p.client.is_established() && p.server.is_established());
+    let now = pair.now;
+    let mut head = Vec::new();
+    wire::Data::emit_header(fbdt_core::seq::Seq(0), false, 4, &mut head);
+    // Half a header, then a split frame: refused, not parsed as a continuation.
+    pair.server.handle_recv(PathId(0), &head[..4], now).unwrap();
+    let e = pair
+        .server
+        .handle_recv_split(PathId(0), &head, &Bytes::from_static(b"abcd"), now)
+        .unwrap_err();
+    assert!(matches!(e, ProtocolError::Unexpected { .. }), "{e:?}");
 }
 
 #[test]

@@ -31,6 +31,10 @@ pub struct BenchSimArgs {
     /// Simulated seconds per run (default: the scenario's duration).
     #[arg(long)]
     pub duration: Option<f64>,
+    /// Comma-separated payload modes: `shared` (zero-copy, the default of every run) and
+    /// `exact` (every byte generated, copied and compared: the old cost, side by side).
+    #[arg(long, value_delimiter = ',', default_value = "shared")]
+    pub payload: Vec<String>,
     /// Runs per case; the fastest is reported (the least disturbed by other load).
     #[arg(long, default_value_t = 1)]
     pub runs: u32,
@@ -51,6 +55,8 @@ pub struct BenchReport {
 #[derive(Debug, Serialize)]
 pub struct BenchResult {
     pub model: String,
+    /// How payload bytes travelled (`shared` or `exact`, see `fbdt_sim::Payload`).
+    pub payload: String,
     pub scenario: String,
     pub scheme: String,
     pub sim_s: f64,
@@ -79,6 +85,15 @@ fn bench_sim(args: BenchSimArgs) -> Result<()> {
     if args.runs == 0 || args.runs > 100 {
         bail!("--runs must be in 1..=100");
     }
+    let payloads = args
+        .payload
+        .iter()
+        .map(|p| match p.as_str() {
+            "shared" => Ok((p.clone(), fbdt_sim::Payload::Shared)),
+            "exact" => Ok((p.clone(), fbdt_sim::Payload::Exact)),
+            other => bail!("unknown payload mode `{other}` (known: shared, exact)"),
+        })
+        .collect::<Result<Vec<_>>>()?;
     let loadavg_before = loadavg();
     let mut results = Vec::new();
     for name in &args.scenarios {
@@ -86,35 +101,41 @@ fn bench_sim(args: BenchSimArgs) -> Result<()> {
         crate::run::set_duration(&mut scenario, args.duration)?;
         let schedule = scenario.schedule(1.0)?;
         for model in fbdt_sim::PathModel::ALL {
-            let params = crate::run::sim_params(&scenario, model);
-            for s in &args.schemes {
-                let sim_scheme = scheme::parse(s, &scenario, scenario.seed)?.into_sim()?;
-                let mut best = f64::INFINITY;
-                let mut last = None;
-                for _ in 0..args.runs {
-                    let started = WallClock::now();
-                    let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |_| {})
-                        .with_context(|| format!("scenario {name}, scheme {s}"))?;
-                    best = best.min(started.elapsed().as_secs_f64());
-                    last = Some(out);
-                }
-                let out = last.expect("runs ≥ 1");
-                let r = BenchResult {
-                    model: model.to_string(),
-                    scenario: scenario.name.clone(),
-                    scheme: s.clone(),
-                    sim_s: scenario.duration_s,
-                    wall_s: best,
-                    runs: args.runs,
-                    realtime_factor: scenario.duration_s / best.max(1e-9),
-                    steps: out.steps,
-                    goodput_mbps: out.goodput_mbps,
+            for (payload_name, payload) in &payloads {
+                let params = fbdt_sim::SimParams {
+                    payload: *payload,
+                    ..crate::run::sim_params(&scenario, model)
                 };
-                eprintln!(
-                    "{:<5} {:<16} {:<12} {:>8.1}x real time ({:.3} s wall, {} steps, {:.1} Mbit/s)",
-                    r.model, r.scenario, r.scheme, r.realtime_factor, r.wall_s, r.steps, r.goodput_mbps
-                );
-                results.push(r);
+                for s in &args.schemes {
+                    let sim_scheme = scheme::parse(s, &scenario, scenario.seed)?.into_sim()?;
+                    let mut best = f64::INFINITY;
+                    let mut last = None;
+                    for _ in 0..args.runs {
+                        let started = WallClock::now();
+                        let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |_| {})
+                            .with_context(|| format!("scenario {name}, scheme {s}"))?;
+                        best = best.min(started.elapsed().as_secs_f64());
+                        last = Some(out);
+                    }
+                    let out = last.expect("runs ≥ 1");
+                    let r = BenchResult {
+                        model: model.to_string(),
+                        payload: payload_name.clone(),
+                        scenario: scenario.name.clone(),
+                        scheme: s.clone(),
+                        sim_s: scenario.duration_s,
+                        wall_s: best,
+                        runs: args.runs,
+                        realtime_factor: scenario.duration_s / best.max(1e-9),
+                        steps: out.steps,
+                        goodput_mbps: out.goodput_mbps,
+                    };
+                    eprintln!(
+                        "{:<5} {:<6} {:<16} {:<12} {:>8.1}x real time ({:.3} s wall, {} steps, {:.1} Mbit/s)",
+                        r.model, r.payload, r.scenario, r.scheme, r.realtime_factor, r.wall_s, r.steps, r.goodput_mbps
+                    );
+                    results.push(r);
+                }
             }
         }
     }
@@ -134,4 +155,51 @@ fn bench_sim(args: BenchSimArgs) -> Result<()> {
         None => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(payload: &[&str], json: PathBuf) -> BenchSimArgs {
+        BenchSimArgs {
+            scenarios: vec!["los".into()],
+            schemes: vec!["fbdt".into(), "tcp:wigig".into()],
+            duration: Some(0.3),
+            payload: payload.iter().map(|s| s.to_string()).collect(),
+            runs: 1,
+            json: Some(Some(json)),
+        }
+    }
+
+    /// One result per model × payload × scheme, each with a realtime factor; both payload
+    /// modes simulate the same run (same steps and goodput).
+    #[test]
+    fn reports_every_model_and_payload_mode() {
+        let dir = std::env::temp_dir().join(format!("fbdt-bench-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("bench.json");
+        bench_sim(args(&["shared", "exact"], file.clone())).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let results = v["results"].as_array().unwrap();
+        assert_eq!(results.len(), 2 * 2 * 2);
+        for r in results {
+            assert!(r["realtime_factor"].as_f64().unwrap() > 0.0);
+            let twin = results
+                .iter()
+                .find(|o| o["model"] == r["model"] && o["scheme"] == r["scheme"] && o["payload"] != r["payload"])
+                .unwrap();
+            assert_eq!(
+                (&r["steps"], &r["goodput_mbps"]),
+                (&twin["steps"], &twin["goodput_mbps"])
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_payload_mode_is_an_error() {
+        let e = bench_sim(args(&["zero"], std::env::temp_dir().join("unused.json"))).unwrap_err();
+        assert!(e.to_string().contains("unknown payload mode"), "{e}");
+    }
 }

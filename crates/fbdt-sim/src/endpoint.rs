@@ -2,13 +2,16 @@
 //! baseline (the link model itself, no framing).
 
 use fbdt_core::delay_probe::{DelayJoin, DelayProbe, DEFAULT_STEP};
+use fbdt_core::wire::{Data, FrameBuf, MpData};
 use fbdt_core::{
     Config, ConfigError, Connection, ConnectionStats, Event, Hint, Instant, PathBinding, PathId, PathStats,
     ProtocolError,
 };
 use thiserror::Error;
 
-use crate::pattern;
+use crate::link::Chunk;
+use crate::pattern::{self, Verified};
+use crate::run::{Payload, Verification};
 
 /// Why a simulated endpoint failed.
 #[derive(Debug, Error)]
@@ -36,9 +39,10 @@ pub enum Side {
 
 /// A simulated endpoint: a sans-IO protocol plus the application around it.
 pub trait SimEndpoint {
-    fn recv(&mut self, path: usize, bytes: &[u8], now: Instant) -> Result<(), EndpointError>;
-    /// Appends at most one frame of at most `room` bytes for `path`; returns its length.
-    fn transmit(&mut self, path: usize, room: usize, now: Instant, out: &mut Vec<u8>) -> usize;
+    fn recv(&mut self, path: usize, chunk: &Chunk, now: Instant) -> Result<(), EndpointError>;
+    /// Puts at most one frame of at most `room` bytes for `path` into the empty `out`;
+    /// returns its length.
+    fn transmit(&mut self, path: usize, room: usize, now: Instant, out: &mut Chunk) -> usize;
     fn timeout(&self) -> Option<Instant>;
     fn on_timeout(&mut self, now: Instant);
     /// Runs the application: the server writes what fits, the client reads and checks
@@ -62,6 +66,16 @@ pub trait SimEndpoint {
     /// Client: the whole transfer arrived (only for a sized transfer). Server: every byte
     /// and the stream end were acknowledged.
     fn is_done(&self) -> bool;
+    /// Client: how the bytes it received were verified so far.
+    fn verified(&self) -> Verification;
+}
+
+/// Counts a verified piece.
+fn note(v: &mut Verification, how: Verified, len: usize) {
+    match how {
+        Verified::Identity => v.by_identity += len as u64,
+        Verified::Compared => v.compared += len as u64,
+    }
 }
 
 /// Bulk application bytes are produced in pieces of this size.
@@ -77,13 +91,24 @@ pub struct FbdtEnd {
     /// Server: the application writes no further than this yet (`set_app_limit`).
     app_limit: u64,
     scratch: Vec<u8>,
+    payload: Payload,
+    /// Shared mode: the frame being made (header inline, payload slices).
+    frame: FrameBuf,
+    verified: Verification,
     /// Connections each path had so far: a reconnect's epoch, as a real client numbers
     /// them in its JOIN (the server learns it from the JOIN).
     connections: Vec<u32>,
 }
 
 impl FbdtEnd {
-    pub fn new(side: Side, cfg: Config, paths: usize, limit: Option<u64>, now: Instant) -> Result<Self, EndpointError> {
+    pub fn new(
+        side: Side,
+        cfg: Config,
+        paths: usize,
+        limit: Option<u64>,
+        payload: Payload,
+        now: Instant,
+    ) -> Result<Self, EndpointError> {
         let mut conn = match side {
             Side::Server => Connection::server(cfg),
             Side::Client => Connection::client(cfg),
@@ -98,19 +123,38 @@ impl FbdtEnd {
             offset: 0,
             limit,
             app_limit: u64::MAX,
-            scratch: vec![0; APP_CHUNK],
+            scratch: match payload {
+                Payload::Exact => vec![0; APP_CHUNK],
+                Payload::Shared => Vec::new(),
+            },
+            payload,
+            frame: FrameBuf::new(),
+            verified: Verification::default(),
             connections: vec![1; paths],
         })
     }
 }
 
 impl SimEndpoint for FbdtEnd {
-    fn recv(&mut self, path: usize, bytes: &[u8], now: Instant) -> Result<(), EndpointError> {
-        Ok(self.conn.handle_recv(PathId(path as u8), bytes, now)?)
+    fn recv(&mut self, path: usize, chunk: &Chunk, now: Instant) -> Result<(), EndpointError> {
+        Ok(self
+            .conn
+            .handle_recv_split(PathId(path as u8), &chunk.head, &chunk.payload, now)?)
     }
 
-    fn transmit(&mut self, path: usize, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
-        self.conn.poll_transmit(PathId(path as u8), room, now, out)
+    fn transmit(&mut self, path: usize, room: usize, now: Instant, out: &mut Chunk) -> usize {
+        let path = PathId(path as u8);
+        match self.payload {
+            Payload::Exact => self.conn.poll_transmit(path, room, now, &mut out.head),
+            Payload::Shared => {
+                self.frame.clear();
+                let n = self.conn.poll_transmit_buf(path, room, now, &mut self.frame);
+                if n > 0 {
+                    frame_to_chunk(&self.frame, out);
+                }
+                n
+            }
+        }
     }
 
     fn timeout(&self) -> Option<Instant> {
@@ -138,13 +182,35 @@ impl SimEndpoint for FbdtEnd {
                 if n == 0 {
                     return Ok(0);
                 }
-                pattern::fill(self.offset, &mut self.scratch[..n]);
-                let took = self.conn.write(&self.scratch[..n]);
+                let (n, took) = match self.payload {
+                    Payload::Exact => {
+                        pattern::fill(self.offset, &mut self.scratch[..n]);
+                        (n, self.conn.write(&self.scratch[..n]))
+                    }
+                    Payload::Shared => {
+                        // Up to the period's end; the rest in the next round of the loop.
+                        let b = pattern::shared_slice(self.offset, n);
+                        (b.len(), self.conn.write_bytes(&b))
+                    }
+                };
                 self.offset += took as u64;
                 if took < n {
                     return Ok(0);
                 }
             },
+            Side::Client if self.payload == Payload::Shared => {
+                let mut got = 0;
+                while let Some(b) = self.conn.read_bytes(usize::MAX) {
+                    let how = pattern::check_shared(self.offset, &b).ok_or(EndpointError::Corrupt {
+                        from: self.offset,
+                        to: self.offset + b.len() as u64,
+                    })?;
+                    note(&mut self.verified, how, b.len());
+                    self.offset += b.len() as u64;
+                    got += b.len() as u64;
+                }
+                Ok(got)
+            }
             Side::Client => {
                 let mut got = 0;
                 loop {
@@ -158,6 +224,7 @@ impl SimEndpoint for FbdtEnd {
                             to: self.offset + n as u64,
                         });
                     }
+                    self.verified.compared += n as u64;
                     self.offset += n as u64;
                     got += n as u64;
                 }
@@ -209,10 +276,53 @@ impl SimEndpoint for FbdtEnd {
         Some(self.conn.stats())
     }
 
+    fn verified(&self) -> Verification {
+        self.verified
+    }
+
     fn take_delay_marks(&mut self, join: &mut DelayJoin) {
         if let Some(p) = self.conn.delay_marks() {
             take_marks(p, join);
         }
+    }
+}
+
+/// Turns one frame the core made into a link chunk: its head inline and its payload as one
+/// slice of the shared pattern when the payload is one run of that buffer's memory right
+/// after a DATA or MP_DATA head (the core then takes it without a copy,
+/// `handle_recv_split`); otherwise every byte inline (a control frame, a payload the
+/// sender copied, one that wraps the period).
+fn frame_to_chunk(frame: &FrameBuf, out: &mut Chunk) {
+    let mut parts = frame.chunks_from(0);
+    let head = parts.next().unwrap_or_default();
+    let split_head = matches!(
+        (head.first(), head.len()),
+        (Some(3), Data::OVERHEAD) | (Some(7), MpData::OVERHEAD)
+    );
+    let mut payload: Option<bytes::Bytes> = None;
+    let mut contiguous = split_head;
+    for part in parts {
+        if !contiguous {
+            break;
+        }
+        let joined = match (payload.take(), pattern::as_shared(part)) {
+            (None, Some(b)) => Some(b),
+            (Some(a), Some(b)) if a.as_ptr_range().end == b.as_ptr() => {
+                let shared = pattern::shared();
+                let start = a.as_ptr() as usize - shared.as_ptr() as usize;
+                Some(shared.slice(start..start + a.len() + b.len()))
+            }
+            _ => None,
+        };
+        contiguous = joined.is_some();
+        payload = joined;
+    }
+    match payload.filter(|_| contiguous) {
+        Some(p) => {
+            out.head.extend_from_slice(head);
+            out.payload = p;
+        }
+        None => frame.chunks_from(0).for_each(|c| out.head.extend_from_slice(c)),
     }
 }
 
@@ -233,6 +343,8 @@ pub struct TcpEnd {
     offset: u64,
     pending: u64,
     corrupt: Option<u64>,
+    payload: Payload,
+    verified: Verification,
     /// Server: bytes handed to the link (first transmissions; the link retransmits below
     /// the application). Client: bytes delivered in order.
     delay: DelayProbe,
@@ -246,7 +358,7 @@ impl TcpEnd {
     /// chunk out over several round trips, and compare the baseline on FBDT's footing.
     pub const TCP_MODEL_CHUNK: usize = 16 * 1024;
 
-    pub fn new(side: Side, path: usize, limit: Option<u64>, chunk: usize) -> Self {
+    pub fn new(side: Side, path: usize, limit: Option<u64>, chunk: usize, payload: Payload) -> Self {
         TcpEnd {
             side,
             path,
@@ -256,25 +368,38 @@ impl TcpEnd {
             offset: 0,
             pending: 0,
             corrupt: None,
+            payload,
+            verified: Verification::default(),
             delay: DelayProbe::new(DEFAULT_STEP),
         }
     }
 }
 
 impl SimEndpoint for TcpEnd {
-    fn recv(&mut self, path: usize, bytes: &[u8], now: Instant) -> Result<(), EndpointError> {
+    fn recv(&mut self, path: usize, chunk: &Chunk, now: Instant) -> Result<(), EndpointError> {
         if self.side == Side::Client && path == self.path {
-            if self.corrupt.is_none() && !pattern::check(self.offset, bytes) {
-                self.corrupt = Some(self.offset);
+            let mut at = self.offset;
+            for piece in [&chunk.head[..], &chunk.payload[..]] {
+                let how = match self.payload {
+                    Payload::Exact => pattern::check(at, piece).then_some(Verified::Compared),
+                    Payload::Shared => pattern::check_shared(at, piece),
+                };
+                match how {
+                    Some(how) => note(&mut self.verified, how, piece.len()),
+                    None => {
+                        self.corrupt.get_or_insert(at);
+                    }
+                }
+                at += piece.len() as u64;
             }
-            self.offset += bytes.len() as u64;
-            self.pending += bytes.len() as u64;
+            self.offset = at;
+            self.pending += chunk.len() as u64;
             self.delay.on_in_order(self.offset, now);
         }
         Ok(())
     }
 
-    fn transmit(&mut self, path: usize, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
+    fn transmit(&mut self, path: usize, room: usize, now: Instant, out: &mut Chunk) -> usize {
         if self.side != Side::Server || path != self.path {
             return 0;
         }
@@ -286,9 +411,22 @@ impl SimEndpoint for TcpEnd {
         if n == 0 {
             return 0;
         }
-        let start = out.len();
-        out.resize(start + n, 0);
-        pattern::fill(self.offset, &mut out[start..]);
+        match self.payload {
+            Payload::Shared => {
+                out.payload = pattern::shared_slice(self.offset, n);
+                if out.payload.len() < n {
+                    // Across the shared pattern's wrap (once a period): a copy.
+                    let rest = pattern::shared_slice(self.offset + out.payload.len() as u64, n);
+                    out.head.extend_from_slice(&out.payload);
+                    out.head.extend_from_slice(&rest[..n - out.payload.len()]);
+                    out.payload = bytes::Bytes::new();
+                }
+            }
+            Payload::Exact => {
+                out.head.resize(n, 0);
+                pattern::fill(self.offset, &mut out.head);
+            }
+        }
         self.delay.on_emit(self.offset, n as u64, now);
         self.offset += n as u64;
         n
@@ -329,5 +467,9 @@ impl SimEndpoint for TcpEnd {
 
     fn take_delay_marks(&mut self, join: &mut DelayJoin) {
         take_marks(&mut self.delay, join);
+    }
+
+    fn verified(&self) -> Verification {
+        self.verified
     }
 }

@@ -14,7 +14,7 @@ mod sim;
 pub mod tcp;
 
 pub use endpoint::EndpointError;
-pub use link::{LinkParams, TcpInfo};
-pub use run::{run, PathModel, PathReset, SimError, SimOutcome, SimParams, SimScheme};
+pub use link::{Chunk, LinkParams, TcpInfo};
+pub use run::{run, PathModel, PathReset, Payload, SimError, SimOutcome, SimParams, SimScheme, Verification};
 pub use sim::Sim;
 pub use tcp::{CongestionControl, TcpParams};

@@ -21,6 +21,7 @@
 
 use std::collections::VecDeque;
 
+use bytes::Bytes;
 use fbdt_core::Instant;
 use fbdt_scenario::RadioSleep;
 
@@ -60,17 +61,55 @@ fn secs(t: Instant) -> f64 {
 /// from scheduling an event that `advance` would then not complete (a livelock).
 const EPSILON_S: f64 = 1e-9;
 
+/// The pipe wakes the simulator when its backlog has drained to this share of the cap
+/// ([`Link::next_event`]).
+const LOW_WATER: f64 = 0.5;
+
 fn instant_ceil(s: f64) -> Instant {
     Instant::from_micros((s * 1e6).ceil().max(0.0) as u64)
 }
 
+/// One frame on a link: inline bytes (a header, a control frame, a copied payload) and a
+/// shared payload slice after them (the zero-copy mode's; empty otherwise). The link
+/// looks only at its length.
+#[derive(Clone, Debug, Default)]
+pub struct Chunk {
+    pub head: Vec<u8>,
+    pub payload: Bytes,
+}
+
+impl Chunk {
+    pub fn len(&self) -> usize {
+        self.head.len() + self.payload.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets the bytes, keeps the inline allocation.
+    pub fn clear(&mut self) {
+        self.head.clear();
+        self.payload = Bytes::new();
+    }
+}
+
+impl From<Vec<u8>> for Chunk {
+    fn from(head: Vec<u8>) -> Self {
+        Chunk {
+            head,
+            payload: Bytes::new(),
+        }
+    }
+}
+
 pub struct Link {
     params: LinkParams,
-    backlog: VecDeque<Vec<u8>>,
+    backlog: VecDeque<Chunk>,
     backlog_bytes: usize,
     /// Bytes of the backlog's head already serialised.
     head_done: f64,
-    in_flight: VecDeque<(Instant, Vec<u8>)>,
+    in_flight: VecDeque<(Instant, Chunk)>,
     /// Serialised bytes awaiting their TCP-level ACK.
     window: VecDeque<Unacked>,
     window_bytes: u64,
@@ -92,6 +131,8 @@ pub struct Link {
     last_sent_s: f64,
     /// A wake-up in progress: serialisation starts at this time (s).
     waking_until_s: Option<f64>,
+    /// A pipe that need not wake the simulator at every chunk's end ([`Link::lazy`]).
+    lazy: bool,
 }
 
 /// A serialised chunk awaiting its ACK.
@@ -136,12 +177,22 @@ impl Link {
             radio: None,
             last_sent_s: f64::NEG_INFINITY,
             waking_until_s: None,
+            lazy: false,
         }
     }
 
     /// The same link whose radio sleeps when idle (`None`: always awake).
     pub fn with_radio(mut self, radio: Option<RadioSleep>) -> Self {
         self.radio = radio.map(|r| (r.idle_timeout_ms / 1e3, r.wake_ms / 1e3));
+        self
+    }
+
+    /// The same pipe, waking the simulator only when a chunk arrives or its backlog is
+    /// half drained ([`Link::pipe_wakes`]), not at every chunk's end: for a direction whose
+    /// sender's timing nothing measures (the reverse one, acknowledgements). The TCP model
+    /// ignores it (its sender's state moves with every chunk).
+    pub fn lazy(mut self) -> Self {
+        self.lazy = true;
         self
     }
 
@@ -238,7 +289,7 @@ impl Link {
 
     /// Queues a chunk (call `advance(now)` first: an idle radio's sleep is judged at the
     /// link's clock).
-    pub fn push(&mut self, chunk: Vec<u8>) {
+    pub fn push(&mut self, chunk: Chunk) {
         if let Some((idle_timeout_s, wake_s)) = self.radio {
             let idle = self.backlog.is_empty() && self.waking_until_s.is_none_or(|w| w <= self.clock);
             if idle && self.clock - self.last_sent_s >= idle_timeout_s {
@@ -378,17 +429,48 @@ impl Link {
                     if let Some(u) = self.window.front() {
                         consider(instant_ceil(u.ack_s));
                     }
-                } else if self.rate > 0.0 {
+                } else if self.rate > 0.0 && (self.tcp.is_some() || !self.lazy) {
                     let remaining = head.len() as f64 - self.head_done;
                     consider(instant_ceil(self.clock + remaining / self.send_rate() - EPSILON_S));
+                } else if self.rate > 0.0 {
+                    self.pipe_wakes(head.len()).into_iter().flatten().for_each(consider);
                 }
             }
         }
         next
     }
 
+    /// The pipe's wake-ups for a serialising backlog (head `head_len` bytes long). Not
+    /// every chunk's end: `advance` serialises exactly whenever it is called, so the
+    /// simulator need only be woken (a) when the head would arrive — no chunk arrives
+    /// earlier, so none is delivered late — and (b) when enough of the backlog is gone that
+    /// the sender should top it up: the end of the chunk that takes it to
+    /// [`LOW_WATER`] of the cap or below (nothing if it is already there: the sender was
+    /// offered that room and did not fill it, so more room would not be used either).
+    /// One wake-up per half a backlog instead of one per chunk; the sender still finds
+    /// the backlog non-empty, so the link never idles for it.
+    fn pipe_wakes(&self, head_len: usize) -> [Option<Instant>; 2] {
+        let rate = self.rate;
+        let head_end = self.clock + (head_len as f64 - self.head_done) / rate;
+        let arrival = Some(instant_ceil(head_end + self.delay_s - EPSILON_S));
+        let low = (self.params.backlog_bytes as f64 * LOW_WATER) as usize;
+        if self.backlog_bytes <= low {
+            return [arrival, None];
+        }
+        let mut left = self.backlog_bytes;
+        let mut sent = -self.head_done;
+        for c in &self.backlog {
+            left -= c.len();
+            sent += c.len() as f64;
+            if left <= low {
+                return [arrival, Some(instant_ceil(self.clock + sent / rate - EPSILON_S))];
+            }
+        }
+        [arrival, None]
+    }
+
     /// The next chunk that has arrived by `now`, in order. Nothing arrives while down.
-    pub fn pop_arrival(&mut self, now: Instant) -> Option<Vec<u8>> {
+    pub fn pop_arrival(&mut self, now: Instant) -> Option<Chunk> {
         if !self.up || self.in_flight.front().is_none_or(|&(t, _)| t > now) {
             return None;
         }
@@ -431,8 +513,8 @@ mod tests {
     fn serialises_at_rate_then_adds_delay() {
         let mut l = Link::new(LinkParams::default());
         l.set(Instant::ZERO, 80.0, 10.0, 0.0); // 10 MB/s
-        l.push(vec![0; 10_000]); // 1 ms to serialise
-        l.push(vec![0; 10_000]);
+        l.push(vec![0; 10_000].into()); // 1 ms to serialise
+        l.push(vec![0; 10_000].into());
         let got = drain(&mut l, at_ms(100));
         assert_eq!(got, vec![(at_ms(11), 10_000), (at_ms(12), 10_000)]);
     }
@@ -441,7 +523,7 @@ mod tests {
     fn outage_holds_data_until_the_path_returns() {
         let mut l = Link::new(LinkParams::default());
         l.set(Instant::ZERO, 80.0, 10.0, 0.0);
-        l.push(vec![0; 10_000]);
+        l.push(vec![0; 10_000].into());
         l.advance(at_ms(5)); // serialised at 1 ms, in flight until 11 ms
         l.set(at_ms(5), 0.0, 10.0, 0.0);
         assert_eq!(l.next_event(), None);
@@ -460,7 +542,7 @@ mod tests {
         let mut l = Link::new(params);
         l.set(Instant::ZERO, 800.0, 500.0, 0.0); // 100 MB/s, RTT 1 s
         for _ in 0..30 {
-            l.push(vec![0; 10_000]);
+            l.push(vec![0; 10_000].into());
         }
         let got = drain(&mut l, at_ms(1600));
         // 100 kB per RTT: ten chunks in the first second, ten more one RTT later.
@@ -500,7 +582,7 @@ mod tests {
             }
             if push_at == Some(now) {
                 pending.next();
-                l.push(vec![0; 10_000]);
+                l.push(vec![0; 10_000].into());
             }
         }
     }

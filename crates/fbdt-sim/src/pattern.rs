@@ -4,6 +4,10 @@
 //! Byte `i` = `BASE[i mod 4096] XOR k(i div 4096)[i mod 8]` with `k` a 64-bit mix of the
 //! block number: any displacement by a whole number of blocks changes `k`, any other
 //! displacement changes the `BASE` byte with probability 255/256 per byte.
+//!
+//! The zero-copy payload mode ([`crate::Payload::Shared`]) sends the same pattern one
+//! period at a time: slices of one shared buffer ([`shared`]), checked by identity where
+//! they come back as that buffer's own memory ([`check_shared`]).
 
 const BLOCK: u64 = 4096;
 
@@ -78,6 +82,69 @@ pub fn check(offset: u64, buf: &[u8]) -> bool {
     true
 }
 
+/// The period of [`shared`]: stream byte `i` is `shared()[i mod PERIOD]`. Not a multiple
+/// of any size the protocol or the simulator uses (4 KiB blocks, segments, chunks), so a
+/// displacement is missed only if it is a multiple of this (≈ 8 MiB).
+pub const PERIOD: usize = (8 << 20) + 8 * 997;
+
+/// The stream as a `Bytes` of one period: `shared()[k]` = the stream byte at `k` (an
+/// offset-keyed pattern, see [`fill`]), made once per process. The zero-copy payload mode
+/// writes slices of it; a receiver that gets a slice of it back at the right position has
+/// the right bytes without reading them.
+pub fn shared() -> &'static bytes::Bytes {
+    static SHARED: std::sync::OnceLock<bytes::Bytes> = std::sync::OnceLock::new();
+    SHARED.get_or_init(|| {
+        let mut v = vec![0u8; PERIOD];
+        fill(0, &mut v);
+        bytes::Bytes::from(v)
+    })
+}
+
+/// The shared-pattern bytes of `[offset, offset + len)` that fit before the period wraps
+/// (at most `len`; at least 1 if `len` > 0), as a slice of [`shared`] (no copy).
+pub fn shared_slice(offset: u64, len: usize) -> bytes::Bytes {
+    let at = (offset % PERIOD as u64) as usize;
+    shared().slice(at..at + len.min(PERIOD - at))
+}
+
+/// `part` as a slice of [`shared`] if it lies inside it (no copy), else `None`.
+pub fn as_shared(part: &[u8]) -> Option<bytes::Bytes> {
+    let s = shared();
+    let base = s.as_ptr() as usize;
+    let p = part.as_ptr() as usize;
+    (!part.is_empty() && p >= base && p + part.len() <= base + s.len()).then(|| s.slice_ref(part))
+}
+
+/// How a received piece of the shared-pattern stream was found right.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verified {
+    /// It is the shared pattern's own memory at the offset's position: the same bytes,
+    /// not read.
+    Identity,
+    /// A copy (the core copied it, or it was not zero-copy): compared byte by byte.
+    Compared,
+}
+
+/// How `buf` was found to hold the shared-pattern stream's bytes at `offset` ([`shared`]
+/// repeated with period [`PERIOD`]); `None` if it does not.
+pub fn check_shared(offset: u64, buf: &[u8]) -> Option<Verified> {
+    let s = shared();
+    let at = (offset % PERIOD as u64) as usize;
+    if buf.is_empty() || (buf.as_ptr() == s[at..].as_ptr() && buf.len() <= PERIOD - at) {
+        return Some(Verified::Identity);
+    }
+    let (mut done, mut pos) = (0, at);
+    while done < buf.len() {
+        let n = (buf.len() - done).min(PERIOD - pos);
+        if buf[done..done + n] != s[pos..pos + n] {
+            return None;
+        }
+        done += n;
+        pos = 0;
+    }
+    Some(Verified::Compared)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,6 +161,30 @@ mod tests {
         assert!(!check(12_346, &a));
         a[9_999] ^= 1;
         assert!(!check(12_345, &a));
+    }
+
+    #[test]
+    fn shared_slices_check_by_identity_copies_by_content() {
+        let at = PERIOD as u64 * 3 - 100;
+        let s = shared_slice(at, 1000);
+        assert_eq!(s.len(), 100, "cut at the period's end");
+        assert_eq!(check_shared(at, &s), Some(Verified::Identity));
+        assert_eq!(as_shared(&s[10..20]).map(|b| b.as_ptr()), Some(s[10..].as_ptr()));
+        assert!(as_shared(&[1, 2, 3]).is_none());
+        // A copy across the wrap is compared, and equals the offset-keyed pattern.
+        let mut v = vec![0u8; 300];
+        v[..100].copy_from_slice(&s);
+        v[100..].copy_from_slice(&shared_slice(at + 100, 200));
+        assert_eq!(check_shared(at, &v), Some(Verified::Compared));
+        let mut expect = vec![0u8; 300];
+        fill(PERIOD as u64 - 100, &mut expect[..100]);
+        fill(0, &mut expect[100..]);
+        assert_eq!(v, expect);
+        // Displaced by anything but a multiple of the period, or changed: refused.
+        assert_eq!(check_shared(at + 1, &v), None);
+        assert_eq!(check_shared(at + 4096, &s), None, "same memory, wrong position");
+        v[250] ^= 1;
+        assert_eq!(check_shared(at, &v), None);
     }
 
     #[test]

@@ -68,6 +68,35 @@ impl std::str::FromStr for PathModel {
     }
 }
 
+/// How the simulated application's bytes travel, and how the receiver checks them. Both
+/// check every byte's value and position; they differ in cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Payload {
+    /// Zero-copy (the default): the sender writes slices of one shared pattern buffer
+    /// ([`crate::pattern::shared`], period [`crate::pattern::PERIOD`]); frames carry them
+    /// as shared slices through the links into the receiving core
+    /// (`Connection::handle_recv_split`); the receiver recognises a slice of the shared
+    /// buffer at its offset's position by identity and compares anything the core
+    /// copied byte by byte. A run's cost grows with frames, not bytes. Blind only to a
+    /// displacement by a whole multiple of the period (≈ 8 MiB).
+    #[default]
+    Shared,
+    /// Every byte generated from its stream offset (no period), copied through the core's
+    /// slice API (`write`, `poll_transmit`, `handle_recv`, `read`) and compared byte by
+    /// byte on arrival: the reference the shared mode is tested against.
+    Exact,
+}
+
+/// How the receiving application's bytes were verified (every byte is, one way or the
+/// other).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Verification {
+    /// Bytes that arrived as the shared pattern's own memory at their position.
+    pub by_identity: u64,
+    /// Bytes compared with the pattern value by value.
+    pub compared: u64,
+}
+
 /// The bottleneck queue of a path whose queue was not given: 1000 packets of 1500 bytes.
 pub const DEFAULT_QUEUE_BYTES: u64 = 1000 * 1500;
 
@@ -99,6 +128,8 @@ pub struct SimParams {
     /// notice must cover the drain — at least one RTT plus the queue (≈ 2 × BDP / rate =
     /// 2 RTTs of the allowance), i.e. tens of ms on the WiFi paths of the scenarios.
     pub scan_notice_s: f64,
+    /// How payload bytes travel and are checked.
+    pub payload: Payload,
 }
 
 impl Default for SimParams {
@@ -114,6 +145,7 @@ impl Default for SimParams {
             sample_interval_s: 0.1,
             max_steps_at_one_instant: 10_000,
             scan_notice_s: 0.1,
+            payload: Payload::default(),
         }
     }
 }
@@ -173,6 +205,8 @@ pub struct SimOutcome {
     /// Sized transfers: when the receiver had every byte and the stream end (the run goes
     /// on until the sender has the final ACK).
     pub completed_at_s: Option<f64>,
+    /// How the receiver verified the bytes it got.
+    pub verified: Verification,
 }
 
 /// Runs `scheme` over `schedule` for `schedule.duration_s` seconds. `progress` is called

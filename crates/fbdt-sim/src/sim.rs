@@ -13,7 +13,7 @@ use fbdt_core::{Duration, Event, Hint, Instant, PathStats};
 use fbdt_scenario::{PathTimeline, Schedule};
 
 use crate::endpoint::{FbdtEnd, Side, SimEndpoint, TcpEnd};
-use crate::link::Link;
+use crate::link::{Chunk, Link};
 use crate::run::{PathModel, PathReset, SimError, SimOutcome, SimParams, SimScheme, DEFAULT_QUEUE_BYTES};
 use crate::tcp::TcpParams;
 
@@ -32,10 +32,16 @@ struct PathSim {
     /// TCP_INFO-like view given to the endpoints. Frozen while the path is down: a TCP
     /// stack keeps its last srtt/cwnd through an outage until its RTO fires.
     reported: PathStats,
+    /// The pipe's (rate, round trip) `reported` was made from.
+    reported_for: Option<(f64, f64)>,
     /// Next step index to look at for a scan announcement.
     next_scan_notice: usize,
     /// The path is in a scan step (announced end pending).
     scanning: bool,
+    /// When each schedule step starts (the schedule's times, rounded once).
+    step_at: Vec<Instant>,
+    /// The next scan notice: [`PathSim::pending_scan_notice`], kept until it is given.
+    scan_notice: Option<(usize, Instant)>,
 }
 
 impl PathSim {
@@ -53,6 +59,11 @@ impl PathSim {
         }
         let rtt = 2.0 * self.data.delay_s();
         let rate = self.data.rate();
+        // A pipe's report changes only with its rate and delay (schedule steps).
+        if self.reported_for == Some((rate, rtt)) {
+            return;
+        }
+        self.reported_for = Some((rate, rtt));
         self.reported = PathStats {
             srtt: Some(Duration::from_secs_f64(rtt)),
             delivery_rate_bps: Some(rate * 8.0),
@@ -86,7 +97,12 @@ pub struct Sim<'a> {
     paths: Vec<PathSim>,
     /// Resets sorted by time; `next_reset` is the first not yet carried out.
     resets: Vec<PathReset>,
+    /// When each reset is due (rounded once).
+    reset_at: Vec<Instant>,
     next_reset: usize,
+    /// The server's and the client's next timer, as they said at the end of the last step
+    /// (nothing touches them between steps).
+    timeouts: [Option<Instant>; 2],
     now: Instant,
     end: Instant,
     /// Sample interval in µs, and the end of the current sample.
@@ -96,10 +112,10 @@ pub struct Sim<'a> {
     /// Steps in a row at the same instant (livelock guard).
     same_instant: u32,
     over: bool,
-    buf: Vec<u8>,
+    buf: Chunk,
     /// Delivered chunks' buffers, reused for the next frames (saves an allocation and the
     /// page faults of a fresh buffer per frame).
-    spare: Vec<Vec<u8>>,
+    spare: Vec<Chunk>,
     /// First transmissions (server) joined with in-order deliveries (client).
     delay: DelayJoin,
     out: SimOutcome,
@@ -115,7 +131,15 @@ impl<'a> Sim<'a> {
         let (server, client): (Box<dyn SimEndpoint>, Box<dyn SimEndpoint>) = match scheme {
             SimScheme::Fbdt(cfg) => {
                 let end = |side| {
-                    FbdtEnd::new(side, cfg.clone(), n, params.transfer_bytes, Instant::ZERO).map_err(SimError::Config)
+                    FbdtEnd::new(
+                        side,
+                        cfg.clone(),
+                        n,
+                        params.transfer_bytes,
+                        params.payload,
+                        Instant::ZERO,
+                    )
+                    .map_err(SimError::Config)
                 };
                 (Box::new(end(Side::Server)?), Box::new(end(Side::Client)?))
             }
@@ -128,8 +152,20 @@ impl<'a> Sim<'a> {
                     PathModel::Tcp => TcpEnd::TCP_MODEL_CHUNK,
                 };
                 (
-                    Box::new(TcpEnd::new(Side::Server, *p, params.transfer_bytes, chunk)),
-                    Box::new(TcpEnd::new(Side::Client, *p, params.transfer_bytes, chunk)),
+                    Box::new(TcpEnd::new(
+                        Side::Server,
+                        *p,
+                        params.transfer_bytes,
+                        chunk,
+                        params.payload,
+                    )),
+                    Box::new(TcpEnd::new(
+                        Side::Client,
+                        *p,
+                        params.transfer_bytes,
+                        chunk,
+                        params.payload,
+                    )),
                 )
             }
         };
@@ -150,8 +186,9 @@ impl<'a> Sim<'a> {
                     ),
                 };
                 let mut data = link(0).with_radio(tl.radio);
-                let mut reverse = link(1).with_radio(tl.radio);
+                let mut reverse = link(1).with_radio(tl.radio).lazy();
                 let s = tl.steps[0];
+                let step_at = tl.steps.iter().map(|s| at(s.t_s)).collect();
                 data.set(Instant::ZERO, s.rate_mbps, s.delay_ms, s.loss);
                 reverse.set(Instant::ZERO, s.rate_mbps, s.delay_ms, 0.0);
                 PathSim {
@@ -161,17 +198,26 @@ impl<'a> Sim<'a> {
                     reconnect: None,
                     reconnect_delay_s: None,
                     reported: PathStats::default(),
+                    reported_for: None,
                     next_scan_notice: 1,
                     scanning: false,
+                    step_at,
+                    scan_notice: None,
                 }
             })
-            .collect();
+            .collect::<Vec<PathSim>>();
+        let mut paths = paths;
+        for (p, tl) in paths.iter_mut().zip(&schedule.paths) {
+            p.scan_notice = p.pending_scan_notice(tl, params.scan_notice_s);
+        }
         if let Some(r) = params.path_resets.iter().find(|r| r.path >= n) {
             return Err(SimError::NoSuchPath(r.path, n));
         }
         let mut resets = params.path_resets.clone();
         resets.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
         let sample = at(params.sample_interval_s).as_micros().max(1);
+        let reset_at = resets.iter().map(|r| at(r.at_s)).collect();
+        let timeouts = [server.timeout(), client.timeout()];
         Ok(Sim {
             schedule,
             scheme,
@@ -180,7 +226,9 @@ impl<'a> Sim<'a> {
             client,
             paths,
             resets,
+            reset_at,
             next_reset: 0,
+            timeouts,
             now: Instant::ZERO,
             end: at(schedule.duration_s),
             sample,
@@ -188,7 +236,7 @@ impl<'a> Sim<'a> {
             in_sample: 0,
             same_instant: 0,
             over: false,
-            buf: Vec::new(),
+            buf: Chunk::default(),
             spare: Vec::new(),
             delay: DelayJoin::new(),
             out: SimOutcome {
@@ -233,10 +281,10 @@ impl<'a> Sim<'a> {
         self.apply_resets();
         self.apply_schedule();
         self.deliver()?;
-        if self.server.timeout().is_some_and(|t| t <= now) {
+        if self.timeouts[0].is_some_and(|t| t <= now) {
             self.server.on_timeout(now);
         }
-        if self.client.timeout().is_some_and(|t| t <= now) {
+        if self.timeouts[1].is_some_and(|t| t <= now) {
             self.client.on_timeout(now);
         }
         let fail = |side| {
@@ -267,6 +315,7 @@ impl<'a> Sim<'a> {
             self.over |= self.server.is_done();
         }
         self.over |= now >= self.end;
+        self.timeouts = [self.server.timeout(), self.client.timeout()];
         Ok(())
     }
 
@@ -274,20 +323,19 @@ impl<'a> Sim<'a> {
     /// link's next event, schedule step, scan notice and reconnect, both endpoints'
     /// timers and the next reset. Never earlier than `now` unless something is still due.
     pub fn next_wake(&self) -> Instant {
-        let notice_s = self.params.scan_notice_s;
-        let paths = self.paths.iter().zip(&self.schedule.paths).flat_map(|(p, tl)| {
+        let paths = self.paths.iter().flat_map(|p| {
             [
                 p.data.next_event(),
                 p.reverse.next_event(),
-                tl.steps.get(p.next_step).map(|s| at(s.t_s)),
-                p.pending_scan_notice(tl, notice_s).map(|(_, t)| t),
+                p.step_at.get(p.next_step).copied(),
+                p.scan_notice.map(|(_, t)| t),
                 p.reconnect.flatten(),
             ]
         });
         let others = [
-            self.server.timeout(),
-            self.client.timeout(),
-            self.resets.get(self.next_reset).map(|r| at(r.at_s)),
+            self.timeouts[0],
+            self.timeouts[1],
+            self.reset_at.get(self.next_reset).copied(),
         ];
         paths
             .chain(others)
@@ -338,6 +386,7 @@ impl<'a> Sim<'a> {
         out.server = self.server.stats();
         out.client = self.client.stats();
         out.delay = self.delay.finish(self.now);
+        out.verified = self.client.verified();
         match (&out.server, self.scheme) {
             (Some(s), _) => {
                 out.redundant_bytes = s.sender.redundant_bytes_sent;
@@ -356,7 +405,11 @@ impl<'a> Sim<'a> {
     /// Kills the connections whose reset is due; each may reconnect later.
     fn apply_resets(&mut self) {
         let now = self.now;
-        while let Some(r) = self.resets.get(self.next_reset).filter(|r| at(r.at_s) <= now) {
+        while let Some(r) = self
+            .resets
+            .get(self.next_reset)
+            .filter(|_| self.reset_at[self.next_reset] <= now)
+        {
             let p = &mut self.paths[r.path];
             p.flush();
             p.reconnect = None;
@@ -378,7 +431,7 @@ impl<'a> Sim<'a> {
         let notice_s = self.params.scan_notice_s;
         let (server, client) = (&mut self.server, &mut self.client);
         for (i, (p, tl)) in self.paths.iter_mut().zip(&self.schedule.paths).enumerate() {
-            while let Some(step) = tl.steps.get(p.next_step).filter(|s| at(s.t_s) <= now) {
+            while let Some(step) = tl.steps.get(p.next_step).filter(|_| p.step_at[p.next_step] <= now) {
                 p.data.advance(now);
                 p.reverse.advance(now);
                 p.data.set(now, step.rate_mbps, step.delay_ms, step.loss);
@@ -399,8 +452,9 @@ impl<'a> Sim<'a> {
                 ));
                 p.next_step += 1;
             }
-            while let Some((k, _)) = p.pending_scan_notice(tl, notice_s).filter(|&(_, t)| t <= now) {
+            while let Some((k, _)) = p.scan_notice.filter(|&(_, t)| t <= now) {
                 p.next_scan_notice = k + 1;
+                p.scan_notice = p.pending_scan_notice(tl, notice_s);
                 // A scan right after a scan step continues it: no second notice.
                 if !tl.steps[k - 1].scan {
                     server.path_hint(i, Hint::ScanSoon);

@@ -3,11 +3,12 @@
 //! Random path behaviours: 1–4 paths with random rates, delays, outages and connection
 //! kills (one path, the survivor, is never killed, so some path always lives); random
 //! transfer sizes, segment sizes, window modes, redundancy waits and initial sequence
-//! numbers (some just below 2^32, so the wrap is crossed). The client checks every byte
-//! against the sender's pattern; a wrong, missing, duplicated or reordered byte fails.
+//! numbers (some just below 2^32, so the wrap is crossed), and either payload mode. The
+//! client checks every byte against the sender's pattern (by value, or by identity with
+//! the shared pattern's memory); a wrong, missing, duplicated or reordered byte fails.
 
 use fbdt_core::{Config, FbdtConfig, SchemeConfig, WindowConfig};
-use fbdt_sim::{run, SimParams, SimScheme};
+use fbdt_sim::{run, Payload, SimParams, SimScheme};
 use proptest::prelude::*;
 
 mod common;
@@ -44,8 +45,10 @@ fn check(
     kills: Vec<(f64, usize, Option<f64>)>,
     size: u64,
     cfg: Config,
+    payload: Payload,
 ) -> Result<(), TestCaseError> {
-    let (schedule, params) = setup(&plans, kills, size, 120.0);
+    let (schedule, mut params) = setup(&plans, kills, size, 120.0);
+    params.payload = payload;
     let out = run(&schedule, &SimScheme::Fbdt(cfg), &params, |_| {}).map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert!(
         out.completed_at_s.is_some(),
@@ -54,6 +57,11 @@ fn check(
         out.bytes_delivered
     );
     prop_assert_eq!(out.bytes_delivered, size);
+    // Every byte was verified, by value in the exact mode.
+    prop_assert_eq!(out.verified.by_identity + out.verified.compared, size);
+    if payload == Payload::Exact {
+        prop_assert_eq!(out.verified.compared, size);
+    }
     let client = out.client.expect("fbdt stats");
     prop_assert_eq!(client.receiver.bytes_delivered, size);
     prop_assert_eq!(client.receiver.bytes_read, size);
@@ -76,8 +84,9 @@ proptest! {
         kills in prop::collection::vec((0.0f64..3.0, 0usize..4, prop::option::of(0.0f64..1.0)), 0..3),
         size in prop_oneof![Just(0u64), 1u64..100_000, 100_000u64..8_000_000],
         cfg in config(),
+        payload in prop_oneof![Just(Payload::Shared), Just(Payload::Exact)],
     ) {
-        check(plans, kills, size, cfg)?;
+        check(plans, kills, size, cfg, payload)?;
     }
 }
 
@@ -95,7 +104,14 @@ fn a_path_killed_for_good_loses_nothing() {
             outages: vec![],
         },
     ];
-    check(plans, vec![(0.05, 1, None)], 20_000_000, Config::default()).unwrap();
+    check(
+        plans,
+        vec![(0.05, 1, None)],
+        20_000_000,
+        Config::default(),
+        Payload::Shared,
+    )
+    .unwrap();
 }
 
 #[test]
@@ -117,7 +133,7 @@ fn the_sequence_space_wraps() {
         initial_seq: Some(u32::MAX - 5_000),
         ..Config::default()
     };
-    check(plans, vec![], 8_000_000, cfg).unwrap();
+    check(plans, vec![], 8_000_000, cfg, Payload::Exact).unwrap();
 }
 
 #[test]
@@ -134,4 +150,46 @@ fn same_inputs_give_bit_identical_runs() {
     assert_eq!(a.per_path_bytes, b.per_path_bytes);
     assert_eq!(a.steps, b.steps);
     assert_eq!(a.server, b.server);
+}
+
+/// The zero-copy payload mode changes how bytes are carried, not what happens: for FBDT,
+/// the meta layer and a lone TCP, under both path models, a run is the same step for step
+/// as with every byte generated, copied and compared — and the shared mode verified most
+/// bytes by identity (they travelled as the shared pattern's own memory).
+#[test]
+fn both_payload_modes_give_identical_runs() {
+    let mut s = fbdt_scenario::Scenario::load("blockage").unwrap();
+    s.duration_s = 3.0;
+    let schedule = s.schedule(1.0).unwrap();
+    let schemes = [
+        SimScheme::Fbdt(Config::default()),
+        SimScheme::mptcp(fbdt_core::SchedulerKind::MinRtt),
+        SimScheme::Tcp(1),
+    ];
+    for model in fbdt_sim::PathModel::ALL {
+        for scheme in &schemes {
+            let outcome = |payload| {
+                let params = SimParams {
+                    model,
+                    payload,
+                    ..SimParams::default()
+                };
+                run(&schedule, scheme, &params, |_| {}).unwrap()
+            };
+            let (shared, exact) = (outcome(Payload::Shared), outcome(Payload::Exact));
+            let what = format!("{model} {scheme:?}");
+            assert!(shared.bytes_delivered > 10_000_000, "{what}");
+            assert_eq!(shared.bytes_delivered, exact.bytes_delivered, "{what}");
+            assert_eq!(shared.series, exact.series, "{what}");
+            assert_eq!(shared.log, exact.log, "{what}");
+            assert_eq!(shared.steps, exact.steps, "{what}");
+            assert_eq!(shared.per_path_bytes, exact.per_path_bytes, "{what}");
+            assert_eq!(shared.server, exact.server, "{what}");
+            assert_eq!(shared.delay, exact.delay, "{what}");
+            assert_eq!(exact.verified.compared, exact.bytes_delivered, "{what}");
+            let v = shared.verified;
+            assert_eq!(v.by_identity + v.compared, shared.bytes_delivered, "{what}");
+            assert!(v.by_identity > shared.bytes_delivered / 2, "{what}: {v:?}");
+        }
+    }
 }

@@ -148,6 +148,50 @@ impl<'a> Frame<'a> {
         Ok((frame, total))
     }
 
+    /// Decodes a DATA or MP_DATA frame held in two pieces, as a sender's [`FrameBuf`]
+    /// gives it out: `head` is exactly the header and the fixed fields, `payload` the
+    /// payload. The frame is the one [`Frame::parse`] finds in the joined bytes; a split
+    /// anywhere else, or lengths that disagree with the header, are malformed (a split
+    /// frame is whole: never `Incomplete`). Lets a driver that holds payloads as shared
+    /// slices (the simulator) hand them over without joining them to their headers.
+    pub fn parse_split(head: &'a [u8], payload: &'a [u8]) -> Result<Frame<'a>, Error> {
+        let header = Header::parse(head)?;
+        let kind = header.kind;
+        let fixed = match kind {
+            FrameType::Data => frames::DATA_FIXED,
+            FrameType::MpData => frames::MP_DATA_FIXED,
+            _ => {
+                return Err(Error::Malformed {
+                    kind,
+                    what: "a payload apart from a frame that carries none",
+                })
+            }
+        };
+        if head.len() != HEADER_LEN + fixed || header.body_len != fixed + payload.len() {
+            return Err(Error::Malformed {
+                kind,
+                what: "split frame's pieces disagree with its header",
+            });
+        }
+        let body = &head[HEADER_LEN..];
+        Ok(match kind {
+            FrameType::Data => Frame::Data(Data {
+                payload,
+                ..Data::parse(header.flags, body)?
+            }),
+            _ => {
+                let d = MpData::parse(header.flags, body)?;
+                if d.dsn.checked_add(payload.len() as u64).is_none() {
+                    return Err(Error::Malformed {
+                        kind,
+                        what: "data sequence number overflows",
+                    });
+                }
+                Frame::MpData(MpData { payload, ..d })
+            }
+        })
+    }
+
     /// Appends the encoded frame to `out`.
     pub fn emit(&self, out: &mut Vec<u8>) {
         let (kind, flags) = match self {

@@ -275,3 +275,50 @@ fn meta_layer_frames_reject_garbage() {
     let hdr = [8u8, 0, 0, 0, 0, 0, 0x10, 0];
     assert!(matches!(Frame::parse(&hdr), Err(Error::TooLong { .. })));
 }
+
+proptest! {
+    /// A DATA or MP_DATA frame split at its payload parses as the joined bytes do, errors
+    /// included; any other split point, or any other frame, is refused (never a panic).
+    #[test]
+    fn a_split_frame_parses_as_the_joined_one(kind in prop_oneof![Just(3u8), Just(7u8), 1u8..=8],
+                                              flags in prop_oneof![Just(0u8), Just(1u8), any::<u8>()],
+                                              fixed in proptest::collection::vec(any::<u8>(), 8),
+                                              payload in proptest::collection::vec(any::<u8>(), 0..600),
+                                              cut in 0usize..24) {
+        let fixed_len = if kind == 3 { 4 } else { 8 };
+        let mut joined = vec![kind, flags, 0, 0];
+        joined.extend_from_slice(&((fixed_len + payload.len()) as u32).to_be_bytes());
+        joined.extend_from_slice(&fixed[..fixed_len]);
+        let head_len = HEADER_LEN + fixed_len;
+        joined.extend_from_slice(&payload);
+        let whole = Frame::parse(&joined).map(|(f, _)| f);
+        let split = Frame::parse_split(&joined[..head_len], &joined[head_len..]);
+        if kind == 3 || kind == 7 {
+            prop_assert_eq!(split, whole);
+        } else {
+            prop_assert!(split.is_err());
+        }
+        // A split elsewhere is malformed (or the header itself is bad), never accepted.
+        let at = cut.min(joined.len());
+        if at != head_len {
+            prop_assert!(Frame::parse_split(&joined[..at], &joined[at..]).is_err());
+        }
+    }
+}
+
+#[test]
+fn a_split_mp_data_whose_sequence_overflows_is_refused() {
+    let mut head = Vec::new();
+    MpData::emit_header(u64::MAX, false, 2, &mut head);
+    assert!(matches!(
+        Frame::parse_split(&head, b"xy"),
+        Err(Error::Malformed {
+            kind: FrameType::MpData,
+            ..
+        })
+    ));
+    assert!(
+        Frame::parse_split(&head, b"x").is_err(),
+        "length disagrees with the header"
+    );
+}
