@@ -254,7 +254,13 @@ async fn request(
         Ok(_) => {}
     }
     match first[0] {
-        socks::VERSION => socks::accept(tcp).await.map(|d| (d, Ask::Socks, Vec::new())),
+        socks::VERSION => {
+            // Buffered: the greeting and the request take one read each, not one per field;
+            // bytes read past the request go on as the stream's first bytes.
+            let mut buffered = tokio::io::BufReader::with_capacity(1024, &mut *tcp);
+            let dest = socks::accept(&mut buffered).await?;
+            Ok((dest, Ask::Socks, buffered.buffer().to_vec()))
+        }
         b'A'..=b'Z' => match http::accept(tcp).await {
             Ok(http::Request::Connect { dest, early }) => Ok((dest, Ask::Connect, early)),
             Ok(http::Request::Forward { dest, head, early }) => Ok((dest, Ask::Forward(head), early)),
