@@ -71,7 +71,8 @@ for i in $(seq "$rounds"); do
 done
 load_after=$(cat /proc/loadavg)
 echo "load after: $load_after"
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# The checkout's commit names the binary only when it is the checkout's own build.
+if [ -n "${FBDT:-}" ]; then commit="unknown (FBDT=$FBDT)"; else commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown); fi
 python3 - "$out" "$dir" "$short" "$load_before" "$load_after" "$commit" "$fbdt" <<'PY'
 import json, socket, statistics, sys, time
 out, d, short, lb, la, commit, binary = sys.argv[1:]
