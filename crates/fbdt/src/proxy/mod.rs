@@ -34,6 +34,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 Examples (server: fbdt serve --listen 0.0.0.0:5400 --token-file t):
   fbdt proxy --listen 127.0.0.1:1080 --path %wlan0=10.0.0.1:5400 --path %eth0=10.0.0.1:5400 \\
              --pin sha256:… --token-file t
+  fbdt proxy --listen 127.0.0.1:1080 --auto-paths 10.0.0.1:5400 --exclude wwan0 --pin sha256:… --token-file t
+                                                              # a path per interface that reaches the server
   curl -x socks5h://127.0.0.1:1080 https://example.com/      # SOCKS5, names resolved at the server
   curl -x http://127.0.0.1:1080 http://example.com/           # HTTP proxy (CONNECT or absolute URI)
   ffmpeg -http_proxy http://127.0.0.1:1080 -i http://example.com/v.mp4 out.mp4

@@ -17,6 +17,8 @@ use tokio::net::TcpStream;
 /// Most bytes moved per read on either way: a stream's whole send buffer (fewer system
 /// calls per byte; the mux cuts it into frames without copying).
 const BUF: usize = 256 * 1024;
+/// The first buffer of a connection.
+const MIN_BUF: usize = 16 * 1024;
 /// Most buffers in one vectored write (16 frames of 16 KiB is one `BUF`).
 const IOVECS: usize = 64;
 
@@ -82,16 +84,22 @@ async fn answer(s: &MuxStream) -> std::io::Result<()> {
 
 async fn tcp_to_stream(r: &mut ReadHalf<'_>, s: &MuxStream) -> Result<u64, Broke> {
     let mut buf = BytesMut::new();
+    // Buffers start small (most connections are requests and idle keep-alives) and grow to
+    // BUF once one read brings MIN_BUF or more (bytes are flowing in bulk).
+    let mut size = MIN_BUF;
     let mut total = 0u64;
     loop {
-        if buf.capacity() < BUF / 4 {
+        if buf.capacity() < size / 4 {
             // A new buffer once the mux still holds slices of the last one.
-            buf.reserve(BUF);
+            buf.reserve(size);
         }
         let n = r.read_buf(&mut buf).await.map_err(Broke::Tcp)?;
         if n == 0 {
             s.finish().map_err(Broke::Stream)?;
             return Ok(total);
+        }
+        if n >= MIN_BUF {
+            size = BUF;
         }
         s.write_bytes(buf.split().freeze()).await.map_err(Broke::Stream)?;
         total += n as u64;
