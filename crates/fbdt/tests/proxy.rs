@@ -296,6 +296,21 @@ async fn early_replies_carry_intact_content_and_a_refusal_resets_the_connection(
     let (code, s) = socks_connect(&r.proxy_addr, "127.0.0.1", r.origin).await;
     assert_eq!(code, 0);
     get_through(s, 3_000_000, 21).await;
+    if have_curl() {
+        // HTTP CONNECT answered at once, the tunnelled request right behind it.
+        let args = vec![
+            "-p".to_string(),
+            "-x".into(),
+            format!("http://{}", r.proxy_addr),
+            format!("http://127.0.0.1:{}/1000000/23", r.origin),
+        ];
+        let (code, body) = curl(args).await;
+        assert_eq!(code, 0);
+        assert!(
+            body == random(1_000_000, 23),
+            "CONNECT with --early-reply: content differs"
+        );
+    }
     // Told "connected" at once; the server then cannot connect (nothing listens on port
     // 1): the client's request was sent, and its connection is reset, not answered.
     let (code, mut s) = socks_connect(&r.proxy_addr, "127.0.0.1", 1).await;
