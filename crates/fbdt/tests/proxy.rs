@@ -537,112 +537,182 @@ async fn wait_said(p: &Proc, needle: &str) {
     panic!("no {needle:?} in {:?}", p.lines());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn auto_paths_follow_the_interfaces_that_reach_the_server() {
-    let id = std::process::id();
-    let ns = Netns {
-        client: format!("ppf-c{id}"),
-        server: format!("ppf-s{id}"),
-    };
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 || !Netns::ip(&format!("netns add {}", ns.client)) {
-        eprintln!("skipped: needs root and ip netns");
-        return;
+impl Netns {
+    /// Two fresh namespaces (ppf-c…, ppf-s…) with loopback up and the server's address
+    /// 10.77.9.1; `None` without root or `ip netns`.
+    fn create(tag: &str) -> Option<Netns> {
+        let id = std::process::id();
+        let ns = Netns {
+            client: format!("ppf-c{tag}{id}"),
+            server: format!("ppf-s{tag}{id}"),
+        };
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 || !Netns::ip(&format!("netns add {}", ns.client)) {
+            return None;
+        }
+        assert!(Netns::ip(&format!("netns add {}", ns.server)));
+        for (n, cmd) in [
+            (&ns.client, "link set lo up"),
+            (&ns.server, "link set lo up"),
+            (&ns.server, "addr add 10.77.9.1/32 dev lo"),
+        ] {
+            assert!(Netns::ip(&format!("-n {n} {cmd}")), "{cmd}");
+        }
+        Some(ns)
     }
-    assert!(Netns::ip(&format!("netns add {}", ns.server)));
-    for (n, cmd) in [
-        (&ns.client, "link set lo up"),
-        (&ns.server, "link set lo up"),
-        (&ns.server, "addr add 10.77.9.1/32 dev lo"),
-        // An interface with an address but no route to the server: never a path.
-        (&ns.client, "link add d0 type veth peer name d1"),
-        (&ns.client, "addr add 10.77.50.2/24 dev d0"),
-        (&ns.client, "link set d1 up"),
-        (&ns.client, "link set d0 up"),
-    ] {
-        assert!(Netns::ip(&format!("-n {n} {cmd}")), "{cmd}");
-    }
-    ns.link(1);
-    ns.link(2);
-    let dir = TempDir::new("autopaths");
-    let keys = dir.path("keys");
-    let serve = Proc::start_in(
-        &ns.server,
-        &[
-            "serve",
-            "--listen",
-            "10.77.9.1:5400",
-            "--key-dir",
-            &keys,
-            "--token",
-            TOKEN,
-            "--allow",
-            "10.77.9.1",
-        ],
-        |l| l.starts_with("listening on"),
-    );
-    let pin = pin_of(&serve);
-    let origin = {
-        let l = Netns::within(&ns.server, || std::net::TcpListener::bind("10.77.9.1:8000").unwrap());
+
+    /// `fbdt serve` on 10.77.9.1:5400 and the origin on 10.77.9.1:8000, in the server
+    /// namespace; the server's process, its key's pin, the origin's port.
+    fn serve(&self, dir: &TempDir) -> (Proc, String, u16) {
+        let keys = dir.path("keys");
+        let serve = Proc::start_in(
+            &self.server,
+            &[
+                "serve",
+                "--listen",
+                "10.77.9.1:5400",
+                "--key-dir",
+                &keys,
+                "--token",
+                TOKEN,
+                "--allow",
+                "10.77.9.1",
+            ],
+            |l| l.starts_with("listening on"),
+        );
+        let pin = pin_of(&serve);
+        let l = Netns::within(&self.server, || std::net::TcpListener::bind("10.77.9.1:8000").unwrap());
         l.set_nonblocking(true).unwrap();
-        serve_origin(TcpListener::from_std(l).unwrap())
-    };
-    let control = dir.path("control.sock");
-    // c1 and c2 reach the server but c2 is excluded; d0 has no route to the server.
-    let proxy = Proc::start_in(
-        &ns.client,
-        &[
+        (serve, pin, serve_origin(TcpListener::from_std(l).unwrap()))
+    }
+
+    /// `fbdt proxy` on 127.0.0.1:1080 in the client namespace, with `paths` (its path
+    /// options).
+    fn proxy(&self, pin: &str, control: &str, paths: &[&str]) -> Proc {
+        let mut args = vec![
             "proxy",
             "--listen",
             "127.0.0.1:1080",
-            "--auto-paths",
-            "10.77.9.1:5400",
-            "--exclude",
-            "c2",
             "--pin",
-            &pin,
+            pin,
             "--token",
             TOKEN,
             "--control",
-            &control,
-        ],
-        |l| l.starts_with("proxy listening on"),
-    );
-    assert!(proxy.said("auto paths: c1"), "{:?}", proxy.lines());
-    // A SOCKS connection to the origin through the proxy, made inside the client namespace.
-    let socks_in = |client: String| async move {
-        let s = Netns::within(&client, || std::net::TcpStream::connect("127.0.0.1:1080").unwrap());
+            control,
+        ];
+        args.extend_from_slice(paths);
+        Proc::start_in(&self.client, &args, |l| l.starts_with("proxy listening on"))
+    }
+
+    /// A SOCKS connection to the origin through the proxy on 127.0.0.1:1080 of the client
+    /// namespace (connected from a thread inside it).
+    async fn socks(&self, origin: u16) -> TcpStream {
+        let s = Netns::within(&self.client, || std::net::TcpStream::connect("127.0.0.1:1080").unwrap());
         s.set_nonblocking(true).unwrap();
         let (code, s) = socks_handshake(TcpStream::from_std(s).unwrap(), "10.77.9.1", origin).await;
         assert_eq!(code, 0);
         s
+    }
+}
+
+/// `fbdt status --json` of the proxy on `control`.
+fn status_json(control: &str) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_fbdt"))
+        .args(["status", "--json", "--control", control])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_paths_follow_the_interfaces_that_reach_the_server() {
+    let Some(ns) = Netns::create("a") else {
+        eprintln!("skipped: needs root and ip netns");
+        return;
     };
+    // An interface with an address but no route to the server: never a path.
+    for cmd in [
+        "link add d0 type veth peer name d1",
+        "addr add 10.77.50.2/24 dev d0",
+        "link set d1 up",
+        "link set d0 up",
+    ] {
+        assert!(Netns::ip(&format!("-n {} {cmd}", ns.client)), "{cmd}");
+    }
+    ns.link(1);
+    ns.link(2);
+    let dir = TempDir::new("autopaths");
+    let (serve, pin, origin) = ns.serve(&dir);
+    let control = dir.path("control.sock");
+    // c1 and c2 reach the server but c2 is excluded; d0 has no route to the server.
+    let proxy = ns.proxy(&pin, &control, &["--auto-paths", "10.77.9.1:5400", "--exclude", "c2"]);
+    assert!(proxy.said("auto paths: c1"), "{:?}", proxy.lines());
     let fetch = |seed: u64| {
-        let s = socks_in(ns.client.clone());
+        let s = ns.socks(origin);
         async move { get_through(s.await, 2_000_000, seed).await }
     };
     fetch(1).await;
-    let paths_now = || {
-        let out = Command::new(env!("CARGO_BIN_EXE_fbdt"))
-            .args(["status", "--json", "--control", &control])
-            .output()
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["paths"].as_array().unwrap().len()
-    };
     // A new interface that reaches the server joins; a held connection stays intact.
-    let held = socks_in(ns.client.clone()).await;
+    let held = ns.socks(origin).await;
     ns.link(3);
     wait_said(&proxy, "auto paths: interfaces now c1, c3").await;
     fetch(2).await;
     tokio::time::sleep(Duration::from_millis(2100)).await;
-    assert_eq!(paths_now(), 2, "c1 and c3");
+    let paths = status_json(&control)["paths"].as_array().unwrap().len();
+    assert_eq!(paths, 2, "c1 and c3");
     // The connection opened on the old session still works.
     get_through(held, 1_000_000, 3).await;
     // An interface that goes away leaves.
     assert!(Netns::ip(&format!("-n {} link del c1", ns.client)));
     wait_said(&proxy, "auto paths: interfaces now c3").await;
     fetch(4).await;
+    drop(proxy);
+    drop(serve);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_a_path_whose_link_went_silent_as_probing() {
+    let Some(ns) = Netns::create("p") else {
+        eprintln!("skipped: needs root and ip netns");
+        return;
+    };
+    ns.link(1);
+    ns.link(2);
+    let dir = TempDir::new("probing");
+    let (serve, pin, origin) = ns.serve(&dir);
+    let control = dir.path("control.sock");
+    let proxy = ns.proxy(
+        &pin,
+        &control,
+        &["--path", "%c1=10.77.9.1:5400", "--path", "%c2=10.77.9.1:5400"],
+    );
+    // An upload the origin keeps reading (a request head that never ends), so the client
+    // always has data on both paths.
+    let mut up = ns.socks(origin).await;
+    let writer = tokio::spawn(async move {
+        let chunk = vec![b'x'; 64 * 1024];
+        while up.write_all(&chunk).await.is_ok() {}
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Path 0's link goes silent (its far end down: no RST, no ACK): the runtime probes it
+    // with fresh connections while the old one still stands.
+    assert!(Netns::ip(&format!("-n {} link set s1 down", ns.server)));
+    let mut states = Vec::new();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let v = status_json(&control);
+        states.push(v["paths"][0]["state"].as_str().unwrap_or("?").to_string());
+        if states.last().is_some_and(|s| s == "probing") {
+            break;
+        }
+    }
+    assert_eq!(
+        states.last().map(String::as_str),
+        Some("probing"),
+        "states seen: {states:?}"
+    );
+    writer.abort();
     drop(proxy);
     drop(serve);
 }
