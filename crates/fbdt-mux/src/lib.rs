@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 
+pub use driver::Transport;
 pub use frame::{MAX_DATA, MAX_OPEN};
 pub use stream::MuxStream;
 
@@ -98,11 +99,17 @@ pub struct Incoming {
 impl Mux {
     /// Starts a mux over `io` (spawns its reader and writer tasks on the current tokio
     /// runtime). `client` picks the stream-id half: one end must be the client, the other
-    /// not.
+    /// not. Each batch of frames is copied into `io` by `poll_write`; [`Mux::over`] takes a
+    /// transport that can keep the batch instead.
     pub fn new<T>(io: T, client: bool, cfg: MuxConfig) -> Result<(Mux, Incoming), MuxError>
     where
         T: AsyncRead + AsyncWrite + Send + 'static,
     {
+        Mux::over(driver::Copying(Box::pin(io)), client, cfg)
+    }
+
+    /// As [`Mux::new`], over a [`Transport`] (which may take each batch without a copy).
+    pub fn over<T: Transport>(io: T, client: bool, cfg: MuxConfig) -> Result<(Mux, Incoming), MuxError> {
         if cfg.max_streams == 0 || cfg.max_window < INITIAL_WINDOW || cfg.max_window > u64::from(u32::MAX) {
             return Err(MuxError::Config(format!(
                 "max_streams {} must be > 0 and max_window {} within {INITIAL_WINDOW}..=4 GiB",

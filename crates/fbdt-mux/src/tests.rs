@@ -271,3 +271,128 @@ async fn an_answer_then_close_reaches_a_peer_that_is_still_sending() {
     }
     assert!(reset, "writes to a stream the peer closed never failed");
 }
+
+/// A duplex pipe end that counts the batches handed over whole (`poll_write_bytes`).
+struct Counting {
+    io: tokio::io::DuplexStream,
+    batches: Arc<AtomicUsize>,
+}
+
+impl tokio::io::AsyncRead for Counting {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Counting {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+impl Transport for Counting {
+    fn poll_write_bytes(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &mut Bytes,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let me = self.get_mut();
+        let before = data.len();
+        let done = std::pin::Pin::new(&mut me.io).poll_write_bytes_default(cx, data);
+        if data.len() < before {
+            me.batches.fetch_add(1, Ordering::Relaxed);
+        }
+        done
+    }
+}
+
+/// The default (copying) hand-off, reached through a wrapper that does not override it.
+trait DefaultWrite {
+    fn poll_write_bytes_default(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &mut Bytes,
+    ) -> std::task::Poll<std::io::Result<()>>;
+}
+
+impl DefaultWrite for tokio::io::DuplexStream {
+    fn poll_write_bytes_default(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &mut Bytes,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use bytes::Buf as _;
+        while !data.is_empty() {
+            let n = std::task::ready!(tokio::io::AsyncWrite::poll_write(self.as_mut(), cx, data))?;
+            data.advance(n);
+        }
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_buffers_cross_intact_through_a_batch_taking_transport() {
+    let (a, b) = tokio::io::duplex(1 << 20);
+    let batches = Arc::new(AtomicUsize::new(0));
+    let (client, _ci) = Mux::over(
+        Counting {
+            io: a,
+            batches: batches.clone(),
+        },
+        true,
+        MuxConfig::default(),
+    )
+    .unwrap();
+    let (_sm, mut incoming) = Mux::new(b, false, MuxConfig::default()).unwrap();
+    let data = Bytes::from(random(5_000_000, 77));
+    let c = client.open(Bytes::from_static(b"bulk")).unwrap();
+    let sent = data.clone();
+    let writer = tokio::spawn(async move {
+        // Pieces of one buffer, as the proxy's relay hands them over (no copy).
+        for piece in sent.chunks(300_000) {
+            c.write_bytes(sent.slice_ref(piece)).await.unwrap();
+        }
+        c.finish().unwrap();
+        c
+    });
+    let (s, _) = incoming.accept().await.unwrap();
+    let mut got = Vec::new();
+    let mut chunks = Vec::new();
+    loop {
+        let n = s.read_chunks(&mut chunks, 100_000).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        assert!(n <= 100_000, "read_chunks gave {n} bytes, more than asked");
+        assert_eq!(chunks.iter().map(|c| c.len()).sum::<usize>(), n);
+        for c in chunks.drain(..) {
+            got.extend_from_slice(&c);
+        }
+    }
+    assert!(got == data[..], "content differs ({} bytes)", got.len());
+    assert!(
+        batches.load(Ordering::Relaxed) > 0,
+        "the batches did not go through poll_write_bytes"
+    );
+    drop(writer.await.unwrap());
+}

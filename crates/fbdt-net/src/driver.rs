@@ -637,6 +637,7 @@ impl Driver {
                 cwnd_bytes: p.info.cwnd_bytes,
                 delivery_rate_bps: p.info.delivery_rate.unwrap_or(0) as f64 * 8.0,
                 reconnects: p.connections.saturating_sub(1),
+                probing: p.stream.is_some() && self.manager.probing(i),
                 tls_resumed: p.resumed,
             })
             .collect();

@@ -103,6 +103,11 @@ impl PathManager {
         }
     }
 
+    /// Fresh connections are being tried beside path `i`'s connection.
+    pub fn probing(&self, i: usize) -> bool {
+        self.paths.get(i).is_some_and(|m| m.probe.is_some())
+    }
+
     /// Client: dials path `i` again after its back-off (10 ms, then 50 ms doubling up to
     /// `max_backoff` after failures). Not while the session is `ending`.
     pub fn redial(&mut self, i: usize, ending: bool) {

@@ -50,6 +50,9 @@ pub struct PathReport {
     pub delivery_rate_bps: f64,
     /// Connections opened for this path after the first.
     pub reconnects: u32,
+    /// A fresh connection is being dialled beside the live one (the path looked stalled);
+    /// it takes over if it proves better.
+    pub probing: bool,
     /// Connections of this path whose TLS handshake resumed an earlier TLS session (a
     /// re-join without a certificate exchange).
     pub tls_resumed: u32,
@@ -202,19 +205,26 @@ impl Session {
     /// `AsyncWrite` copies each write once. Waits while the session's buffers are full, as
     /// a write does; an error means the session ended.
     pub async fn write_chunk(&mut self, mut data: Bytes) -> io::Result<()> {
+        std::future::poll_fn(|cx| self.poll_write_chunk(cx, &mut data)).await
+    }
+
+    /// [`write_chunk`](Self::write_chunk) as a poll (for a writer inside a `poll` of its
+    /// own, e.g. a multiplexer's): hands `data` over piece by piece, advancing it, and
+    /// resolves once all of it is queued. Cancel-safe: what was taken is gone from `data`.
+    pub fn poll_write_chunk(&mut self, cx: &mut Context<'_>, data: &mut Bytes) -> Poll<io::Result<()>> {
         if self.shutdown.is_some() {
-            return Err(broken("write after shutdown"));
+            return Poll::Ready(Err(broken("write after shutdown")));
         }
         while !data.is_empty() {
-            if std::future::poll_fn(|cx| self.cmd.poll_reserve(cx)).await.is_err() {
-                return Err(broken(self.error().unwrap_or_else(|| "session ended".into())));
+            if ready!(self.cmd.poll_reserve(cx)).is_err() {
+                return Poll::Ready(Err(broken(self.error().unwrap_or_else(|| "session ended".into()))));
             }
             let piece = data.split_to(data.len().min(CHUNK));
             if self.cmd.send_item(Cmd::Data(piece)).is_err() {
-                return Err(broken("session ended"));
+                return Poll::Ready(Err(broken("session ended")));
             }
         }
-        Ok(())
+        Poll::Ready(Ok(()))
     }
 }
 

@@ -2,8 +2,11 @@
 """Client and origin for proxy_bench.sh (loopback only).
 
   proxy_bench.py origin PORT                 serve GET /N: N zero bytes, then close
-  proxy_bench.py seq PROXY ORIGIN N ROUNDS   N sequential 1 KiB GETs, direct vs via SOCKS5,
-                                             alternating rounds; prints JSON
+  proxy_bench.py seq PROXY ORIGIN N ROUNDS [PROXY2]
+                                             N sequential 1 KiB GETs, direct vs via SOCKS5
+                                             (and via PROXY2), alternating rounds; prints
+                                             JSON: totals, medians, ratios, time to the
+                                             first answer byte of each fresh connection
   proxy_bench.py bulk PROXY ORIGIN BYTES     one GET of BYTES via SOCKS5; prints JSON
 """
 import json, socket, socketserver, statistics, sys, time
@@ -40,16 +43,24 @@ def socks(proxy, origin):
     return s
 
 
-def get(s, n):
+BUF = bytearray(1 << 20)
+
+
+def get(s, n, t0=None):
+    """Sends GET /n, reads the answer to its end; returns (bytes, seconds from t0 to the
+    first answer byte)."""
     s.sendall(b"GET /%d HTTP/1.1\r\nHost: b\r\n\r\n" % n)
-    got = 0
+    got, first = 0, None
+    view = memoryview(BUF)
     while True:
-        b = s.recv(1 << 20)
-        if not b:
+        k = s.recv_into(view)
+        if not k:
             break
-        got += len(b)
+        if first is None and t0 is not None:
+            first = time.perf_counter() - t0
+        got += k
     s.close()
-    return got
+    return got, first
 
 
 def addr(text):
@@ -65,24 +76,42 @@ def main():
     proxy, origin = addr(sys.argv[2]), addr(sys.argv[3])
     if mode == "seq":
         n, rounds = int(sys.argv[4]), int(sys.argv[5])
-        direct, proxied = [], []
-        for _ in range(rounds):
-            t = time.perf_counter()
-            for _ in range(n):
+        proxies = {"proxy": proxy}
+        if len(sys.argv) > 6:
+            proxies["proxy2"] = addr(sys.argv[6])
+        total = {k: [] for k in ["direct", *proxies]}
+        ttfb = {k: [] for k in total}
+
+        def one(kind):
+            t0 = time.perf_counter()
+            if kind == "direct":
                 s = socket.create_connection(origin)
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                assert get(s, 1024) > 1024
-            direct.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            for _ in range(n):
-                assert get(socks(proxy, origin), 1024) > 1024
-            proxied.append(time.perf_counter() - t)
-        print(json.dumps({"requests": n, "rounds": rounds, "direct_s": direct, "proxy_s": proxied,
-                          "ratio_median": statistics.median(proxied) / statistics.median(direct)}))
+            else:
+                s = socks(proxies[kind], origin)
+            got, first = get(s, 1024, t0)
+            assert got > 1024
+            ttfb[kind].append(first)
+
+        for _ in range(rounds):
+            for kind in total:
+                t = time.perf_counter()
+                for _ in range(n):
+                    one(kind)
+                total[kind].append(time.perf_counter() - t)
+        res = {"requests": n, "rounds": rounds}
+        md = statistics.median(ttfb["direct"])
+        for kind in total:
+            res[kind + "_s"] = total[kind]
+            res["ttfb_" + kind + "_median_ms"] = statistics.median(ttfb[kind]) * 1e3
+            if kind != "direct":
+                res[kind + "_ratio_median"] = statistics.median(total[kind]) / statistics.median(total["direct"])
+                res["ttfb_" + kind + "_extra_median_ms"] = (statistics.median(ttfb[kind]) - md) * 1e3
+        print(json.dumps(res))
     elif mode == "bulk":
         n = int(sys.argv[4])
         t = time.perf_counter()
-        got = get(socks(proxy, origin), n)
+        got, _ = get(socks(proxy, origin), n)
         dt = time.perf_counter() - t
         assert got > n
         print(json.dumps({"bytes": n, "seconds": dt, "goodput_mbps": n * 8 / dt / 1e6}))

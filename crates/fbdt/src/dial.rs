@@ -18,7 +18,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves one session's streams until the session ends; `who` names the client in logs.
 pub async fn serve_streams(session: fbdt_net::Session, allow: Arc<AllowList>, who: String) {
-    let (_mux, mut incoming) = match Mux::new(session, false, MuxConfig::default()) {
+    let (_mux, mut incoming) = match Mux::over(
+        crate::proxy::session_io::SessionIo(session),
+        false,
+        MuxConfig::default(),
+    ) {
         Ok(m) => m,
         Err(e) => {
             crate::log!("{who}: {e}");

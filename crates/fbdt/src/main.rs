@@ -1,11 +1,14 @@
 //! `fbdt`: measure and move bytes over FBDT (one TCP connection per path).
 
 /// A line on stderr that never fails the caller: with stderr closed (a supervisor gone)
-/// `eprintln!` would panic and end a server's accept loop.
+/// `eprintln!` would panic and end a server's accept loop. Formatted first and written with
+/// one system call (stderr is unbuffered: `writeln!` would write each piece on its own, and
+/// lines of two threads could interleave).
 macro_rules! log {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
+        let line = format!("{}\n", format_args!($($t)*));
+        let _ = std::io::stderr().write_all(line.as_bytes());
     }};
 }
 pub(crate) use log;

@@ -24,7 +24,11 @@ struct Rig {
 
 /// An HTTP origin: `GET /N/SEED` answers N pseudo-random bytes made from SEED.
 async fn origin() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_origin(TcpListener::bind("127.0.0.1:0").await.unwrap())
+}
+
+/// The origin's service on `l`; its port.
+fn serve_origin(l: TcpListener) -> u16 {
     let port = l.local_addr().unwrap().port();
     tokio::spawn(async move {
         while let Ok((mut s, _)) = l.accept().await {
@@ -54,6 +58,11 @@ async fn origin() -> u16 {
 }
 
 async fn rig(tag: &str) -> Rig {
+    rig_with(tag, &[]).await
+}
+
+/// A rig whose proxy gets `extra` options too.
+async fn rig_with(tag: &str, extra: &[&str]) -> Rig {
     let dir = TempDir::new(&format!("proxy-{tag}"));
     let keys = dir.path("keys");
     let serve = Proc::start(
@@ -88,24 +97,23 @@ async fn rig(tag: &str) -> Rig {
     let pin = pin_of(&serve);
     let control = dir.path("control.sock");
     let (p0, p1) = (format!("127.0.0.2={}", addrs[0]), format!("127.0.0.3={}", addrs[1]));
-    let proxy = Proc::start(
-        &[
-            "proxy",
-            "--listen",
-            "127.0.0.1:0",
-            "--path",
-            &p0,
-            "--path",
-            &p1,
-            "--pin",
-            &pin,
-            "--token",
-            TOKEN,
-            "--control",
-            &control,
-        ],
-        |l| l.starts_with("proxy listening on"),
-    );
+    let mut args = vec![
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--path",
+        &p0,
+        "--path",
+        &p1,
+        "--pin",
+        &pin,
+        "--token",
+        TOKEN,
+        "--control",
+        &control,
+    ];
+    args.extend_from_slice(extra);
+    let proxy = Proc::start(&args, |l| l.starts_with("proxy listening on"));
     let line = proxy
         .lines()
         .into_iter()
@@ -143,7 +151,11 @@ fn have_curl() -> bool {
 /// A SOCKS5 CONNECT to `host:port` by name (as socks5h does); the reply code and the
 /// connection.
 async fn socks_connect(proxy: &str, host: &str, port: u16) -> (u8, TcpStream) {
-    let mut s = TcpStream::connect(proxy).await.unwrap();
+    socks_handshake(TcpStream::connect(proxy).await.unwrap(), host, port).await
+}
+
+/// The SOCKS5 exchange of [`socks_connect`] on a connection to the proxy.
+async fn socks_handshake(mut s: TcpStream, host: &str, port: u16) -> (u8, TcpStream) {
     s.write_all(&[5, 1, 0]).await.unwrap();
     let mut m = [0u8; 2];
     s.read_exact(&mut m).await.unwrap();
@@ -279,6 +291,58 @@ async fn refusals_get_each_protocols_reply_and_the_session_goes_on() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn early_replies_carry_intact_content_and_a_refusal_resets_the_connection() {
+    let r = rig_with("early", &["--early-reply"]).await;
+    let (code, s) = socks_connect(&r.proxy_addr, "127.0.0.1", r.origin).await;
+    assert_eq!(code, 0);
+    get_through(s, 3_000_000, 21).await;
+    if have_curl() {
+        // HTTP CONNECT answered at once, the tunnelled request right behind it.
+        let args = vec![
+            "-p".to_string(),
+            "-x".into(),
+            format!("http://{}", r.proxy_addr),
+            format!("http://127.0.0.1:{}/1000000/23", r.origin),
+        ];
+        let (code, body) = curl(args).await;
+        assert_eq!(code, 0);
+        assert!(
+            body == random(1_000_000, 23),
+            "CONNECT with --early-reply: content differs"
+        );
+    }
+    // Told "connected" at once; the server then cannot connect (nothing listens on port
+    // 1): the client's request was sent, and its connection is reset, not answered.
+    let (code, mut s) = socks_connect(&r.proxy_addr, "127.0.0.1", 1).await;
+    assert_eq!(code, 0, "--early-reply answers before the server does");
+    let wrote = s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").await;
+    let mut rest = Vec::new();
+    let got = tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut rest))
+        .await
+        .expect("the refused connection hung");
+    // The RST is reported once: to the write if it came first, else to the read.
+    let reset = |e: Option<&std::io::Error>| {
+        e.is_some_and(|e| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            )
+        })
+    };
+    assert!(
+        reset(wrote.as_ref().err()) || reset(got.as_ref().err()),
+        "no reset: write {wrote:?}, read {got:?}"
+    );
+    assert!(rest.is_empty(), "read {} bytes", rest.len());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(r.proxy.said("Connection refused"), "no log line for the refusal");
+    // The session goes on.
+    let (code, s) = socks_connect(&r.proxy_addr, "127.0.0.1", r.origin).await;
+    assert_eq!(code, 0);
+    get_through(s, 100_000, 22).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_concurrent_connections_carry_intact_content() {
     let r = rig("concurrent").await;
     let mut tasks = Vec::new();
@@ -403,4 +467,252 @@ fn a_config_file_sets_the_options_and_its_errors_name_file_and_line() {
     .unwrap();
     let serve = Proc::start(&["serve", "--config", &good], |l| l.starts_with("listening on"));
     assert!(serve.said("allowed: 127.0.0.1/32, public"), "{:?}", serve.lines());
+}
+
+/// Two network namespaces for `--auto-paths` (ppf-c…: the proxy's, ppf-s…: the server's),
+/// deleted (with their interfaces) when dropped.
+struct Netns {
+    client: String,
+    server: String,
+}
+
+impl Netns {
+    fn ip(args: &str) -> bool {
+        Command::new("ip")
+            .args(args.split_whitespace())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// A veth pair `cN` (client) – `sN` (server) on 10.77.N.0/24 with a route from the
+    /// client to the server's 10.77.9.1 through it (metric N).
+    fn link(&self, n: u8) {
+        let (c, s) = (&self.client, &self.server);
+        for cmd in [
+            format!("link add c{n} netns {c} type veth peer name s{n} netns {s}"),
+            format!("-n {c} addr add 10.77.{n}.2/24 dev c{n}"),
+            format!("-n {s} addr add 10.77.{n}.1/24 dev s{n}"),
+            format!("-n {c} link set c{n} up"),
+            format!("-n {s} link set s{n} up"),
+            format!("-n {c} route add 10.77.9.1/32 via 10.77.{n}.1 dev c{n} metric {n}"),
+        ] {
+            assert!(Netns::ip(&cmd), "ip {cmd}");
+        }
+    }
+
+    /// Runs `f` on a thread inside namespace `ns` (sockets it makes stay in `ns`).
+    fn within<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = format!("/var/run/netns/{ns}");
+        std::thread::spawn(move || {
+            use std::os::fd::AsRawFd as _;
+            let fd = std::fs::File::open(&path).unwrap();
+            // SAFETY: setns on this thread only, with a namespace file descriptor we hold.
+            assert_eq!(
+                unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) },
+                0,
+                "setns {path}"
+            );
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        Netns::ip(&format!("netns del {}", self.client));
+        Netns::ip(&format!("netns del {}", self.server));
+    }
+}
+
+/// Waits up to 10 s for `p` to log `needle`.
+async fn wait_said(p: &Proc, needle: &str) {
+    for _ in 0..100 {
+        if p.said(needle) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no {needle:?} in {:?}", p.lines());
+}
+
+impl Netns {
+    /// Two fresh namespaces (ppf-c…, ppf-s…) with loopback up and the server's address
+    /// 10.77.9.1; `None` without root or `ip netns`.
+    fn create(tag: &str) -> Option<Netns> {
+        let id = std::process::id();
+        let ns = Netns {
+            client: format!("ppf-c{tag}{id}"),
+            server: format!("ppf-s{tag}{id}"),
+        };
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 || !Netns::ip(&format!("netns add {}", ns.client)) {
+            return None;
+        }
+        assert!(Netns::ip(&format!("netns add {}", ns.server)));
+        for (n, cmd) in [
+            (&ns.client, "link set lo up"),
+            (&ns.server, "link set lo up"),
+            (&ns.server, "addr add 10.77.9.1/32 dev lo"),
+        ] {
+            assert!(Netns::ip(&format!("-n {n} {cmd}")), "{cmd}");
+        }
+        Some(ns)
+    }
+
+    /// `fbdt serve` on 10.77.9.1:5400 and the origin on 10.77.9.1:8000, in the server
+    /// namespace; the server's process, its key's pin, the origin's port.
+    fn serve(&self, dir: &TempDir) -> (Proc, String, u16) {
+        let keys = dir.path("keys");
+        let serve = Proc::start_in(
+            &self.server,
+            &[
+                "serve",
+                "--listen",
+                "10.77.9.1:5400",
+                "--key-dir",
+                &keys,
+                "--token",
+                TOKEN,
+                "--allow",
+                "10.77.9.1",
+            ],
+            |l| l.starts_with("listening on"),
+        );
+        let pin = pin_of(&serve);
+        let l = Netns::within(&self.server, || std::net::TcpListener::bind("10.77.9.1:8000").unwrap());
+        l.set_nonblocking(true).unwrap();
+        (serve, pin, serve_origin(TcpListener::from_std(l).unwrap()))
+    }
+
+    /// `fbdt proxy` on 127.0.0.1:1080 in the client namespace, with `paths` (its path
+    /// options).
+    fn proxy(&self, pin: &str, control: &str, paths: &[&str]) -> Proc {
+        let mut args = vec![
+            "proxy",
+            "--listen",
+            "127.0.0.1:1080",
+            "--pin",
+            pin,
+            "--token",
+            TOKEN,
+            "--control",
+            control,
+        ];
+        args.extend_from_slice(paths);
+        Proc::start_in(&self.client, &args, |l| l.starts_with("proxy listening on"))
+    }
+
+    /// A SOCKS connection to the origin through the proxy on 127.0.0.1:1080 of the client
+    /// namespace (connected from a thread inside it).
+    async fn socks(&self, origin: u16) -> TcpStream {
+        let s = Netns::within(&self.client, || std::net::TcpStream::connect("127.0.0.1:1080").unwrap());
+        s.set_nonblocking(true).unwrap();
+        let (code, s) = socks_handshake(TcpStream::from_std(s).unwrap(), "10.77.9.1", origin).await;
+        assert_eq!(code, 0);
+        s
+    }
+}
+
+/// `fbdt status --json` of the proxy on `control`.
+fn status_json(control: &str) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_fbdt"))
+        .args(["status", "--json", "--control", control])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_paths_follow_the_interfaces_that_reach_the_server() {
+    let Some(ns) = Netns::create("a") else {
+        eprintln!("skipped: needs root and ip netns");
+        return;
+    };
+    // An interface with an address but no route to the server: never a path.
+    for cmd in [
+        "link add d0 type veth peer name d1",
+        "addr add 10.77.50.2/24 dev d0",
+        "link set d1 up",
+        "link set d0 up",
+    ] {
+        assert!(Netns::ip(&format!("-n {} {cmd}", ns.client)), "{cmd}");
+    }
+    ns.link(1);
+    ns.link(2);
+    let dir = TempDir::new("autopaths");
+    let (serve, pin, origin) = ns.serve(&dir);
+    let control = dir.path("control.sock");
+    // c1 and c2 reach the server but c2 is excluded; d0 has no route to the server.
+    let proxy = ns.proxy(&pin, &control, &["--auto-paths", "10.77.9.1:5400", "--exclude", "c2"]);
+    assert!(proxy.said("auto paths: c1"), "{:?}", proxy.lines());
+    let fetch = |seed: u64| {
+        let s = ns.socks(origin);
+        async move { get_through(s.await, 2_000_000, seed).await }
+    };
+    fetch(1).await;
+    // A new interface that reaches the server joins; a held connection stays intact.
+    let held = ns.socks(origin).await;
+    ns.link(3);
+    wait_said(&proxy, "auto paths: interfaces now c1, c3").await;
+    fetch(2).await;
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let paths = status_json(&control)["paths"].as_array().unwrap().len();
+    assert_eq!(paths, 2, "c1 and c3");
+    // The connection opened on the old session still works.
+    get_through(held, 1_000_000, 3).await;
+    // An interface that goes away leaves.
+    assert!(Netns::ip(&format!("-n {} link del c1", ns.client)));
+    wait_said(&proxy, "auto paths: interfaces now c3").await;
+    fetch(4).await;
+    drop(proxy);
+    drop(serve);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_a_path_whose_link_went_silent_as_probing() {
+    let Some(ns) = Netns::create("p") else {
+        eprintln!("skipped: needs root and ip netns");
+        return;
+    };
+    ns.link(1);
+    ns.link(2);
+    let dir = TempDir::new("probing");
+    let (serve, pin, origin) = ns.serve(&dir);
+    let control = dir.path("control.sock");
+    let proxy = ns.proxy(
+        &pin,
+        &control,
+        &["--path", "%c1=10.77.9.1:5400", "--path", "%c2=10.77.9.1:5400"],
+    );
+    // An upload the origin keeps reading (a request head that never ends), so the client
+    // always has data on both paths.
+    let mut up = ns.socks(origin).await;
+    let writer = tokio::spawn(async move {
+        let chunk = vec![b'x'; 64 * 1024];
+        while up.write_all(&chunk).await.is_ok() {}
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Path 0's link goes silent (its far end down: no RST, no ACK): the runtime probes it
+    // with fresh connections while the old one still stands.
+    assert!(Netns::ip(&format!("-n {} link set s1 down", ns.server)));
+    let mut states = Vec::new();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let v = status_json(&control);
+        states.push(v["paths"][0]["state"].as_str().unwrap_or("?").to_string());
+        if states.last().is_some_and(|s| s == "probing") {
+            break;
+        }
+    }
+    assert_eq!(
+        states.last().map(String::as_str),
+        Some("probing"),
+        "states seen: {states:?}"
+    );
+    writer.abort();
+    drop(proxy);
+    drop(serve);
 }

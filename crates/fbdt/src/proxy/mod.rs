@@ -3,8 +3,10 @@
 //! to it by nftables (their destination from SO_ORIGINAL_DST). Every accepted connection
 //! becomes one stream of the one FBDT session to `fbdt serve`.
 
+pub mod autopath;
 pub mod http;
 pub mod relay;
+pub mod session_io;
 pub mod socks;
 pub mod status;
 pub mod transparent;
@@ -32,6 +34,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 Examples (server: fbdt serve --listen 0.0.0.0:5400 --token-file t):
   fbdt proxy --listen 127.0.0.1:1080 --path %wlan0=10.0.0.1:5400 --path %eth0=10.0.0.1:5400 \\
              --pin sha256:… --token-file t
+  fbdt proxy --listen 127.0.0.1:1080 --auto-paths 10.0.0.1:5400 --exclude wwan0 --pin sha256:… --token-file t
+                                                              # a path per interface that reaches the server
   curl -x socks5h://127.0.0.1:1080 https://example.com/      # SOCKS5, names resolved at the server
   curl -x http://127.0.0.1:1080 http://example.com/           # HTTP proxy (CONNECT or absolute URI)
   ffmpeg -http_proxy http://127.0.0.1:1080 -i http://example.com/v.mp4 out.mp4
@@ -43,8 +47,16 @@ pub struct ProxyArgs {
     #[arg(long, value_name = "IP:PORT")]
     listen: SocketAddr,
     /// One path per interface: [LOCAL_IP=|%IFACE=]SERVER_IP:PORT (path i = i-th --path).
-    #[arg(long = "path", required = true, value_name = "PATH")]
+    #[arg(long = "path", required_unless_present = "auto_paths", value_name = "PATH")]
     paths: Vec<fbdt_net::PathSpec>,
+    /// Instead of --path: one path to SERVER_IP:PORT per interface that is up, has an
+    /// address and a route to the server (bound with SO_BINDTODEVICE), looked for again
+    /// every second; when the set changes, new connections go over a session on the new set.
+    #[arg(long, value_name = "SERVER_IP:PORT", conflicts_with = "paths")]
+    auto_paths: Option<SocketAddr>,
+    /// With --auto-paths: never use this interface (repeatable).
+    #[arg(long, value_name = "IFACE", requires = "auto_paths")]
+    exclude: Vec<String>,
     /// Also take connections that nftables redirected to --listen (their destination read
     /// with SO_ORIGINAL_DST); prints the nft rule that redirects this machine's TCP.
     #[arg(long)]
@@ -52,6 +64,13 @@ pub struct ProxyArgs {
     /// With --transparent: install that rule now (root) and remove it on exit.
     #[arg(long, requires = "transparent")]
     nft_install: bool,
+    /// Answer SOCKS5 and HTTP CONNECT clients "connected" at once, without waiting for the
+    /// server to connect: their first bytes follow the stream's OPEN, saving one round trip
+    /// of the session per connection. A destination the server cannot reach or refuses is
+    /// then seen as a reset connection (and a log line), not as a SOCKS reply code or an
+    /// HTTP 403/502.
+    #[arg(long)]
+    early_reply: bool,
     /// Control socket `fbdt status` reads (default: $XDG_RUNTIME_DIR/fbdt-proxy.sock or
     /// /tmp/fbdt-proxy-UID.sock).
     #[arg(long, value_name = "PATH")]
@@ -65,11 +84,31 @@ pub async fn run(a: ProxyArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {}", a.listen))?;
     let local = listener.local_addr()?;
-    let upstream = Upstream::connect(a.paths.clone(), a.net.client_config()?).await?;
+    let paths = match a.auto_paths {
+        Some(server) => {
+            let p = autopath::paths(server, &a.exclude);
+            if p.is_empty() {
+                anyhow::bail!("--auto-paths: no interface is up with an address and a route to {server}");
+            }
+            log!("auto paths: {}", autopath::describe(&p));
+            p
+        }
+        None => a.paths.clone(),
+    };
+    let upstream = Upstream::connect(paths.clone(), a.net.client_config()?).await?;
+    let _watch = a.auto_paths.map(|server| {
+        AbortOnDrop(tokio::spawn(autopath::follow(
+            server,
+            a.exclude.clone(),
+            paths,
+            upstream.clone(),
+        )))
+    });
     let control = a.control.clone().unwrap_or_else(status::default_socket);
     let _control = status::serve(&control, upstream.clone())?;
     let _nft = if a.transparent {
-        let servers: Vec<_> = a.paths.iter().map(|p| p.remote.ip()).collect();
+        let mut servers: Vec<_> = a.paths.iter().map(|p| p.remote.ip()).collect();
+        servers.extend(a.auto_paths.map(|s| s.ip()));
         let rules = transparent::rules(local.port(), &servers);
         if a.nft_install {
             Some(transparent::Installed::install(&rules)?)
@@ -83,6 +122,7 @@ pub async fn run(a: ProxyArgs) -> anyhow::Result<()> {
     // One line a script can wait for (with port 0 it names the port taken).
     log!("proxy listening on {local} (control {})", control.display());
     let transparent = a.transparent;
+    let early = a.early_reply;
     let mut next = 0u64;
     loop {
         tokio::select! {
@@ -98,7 +138,7 @@ pub async fn run(a: ProxyArgs) -> anyhow::Result<()> {
                 };
                 next += 1;
                 let (up, id) = (upstream.clone(), next);
-                tokio::spawn(async move { handle(tcp, from, id, up, transparent, local).await });
+                tokio::spawn(async move { handle(tcp, from, id, up, transparent, early, local).await });
             }
             _ = tokio::signal::ctrl_c() => break,
             _ = terminated() => break,
@@ -106,6 +146,15 @@ pub async fn run(a: ProxyArgs) -> anyhow::Result<()> {
     }
     log!("proxy: stopping");
     Ok(())
+}
+
+/// Stops a background task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 async fn terminated() {
@@ -132,6 +181,7 @@ async fn handle(
     id: u64,
     up: Arc<Upstream>,
     transparent: bool,
+    early_reply: bool,
     local: SocketAddr,
 ) {
     let _ = tcp.set_nodelay(true);
@@ -161,8 +211,18 @@ async fn handle(
     if !first.is_empty() && stream.write_all(&first).await.is_err() {
         return log!("{who}: {dest}: the session failed");
     }
-    if let Err(e) = await_reply(&mut stream).await {
-        return refuse(tcp, &ask, &e, &who, &dest).await;
+    // A client that needs no answer in its protocol (transparent: a failure is an RST
+    // either way), or told "connected" at once (--early-reply), sends its first bytes right
+    // behind the OPEN; the relay reads the server's answer before anything goes back.
+    let optimistic = match ask {
+        Ask::Transparent => true,
+        Ask::Socks | Ask::Connect => early_reply,
+        Ask::Forward(_) => false,
+    };
+    if !optimistic {
+        if let Err(e) = await_reply(&mut stream).await {
+            return refuse(tcp, &ask, &e, &who, &dest).await;
+        }
     }
     let confirmed = match ask {
         Ask::Socks => tcp.write_all(&[socks::VERSION, 0, 0, 1, 0, 0, 0, 0, 0, 0]).await,
@@ -172,7 +232,7 @@ async fn handle(
     if confirmed.is_err() {
         return stream.reset();
     }
-    match relay::relay(tcp, stream).await {
+    match relay::relay_with(tcp, stream, optimistic).await {
         Ok((out, back)) => tracing::debug!("{who}: {dest}: {out} bytes out, {back} back"),
         Err(e) => log!("{who}: {dest}: aborted: {e}"),
     }
@@ -196,7 +256,13 @@ async fn request(
         Ok(_) => {}
     }
     match first[0] {
-        socks::VERSION => socks::accept(tcp).await.map(|d| (d, Ask::Socks, Vec::new())),
+        socks::VERSION => {
+            // Buffered: the greeting and the request take one read each, not one per field;
+            // bytes read past the request go on as the stream's first bytes.
+            let mut buffered = tokio::io::BufReader::with_capacity(1024, &mut *tcp);
+            let dest = socks::accept(&mut buffered).await?;
+            Ok((dest, Ask::Socks, buffered.buffer().to_vec()))
+        }
         b'A'..=b'Z' => match http::accept(tcp).await {
             Ok(http::Request::Connect { dest, early }) => Ok((dest, Ask::Connect, early)),
             Ok(http::Request::Forward { dest, head, early }) => Ok((dest, Ask::Forward(head), early)),

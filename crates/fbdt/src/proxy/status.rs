@@ -38,9 +38,7 @@ pub struct Status {
 #[derive(Serialize, Clone, Debug, Default)]
 pub struct PathStatus {
     pub index: usize,
-    /// up (connected, carrying or idle), stalled (connected, sending nothing while the
-    /// session has unacknowledged bytes and another path moves), down (no connection;
-    /// the runtime is re-dialling it).
+    /// See [`path_state`]: up, stalled, probing or down.
     pub state: &'static str,
     pub send_rate_bps: f64,
     pub receive_rate_bps: f64,
@@ -132,14 +130,8 @@ async fn sample(up: Arc<Upstream>, latest: Arc<Mutex<Status>>) {
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let moving = rates[i].0 > 0.0;
-                let state = if !p.connected {
-                    "down"
-                } else if !moving && unacked && others_move(i) {
-                    "stalled"
-                } else {
-                    "up"
-                };
+                let stalled = rates[i].0 == 0.0 && unacked && others_move(i);
+                let state = path_state(p.connected, p.probing, stalled);
                 PathStatus {
                     index: i,
                     state,
@@ -168,6 +160,19 @@ async fn sample(up: Arc<Upstream>, latest: Arc<Mutex<Status>>) {
         }
         prev = Some((now, s));
         tokio::time::sleep(SAMPLE).await;
+    }
+}
+
+/// A path's state: `down` (no connection; the runtime re-dials it), `probing` (a
+/// connection is live and fresh ones are being dialled beside it because it looked
+/// stalled), `stalled` (connected, sent nothing in the last interval while the session had
+/// unacknowledged bytes and another path moved), `up` (connected, carrying or idle).
+pub fn path_state(connected: bool, probing: bool, stalled: bool) -> &'static str {
+    match (connected, probing, stalled) {
+        (false, _, _) => "down",
+        (true, true, _) => "probing",
+        (true, false, true) => "stalled",
+        (true, false, false) => "up",
     }
 }
 
@@ -222,4 +227,20 @@ pub async fn run(a: StatusArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_state;
+
+    #[test]
+    fn path_states() {
+        assert_eq!(path_state(false, false, false), "down");
+        // A probe without a live connection is a re-dial: down.
+        assert_eq!(path_state(false, true, true), "down");
+        assert_eq!(path_state(true, true, false), "probing");
+        assert_eq!(path_state(true, true, true), "probing");
+        assert_eq!(path_state(true, false, true), "stalled");
+        assert_eq!(path_state(true, false, false), "up");
+    }
 }

@@ -12,9 +12,13 @@ use tokio::sync::Mutex;
 use super::wire::{read_reply, Destination, Status};
 
 pub struct Upstream {
-    paths: Vec<PathSpec>,
+    /// The paths a new session is connected over (`--auto-paths` changes them).
+    paths: std::sync::Mutex<Vec<PathSpec>>,
     cfg: NetConfig,
     current: Mutex<Option<Mux>>,
+    /// Sessions replaced by `switch_paths` that still carry streams (a mux ends when its
+    /// last `Mux` handle goes, so these are kept until their streams ended).
+    retired: std::sync::Mutex<Vec<Mux>>,
     /// The live link, for `fbdt status` (read without waiting on `current`).
     pub status: std::sync::Mutex<Option<(Mux, StatsHandle)>>,
 }
@@ -49,9 +53,10 @@ impl Upstream {
     /// Connects the first session now, so a wrong server or key fails at start.
     pub async fn connect(paths: Vec<PathSpec>, cfg: NetConfig) -> anyhow::Result<Arc<Upstream>> {
         let up = Arc::new(Upstream {
-            paths,
+            paths: std::sync::Mutex::new(paths),
             cfg,
             current: Mutex::new(None),
+            retired: std::sync::Mutex::new(Vec::new()),
             status: std::sync::Mutex::new(None),
         });
         let link = up.new_link().await.context("connecting to the server")?;
@@ -59,10 +64,40 @@ impl Upstream {
         Ok(up)
     }
 
+    fn paths(&self) -> Vec<PathSpec> {
+        self.paths.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+
+    /// Connects a session over `paths`; from then on new streams open on it, while the
+    /// streams open now stay on theirs (which lives until its last stream ends). On an
+    /// error nothing changes.
+    pub async fn switch_paths(&self, paths: Vec<PathSpec>) -> anyhow::Result<()> {
+        let link = self.link_over(paths.clone()).await?;
+        let mut cur = self.current.lock().await;
+        if let Ok(mut p) = self.paths.lock() {
+            *p = paths;
+        }
+        if let (Some(old), Ok(mut r)) = (cur.replace(link), self.retired.lock()) {
+            r.push(old);
+        }
+        Ok(())
+    }
+
+    /// Lets retired sessions whose streams all ended go.
+    pub fn prune_retired(&self) {
+        if let Ok(mut r) = self.retired.lock() {
+            r.retain(|m| m.closed().is_none() && m.open_streams() > 0);
+        }
+    }
+
     async fn new_link(&self) -> anyhow::Result<Mux> {
-        let session = fbdt_net::connect(self.paths.clone(), self.cfg.clone()).await?;
+        self.link_over(self.paths()).await
+    }
+
+    async fn link_over(&self, paths: Vec<PathSpec>) -> anyhow::Result<Mux> {
+        let session = fbdt_net::connect(paths, self.cfg.clone()).await?;
         let stats = session.stats_handle();
-        let (mux, _incoming) = Mux::new(session, true, MuxConfig::default())?;
+        let (mux, _incoming) = Mux::over(super::session_io::SessionIo(session), true, MuxConfig::default())?;
         if let Ok(mut s) = self.status.lock() {
             *s = Some((mux.clone(), stats));
         }

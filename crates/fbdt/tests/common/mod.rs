@@ -27,11 +27,21 @@ impl Proc {
     /// Starts `fbdt ARGS`, reads stderr lines until one satisfies `ready`, and keeps
     /// reading the rest in the background (a full pipe would block the process).
     pub fn start(args: &[&str], ready: impl Fn(&str) -> bool) -> Proc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_fbdt"))
-            .args(args)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fbdt"));
+        cmd.args(args);
+        Proc::spawn(cmd, args, ready)
+    }
+
+    /// As [`Proc::start`], inside network namespace `ns` (`ip netns exec`, which execs
+    /// fbdt: the child is fbdt itself).
+    pub fn start_in(ns: &str, args: &[&str], ready: impl Fn(&str) -> bool) -> Proc {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_fbdt")]).args(args);
+        Proc::spawn(cmd, args, ready)
+    }
+
+    fn spawn(mut cmd: Command, args: &[&str], ready: impl Fn(&str) -> bool) -> Proc {
+        let mut child = cmd.stderr(Stdio::piped()).spawn().unwrap();
         let mut err = BufReader::new(child.stderr.take().unwrap());
         let log = Arc::new(Mutex::new(Vec::new()));
         loop {

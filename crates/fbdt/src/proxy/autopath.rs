@@ -1,0 +1,211 @@
+//! `fbdt proxy --auto-paths SERVER:PORT`: one path per network interface that can reach the
+//! server, each bound to its interface (SO_BINDTODEVICE), found again every second.
+//!
+//! Interfaces are listed with `getifaddrs` (polled once a second: no netlink socket and no
+//! extra crate, and a second is well inside the time a link takes to come up; the kernel's
+//! routes are read from /proc). An interface qualifies when it is up with a carrier, is not
+//! loopback and not `--exclude`d, has an address of the server's family, and the main
+//! routing table has a route to the server through it (a default route or a prefix that
+//! covers the server).
+
+use std::collections::BTreeSet;
+use std::ffi::CStr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fbdt_net::{LocalBind, PathSpec};
+
+use super::upstream::Upstream;
+
+/// How often the interfaces are listed again.
+const POLL: Duration = Duration::from_secs(1);
+/// After a failed switch, the next try waits this long (unless the set changes again).
+const RETRY: Duration = Duration::from_secs(5);
+
+/// "eth0, wlan0" for log lines.
+pub fn describe(paths: &[PathSpec]) -> String {
+    let names: Vec<String> = paths
+        .iter()
+        .map(|p| match &p.local {
+            Some(LocalBind::Iface(i)) => i.clone(),
+            Some(LocalBind::Addr(a)) => a.to_string(),
+            None => "default".into(),
+        })
+        .collect();
+    names.join(", ")
+}
+
+/// Lists the interfaces every second; when the set that qualifies changes (and is not
+/// empty), new streams go over a session on the new set. Streams open on the old session
+/// stay on it: its paths over vanished interfaces go down and the rest carry them.
+pub async fn follow(server: SocketAddr, exclude: Vec<String>, mut current: Vec<PathSpec>, up: Arc<Upstream>) {
+    let mut failed: Option<(Vec<PathSpec>, tokio::time::Instant)> = None;
+    loop {
+        tokio::time::sleep(POLL).await;
+        up.prune_retired();
+        let now = paths(server, &exclude);
+        if now == current || now.is_empty() {
+            continue;
+        }
+        if failed.as_ref().is_some_and(|(p, at)| *p == now && at.elapsed() < RETRY) {
+            continue;
+        }
+        crate::log!(
+            "auto paths: interfaces now {} (were {})",
+            describe(&now),
+            describe(&current)
+        );
+        match up.switch_paths(now.clone()).await {
+            Ok(()) => {
+                current = now;
+                failed = None;
+            }
+            Err(e) => {
+                crate::log!(
+                    "auto paths: a session over {} failed: {e:#}; keeping the old one",
+                    describe(&now)
+                );
+                failed = Some((now, tokio::time::Instant::now()));
+            }
+        }
+    }
+}
+
+/// The paths for the interfaces that qualify now, in name order.
+pub fn paths(server: SocketAddr, exclude: &[String]) -> Vec<PathSpec> {
+    let routes = match server.ip() {
+        IpAddr::V4(_) => std::fs::read_to_string("/proc/net/route").unwrap_or_default(),
+        IpAddr::V6(_) => std::fs::read_to_string("/proc/net/ipv6_route").unwrap_or_default(),
+    };
+    interfaces(server.ip())
+        .into_iter()
+        .filter(|i| !exclude.contains(i) && routes_through(&routes, i, server.ip()))
+        .map(|i| PathSpec {
+            local: Some(LocalBind::Iface(i)),
+            remote: server,
+        })
+        .collect()
+}
+
+/// Names of the interfaces that are up with a carrier, not loopback, with an address of
+/// `family`'s kind (IPv6: not link-local).
+fn interfaces(family: IpAddr) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned, alive until freeifaddrs.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        let flags = ifa.ifa_flags;
+        let wanted = libc::IFF_UP as u32 | libc::IFF_RUNNING as u32;
+        if flags & wanted != wanted || flags & libc::IFF_LOOPBACK as u32 != 0 || ifa.ifa_addr.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_addr is non-null and points to a sockaddr of the family it names.
+        let fam = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+        let fits = match family {
+            IpAddr::V4(_) => fam == libc::AF_INET,
+            IpAddr::V6(_) if fam == libc::AF_INET6 => {
+                // SAFETY: the family is AF_INET6, so this is a sockaddr_in6.
+                let a = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+                let ip = Ipv6Addr::from(a.sin6_addr.s6_addr);
+                (ip.segments()[0] & 0xffc0) != 0xfe80
+            }
+            IpAddr::V6(_) => false,
+        };
+        if fits {
+            // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+            let name = unsafe { CStr::from_ptr(ifa.ifa_name) };
+            out.insert(name.to_string_lossy().into_owned());
+        }
+    }
+    // SAFETY: `head` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(head) };
+    out
+}
+
+/// True if `table` (the text of /proc/net/route or /proc/net/ipv6_route) has an up route
+/// through `iface` whose prefix covers `server`.
+pub fn routes_through(table: &str, iface: &str, server: IpAddr) -> bool {
+    const RTF_UP: u32 = 0x1;
+    match server {
+        IpAddr::V4(s) => table.lines().skip(1).any(|l| {
+            // Iface Destination Gateway Flags RefCnt Use Metric Mask ... (hex, host order)
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let hex = |i: usize| f.get(i).and_then(|x| u32::from_str_radix(x, 16).ok());
+            let (Some(dest), Some(flags), Some(mask)) = (hex(1), hex(3), hex(7)) else {
+                return false;
+            };
+            // /proc prints the addresses as the u32 the kernel holds (network order in
+            // memory), so compare as bytes.
+            let (dest, mask) = (Ipv4Addr::from(dest.to_le_bytes()), Ipv4Addr::from(mask.to_le_bytes()));
+            f[0] == iface && flags & RTF_UP != 0 && (u32::from(s) & u32::from(mask)) == u32::from(dest)
+        }),
+        IpAddr::V6(s) => table.lines().any(|l| {
+            // dest(32 hex) dest_len src src_len next_hop metric refcnt use flags iface
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 10 || f[9] != iface {
+                return false;
+            }
+            let (Ok(dest), Ok(len), Ok(flags)) = (
+                u128::from_str_radix(f[0], 16),
+                u32::from_str_radix(f[1], 16),
+                u32::from_str_radix(f[8], 16),
+            ) else {
+                return false;
+            };
+            let mask = if len == 0 { 0 } else { u128::MAX << (128 - len.min(128)) };
+            flags & RTF_UP != 0 && (u128::from(s) & mask) == dest & mask
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V4: &str = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT
+eth0\t00000000\t0101A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0
+wlan0\t0002000A\t00000000\t0001\t0\t0\t600\t00FFFFFF\t0\t0\t0
+wwan0\t0000000B\t00000000\t0000\t0\t0\t600\t000000FF\t0\t0\t0
+";
+
+    #[test]
+    fn ipv4_routes_are_matched_by_interface_and_prefix() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        // eth0 has the default route: every server.
+        assert!(routes_through(V4, "eth0", ip("203.0.113.7")));
+        // wlan0 reaches 10.0.2.0/24 only.
+        assert!(routes_through(V4, "wlan0", ip("10.0.2.9")));
+        assert!(!routes_through(V4, "wlan0", ip("10.0.3.9")));
+        // wwan0's route to 11.0.0.0/8 is not up.
+        assert!(!routes_through(V4, "wwan0", ip("11.1.1.1")));
+        assert!(!routes_through(V4, "eth1", ip("203.0.113.7")));
+    }
+
+    #[test]
+    fn ipv6_routes_are_matched_by_interface_and_prefix() {
+        let table = "\
+20010db8000000000000000000000000 20 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     eth0
+00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003    wlan0
+";
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(routes_through(table, "eth0", ip("2001:db8::1")));
+        assert!(!routes_through(table, "eth0", ip("2001:db9::1")));
+        assert!(routes_through(table, "wlan0", ip("2001:db9::1")));
+    }
+
+    #[test]
+    fn garbage_tables_match_nothing() {
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        assert!(!routes_through("", "eth0", ip));
+        assert!(!routes_through("header\neth0 zz", "eth0", ip));
+    }
+}
