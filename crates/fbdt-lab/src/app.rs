@@ -25,6 +25,8 @@ use sha2::{Digest, Sha256};
 const HTTP_PORT: u16 = 8080;
 const FBDT_PORT: u16 = 5400;
 const PROXY_PORT: u16 = 1080;
+/// `--app transparent`: the origin's own address, on the server namespace's loopback.
+const ORIGIN: Ipv4Addr = Ipv4Addr::new(10, 199, 0, 1);
 /// How long the servers and the proxy may take to listen.
 const READY_LIMIT: Duration = Duration::from_secs(10);
 /// Largest file `--seconds` may ask for.
@@ -41,6 +43,10 @@ pub enum App {
     Chromium,
     /// ffmpeg (-http_proxy) decoding an MPEG-TS video; frames' MD5 against the local file.
     Ffmpeg,
+    /// curl with no proxy setting: `fbdt proxy --transparent --nft-install` in the client
+    /// namespace redirects its connection (the origin gets an address of its own, which the
+    /// redirect rule does not spare as it spares the FBDT servers').
+    Transparent,
     /// 100 sequential 1 KiB GETs with curl (a new connection each, as HTTP/1.0 does) through
     /// the SOCKS5 front end, and directly over each radio alone: time per request and to
     /// the first byte.
@@ -241,6 +247,26 @@ fn wait_listening(tb: &Testbed, side: Side, addr: SocketAddr, children: &mut Chi
             bail!("nothing listens at {addr} after {READY_LIMIT:?}");
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `fbdt proxy --nft-install` installs its table right after it listens.
+fn wait_for_nft_table(tb: &Testbed, children: &mut Children, logs: &Path) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        let listed = tb
+            .command(Side::Client, "nft")
+            .args(["list", "table", "inet", "fbdt_proxy"])
+            .output()
+            .context("running nft (is nftables installed?)")?;
+        if listed.status.success() {
+            return Ok(());
+        }
+        children.check(logs)?;
+        if start.elapsed() > READY_LIMIT {
+            bail!("fbdt proxy --nft-install installed no table within {READY_LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -534,7 +560,7 @@ pub fn run(args: AppArgs) -> Result<()> {
         App::Chromium => write_page(&www, file_bytes.min(MAX_PAGE_BYTES))?,
         App::Ffmpeg => write_video(&www.join("video.ts"), file_bytes)?,
         App::Small => std::fs::write(www.join("small"), small_content())?,
-        App::CurlSocks | App::CurlHttp => {}
+        App::CurlSocks | App::CurlHttp | App::Transparent => {}
     }
 
     let mut tb = Testbed::start(&spec, &TestbedOptions::default()).context("starting the testbed")?;
@@ -580,10 +606,27 @@ pub fn run(args: AppArgs) -> Result<()> {
             token,
         ]);
     }
+    if args.app == App::Transparent {
+        // The client needs a route for the SYN to exist at all; the redirect takes it before
+        // it leaves.
+        let ip = |side, a: &[&str]| -> Result<()> {
+            let out = tb.command(side, "ip").args(a).output().context("running ip")?;
+            if !out.status.success() {
+                bail!("ip {}: {}", a.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+            }
+            Ok(())
+        };
+        ip(Side::Server, &["addr", "add", &format!("{ORIGIN}/32"), "dev", "lo"])?;
+        ip(
+            Side::Client,
+            &["route", "add", &format!("{ORIGIN}/32"), "dev", &paths[0].client_if],
+        )?;
+    }
     let mut serve = tb.command(Side::Server, &fbdt.display().to_string());
     serve
         .args(["serve", "--listen", &format!("0.0.0.0:{FBDT_PORT}")])
         .args(["--allow", &format!("{server0}:{HTTP_PORT}")])
+        .args(["--allow", &format!("{ORIGIN}:{HTTP_PORT}")])
         .args(&serve_security);
     children.spawn("serve", serve, &dir.join("serve.log"))?;
     wait_listening(
@@ -601,15 +644,27 @@ pub fn run(args: AppArgs) -> Result<()> {
         dir,
     )?;
 
-    let proxy_addr = SocketAddr::from((client0, PROXY_PORT));
+    // nft's redirect of this machine's own connections goes to the loopback address.
+    let proxy_ip = if args.app == App::Transparent {
+        Ipv4Addr::LOCALHOST
+    } else {
+        client0
+    };
+    let proxy_addr = SocketAddr::from((proxy_ip, PROXY_PORT));
     let mut proxy = tb.command(Side::Client, &fbdt.display().to_string());
     proxy.args(["proxy", "--listen", &proxy_addr.to_string()]);
+    if args.app == App::Transparent {
+        proxy.args(["--transparent", "--nft-install"]);
+    }
     for p in &paths {
         proxy.args(["--path", &format!("{}={}:{FBDT_PORT}", p.client_ip, p.server_ip)]);
     }
     proxy.arg("--control").arg(dir.join("proxy.sock")).args(&security);
     children.spawn("proxy", proxy, &dir.join("proxy.log"))?;
     wait_listening(&tb, Side::Client, proxy_addr, &mut children, dir)?;
+    if args.app == App::Transparent {
+        wait_for_nft_table(&tb, &mut children, dir)?;
+    }
 
     let url = |ip: Ipv4Addr| format!("http://{ip}:{HTTP_PORT}/file");
     let (mut proxy_dl, mut direct, mut client, mut small) = (None, Vec::new(), None, Vec::new());
@@ -636,6 +691,14 @@ pub fn run(args: AppArgs) -> Result<()> {
                     download: d,
                 });
             }
+        }
+        App::Transparent => {
+            bar.set_length(file_bytes);
+            let d = fetch(&tb, &[url(ORIGIN)], &expected, &bar)
+                .and_then(|d| children.check(dir).map(|_| d))
+                .context("the download redirected into the proxy")?;
+            say("curl with no proxy setting, redirected into fbdt proxy", &d);
+            proxy_dl = Some(d);
         }
         App::Chromium => {
             let page = format!("http://{server0}:{HTTP_PORT}/index.html");

@@ -96,6 +96,22 @@ fn curl_through_the_proxy_over_two_radios_gets_the_file_intact() {
             );
         }
     }
+    // An application with no proxy setting, redirected into the proxy by its nft rule.
+    if Command::new("nft").arg("--version").output().is_ok() {
+        let v = run_app("transparent", &fbdt, dir.path());
+        let d = &v["proxy"];
+        assert_eq!(d["sha256_ok"], true);
+        assert_eq!(d["bytes"], v["file_bytes"]);
+        for radio in ["wifi", "wigig"] {
+            assert!(
+                d["per_path_bytes"][radio].as_u64().unwrap() > 64 * 1024,
+                "{}",
+                d["per_path_bytes"]
+            );
+        }
+    } else {
+        eprintln!("SKIP transparent: nft is not installed");
+    }
     // 100 small requests through the proxy and over each radio alone, every body intact.
     let v = run_app("small", &fbdt, dir.path());
     let routes: Vec<&str> = v["small"]
