@@ -29,8 +29,8 @@ const PROXY_PORT: u16 = 1080;
 const ORIGIN: Ipv4Addr = Ipv4Addr::new(10, 199, 0, 1);
 /// How long the servers and the proxy may take to listen.
 const READY_LIMIT: Duration = Duration::from_secs(10);
-/// Largest file `--seconds` may ask for.
-const MAX_FILE: u64 = 4 << 30;
+/// Largest file `--seconds` may ask for (it is generated in memory).
+const MAX_FILE: u64 = 1 << 30;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "kebab-case")]
