@@ -256,26 +256,14 @@ fn write<R: Serialize>(args: &WorkloadArgs, report: &WorkloadReport<R>) -> Resul
 
 pub fn run(args: WorkloadArgs) -> Result<()> {
     let setup = Setup::new(&args)?;
+    fn emit<R: Serialize>(args: &WorkloadArgs, setup: &Setup, results: Vec<R>) -> Result<()> {
+        write(args, &setup.report(args.kind, results))
+    }
     match args.kind {
-        Kind::File => {
-            let r = file::run(&setup, &args)?;
-            write(&args, &setup.report(Kind::File, r))
-        }
-        Kind::Web => {
-            let r = web::run(&setup, &args)?;
-            write(&args, &setup.report(Kind::Web, r))
-        }
-        Kind::Progressive => {
-            let r = progressive::run(&setup, &args)?;
-            write(&args, &setup.report(Kind::Progressive, r))
-        }
-        Kind::Vr => {
-            let r = vr::run(&setup, &args)?;
-            write(&args, &setup.report(Kind::Vr, r))
-        }
-        Kind::Dash => {
-            let r = dash::run(&setup, &args)?;
-            write(&args, &setup.report(Kind::Dash, r))
-        }
+        Kind::File => emit(&args, &setup, file::run(&setup, &args)?),
+        Kind::Web => emit(&args, &setup, web::run(&setup, &args)?),
+        Kind::Progressive => emit(&args, &setup, progressive::run(&setup, &args)?),
+        Kind::Vr => emit(&args, &setup, vr::run(&setup, &args)?),
+        Kind::Dash => emit(&args, &setup, dash::run(&setup, &args)?),
     }
 }
