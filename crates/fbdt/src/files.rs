@@ -118,7 +118,7 @@ pub async fn send(a: SendArgs) -> anyhow::Result<()> {
         if meta.is_dir() {
             bail!("{}: is a directory (send one file, or an archive of it)", a.input);
         }
-        (Box::new(f), meta.is_file().then(|| meta.len()))
+        (Box::new(f), meta.is_file().then_some(meta.len()))
     };
     let session = fbdt_net::connect(a.paths, a.net.client_config()?).await?;
     let (mut r, mut w) = tokio::io::split(session);

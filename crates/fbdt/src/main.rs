@@ -217,6 +217,10 @@ impl NetArgs {
     }
 }
 
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -229,8 +233,4 @@ mod tests {
         let line = super::one_line(&e);
         assert_eq!(line.matches("No such file").count(), 1, "{line}");
     }
-}
-
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }

@@ -543,7 +543,7 @@ mod tests {
         // One second of data, a frame every 50 µs, round robin over the paths.
         let (frames, gap_us) = (20_000u64, 50u64);
         let mut acks = vec![0u64; paths];
-        let mut poll_all = |r: &mut FbdtReceiver, now: Instant, acks: &mut Vec<u64>| {
+        let poll_all = |r: &mut FbdtReceiver, now: Instant, acks: &mut Vec<u64>| {
             for (p, n) in acks.iter_mut().enumerate() {
                 *n += u64::from(r.poll_ack(PathId(p as u8), now).is_some());
             }
