@@ -24,6 +24,9 @@ pub struct SenderStats {
     pub path_stalls: u64,
     /// Changes of the forward path.
     pub forward_changes: u64,
+    /// Times a path left its lane end to the other end, which was expected to deliver the
+    /// next segment sooner (the meeting point by expected arrival).
+    pub arrival_yields: u64,
 }
 
 /// Receiver-side counters.

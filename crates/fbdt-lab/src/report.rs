@@ -184,6 +184,9 @@ pub struct Counters {
     pub window_stalls: u64,
     pub path_stalls: u64,
     pub forward_changes: u64,
+    /// Absent from results written before the arrival rule.
+    #[serde(default)]
+    pub arrival_yields: u64,
     pub redundant_bytes_received: u64,
     pub max_out_of_order_bytes: u64,
     pub acks_sent: u64,
@@ -197,6 +200,7 @@ impl Counters {
         self.window_stalls += sender.window_stalls;
         self.path_stalls += sender.path_stalls;
         self.forward_changes += sender.forward_changes;
+        self.arrival_yields += sender.arrival_yields;
         self.redundant_bytes_received += receiver.redundant_bytes_received;
         self.max_out_of_order_bytes = self.max_out_of_order_bytes.max(receiver.max_out_of_order_bytes);
         self.acks_sent += receiver.acks_sent;

@@ -217,7 +217,7 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             fbdt(cfg)?.redundancy_wait = value.parse().map_err(|_| anyhow!("rto=`{value}` is not a number"))?;
         }
         "window" => match value {
-            "auto" => fbdt(cfg)?.window = FbdtConfig::default().window,
+            "auto" => fbdt(cfg)?.window = WindowConfig::auto(),
             "paper" => {
                 fbdt(cfg)?.window = FbdtConfig::paper().window;
                 cfg.segment_size = Config::paper().segment_size;
@@ -225,15 +225,13 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             v => fbdt(cfg)?.window = WindowConfig::Fixed(bytes(v)?),
         },
         "budget" => {
-            let ms: u64 = value
+            // Fractions allowed (budget=0.5): at Gbit/s rates a millisecond is a large window.
+            let ms: f64 = value
                 .parse()
                 .ok()
-                .filter(|&ms| ms > 0)
-                .ok_or_else(|| anyhow!("budget=`{value}` is not a whole number of ms > 0"))?;
-            fbdt(cfg)?.window = WindowConfig::Budget {
-                delay: fbdt_core::Duration::from_millis(ms),
-                max: fbdt_core::fbdt::BUDGET_MAX_WINDOW,
-            };
+                .filter(|ms: &f64| ms.is_finite() && *ms >= 0.001 && *ms <= 60_000.0)
+                .ok_or_else(|| anyhow!("budget=`{value}` is not a number of ms in [0.001, 60000]"))?;
+            fbdt(cfg)?.window = WindowConfig::budget(fbdt_core::Duration::from_micros((ms * 1000.0).round() as u64));
         }
         "seg" => cfg.segment_size = bytes(value)?,
         "rcvbuf" => cfg.recv_buffer = bytes(value)?,
@@ -244,13 +242,20 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
                 .map_err(|_| anyhow!("hold=`{value}` is not a whole number of ms"))?;
             fbdt(cfg)?.forward_hold = fbdt_core::Duration::from_millis(ms);
         }
+        "limit" => {
+            fbdt(cfg)?.send_limit_windows = value
+                .parse()
+                .ok()
+                .filter(|f: &f64| f.is_finite() && *f >= 1.0)
+                .ok_or_else(|| anyhow!("limit=`{value}` is not a number of TCP windows ≥ 1"))?;
+        }
         "factor" => match &mut fbdt(cfg)?.window {
             WindowConfig::Auto { factor, .. } => {
                 *factor = value.parse().map_err(|_| anyhow!("factor=`{value}` is not a number"))?
             }
             WindowConfig::Fixed(_) | WindowConfig::Budget { .. } => bail!("factor applies to window=auto only"),
         },
-        _ => bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, factor, hold, tls)"),
+        _ => bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, factor, hold, limit, tls)"),
     }
     Ok(())
 }
@@ -295,6 +300,14 @@ mod tests {
             .map(|_| ())
             .unwrap_err();
         assert!(format!("{sim:#}").contains("emulated"), "{sim:#}");
+        match parse("fbdt+window=auto+limit=2", &s, 1).unwrap() {
+            Scheme::Fbdt(c, _) => {
+                assert_eq!(c.fbdt().unwrap().window, WindowConfig::auto());
+                assert_eq!(c.fbdt().unwrap().send_limit_windows, 2.0);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse("fbdt+limit=0.5", &s, 1).is_err());
         assert!(parse("fbdt+budget=0", &s, 1).is_err());
         assert!(parse("fbdt+budget=fast", &s, 1).is_err());
     }

@@ -67,11 +67,30 @@ fn single_path_tcp_delay_is_the_path_delay_plus_the_backlog() {
     assert_steady_state_delay(&SimScheme::Tcp(0), fbdt_sim::endpoint::TcpEnd::PIPE_CHUNK);
 }
 
+/// FBDT holds at most `send_limit_windows` of the path's window undelivered, so on one
+/// path it queues less than a TCP that fills the link's backlog — and still keeps the link
+/// busy. Between the path's delay and the backlog bound, and the link's rate delivered.
 #[test]
-fn single_path_fbdt_delay_is_the_path_delay_plus_the_backlog() {
+fn single_path_fbdt_queues_less_than_the_backlog_and_keeps_the_link_busy() {
     let cfg = Config::default();
     let frame = cfg.segment_size + fbdt_core::wire::Data::OVERHEAD;
-    assert_steady_state_delay(&SimScheme::Fbdt(cfg), frame);
+    let link = LinkParams::default();
+    let duration = 5.0;
+    let out = run(&one_constant_path(duration), &SimScheme::Fbdt(cfg), &SimParams::default(), |_| {}).unwrap();
+    let mut d = out.delay.delays_us.clone();
+    d.sort_unstable();
+    assert!(d.len() > 1000, "{} samples", d.len());
+    let rate = RATE_MBPS * 1e6 / 8.0;
+    let hi = DELAY_MS + (link.backlog_bytes + frame) as f64 / rate * 1e3 + 0.01;
+    let (p50, max) = (quantile_ms(&d, 0.5), quantile_ms(&d, 1.0));
+    assert!(quantile_ms(&d, 0.0) >= DELAY_MS, "faster than the path's delay");
+    assert!(max <= hi, "max {max} ms above the backlog bound {hi}");
+    // Well below the bound: the send limit, not the link's backlog, sets the queue.
+    assert!(p50 < DELAY_MS + (hi - DELAY_MS) * 0.75, "p50 {p50} ms: the backlog filled");
+    // The first RTT has nothing to deliver; after that, the link's full rate.
+    let carried = out.bytes_delivered as f64 / (rate * (duration - 2.0 * DELAY_MS / 1e3));
+    assert!(carried > 0.99, "link used {carried:.3} of its rate");
+    assert_eq!(out.delay.unmatched, 0);
 }
 
 #[test]

@@ -16,6 +16,9 @@ const RTT_GAIN: f64 = 0.125;
 pub(super) const DEFAULT_RTT: Duration = Duration::from_millis(50);
 /// A stall halves a path's reliability score for this long (spec decision 8).
 const OUTAGE_MEMORY: Duration = Duration::from_millis(5000);
+/// The base RTT is the least ACK RTT seen within this long (as BBR's min_rtt filter):
+/// long enough to see a queue drain, short enough to follow a route that got longer.
+const BASE_RTT_WINDOW: Duration = Duration::from_millis(10_000);
 
 #[derive(Clone, Debug)]
 pub(super) struct PathEstimate {
@@ -25,6 +28,9 @@ pub(super) struct PathEstimate {
     pub ratio: f64,
     /// Time from handing a segment to the path until its FBDT ACK (EWMA).
     pub ack_rtt: Option<Duration>,
+    /// The least ACK RTT within [`BASE_RTT_WINDOW`], and when it was seen: the path's
+    /// round trip without queueing.
+    base_rtt: Option<(Duration, Instant)>,
     /// Mean deviation of ACK times from their expectation (EWMA of |ACK − expected|).
     lateness_dev: Option<f64>,
     pub driver: PathStats,
@@ -39,6 +45,7 @@ impl PathEstimate {
             rate: None,
             ratio: 1.0,
             ack_rtt: None,
+            base_rtt: None,
             lateness_dev: None,
             driver: PathStats::default(),
             last_outage: None,
@@ -73,7 +80,13 @@ impl PathEstimate {
         self.sample_sent = sent;
     }
 
-    pub fn rtt_sample(&mut self, rtt: Duration) {
+    pub fn rtt_sample(&mut self, rtt: Duration, now: Instant) {
+        if self
+            .base_rtt
+            .is_none_or(|(min, at)| rtt <= min || now.saturating_since(at) > BASE_RTT_WINDOW)
+        {
+            self.base_rtt = Some((rtt, now));
+        }
         self.ack_rtt = Some(match self.ack_rtt {
             Some(old) => {
                 Duration::from_secs_f64(old.as_secs_f64() + RTT_GAIN * (rtt.as_secs_f64() - old.as_secs_f64()))
@@ -99,6 +112,16 @@ impl PathEstimate {
     /// Best available RTT: measured at FBDT level, else the driver's, else a default.
     pub fn rtt(&self) -> Duration {
         self.ack_rtt.or(self.driver.srtt).unwrap_or(DEFAULT_RTT)
+    }
+
+    /// The round trip without queueing: the least of the recent ACK RTTs and the
+    /// driver's srtt, else a default.
+    pub fn base_rtt(&self) -> Duration {
+        let measured = self.base_rtt.map(|(d, _)| d);
+        match (measured, self.driver.srtt) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b).unwrap_or(DEFAULT_RTT),
+        }
     }
 
     /// Best available rate in bytes/s, if anything is known.

@@ -6,6 +6,6 @@ mod layout;
 mod receiver;
 mod sender;
 
-pub use config::{FbdtConfig, WindowConfig, BUDGET_MAX_WINDOW};
+pub use config::{FbdtConfig, WindowConfig, BUDGET_MAX_WINDOW, DEFAULT_BUDGET};
 pub use receiver::FbdtReceiver;
 pub use sender::FbdtSender;

@@ -103,7 +103,7 @@ impl FbdtSender {
             } => {
                 if copies == 1 {
                     let est = &mut self.paths[last_holder.index()].est;
-                    est.rtt_sample(now.saturating_since(first_sent));
+                    est.rtt_sample(now.saturating_since(first_sent), now);
                     let error = now.saturating_since(expect).as_secs_f64() - expect.saturating_since(now).as_secs_f64();
                     est.lateness_sample(error);
                 }

@@ -41,109 +41,124 @@ impl FbdtSender {
     }
 
     /// The segment `p` should send next from its lane, assigning work if needed: its
-    /// current lane end, else the one reserved for it, else a free end or a split of the
-    /// newest window, else a new window.
+    /// current lane end, else the one reserved for it, else a free end, a split or a new
+    /// window (`find_work`). A segment the lane's other end delivers sooner is left to it
+    /// (`arrival`): `p` leaves that end and looks further on.
     pub(super) fn lane_segment(&mut self, p: PathId, now: Instant) -> Option<LaneSegment> {
-        if let Some(next) = self.current_segment(p) {
-            return Some(next);
+        // Each round either returns, or moves `p` on (a reservation taken, an end left,
+        // work found): a handful of rounds covers leaving an end and starting a new
+        // window; the next poll continues from there.
+        for _ in 0..6 {
+            if let Some(next) = self.current_segment(p) {
+                if self.arrives_in_time(p, next.pos, next.at, next.idx) {
+                    return Some(next);
+                }
+                self.paths[p.index()].work = None;
+                self.stats.arrival_yields += 1;
+            }
+            let t = &mut self.paths[p.index()];
+            if let Some(r) = t.reserved.take() {
+                t.work = Some(r);
+                continue;
+            }
+            t.work = None;
+            if !self.find_work(p, now) {
+                return None;
+            }
         }
-        let t = &mut self.paths[p.index()];
-        t.work = t.reserved.take();
-        if let Some(next) = self.current_segment(p) {
-            return Some(next);
-        }
-        self.paths[p.index()].work = None;
-        if !self.find_work(p, now) {
-            return None;
-        }
-        if let Some(next) = self.current_segment(p) {
-            return Some(next);
-        }
-        // A new window gave `p` an empty region (fewer segments than paths): look again,
-        // now for a share of that window.
-        self.paths[p.index()].work = None;
-        if !self.find_work(p, now) {
-            return None;
-        }
-        self.current_segment(p)
+        None
     }
 
-    /// Gives idle path `p` work in the newest window: a free lane end, else part of the
-    /// slowest lane (re-alignment), else a new window.
+    /// Gives idle path `p` work: a free lane end it delivers in time, in the oldest window
+    /// that has one, else part of the slowest lane of the newest window (re-alignment),
+    /// else a new window — also while older windows still have unsent segments that the
+    /// other paths deliver sooner (`p` works ahead).
     fn find_work(&mut self, p: PathId, now: Instant) -> bool {
-        let Some(pos) = self
-            .windows
-            .len()
-            .checked_sub(1)
-            .filter(|&i| self.windows[i].has_unsent())
-        else {
-            return self.load_window(p, now);
-        };
-        let id = self.windows[pos].id;
-        let servers = |s: &Self, i: usize| [s.server(id, i, End::Forward), s.server(id, i, End::Backward)];
-        let seg_bytes = self.params.segment_size as f64;
-        // Time until the lane's pointers meet at its servers' rates.
-        let eta = |s: &Self, i: usize, l: &Lane| {
-            let rate: f64 = servers(s, i).iter().flatten().map(|&q| s.layout_rate(q)).sum();
-            l.remaining() as f64 * seg_bytes / rate.max(1e-9)
-        };
-        let slowest = |s: &Self, enough: &dyn Fn(usize, &Lane) -> bool| {
-            s.windows[pos]
-                .lanes
-                .iter()
-                .enumerate()
-                .filter(|&(i, l)| enough(i, l))
-                .max_by(|a, b| eta(s, a.0, a.1).total_cmp(&eta(s, b.0, b.1)).then(b.0.cmp(&a.0)))
-                .map(|(i, _)| i)
-        };
-        let free = slowest(self, &|i, l| {
-            l.remaining() > 0 && servers(self, i).iter().any(Option::is_none)
-        });
-        let at = if let Some(i) = free {
-            let end = if self.server(id, i, End::Forward).is_none() {
-                End::Forward
-            } else {
-                End::Backward
-            };
-            LaneEnd {
-                window: id,
-                lane: i,
-                end,
-            }
-        } else {
-            let Some(i) = slowest(self, &|_, l| l.remaining() >= 2) else {
-                return false;
-            };
-            let [forward, backward] = servers(self, i);
-            let rate = |q: Option<PathId>| q.map_or(0.0, |q| self.layout_rate(q));
-            let (rf, rb, rp) = (rate(forward), rate(backward), self.layout_rate(p).max(1.0));
-            let upper = split_lane(&mut self.windows[pos].lanes[i], rf, rb, rp);
-            self.windows[pos].lanes.push(upper);
-            // The backward server keeps its pointer, which now bounds the upper lane.
-            let upper = self.windows[pos].lanes.len() - 1;
-            if let Some(q) = backward {
-                let t = &mut self.paths[q.index()];
-                for at in [&mut t.work, &mut t.reserved].into_iter().flatten() {
-                    if *at
-                        == (LaneEnd {
-                            window: id,
-                            lane: i,
-                            end: End::Backward,
-                        })
-                    {
-                        at.lane = upper;
-                    }
-                }
-            }
-            LaneEnd {
-                window: id,
-                lane: i,
-                end: End::Backward,
-            }
+        let found = (0..self.windows.len())
+            .find_map(|pos| self.free_end(p, pos).map(|at| (pos, at)))
+            .or_else(|| self.split_for(p));
+        let Some((pos, at)) = found else {
+            return self.new_window_in_time(p) && self.load_window(p, now);
         };
         self.paths[p.index()].work = Some(at);
         self.stats.realignments += 1;
         self.queue_align(pos);
         true
+    }
+
+    /// Time until lane `i` of the window at `pos` is handed out at its servers' rates.
+    fn lane_eta(&self, pos: usize, i: usize) -> f64 {
+        let id = self.windows[pos].id;
+        let rate: f64 = [End::Forward, End::Backward]
+            .into_iter()
+            .filter_map(|end| self.server(id, i, end))
+            .map(|q| self.layout_rate(q))
+            .sum();
+        let seg_bytes = self.params.segment_size as f64;
+        self.windows[pos].lanes[i].remaining() as f64 * seg_bytes / rate.max(1e-9)
+    }
+
+    /// The slowest lane of the window at `pos` among those `fits`.
+    fn slowest_lane(&self, pos: usize, fits: impl Fn(usize, &Lane) -> bool) -> Option<usize> {
+        self.windows[pos]
+            .lanes
+            .iter()
+            .enumerate()
+            .filter(|&(i, l)| fits(i, l))
+            .map(|(i, _)| (i, self.lane_eta(pos, i)))
+            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
+            .map(|(i, _)| i)
+    }
+
+    /// A lane end nobody serves in the window at `pos` whose next segment `p` delivers in
+    /// time: the slowest such lane's.
+    fn free_end(&self, p: PathId, pos: usize) -> Option<LaneEnd> {
+        let id = self.windows[pos].id;
+        let open = |i: usize, l: &Lane| {
+            let end = [End::Forward, End::Backward]
+                .into_iter()
+                .find(|&end| self.server(id, i, end).is_none())?;
+            let at = LaneEnd { window: id, lane: i, end };
+            let idx = l.peek(end)?;
+            self.arrives_in_time(p, pos, at, idx).then_some(at)
+        };
+        let i = self.slowest_lane(pos, |i, l| open(i, l).is_some())?;
+        open(i, &self.windows[pos].lanes[i])
+    }
+
+    /// Splits the slowest lane of the newest window that has two segments or more, if `p`
+    /// delivers the first segment of its part in time: `p` takes the backward end of the
+    /// lower part, meeting the forward server; the backward server keeps the upper part.
+    fn split_for(&mut self, p: PathId) -> Option<(usize, LaneEnd)> {
+        let pos = self.windows.len().checked_sub(1)?;
+        let id = self.windows[pos].id;
+        let i = self.slowest_lane(pos, |_, l| l.remaining() >= 2)?;
+        let forward = self.server(id, i, End::Forward);
+        let backward = self.server(id, i, End::Backward);
+        let rate = |q: Option<PathId>| q.map_or(0.0, |q| self.layout_rate(q));
+        let (rf, rb, rp) = (rate(forward), rate(backward), self.layout_rate(p).max(1.0));
+        let mut lower = self.windows[pos].lanes[i].clone();
+        let upper = split_lane(&mut lower, rf, rb, rp);
+        let at = LaneEnd {
+            window: id,
+            lane: i,
+            end: End::Backward,
+        };
+        if !self.arrives_in_time(p, pos, at, lower.backward - 1) {
+            return None;
+        }
+        self.windows[pos].lanes[i] = lower;
+        self.windows[pos].lanes.push(upper);
+        // The backward server keeps its pointer, which now bounds the upper lane.
+        let upper = self.windows[pos].lanes.len() - 1;
+        if let Some(q) = backward {
+            let t = &mut self.paths[q.index()];
+            for held in [&mut t.work, &mut t.reserved].into_iter().flatten() {
+                if *held == at {
+                    held.lane = upper;
+                }
+            }
+        }
+        Some((pos, at))
     }
 }

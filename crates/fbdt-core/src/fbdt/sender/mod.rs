@@ -18,6 +18,7 @@
 //! takes ACKs and tracks stalls, `transmit` puts one frame out.
 
 mod acks;
+mod arrival;
 mod lanes;
 mod rescue;
 #[cfg(test)]

@@ -282,6 +282,25 @@ fn the_budget_window_follows_rate_times_budget() {
     assert!(zero.validate(&params).is_err());
 }
 
+/// The send limit is a number of TCP windows: below one the pipe runs dry between ACKs.
+#[test]
+fn the_send_limit_is_at_least_one_tcp_window() {
+    let params = crate::Config::default().stream_params();
+    for bad in [0.5, f64::NAN, f64::INFINITY] {
+        let cfg = FbdtConfig {
+            send_limit_windows: bad,
+            ..FbdtConfig::default()
+        };
+        assert!(cfg.validate(&params).is_err(), "{bad}");
+    }
+    let mut s = FbdtSender::new(&FbdtConfig::default(), params, 0, 64 << 20);
+    s.path_up(PathId(0), Instant::ZERO);
+    assert_eq!(s.path_send_limit(PathId(0)), None, "unlimited until the driver reports");
+    s.paths[0].est.driver.cwnd_bytes = Some(400_000);
+    let two_segments = 2 * params.segment_size as u64;
+    assert_eq!(s.path_send_limit(PathId(0)), Some(500_000 + two_segments));
+}
+
 /// Hysteresis in time (issue 15): a path that outscores the forward one by the factor at a
 /// single window load does not take the forward lane; one that keeps doing so for
 /// `forward_hold` does, and a forward path that stalls is replaced at once.

@@ -61,8 +61,8 @@ impl FbdtSender {
 
     /// Most payload bytes `p` may hold undelivered (spec decision 6: the paper's
     /// per-direction send window = the TCP connection's window, plus a small backlog so the
-    /// pipe never runs dry). Twice the path's window (cwnd, or rate × srtt) plus two
-    /// segments; unlimited while the driver reports nothing.
+    /// pipe never runs dry): `send_limit_windows` × the path's window (cwnd, or rate ×
+    /// srtt) plus two segments; unlimited while the driver reports nothing.
     pub(super) fn path_send_limit(&self, p: PathId) -> Option<u64> {
         let d = &self.paths[p.index()].est.driver;
         let bdp = d.delivery_rate_bps.zip(d.srtt).map(|(r, s)| r / 8.0 * s.as_secs_f64());
@@ -72,7 +72,7 @@ impl FbdtSender {
             (None, Some(b)) => b,
             (None, None) => return None,
         };
-        Some(2 * window as u64 + 2 * self.params.segment_size as u64)
+        Some((self.cfg.send_limit_windows * window) as u64 + 2 * self.params.segment_size as u64)
     }
 
     pub(super) fn emit_segment(&mut self, p: PathId, idx: u64, now: Instant, out: &mut impl FrameOut) -> usize {

@@ -8,6 +8,11 @@ use crate::path::PathId;
 use crate::time::Instant;
 use crate::wire::Align;
 
+/// A path whose base RTT exceeds the shortest one's × this + [`FAR_RTT_SLACK`] is
+/// never the forward path while a nearer one flows.
+const FAR_RTT_FACTOR: f64 = 2.0;
+const FAR_RTT_SLACK: crate::time::Duration = crate::time::Duration::from_millis(10);
+
 impl FbdtSender {
     /// Rate used for layout decisions: measured, else the driver's, else the mean of the
     /// others (so an unmeasured path gets a fair share to be measured with).
@@ -103,6 +108,17 @@ impl FbdtSender {
                 }
             }
         }
+        // The forward path serves the head of every window: one whose round trip is far
+        // longer than the shortest (tc-delay-wigig's 1 s WiGig beside 4 ms WiFi) would
+        // hold every window's delivery for it, however fast it is. Such paths rank last.
+        let shortest = ranked
+            .iter()
+            .map(|&(p, _)| self.paths[p.index()].est.base_rtt())
+            .min();
+        if let Some(shortest) = shortest {
+            let far = shortest.mul_f64(FAR_RTT_FACTOR) + FAR_RTT_SLACK;
+            ranked.sort_by_key(|&(p, _)| self.paths[p.index()].est.base_rtt() > far);
+        }
         if ranked.first().map(|&(p, _)| p) != self.forward {
             self.forward_challenger = None;
         }
@@ -180,12 +196,15 @@ impl FbdtSender {
             scan_from: seg_lo,
             deadlines: std::cell::Cell::new(None),
         });
-        // A path still busy in an older window gets its lane end reserved for later.
+        // A path still busy in an older window gets its lane end reserved for later; one
+        // that holds a reservation already (a path working ahead loaded several windows)
+        // leaves it free, for whoever finds it first (`find_work`, oldest window first).
         for (q, lane, end) in ends {
             let at = LaneEnd { window: id, lane, end };
+            let t = &self.paths[q.index()];
             if q == requester || !self.has_current_work(q) {
                 self.paths[q.index()].work = Some(at);
-            } else {
+            } else if t.reserved.is_none() {
                 self.paths[q.index()].reserved = Some(at);
             }
         }

@@ -1,0 +1,212 @@
+//! The meeting point by expected arrival (issue 15).
+//!
+//! The paper's pointers meet wherever the paths' send rates put them, so a path whose
+//! delay exceeds the others' hands out segments that arrive after the forward lane would
+//! have delivered them: they add head-of-line delay and help nobody. Here a lane end takes
+//! its next segment only while that segment is expected to arrive no later than the
+//! lane's other end would deliver it. A path that declines leaves the rest of the lane to
+//! the other end and looks for work further on (`lanes::lane_segment`): a free end of an
+//! older window, a split, else a new window — so a path whose delay exceeds the others'
+//! works as many windows ahead as its delay is worth, instead of idling or holding every
+//! window up. With one segment left and both ends served, it goes to the path that
+//! delivers it first: a small request takes the fast path, whichever path asks first.
+
+use super::FbdtSender;
+use crate::fbdt::layout::{End, LaneEnd};
+use crate::path::PathId;
+
+/// Relative slack of the arrival comparison (`arrives_in_time`).
+const ARRIVAL_TOLERANCE: f64 = 0.1;
+
+impl FbdtSender {
+    /// The rate `p` drains its queue at, bytes/s: the higher of the measured and the
+    /// driver's (a measurement taken while the application sent little underestimates
+    /// it). None until something is known.
+    fn drain_rate(&self, p: PathId) -> Option<f64> {
+        let t = &self.paths[p.index()];
+        let driver = t.est.driver.delivery_rate_bps.map(|b| b / 8.0);
+        match (t.est.rate, driver) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+        .filter(|&r| r > 0.0)
+    }
+
+    /// Seconds until a byte handed to `p` now reaches the receiver: the bytes ahead of it
+    /// at the drain rate, less the ACK's way back, and never less than the one-way delay
+    /// (half the base RTT). `p`'s unacknowledged bytes span one base RTT at its rate when
+    /// nothing queues, so what exceeds that is queue.
+    pub(super) fn arrival_in(&self, p: PathId) -> Option<f64> {
+        let rate = self.drain_rate(p)?;
+        let t = &self.paths[p.index()];
+        let base = t.est.base_rtt().as_secs_f64();
+        Some((t.in_flight() as f64 / rate).max(base) - base / 2.0)
+    }
+
+    /// Whether `p`, at lane end `at` (window position `pos`), should take segment `idx`.
+    ///
+    /// A backward end takes it if it is expected to arrive no later than the other flowing
+    /// paths would have delivered every unsent segment below it (at their summed drain
+    /// rate, from the earliest of their arrival times). A forward end (the bottom of its
+    /// lane) gives way only to the lane's backward server, and only if that server would
+    /// deliver it sooner after sending the rest of the lane: the forward path never
+    /// leaves the head of the stream to a path that only looks faster while it idles. A
+    /// forward end whose lane has no backward server (a lane a far path left) is judged
+    /// as a backward end: otherwise that path would take back the very lanes it left.
+    /// Within [`ARRIVAL_TOLERANCE`] counts as in time, so estimates that cross back and
+    /// forth do not hand a lane back and forth.
+    pub(super) fn arrives_in_time(&self, p: PathId, pos: usize, at: LaneEnd, idx: u64) -> bool {
+        let flowing = |q: PathId| q != p && self.paths[q.index()].alive && !self.paths[q.index()].stalled;
+        let server = match at.end {
+            End::Forward => self.server(at.window, at.lane, End::Backward).filter(|&q| flowing(q)),
+            End::Backward => None,
+        };
+        match server {
+            Some(q) => self.sooner_than(p, [q], self.windows[pos].lanes[at.lane].backward - 1 - idx),
+            None => self.sooner_than(p, self.paths_flowing_besides(p), self.unsent_below(idx)),
+        }
+    }
+
+    /// Whether a window loaded now, starting at segment `idx`, has a segment `p` delivers
+    /// in time: a path that could only send behind every unsent segment, later than the
+    /// others deliver them, loads nothing (and leaves no lanes for the others to pick up).
+    pub(super) fn new_window_in_time(&self, p: PathId) -> bool {
+        let idx = self.seg_base + self.segs.len() as u64;
+        self.sooner_than(p, self.paths_flowing_besides(p), self.unsent_below(idx))
+    }
+
+    fn paths_flowing_besides(&self, p: PathId) -> Vec<PathId> {
+        (0..self.paths.len())
+            .map(|i| PathId(i as u8))
+            .filter(|&q| q != p && self.paths[q.index()].alive && !self.paths[q.index()].stalled)
+            .collect()
+    }
+
+    /// Whether a byte handed to `p` now arrives no later than `others` would deliver it
+    /// after `before` segments (at their summed drain rate, from the earliest of their
+    /// arrival times), within [`ARRIVAL_TOLERANCE`]. True when none of `others` flows or
+    /// while a rate is unknown.
+    fn sooner_than(&self, p: PathId, others: impl IntoIterator<Item = PathId>, before: u64) -> bool {
+        let Some(mine) = self.arrival_in(p) else {
+            return true;
+        };
+        let (mut first, mut rate) = (f64::INFINITY, 0.0);
+        for q in others {
+            let (Some(a), Some(r)) = (self.arrival_in(q), self.drain_rate(q)) else {
+                return true;
+            };
+            first = first.min(a);
+            rate += r;
+        }
+        let theirs = first + before as f64 * self.params.segment_size as f64 / rate;
+        rate == 0.0 || mine <= theirs * (1.0 + ARRIVAL_TOLERANCE)
+    }
+
+    /// Unsent segments with an index below `idx`, in every window.
+    fn unsent_below(&self, idx: u64) -> u64 {
+        self.windows
+            .iter()
+            .take_while(|w| w.seg_lo < idx)
+            .flat_map(|w| &w.lanes)
+            .map(|l| l.backward.min(idx).saturating_sub(l.forward))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::SegState;
+    use super::*;
+    use crate::fbdt::config::FbdtConfig;
+    use crate::scheme::SchemeSender;
+    use crate::time::{Duration, Instant};
+
+    /// A sender over a near path 0 (base RTT 2 ms) and a far path 1 (base RTT `far_rtt`),
+    /// each draining `rate` bytes/s, the receive window `window` bytes.
+    fn near_and_far(far_rtt: Duration, rates: [f64; 2], window: u64) -> FbdtSender {
+        let params = crate::scheme::StreamParams {
+            send_buffer: 64 << 20,
+            ..crate::Config::default().stream_params()
+        };
+        let mut s = FbdtSender::new(&FbdtConfig::default(), params, 0, window);
+        let now = Instant::ZERO;
+        for (p, rtt) in [(0, Duration::from_millis(2)), (1, far_rtt)] {
+            s.path_up(PathId(p), now);
+            s.paths[p as usize].est.rate = Some(rates[p as usize]);
+            s.paths[p as usize].est.rtt_sample(rtt, now);
+        }
+        s
+    }
+
+    fn poll(s: &mut FbdtSender, p: u8) -> usize {
+        s.poll_transmit(PathId(p), 64 * 1024, Instant::ZERO, &mut Vec::new())
+    }
+
+    /// The offsets of the segments `p` holds.
+    fn held_by(s: &FbdtSender, p: u8) -> Vec<u64> {
+        s.segs
+            .iter()
+            .filter(|g| matches!(g.state, SegState::Sent { holders, .. } if holders & PathId(p).bit() != 0))
+            .map(|g| g.off)
+            .collect()
+    }
+
+    /// A one-segment request goes to the path that delivers it first, whichever path
+    /// asks first — until the near path's queue outlasts the far path's delay.
+    #[test]
+    fn a_small_request_takes_the_path_that_delivers_it_first() {
+        let mut s = near_and_far(Duration::from_millis(100), [100e6, 100e6], 64 << 20);
+        let request = |s: &mut FbdtSender| {
+            s.write(&[7u8; 1000]);
+            while poll(s, 1) + poll(s, 0) > 0 {}
+            (held_by(s, 0).len(), held_by(s, 1).len())
+        };
+        assert_eq!(request(&mut s), (1, 0), "the far path asked first and took it");
+        // 30 ms of backlog on the near path still beats 50 ms of one-way delay ...
+        s.paths[0].sent += 3_000_000;
+        assert_eq!(request(&mut s), (2, 0));
+        // ... 100 ms does not.
+        s.paths[0].sent += 7_000_000;
+        assert_eq!(request(&mut s), (2, 1), "the far path delivers sooner now");
+    }
+
+    /// tc-delay-wigig's shape: a 3× faster path 1 s away. It takes only segments the near
+    /// path would not reach before they arrive — at least 0.5 s × 80 MB/s ÷ (1 +
+    /// tolerance) ≈ 36 MB ahead of the stream's front (`sooner_than`) — and leaves no
+    /// lane behind: every byte below that goes out on the near path.
+    #[test]
+    fn a_far_path_works_ahead_and_leaves_nothing_behind() {
+        let mut s = near_and_far(Duration::from_millis(1000), [80e6, 225e6], 64 << 20);
+        let total = 48 << 20;
+        assert_eq!(s.write(&vec![1u8; total]), total);
+        let mut busy = true;
+        while busy {
+            busy = poll(&mut s, 1) > 0;
+            busy |= poll(&mut s, 0) > 0;
+        }
+        let far = held_by(&s, 1);
+        let near = held_by(&s, 0);
+        assert!(!far.is_empty(), "the far path idled");
+        let first_far = *far.iter().min().unwrap();
+        assert!(first_far >= 32 << 20, "far path took offset {first_far}, still within the near path's reach");
+        // Below the far path's first segment, everything went out on the near path.
+        let below = s.segs.iter().filter(|g| g.off < first_far).count();
+        assert_eq!(near.iter().filter(|&&o| o < first_far).count(), below);
+        assert!(s.segs.iter().all(|g| g.state != SegState::Unsent || g.off > first_far));
+    }
+
+    /// With a receive window smaller than that lead, the far path sends nothing: its
+    /// segments would hold the stream up (tc-delay-wigig with the default 32 MiB window).
+    #[test]
+    fn a_far_path_beyond_the_receive_window_sends_nothing() {
+        let mut s = near_and_far(Duration::from_millis(1000), [80e6, 225e6], 32 << 20);
+        s.write(&vec![1u8; 16 << 20]);
+        let mut busy = true;
+        while busy {
+            busy = poll(&mut s, 1) > 0;
+            busy |= poll(&mut s, 0) > 0;
+        }
+        assert!(held_by(&s, 1).is_empty());
+        assert!(s.segs.iter().all(|g| g.state != SegState::Unsent), "a lane was orphaned");
+    }
+}
