@@ -32,7 +32,7 @@ pub struct RunArgs {
     /// loss recovery, RTO back-off, bottleneck queue; see docs/simulator.md).
     #[arg(long, default_value_t = PathModel::Pipe)]
     pub model: PathModel,
-    /// Comma-separated schemes: fbdt[+rto=F][+window=auto|paper|64k][+seg=N][+rcvbuf=N],
+    /// Comma-separated schemes: fbdt[+budget=MS][+window=auto|paper|64k][+limit=F][+rto=F][+seg=N][+rcvbuf=N],
     /// tcp:<path>, mp:<minrtt|blest|ecf|rr|redundant|fixed=R|amuse|musher>[+rcvbuf=N]
     /// [+seg=N][+reinject=on|off][+gain=F]; mp:fixed=A..B/S expands to one scheme per R.
     /// Default: fbdt and tcp:<every path>.
