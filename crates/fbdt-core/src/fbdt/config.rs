@@ -23,19 +23,18 @@ pub enum WindowConfig {
     /// A delivery-delay budget (issue 15): `Σ rate_i × delay` over the live, unstalled
     /// paths, at least two segments per path and at most `max` bytes — a window the paths
     /// drain within the budget, so the backward lane's bytes wait at most about that long
-    /// for the forward lane. Before any estimate: 1 MiB clamped the same way. The default,
-    /// with [`DEFAULT_BUDGET`]; the arrival rule (`sender::arrival`) decides who sends what.
+    /// for the forward lane. Before any estimate: 1 MiB clamped the same way. With it, the
+    /// arrival rule (`sender::arrival`) decides who sends what.
     Budget { delay: Duration, max: usize },
 }
 
 /// Largest window `WindowConfig::Budget` gives when nothing bounds it lower.
 pub const BUDGET_MAX_WINDOW: usize = 16 * 1024 * 1024;
 
-/// The default window's budget: 0.5 ms of the paths' summed rate (about 80 segments at
-/// 1.9 Gbit/s). With the arrival rule a small window costs no goodput, and every
-/// millisecond more is head-of-line delay for the backward lanes: simulated los (TCP-level
-/// paths) p99 in-order delay 16.7 ms at 0.5 ms, 23.3 at 1 ms, 75.2 with `auto`, for the
-/// same goodput within 0.3% (docs/architecture.md, "The window").
+/// The budget to use when one is wanted and nothing says otherwise (`fbdt+budget` with no
+/// better knowledge): 0.5 ms of the summed rate, the best of the values measured in the
+/// paper's scenarios (docs/architecture.md, "Window size"). Not the default window: with
+/// two equal paths whose delays differ by more than the window, the far one idles.
 pub const DEFAULT_BUDGET: Duration = Duration::from_micros(500);
 
 impl WindowConfig {
@@ -96,7 +95,7 @@ pub struct FbdtConfig {
 impl Default for FbdtConfig {
     fn default() -> Self {
         FbdtConfig {
-            window: WindowConfig::budget(DEFAULT_BUDGET),
+            window: WindowConfig::auto(),
             redundancy_wait: 1.0,
             redundancy_floor: Duration::from_millis(2),
             redundancy_cap: 0.02,

@@ -19,6 +19,12 @@ use crate::path::PathId;
 const ARRIVAL_TOLERANCE: f64 = 0.1;
 
 impl FbdtSender {
+    /// The arrival rule comes with the budget window; `auto` and `paper` keep the paper's
+    /// meeting point (Algorithm 1), as the reference they are measured against.
+    pub(super) fn meets_by_arrival(&self) -> bool {
+        matches!(self.cfg.window, crate::fbdt::config::WindowConfig::Budget { .. })
+    }
+
     /// The rate `p` drains its queue at, bytes/s: the higher of the measured and the
     /// driver's (a measurement taken while the application sent little underestimates
     /// it). None until something is known.
@@ -56,6 +62,9 @@ impl FbdtSender {
     /// Within [`ARRIVAL_TOLERANCE`] counts as in time, so estimates that cross back and
     /// forth do not hand a lane back and forth.
     pub(super) fn arrives_in_time(&self, p: PathId, pos: usize, at: LaneEnd, idx: u64) -> bool {
+        if !self.meets_by_arrival() {
+            return true;
+        }
         let flowing = |q: PathId| q != p && self.paths[q.index()].alive && !self.paths[q.index()].stalled;
         let server = match at.end {
             End::Forward => self.server(at.window, at.lane, End::Backward).filter(|&q| flowing(q)),
@@ -71,6 +80,9 @@ impl FbdtSender {
     /// in time: a path that could only send behind every unsent segment, later than the
     /// others deliver them, loads nothing (and leaves no lanes for the others to pick up).
     pub(super) fn new_window_in_time(&self, p: PathId) -> bool {
+        if !self.meets_by_arrival() {
+            return true;
+        }
         let idx = self.seg_base + self.segs.len() as u64;
         self.sooner_than(p, self.paths_flowing_besides(p), self.unsent_below(idx))
     }
@@ -117,18 +129,26 @@ impl FbdtSender {
 mod tests {
     use super::super::SegState;
     use super::*;
-    use crate::fbdt::config::FbdtConfig;
+    use crate::fbdt::config::{FbdtConfig, WindowConfig};
     use crate::scheme::SchemeSender;
     use crate::time::{Duration, Instant};
 
     /// A sender over a near path 0 (base RTT 2 ms) and a far path 1 (base RTT `far_rtt`),
     /// each draining `rate` bytes/s, the receive window `window` bytes.
     fn near_and_far(far_rtt: Duration, rates: [f64; 2], window: u64) -> FbdtSender {
+        let cfg = FbdtConfig {
+            window: WindowConfig::budget(crate::fbdt::config::DEFAULT_BUDGET),
+            ..FbdtConfig::default()
+        };
+        with_config(&cfg, far_rtt, rates, window)
+    }
+
+    fn with_config(cfg: &FbdtConfig, far_rtt: Duration, rates: [f64; 2], window: u64) -> FbdtSender {
         let params = crate::scheme::StreamParams {
             send_buffer: 64 << 20,
             ..crate::Config::default().stream_params()
         };
-        let mut s = FbdtSender::new(&FbdtConfig::default(), params, 0, window);
+        let mut s = FbdtSender::new(cfg, params, 0, window);
         let now = Instant::ZERO;
         for (p, rtt) in [(0, Duration::from_millis(2)), (1, far_rtt)] {
             s.path_up(PathId(p), now);
@@ -168,6 +188,16 @@ mod tests {
         // ... 100 ms does not.
         s.paths[0].sent += 7_000_000;
         assert_eq!(request(&mut s), (2, 1), "the far path delivers sooner now");
+    }
+
+    /// The `auto` and `paper` windows keep the paper's meeting point: whoever asks first
+    /// takes the segment.
+    #[test]
+    fn the_auto_window_keeps_algorithm_1() {
+        let mut s = with_config(&FbdtConfig::default(), Duration::from_millis(100), [100e6, 100e6], 64 << 20);
+        s.write(&[7u8; 1000]);
+        while poll(&mut s, 1) + poll(&mut s, 0) > 0 {}
+        assert_eq!((held_by(&s, 0).len(), held_by(&s, 1).len()), (0, 1));
     }
 
     /// tc-delay-wigig's shape: a 3× faster path 1 s away. It takes only segments the near

@@ -110,11 +110,13 @@ impl FbdtSender {
         }
         // The forward path serves the head of every window: one whose round trip is far
         // longer than the shortest (tc-delay-wigig's 1 s WiGig beside 4 ms WiFi) would
-        // hold every window's delivery for it, however fast it is. Such paths rank last.
+        // hold every window's delivery for it, however fast it is. Such paths rank last
+        // (with the arrival rule; `auto` and `paper` keep the paper's ranking).
         let shortest = ranked
             .iter()
             .map(|&(p, _)| self.paths[p.index()].est.base_rtt())
-            .min();
+            .min()
+            .filter(|_| self.meets_by_arrival());
         if let Some(shortest) = shortest {
             let far = shortest.mul_f64(FAR_RTT_FACTOR) + FAR_RTT_SLACK;
             ranked.sort_by_key(|&(p, _)| self.paths[p.index()].est.base_rtt() > far);
