@@ -255,7 +255,9 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             }
             WindowConfig::Fixed(_) | WindowConfig::Budget { .. } => bail!("factor applies to window=auto only"),
         },
-        _ => bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, factor, hold, limit, tls)"),
+        _ => {
+            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, factor, hold, limit, tls)")
+        }
     }
     Ok(())
 }

@@ -76,7 +76,13 @@ fn single_path_fbdt_queues_less_than_the_backlog_and_keeps_the_link_busy() {
     let frame = cfg.segment_size + fbdt_core::wire::Data::OVERHEAD;
     let link = LinkParams::default();
     let duration = 5.0;
-    let out = run(&one_constant_path(duration), &SimScheme::Fbdt(cfg), &SimParams::default(), |_| {}).unwrap();
+    let out = run(
+        &one_constant_path(duration),
+        &SimScheme::Fbdt(cfg),
+        &SimParams::default(),
+        |_| {},
+    )
+    .unwrap();
     let mut d = out.delay.delays_us.clone();
     d.sort_unstable();
     assert!(d.len() > 1000, "{} samples", d.len());
@@ -86,7 +92,10 @@ fn single_path_fbdt_queues_less_than_the_backlog_and_keeps_the_link_busy() {
     assert!(quantile_ms(&d, 0.0) >= DELAY_MS, "faster than the path's delay");
     assert!(max <= hi, "max {max} ms above the backlog bound {hi}");
     // Well below the bound: the send limit, not the link's backlog, sets the queue.
-    assert!(p50 < DELAY_MS + (hi - DELAY_MS) * 0.75, "p50 {p50} ms: the backlog filled");
+    assert!(
+        p50 < DELAY_MS + (hi - DELAY_MS) * 0.75,
+        "p50 {p50} ms: the backlog filled"
+    );
     // The first RTT has nothing to deliver; after that, the link's full rate.
     let carried = out.bytes_delivered as f64 / (rate * (duration - 2.0 * DELAY_MS / 1e3));
     assert!(carried > 0.99, "link used {carried:.3} of its rate");

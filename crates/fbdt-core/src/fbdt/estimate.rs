@@ -129,6 +129,18 @@ impl PathEstimate {
         self.rate.or(self.driver.delivery_rate_bps.map(|b| b / 8.0))
     }
 
+    /// The rate the path drains its queue at, bytes/s: the higher of the measured and the
+    /// driver's (a measurement taken while the application sent little underestimates
+    /// it). None until something is known.
+    pub fn drain_rate_bps(&self) -> Option<f64> {
+        let driver = self.driver.delivery_rate_bps.map(|b| b / 8.0);
+        match (self.rate, driver) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+        .filter(|&r| r > 0.0)
+    }
+
     /// Reliability score (spec decision 8): rate × delivered ratio, halved after an outage.
     pub fn score(&self, now: Instant) -> f64 {
         let penalty = match self.last_outage {

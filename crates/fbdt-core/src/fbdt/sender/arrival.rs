@@ -25,17 +25,8 @@ impl FbdtSender {
         matches!(self.cfg.window, crate::fbdt::config::WindowConfig::Budget { .. })
     }
 
-    /// The rate `p` drains its queue at, bytes/s: the higher of the measured and the
-    /// driver's (a measurement taken while the application sent little underestimates
-    /// it). None until something is known.
     fn drain_rate(&self, p: PathId) -> Option<f64> {
-        let t = &self.paths[p.index()];
-        let driver = t.est.driver.delivery_rate_bps.map(|b| b / 8.0);
-        match (t.est.rate, driver) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        }
-        .filter(|&r| r > 0.0)
+        self.paths[p.index()].est.drain_rate_bps()
     }
 
     /// Seconds until a byte handed to `p` now reaches the receiver: the bytes ahead of it
@@ -65,9 +56,10 @@ impl FbdtSender {
         if !self.meets_by_arrival() {
             return true;
         }
-        let flowing = |q: PathId| q != p && self.paths[q.index()].alive && !self.paths[q.index()].stalled;
         let server = match at.end {
-            End::Forward => self.server(at.window, at.lane, End::Backward).filter(|&q| flowing(q)),
+            End::Forward => self
+                .server(at.window, at.lane, End::Backward)
+                .filter(|&q| q != p && self.paths[q.index()].flows()),
             End::Backward => None,
         };
         match server {
@@ -90,7 +82,7 @@ impl FbdtSender {
     fn paths_flowing_besides(&self, p: PathId) -> Vec<PathId> {
         (0..self.paths.len())
             .map(|i| PathId(i as u8))
-            .filter(|&q| q != p && self.paths[q.index()].alive && !self.paths[q.index()].stalled)
+            .filter(|&q| q != p && self.paths[q.index()].flows())
             .collect()
     }
 
@@ -194,7 +186,12 @@ mod tests {
     /// takes the segment.
     #[test]
     fn the_auto_window_keeps_algorithm_1() {
-        let mut s = with_config(&FbdtConfig::default(), Duration::from_millis(100), [100e6, 100e6], 64 << 20);
+        let mut s = with_config(
+            &FbdtConfig::default(),
+            Duration::from_millis(100),
+            [100e6, 100e6],
+            64 << 20,
+        );
         s.write(&[7u8; 1000]);
         while poll(&mut s, 1) + poll(&mut s, 0) > 0 {}
         assert_eq!((held_by(&s, 0).len(), held_by(&s, 1).len()), (0, 1));
@@ -218,7 +215,10 @@ mod tests {
         let near = held_by(&s, 0);
         assert!(!far.is_empty(), "the far path idled");
         let first_far = *far.iter().min().unwrap();
-        assert!(first_far >= 32 << 20, "far path took offset {first_far}, still within the near path's reach");
+        assert!(
+            first_far >= 32 << 20,
+            "far path took offset {first_far}, still within the near path's reach"
+        );
         // Below the far path's first segment, everything went out on the near path.
         let below = s.segs.iter().filter(|g| g.off < first_far).count();
         assert_eq!(near.iter().filter(|&&o| o < first_far).count(), below);
@@ -237,6 +237,9 @@ mod tests {
             busy |= poll(&mut s, 0) > 0;
         }
         assert!(held_by(&s, 1).is_empty());
-        assert!(s.segs.iter().all(|g| g.state != SegState::Unsent), "a lane was orphaned");
+        assert!(
+            s.segs.iter().all(|g| g.state != SegState::Unsent),
+            "a lane was orphaned"
+        );
     }
 }

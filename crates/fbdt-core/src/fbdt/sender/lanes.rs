@@ -118,7 +118,11 @@ impl FbdtSender {
             let end = [End::Forward, End::Backward]
                 .into_iter()
                 .find(|&end| self.server(id, i, end).is_none())?;
-            let at = LaneEnd { window: id, lane: i, end };
+            let at = LaneEnd {
+                window: id,
+                lane: i,
+                end,
+            };
             let idx = l.peek(end)?;
             self.arrives_in_time(p, pos, at, idx).then_some(at)
         };

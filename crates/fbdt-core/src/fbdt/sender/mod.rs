@@ -143,6 +143,11 @@ impl PathTx {
     fn in_flight(&self) -> u64 {
         self.sent.saturating_sub(self.rx)
     }
+
+    /// Up and delivering: what window sizing, layout and the arrival rule count on.
+    fn flows(&self) -> bool {
+        self.alive && !self.stalled
+    }
 }
 
 pub struct FbdtSender {
@@ -238,7 +243,7 @@ impl FbdtSender {
         self.paths
             .iter()
             .enumerate()
-            .filter(|(_, t)| t.alive && !t.stalled)
+            .filter(|(_, t)| t.flows())
             .fold(0, |m, (i, _)| m | (1 << i))
     }
 
@@ -402,7 +407,7 @@ impl SchemeSender for FbdtSender {
             }
         }
         for (i, t) in self.paths.iter().enumerate() {
-            if t.alive && !t.stalled && t.in_flight() > 0 {
+            if t.flows() && t.in_flight() > 0 {
                 consider(t.last_progress + self.stall_after(PathId(i as u8)));
             }
         }

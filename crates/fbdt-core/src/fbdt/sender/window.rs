@@ -50,7 +50,7 @@ impl FbdtSender {
                 // the window are then due before the others reach them, so a slow-RTT path
                 // does not hold every window's delivery for its RTT.
                 let (mut rate, mut rtt, mut known) = (0.0, 0.0f64, false);
-                for t in self.paths.iter().filter(|t| t.alive && !t.stalled) {
+                for t in self.paths.iter().filter(|t| t.flows()) {
                     if let Some(r) = t.est.rate_bps() {
                         rate += r;
                         rtt = rtt.max(t.est.rtt().as_secs_f64());
@@ -64,7 +64,7 @@ impl FbdtSender {
                 }
             }
             WindowConfig::Budget { delay, max } => {
-                let flowing = self.paths.iter().filter(|t| t.alive && !t.stalled);
+                let flowing = self.paths.iter().filter(|t| t.flows());
                 let lanes = flowing.clone().count().max(1);
                 let rates: Vec<f64> = flowing.filter_map(|t| t.est.rate_bps()).collect();
                 let min = (2 * lanes * self.params.segment_size).min(max);
