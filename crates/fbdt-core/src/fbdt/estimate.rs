@@ -24,6 +24,9 @@ const BASE_RTT_WINDOW: Duration = Duration::from_millis(10_000);
 pub(super) struct PathEstimate {
     /// Delivered payload bytes per second (EWMA), once measured.
     pub rate: Option<f64>,
+    /// The same, averaged over at least one base RTT: a path delivers in bursts of its
+    /// window per round trip, so on a long path `rate` swings with them.
+    smooth_rate: Option<f64>,
     /// Delivered / sent bytes over recent samples (EWMA), 1 when unknown.
     pub ratio: f64,
     /// Time from handing a segment to the path until its FBDT ACK (EWMA).
@@ -43,6 +46,7 @@ impl PathEstimate {
     pub fn new() -> Self {
         PathEstimate {
             rate: None,
+            smooth_rate: None,
             ratio: 1.0,
             ack_rtt: None,
             base_rtt: None,
@@ -65,6 +69,11 @@ impl PathEstimate {
                 Some(old) => old + RATE_GAIN * (r - old),
                 None => r,
             });
+            let gain = RATE_GAIN.min(secs / (secs + self.base_rtt().as_secs_f64()));
+            self.smooth_rate = Some(match self.smooth_rate {
+                Some(old) => old + gain * (r - old),
+                None => r,
+            });
         }
         if dsent > 0.0 {
             let q = (drx / dsent).min(1.0);
@@ -72,6 +81,13 @@ impl PathEstimate {
         }
         self.sample_rx = rx;
         self.sample_sent = sent;
+    }
+
+    /// Sets both rate estimates, as a long steady measurement would.
+    #[cfg(test)]
+    pub fn set_rate(&mut self, bytes_per_sec: f64) {
+        self.rate = Some(bytes_per_sec);
+        self.smooth_rate = Some(bytes_per_sec);
     }
 
     /// Restarts sampling from the current counters (after a path comes back).
@@ -129,12 +145,12 @@ impl PathEstimate {
         self.rate.or(self.driver.delivery_rate_bps.map(|b| b / 8.0))
     }
 
-    /// The rate the path drains its queue at, bytes/s: the higher of the measured and the
-    /// driver's (a measurement taken while the application sent little underestimates
-    /// it). None until something is known.
+    /// The rate the path drains its queue at, bytes/s: the higher of the measured (over
+    /// at least one base RTT) and the driver's (a measurement taken while the
+    /// application sent little underestimates it). None until something is known.
     pub fn drain_rate_bps(&self) -> Option<f64> {
         let driver = self.driver.delivery_rate_bps.map(|b| b / 8.0);
-        match (self.rate, driver) {
+        match (self.smooth_rate, driver) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         }

@@ -78,12 +78,25 @@ impl FbdtSender {
             .find_map(|pos| self.free_end(p, pos).map(|at| (pos, at)))
             .or_else(|| self.split_for(p));
         let Some((pos, at)) = found else {
+            self.load_ahead(p, now);
             return self.new_window_in_time(p) && self.load_window(p, now);
         };
         self.paths[p.index()].work = Some(at);
         self.stats.realignments += 1;
         self.queue_align(pos);
         true
+    }
+
+    /// Whether a window older than the one at `pos` has a lane end with segments left
+    /// that no path serves.
+    pub(super) fn has_unserved_end_before(&self, pos: usize) -> bool {
+        self.windows.iter().take(pos).any(|w| {
+            w.lanes.iter().enumerate().any(|(i, l)| {
+                [End::Forward, End::Backward]
+                    .into_iter()
+                    .any(|end| l.peek(end).is_some() && self.server(w.id, i, end).is_none())
+            })
+        })
     }
 
     /// Time until lane `i` of the window at `pos` is handed out at its servers' rates.

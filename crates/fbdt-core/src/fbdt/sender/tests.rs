@@ -317,7 +317,7 @@ fn the_forward_path_changes_only_after_a_sustained_lead() {
         s.paths[0].est.rate = Some(a);
         s.paths[1].est.rate = Some(b);
     };
-    let first = |s: &mut FbdtSender, now| s.ranked_paths(PathId(0), now)[0].0;
+    let first = |s: &mut FbdtSender, now| s.ranked_paths(PathId(0), None, now)[0].0;
     rates(&mut s, 100e6, 50e6);
     assert_eq!(first(&mut s, t0), PathId(0));
     // Path 1 leads by 3× for one load, then falls back: no change.

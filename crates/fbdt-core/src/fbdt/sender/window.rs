@@ -78,13 +78,19 @@ impl FbdtSender {
         }
     }
 
-    /// Live paths ranked by reliability (forward first), with their layout rates.
-    pub(super) fn ranked_paths(&mut self, requester: PathId, now: Instant) -> Vec<(PathId, f64)> {
+    /// Live paths ranked by reliability (forward first), with their layout rates; without
+    /// `excluded`.
+    pub(super) fn ranked_paths(
+        &mut self,
+        requester: PathId,
+        excluded: Option<PathId>,
+        now: Instant,
+    ) -> Vec<(PathId, f64)> {
         let mut ranked: Vec<(PathId, f64)> = (0..self.paths.len())
             .map(|i| PathId(i as u8))
             .filter(|&p| {
                 let t = &self.paths[p.index()];
-                t.alive && (!t.stalled || p == requester)
+                t.alive && (!t.stalled || p == requester) && Some(p) != excluded
             })
             .map(|p| (p, self.paths[p.index()].est.score(now)))
             .collect();
@@ -138,6 +144,12 @@ impl FbdtSender {
 
     /// Loads the next window if data and the peer's receive window allow.
     pub(super) fn load_window(&mut self, requester: PathId, now: Instant) -> bool {
+        self.load_window_for(requester, true, now)
+    }
+
+    /// Loads the next window, laid out over every flowing path, `requester` among them
+    /// only if `with_requester` (a path working ahead loads windows for the others).
+    pub(super) fn load_window_for(&mut self, requester: PathId, with_requester: bool, now: Instant) -> bool {
         let avail = self.written - self.loaded;
         let need_fin = self.finished && !self.fin_loaded;
         if avail == 0 && !need_fin {
@@ -184,7 +196,8 @@ impl FbdtSender {
         }
         self.loaded = end;
         let seg_hi = self.seg_base + self.segs.len() as u64;
-        let ranked = self.ranked_paths(requester, now);
+        let excluded = (!with_requester).then_some(requester);
+        let ranked = self.ranked_paths(requester, excluded, now);
         let (lanes, ends) = initial_layout(seg_lo, seg_hi - seg_lo, &ranked);
         self.windows.push_back(Window {
             id,
@@ -198,15 +211,20 @@ impl FbdtSender {
             scan_from: seg_lo,
             deadlines: std::cell::Cell::new(None),
         });
-        // A path still busy in an older window gets its lane end reserved for later; one
-        // that holds a reservation already (a path working ahead loaded several windows)
-        // leaves it free, for whoever finds it first (`find_work`, oldest window first).
+        // An idle path starts on its lane end; one still busy in an older window gets it
+        // reserved for later, unless it holds a reservation already. With the arrival
+        // rule nothing is reserved, and idle paths start here only if no older window has
+        // a lane end nobody serves: a path that finishes its lane end looks for the next
+        // one oldest window first (`find_work`), so nobody skips the windows a path
+        // working ahead loaded in between.
+        let by_arrival = self.meets_by_arrival();
+        let older_free = by_arrival && self.has_unserved_end_before(self.windows.len() - 1);
         for (q, lane, end) in ends {
             let at = LaneEnd { window: id, lane, end };
             let t = &self.paths[q.index()];
-            if q == requester || !self.has_current_work(q) {
+            if (q == requester && with_requester) || (!older_free && !self.has_current_work(q)) {
                 self.paths[q.index()].work = Some(at);
-            } else if t.reserved.is_none() {
+            } else if !by_arrival && t.reserved.is_none() {
                 self.paths[q.index()].reserved = Some(at);
             }
         }
