@@ -253,7 +253,9 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             WindowConfig::Auto { factor, .. } => {
                 *factor = value.parse().map_err(|_| anyhow!("factor=`{value}` is not a number"))?
             }
-            WindowConfig::Fixed(_) | WindowConfig::Budget { .. } => bail!("factor applies to window=auto only"),
+            WindowConfig::Fixed(_) | WindowConfig::Budget { .. } => {
+                bail!("factor applies to window=auto only (put window=auto before it)")
+            }
         },
         _ => {
             bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, factor, hold, limit, tls)")

@@ -31,10 +31,10 @@ pub enum WindowConfig {
 /// Largest window `WindowConfig::Budget` gives when nothing bounds it lower.
 pub const BUDGET_MAX_WINDOW: usize = 16 * 1024 * 1024;
 
-/// The budget to use when one is wanted and nothing says otherwise (`fbdt+budget` with no
-/// better knowledge): 0.5 ms of the summed rate, the best of the values measured in the
-/// paper's scenarios (docs/architecture.md, "Window size"). Not the default window: with
-/// two equal paths whose delays differ by more than the window, the far one idles.
+/// The default window: 0.5 ms of the summed rate, the best of the budgets measured in the
+/// paper's scenarios (docs/architecture.md, "Window size"). With the arrival rule the
+/// window sets the in-order delay, not the throughput: a path whose delay exceeds the
+/// others' works ahead by as many windows as its delay is worth.
 pub const DEFAULT_BUDGET: Duration = Duration::from_micros(500);
 
 impl WindowConfig {
@@ -95,7 +95,7 @@ pub struct FbdtConfig {
 impl Default for FbdtConfig {
     fn default() -> Self {
         FbdtConfig {
-            window: WindowConfig::auto(),
+            window: WindowConfig::budget(DEFAULT_BUDGET),
             redundancy_wait: 1.0,
             redundancy_floor: Duration::from_millis(2),
             redundancy_cap: 0.02,

@@ -232,12 +232,11 @@ mod tests {
     /// takes the segment.
     #[test]
     fn the_auto_window_keeps_algorithm_1() {
-        let mut s = with_config(
-            &FbdtConfig::default(),
-            Duration::from_millis(100),
-            [100e6, 100e6],
-            64 << 20,
-        );
+        let auto = FbdtConfig {
+            window: WindowConfig::auto(),
+            ..FbdtConfig::default()
+        };
+        let mut s = with_config(&auto, Duration::from_millis(100), [100e6, 100e6], 64 << 20);
         s.write(&[7u8; 1000]);
         while poll(&mut s, 1) + poll(&mut s, 0) > 0 {}
         assert_eq!((held_by(&s, 0).len(), held_by(&s, 1).len()), (0, 1));
