@@ -272,7 +272,7 @@ mod tests {
 
     /// The delay-gap sweep's shape: a far path of the near one's rate, 100 ms further
     /// away, asks first. It loads the windows in between for the near path rather than
-    /// idle, and starts its own about the near path's 99 ms of delivery ahead; the near
+    /// idle, and starts its own 100 ms of the near path's delivery ahead; the near
     /// path then serves the windows in between from the oldest on, skipping none.
     #[test]
     fn a_far_path_loads_the_windows_in_between_for_the_near_one() {
