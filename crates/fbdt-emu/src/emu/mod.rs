@@ -93,22 +93,37 @@ pub(crate) struct Emulator {
 /// told apart from others (see [`packet_socket_fds`]).
 static BUILD_LOCK: Mutex<()> = Mutex::new(());
 
+/// How the emulator runs (from the testbed's options).
+#[derive(Clone, Copy, Debug)]
+pub struct EmulatorSettings {
+    /// Tokio worker threads of the emulator.
+    pub threads: usize,
+    /// SCHED_FIFO priority of those threads, if any.
+    pub rt_priority: Option<i32>,
+    /// SO_RCVBUF/SO_SNDBUF of the emulator's packet sockets, if set.
+    pub socket_buffer: Option<i32>,
+    /// Random loss in both directions instead of data direction only.
+    pub loss_both: bool,
+    pub datapath: Datapath,
+    pub mtu: u32,
+}
+
 impl Emulator {
     /// Creates the veth pairs (client↔emu, emu↔server per path) and starts rattan inside
-    /// namespace `emu_ns`. `threads`: tokio worker threads of the emulator.
+    /// namespace `emu_ns`.
     pub fn start(
         cli: Arc<NetNs>,
         emu: Arc<NetNs>,
         srv: Arc<NetNs>,
         emu_name: &str,
         pairs: Vec<PairSpec>,
-        threads: usize,
-        rt_priority: Option<i32>,
-        socket_buffer: Option<i32>,
-        loss_both: bool,
-        datapath: Datapath,
-        mtu: u32,
+        settings: EmulatorSettings,
     ) -> Result<Self> {
+        let EmulatorSettings {
+            socket_buffer,
+            loss_both,
+            ..
+        } = settings;
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(Vec<PathControl>, Vec<i32>)>>();
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let emu_name = emu_name.to_string();
@@ -121,7 +136,7 @@ impl Emulator {
                 }
                 let guard = BUILD_LOCK.lock().unwrap_or_else(|p| p.into_inner());
                 let before = packet_socket_fds();
-                let built = build(&cli, &emu, &srv, &emu_name, &pairs, threads, rt_priority, datapath, mtu);
+                let built = build(&cli, &emu, &srv, &emu_name, &pairs, &settings);
                 let ours: Vec<i32> = packet_socket_fds().difference(&before).copied().collect();
                 drop(guard);
                 if let Some(bytes) = socket_buffer {
@@ -238,11 +253,15 @@ fn build(
     srv: &Arc<NetNs>,
     emu_name: &str,
     pairs: &[PairSpec],
-    threads: usize,
-    rt_priority: Option<i32>,
-    datapath: Datapath,
-    mtu: u32,
+    settings: &EmulatorSettings,
 ) -> std::result::Result<Built, (Error, Vec<Arc<VethPair>>)> {
+    let EmulatorSettings {
+        threads,
+        rt_priority,
+        datapath,
+        mtu,
+        ..
+    } = *settings;
     let mut veths: Vec<Arc<VethPair>> = Vec::new();
     macro_rules! tri {
         ($e:expr) => {

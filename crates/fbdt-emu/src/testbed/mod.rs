@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::{
     cleanup,
-    emu::{Emulator, PacketStats, PairSpec, PathControl},
+    emu::{Emulator, EmulatorSettings, PacketStats, PairSpec, PathControl},
     error::{Error, Result},
     fidelity::{self, CpuSnapshot, Fidelity, Mark, PathInput, Tolerances},
     ns::{self, IfCounters},

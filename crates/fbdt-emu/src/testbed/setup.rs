@@ -72,12 +72,14 @@ impl Testbed {
             self.netns[2].clone(),
             &self.emu_ns,
             pairs.clone(),
-            self.opts.emu_threads,
-            self.opts.emu_rt_priority,
-            self.opts.packet_socket_buffer,
-            self.opts.loss_both_directions,
-            self.opts.datapath,
-            self.opts.mtu,
+            EmulatorSettings {
+                threads: self.opts.emu_threads,
+                rt_priority: self.opts.emu_rt_priority,
+                socket_buffer: self.opts.packet_socket_buffer,
+                loss_both: self.opts.loss_both_directions,
+                datapath: self.opts.datapath,
+                mtu: self.opts.mtu,
+            },
         )?;
         let controls = emu.take_paths(&mut self.emu);
         self.controls = Arc::new(controls);
