@@ -312,6 +312,33 @@ mod tests {
         assert!(sent >= lead, "the near path stopped after {sent} bytes");
     }
 
+    /// A Cubic window far above the path's bandwidth-delay product (it grew into the
+    /// bottleneck queue) does not become backlog: with the arrival rule a path holds at
+    /// most 1.25 × drain rate × base RTT (+ 2 segments); `auto` keeps the TCP window.
+    #[test]
+    fn the_send_limit_is_the_bdp_not_a_bloated_window() {
+        let bloated = crate::path::PathStats {
+            srtt: Some(Duration::from_millis(40)),
+            delivery_rate_bps: Some(800e6),
+            cwnd_bytes: Some(10 << 20),
+        };
+        let seg = crate::Config::default().segment_size as u64;
+        let mut s = near_and_far(Duration::from_millis(100), [100e6, 100e6], 64 << 20);
+        s.paths[0].est.driver = bloated;
+        // 100 MB/s × 2 ms base RTT = 200 kB.
+        assert_eq!(s.path_send_limit(PathId(0)), Some(250_000 + 2 * seg));
+        let auto = FbdtConfig {
+            window: WindowConfig::auto(),
+            ..FbdtConfig::default()
+        };
+        let mut s = with_config(&auto, Duration::from_millis(100), [100e6, 100e6], 64 << 20);
+        s.paths[0].est.driver = bloated;
+        assert_eq!(
+            s.path_send_limit(PathId(0)),
+            Some((1.25 * (10 << 20) as f64) as u64 + 2 * seg)
+        );
+    }
+
     /// With a receive window smaller than that lead, the far path sends nothing: its
     /// segments would hold the stream up (tc-delay-wigig with the default 32 MiB window).
     #[test]

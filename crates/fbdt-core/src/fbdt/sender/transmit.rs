@@ -62,7 +62,8 @@ impl FbdtSender {
     /// Most payload bytes `p` may hold undelivered (spec decision 6: the paper's
     /// per-direction send window = the TCP connection's window, plus a small backlog so the
     /// pipe never runs dry): `send_limit_windows` × the path's window (cwnd, or rate ×
-    /// srtt) plus two segments; unlimited while the driver reports nothing.
+    /// srtt; with the arrival rule at most drain rate × base RTT) plus two segments;
+    /// unlimited while the driver reports nothing.
     pub(super) fn path_send_limit(&self, p: PathId) -> Option<u64> {
         let d = &self.paths[p.index()].est.driver;
         let bdp = d.delivery_rate_bps.zip(d.srtt).map(|(r, s)| r / 8.0 * s.as_secs_f64());
@@ -71,6 +72,16 @@ impl FbdtSender {
             (Some(c), None) => c as f64,
             (None, Some(b)) => b,
             (None, None) => return None,
+        };
+        // With the arrival rule, no more than the path's bandwidth-delay product at its
+        // base RTT either: Cubic's window grows into the bottleneck queue, and every byte
+        // of it is delay. 1.25 × the BDP queues at most a quarter of the base RTT and still
+        // probes: the path then delivers up to 1.25 × the rate measured, so the measure
+        // (and the limit) grows each round trip until the path's capacity.
+        let t = &self.paths[p.index()];
+        let window = match t.est.drain_rate_bps().filter(|_| self.meets_by_arrival()) {
+            Some(rate) => window.min(rate * t.est.base_rtt().as_secs_f64()),
+            None => window,
         };
         Some((self.cfg.send_limit_windows * window) as u64 + 2 * self.params.segment_size as u64)
     }
