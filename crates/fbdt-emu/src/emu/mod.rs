@@ -43,7 +43,7 @@ use crate::{
     error::{Error, Result},
     probe::{Lateness, ProbeCell},
     spec::{LinkMode, PathStep, HOLD_RATE_BPS},
-    testbed::Datapath,
+    testbed::{Datapath, TestbedOptions},
 };
 
 mod host_io;
@@ -93,21 +93,6 @@ pub(crate) struct Emulator {
 /// told apart from others (see [`packet_socket_fds`]).
 static BUILD_LOCK: Mutex<()> = Mutex::new(());
 
-/// How the emulator runs (from the testbed's options).
-#[derive(Clone, Copy, Debug)]
-pub struct EmulatorSettings {
-    /// Tokio worker threads of the emulator.
-    pub threads: usize,
-    /// SCHED_FIFO priority of those threads, if any.
-    pub rt_priority: Option<i32>,
-    /// SO_RCVBUF/SO_SNDBUF of the emulator's packet sockets, if set.
-    pub socket_buffer: Option<i32>,
-    /// Random loss in both directions instead of data direction only.
-    pub loss_both: bool,
-    pub datapath: Datapath,
-    pub mtu: u32,
-}
-
 impl Emulator {
     /// Creates the veth pairs (client↔emu, emu↔server per path) and starts rattan inside
     /// namespace `emu_ns`.
@@ -117,13 +102,9 @@ impl Emulator {
         srv: Arc<NetNs>,
         emu_name: &str,
         pairs: Vec<PairSpec>,
-        settings: EmulatorSettings,
+        opts: &TestbedOptions,
     ) -> Result<Self> {
-        let EmulatorSettings {
-            socket_buffer,
-            loss_both,
-            ..
-        } = settings;
+        let opts = opts.clone();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(Vec<PathControl>, Vec<i32>)>>();
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let emu_name = emu_name.to_string();
@@ -136,10 +117,10 @@ impl Emulator {
                 }
                 let guard = BUILD_LOCK.lock().unwrap_or_else(|p| p.into_inner());
                 let before = packet_socket_fds();
-                let built = build(&cli, &emu, &srv, &emu_name, &pairs, &settings);
+                let built = build(&cli, &emu, &srv, &emu_name, &pairs, &opts);
                 let ours: Vec<i32> = packet_socket_fds().difference(&before).copied().collect();
                 drop(guard);
-                if let Some(bytes) = socket_buffer {
+                if let Some(bytes) = opts.packet_socket_buffer {
                     for fd in &ours {
                         grow_socket_buffers(*fd, bytes);
                     }
@@ -154,7 +135,7 @@ impl Emulator {
                     }
                 };
                 for (c, p) in controls.iter().zip(&pairs) {
-                    if let Err(e) = c.apply(&p.initial, loss_both) {
+                    if let Err(e) = c.apply(&p.initial, opts.loss_both_directions) {
                         let _ = ready_tx.send(Err(e));
                     }
                 }
@@ -253,15 +234,9 @@ fn build(
     srv: &Arc<NetNs>,
     emu_name: &str,
     pairs: &[PairSpec],
-    settings: &EmulatorSettings,
+    opts: &TestbedOptions,
 ) -> std::result::Result<Built, (Error, Vec<Arc<VethPair>>)> {
-    let EmulatorSettings {
-        threads,
-        rt_priority,
-        datapath,
-        mtu,
-        ..
-    } = *settings;
+    let (threads, rt_priority, datapath, mtu) = (opts.emu_threads, opts.emu_rt_priority, opts.datapath, opts.mtu);
     let mut veths: Vec<Arc<VethPair>> = Vec::new();
     macro_rules! tri {
         ($e:expr) => {

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::{
     cleanup,
-    emu::{Emulator, EmulatorSettings, PacketStats, PairSpec, PathControl},
+    emu::{Emulator, PacketStats, PairSpec, PathControl},
     error::{Error, Result},
     fidelity::{self, CpuSnapshot, Fidelity, Mark, PathInput, Tolerances},
     ns::{self, IfCounters},

@@ -72,14 +72,7 @@ impl Testbed {
             self.netns[2].clone(),
             &self.emu_ns,
             pairs.clone(),
-            EmulatorSettings {
-                threads: self.opts.emu_threads,
-                rt_priority: self.opts.emu_rt_priority,
-                socket_buffer: self.opts.packet_socket_buffer,
-                loss_both: self.opts.loss_both_directions,
-                datapath: self.opts.datapath,
-                mtu: self.opts.mtu,
-            },
+            &self.opts,
         )?;
         let controls = emu.take_paths(&mut self.emu);
         self.controls = Arc::new(controls);
