@@ -217,22 +217,13 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             fbdt(cfg)?.redundancy_wait = value.parse().map_err(|_| anyhow!("rto=`{value}` is not a number"))?;
         }
         "window" => match value {
-            "auto" => fbdt(cfg)?.window = WindowConfig::auto(),
             "paper" => {
                 fbdt(cfg)?.window = FbdtConfig::paper().window;
                 cfg.segment_size = Config::paper().segment_size;
             }
-            v => fbdt(cfg)?.window = WindowConfig::Fixed(bytes(v)?),
+            v => fbdt(cfg)?.window = v.parse::<WindowConfig>().map_err(|e| anyhow!("window={e}"))?,
         },
-        "budget" => {
-            // Fractions allowed (budget=0.5): at Gbit/s rates a millisecond is a large window.
-            let ms: f64 = value
-                .parse()
-                .ok()
-                .filter(|ms: &f64| ms.is_finite() && *ms >= 0.001 && *ms <= 60_000.0)
-                .ok_or_else(|| anyhow!("budget=`{value}` is not a number of ms in [0.001, 60000]"))?;
-            fbdt(cfg)?.window = WindowConfig::budget(fbdt_core::Duration::from_micros((ms * 1000.0).round() as u64));
-        }
+        "budget" => fbdt(cfg)?.window = WindowConfig::parse_budget_ms(value).map_err(|e| anyhow!(e))?,
         "seg" => cfg.segment_size = bytes(value)?,
         "rcvbuf" => cfg.recv_buffer = bytes(value)?,
         "sndbuf" => cfg.send_buffer = bytes(value)?,

@@ -200,34 +200,8 @@ pub struct NetArgs {
     /// 0.5: windows the paths drain in that long, lane ends meeting by expected arrival —
     /// low in-order delay), `auto` (the earlier throughput-first window, 2 × summed rate ×
     /// longest RTT), or a fixed size (`64k`, `4m`).
-    #[arg(long, value_name = "MODE", value_parser = parse_window)]
+    #[arg(long, value_name = "MODE")]
     pub window: Option<fbdt_core::WindowConfig>,
-}
-
-/// Parses `--window`.
-fn parse_window(v: &str) -> Result<fbdt_core::WindowConfig, String> {
-    use fbdt_core::WindowConfig;
-    if v == "auto" {
-        return Ok(WindowConfig::auto());
-    }
-    if let Some(ms) = v.strip_prefix("budget=") {
-        return ms
-            .parse::<f64>()
-            .ok()
-            .filter(|ms| ms.is_finite() && (0.001..=60_000.0).contains(ms))
-            .map(|ms| WindowConfig::budget(fbdt_core::Duration::from_micros((ms * 1000.0).round() as u64)))
-            .ok_or_else(|| format!("budget=`{ms}` is not a number of ms in [0.001, 60000]"));
-    }
-    let lower = v.to_ascii_lowercase();
-    let (num, mult) = match lower.strip_suffix('k') {
-        Some(n) => (n, 1 << 10),
-        None => lower.strip_suffix('m').map_or((lower.as_str(), 1), |n| (n, 1 << 20)),
-    };
-    num.parse::<usize>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .map(WindowConfig::Fixed)
-        .ok_or_else(|| format!("`{v}` is not a window: budget=<ms>, auto, or a size such as 64k or 4m"))
 }
 
 impl NetArgs {
@@ -262,11 +236,12 @@ mod tests {
     #[test]
     fn window_modes_parse_and_nonsense_is_refused() {
         use fbdt_core::{Duration, WindowConfig};
+        let parse_window = |v: &str| v.parse::<WindowConfig>();
         let budget = WindowConfig::budget(Duration::from_micros(500));
-        assert_eq!(super::parse_window("budget=0.5"), Ok(budget));
-        assert_eq!(super::parse_window("auto"), Ok(WindowConfig::auto()));
-        assert_eq!(super::parse_window("64k"), Ok(WindowConfig::Fixed(65536)));
-        assert_eq!(super::parse_window("4M"), Ok(WindowConfig::Fixed(4 << 20)));
+        assert_eq!(parse_window("budget=0.5"), Ok(budget));
+        assert_eq!(parse_window("auto"), Ok(WindowConfig::auto()));
+        assert_eq!(parse_window("64k"), Ok(WindowConfig::Fixed(65536)));
+        assert_eq!(parse_window("4M"), Ok(WindowConfig::Fixed(4 << 20)));
         for bad in [
             "budget=0",
             "budget=-1",
@@ -275,7 +250,7 @@ mod tests {
             "99999999999999999999m",
             "",
         ] {
-            assert!(super::parse_window(bad).is_err(), "{bad}");
+            assert!(parse_window(bad).is_err(), "{bad}");
         }
     }
 

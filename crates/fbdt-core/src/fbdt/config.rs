@@ -56,6 +56,41 @@ impl WindowConfig {
             max: BUDGET_MAX_WINDOW,
         }
     }
+
+    /// A budget in milliseconds as users type it (`0.5`; fractions allowed, at Gbit/s
+    /// rates a millisecond is a large window).
+    pub fn parse_budget_ms(ms: &str) -> Result<Self, String> {
+        ms.parse::<f64>()
+            .ok()
+            .filter(|ms| ms.is_finite() && (0.001..=60_000.0).contains(ms))
+            .map(|ms| WindowConfig::budget(Duration::from_micros((ms * 1000.0).round() as u64)))
+            .ok_or_else(|| format!("budget=`{ms}` is not a number of ms in [0.001, 60000]"))
+    }
+}
+
+/// `budget=<ms>`, `auto`, or a fixed size (`65536`, `64k`, `4m`). The size is checked
+/// against the buffers by [`FbdtConfig::validate`].
+impl std::str::FromStr for WindowConfig {
+    type Err = String;
+
+    fn from_str(v: &str) -> Result<Self, String> {
+        if v == "auto" {
+            return Ok(WindowConfig::auto());
+        }
+        if let Some(ms) = v.strip_prefix("budget=") {
+            return WindowConfig::parse_budget_ms(ms);
+        }
+        let lower = v.to_ascii_lowercase();
+        let (num, mult) = match lower.strip_suffix('k') {
+            Some(n) => (n, 1 << 10),
+            None => lower.strip_suffix('m').map_or((lower.as_str(), 1), |n| (n, 1 << 20)),
+        };
+        num.parse::<usize>()
+            .ok()
+            .and_then(|n| n.checked_mul(mult))
+            .map(WindowConfig::Fixed)
+            .ok_or_else(|| format!("`{v}` is not a window: budget=<ms>, auto, or a size such as 64k or 4m"))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
