@@ -68,8 +68,11 @@ impl FbdtSender {
                 let lanes = flowing.clone().count().max(1);
                 let rates: Vec<f64> = flowing.filter_map(|t| t.est.rate_bps()).collect();
                 let min = (2 * lanes * self.params.segment_size).min(max);
+                // Before any rate is measured, the smallest window: a guess sized for a fast
+                // host (1 MiB) held the first quarter second's delivery on a 30 Mbit/s pair
+                // of paths behind its slower lane.
                 let wanted = if rates.is_empty() {
-                    1 << 20
+                    min
                 } else {
                     (rates.iter().sum::<f64>() * delay.as_secs_f64()) as usize
                 };
