@@ -44,7 +44,7 @@ pub const AUTO_SCALE_TRIES: u32 = 3;
 pub const AUTO_SCALE_STEP: f64 = 1.5;
 
 /// How a scheme runs on the testbed.
-enum Transport {
+pub(crate) enum Transport {
     /// A kernel socket (TCP or MPTCP) from the client address of this path.
     Kernel(Proto, usize),
     /// The fbdt-net runtime with this core configuration (FBDT or the `mp:*` meta layer),
@@ -54,7 +54,7 @@ enum Transport {
     CotagLink(Option<crate::emu_cotag::CotagScheme>),
 }
 
-fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
+pub(crate) fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
     Ok(match scheme::parse(name, scenario, scenario.seed)? {
         Scheme::Fbdt(cfg, encryption) => Transport::Session(cfg, encryption),
         Scheme::Tcp { path } => Transport::Kernel(Proto::Tcp, path),
@@ -310,7 +310,7 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
 /// layer's shared receive buffer get the same ceiling, unless the scheme names its own
 /// (`+rcvbuf=`, `+sndbuf=`). (32 MiB, FBDT's library default, filled up on four bloated
 /// paths and triggered needless rescues: 3–5% redundant bytes in `rats4`.)
-fn buffer_parity(name: &str, core: &mut fbdt_core::Config, kernel_max: Option<u64>) {
+pub(crate) fn buffer_parity(name: &str, core: &mut fbdt_core::Config, kernel_max: Option<u64>) {
     let Some(max) = kernel_max.and_then(|m| usize::try_from(m).ok()) else {
         return;
     };

@@ -51,8 +51,8 @@ fn join_marks(sent: &DelayMarks, delivered: &DelayMarks, origin: Instant, end: I
 /// Each end's security for one run: plaintext, or TLS 1.3 with a server key made for this
 /// run and pinned by the client (as `fbdt` runs by default, without a token).
 pub struct Ends {
-    server: Security,
-    client: Security,
+    pub(crate) server: Security,
+    pub(crate) client: Security,
 }
 
 impl Ends {
@@ -79,7 +79,7 @@ impl Ends {
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -219,11 +219,60 @@ fn unsupported_and_bad_workloads_fail_clearly() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(what), "{args:?}: expected `{what}` in {err}");
     };
-    fails(&["file", "los", "--backend", "emu"], "needs the proxy (issue 16)");
+    fails(&["file", "los", "--backend", "emu", "--jobs", "2"], "one at a time");
+    fails(
+        &["file", "los", "--backend", "emu", "--radio", "defaults"],
+        "only in the simulator",
+    );
     fails(&["dash", "los", "--video-s", "1"], "--video-s");
     fails(&["file", "los", "--radio", "lte=1:1"], "no path `lte`");
     fails(&["file", "los", "--sizes", "1T"], "not a size");
     fails(&["web", "los", "--pages", "yahoo"], "unknown page");
     fails(&["web", "los", "--http", "3"], "expected 1.1 or 2");
     fails(&["file", "los", "--schemes", "mptcp"], "emulated");
+}
+
+/// The file workload over real stacks on two emulated radios, for each kind of transport the
+/// testbed has: an fbdt-net session (FBDT, the mp:* meta layer), kernel MPTCP, kernel TCP.
+/// Every response byte is checked by the client; each object must complete, no faster than
+/// the links allow.
+#[test]
+fn files_over_the_testbed_complete_on_every_kind_of_scheme() {
+    if let Some(why) = fbdt_emu::skip_reason() {
+        eprintln!("SKIP: the emulated testbed needs root: {why}");
+        return;
+    }
+    let schemes = ["fbdt", "mp:minrtt", "mptcp", "tcp:wifi"];
+    let v = workload(&[
+        "file",
+        "los",
+        "--backend",
+        "emu",
+        "--scale",
+        "0.02",
+        "--sizes",
+        "1M",
+        "--repeat",
+        "1",
+        "--idle-gap",
+        "0.3",
+        "--schemes",
+        &schemes.join(","),
+    ]);
+    assert_eq!(v["backend"], "emu");
+    assert_eq!(
+        v["fidelity"].as_array().unwrap().len(),
+        schemes.len(),
+        "one verdict per run"
+    );
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2 * schemes.len(), "busy and idle per scheme");
+    // 20 kB at most at los's capacity × 0.02 (37.5 Mbit/s), plus a round trip (≥ 2 ms).
+    let floor_s = 20e3 * 8.0 / 37.5e6 + 0.002;
+    for r in results {
+        assert_eq!(r["size_bytes"], 20_000, "{r}");
+        assert_eq!(r["summary"]["incomplete"], 0, "{r}");
+        let t = r["completion_s"].as_f64().unwrap();
+        assert!(t >= floor_s && t < 5.0, "{r}");
+    }
 }

@@ -72,7 +72,7 @@ fn args(kind: Kind, scenario: &str, quick: bool) -> WorkloadArgs {
         schemes: Vec::new(),
         seed: None,
         repeat: if quick { 2 } else { 5 },
-        scale: 1.0,
+        scale: None,
         radio: RADIO.into(),
         max_duration: 120.0,
         jobs: None,

@@ -68,7 +68,7 @@ impl ObjectRecord {
 }
 
 /// The application side of a workload.
-pub trait Application {
+pub trait Application: Send {
     /// Called once at the start, at every instant objects completed and at `wake_at`, with the
     /// timeline so far: the requests the client makes from now on (`at_s` before `now_s`
     /// means now). They are appended to the stream in the order returned.
@@ -82,7 +82,8 @@ pub trait Application {
     }
 }
 
-/// Most objects one run may request (bounds the timeline's memory).
+/// Most objects one run may request (bounds the timeline's memory; the testbed's server
+/// refuses more).
 pub const MAX_OBJECTS: usize = 1_000_000;
 
 fn at(t_s: f64) -> Instant {
@@ -91,18 +92,18 @@ fn at(t_s: f64) -> Instant {
 
 /// Objects requested so far and where each ends in the stream.
 #[derive(Default)]
-struct Objects {
-    records: Vec<ObjectRecord>,
+pub(super) struct Objects {
+    pub(super) records: Vec<ObjectRecord>,
     /// Stream offset just past each object.
-    ends: Vec<u64>,
+    pub(super) ends: Vec<u64>,
     /// When each object's request reaches the server (non-decreasing: the stream is FIFO).
     write_at_s: Vec<f64>,
     /// Objects with a deadline not yet passed, as (deadline, object), sorted.
-    deadlines: Vec<(f64, usize)>,
+    pub(super) deadlines: Vec<(f64, usize)>,
 }
 
 impl Objects {
-    fn add(&mut self, reqs: Vec<Request>, now_s: f64, request_delay_s: f64) -> Result<()> {
+    pub(super) fn add(&mut self, reqs: Vec<Request>, now_s: f64, request_delay_s: f64) -> Result<()> {
         for r in reqs {
             if self.records.len() >= MAX_OBJECTS {
                 bail!("the workload asked for more than {MAX_OBJECTS} objects in one run");
@@ -132,6 +133,15 @@ impl Objects {
             });
         }
         Ok(())
+    }
+
+    /// Records what had arrived of each object whose deadline `passed`.
+    pub(super) fn note_deadlines(&mut self, passed: impl Fn(f64) -> bool, delivered: u64) {
+        while self.deadlines.first().is_some_and(|&(d, _)| passed(d)) {
+            let (_, k) = self.deadlines.remove(0);
+            let got = delivered.saturating_sub(self.start(k)).min(self.records[k].bytes);
+            self.records[k].bytes_by_deadline = Some(got);
+        }
     }
 
     fn start(&self, object: usize) -> u64 {
@@ -171,11 +181,7 @@ pub fn drive(
         }
         sim.step()?;
         let delivered = sim.bytes_delivered();
-        while objects.deadlines.first().is_some_and(|&(d, _)| at(d) <= now) {
-            let (_, k) = objects.deadlines.remove(0);
-            let got = delivered.saturating_sub(objects.start(k)).min(objects.records[k].bytes);
-            objects.records[k].bytes_by_deadline = Some(got);
-        }
+        objects.note_deadlines(|d| at(d) <= now, delivered);
         let before = completed;
         while objects.ends.get(completed).is_some_and(|&e| e <= delivered) {
             objects.records[completed].t_complete_s = Some(now_s);

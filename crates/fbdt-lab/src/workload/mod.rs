@@ -5,6 +5,7 @@
 
 pub(crate) mod dash;
 mod driver;
+mod emu;
 pub(crate) mod file;
 mod metrics;
 pub(crate) mod progressive;
@@ -62,19 +63,20 @@ pub struct WorkloadArgs {
     /// Repetitions (seeds) per scheme and point.
     #[arg(long, default_value_t = 5)]
     pub repeat: u32,
-    /// Multiplies every path rate and every workload size or video rate.
-    #[arg(long, default_value_t = 1.0)]
-    pub scale: f64,
+    /// Multiplies every path rate and every workload size or video rate (default: 1 in the
+    /// simulator; on the testbed the largest this machine emulates faithfully, as in `run`).
+    #[arg(long)]
+    pub scale: Option<f64>,
     /// Radio sleep/wake: `scenario` (as the scenario says: off in the built-ins), `off`,
     /// `defaults` (docs/scenarios.md's suggested values for paths named wifi and wigig) or
     /// `PATH=IDLE_MS:WAKE_MS,…`.
     #[arg(long, default_value = "scenario")]
     pub radio: String,
-    /// Longest simulated time of one run (s); the scenario's models run on past its
-    /// duration. Objects not delivered by then count as incomplete.
+    /// Longest time of one run (s, simulated or on the testbed); the scenario's models run
+    /// on past its duration. Objects not delivered by then count as incomplete.
     #[arg(long, default_value_t = 120.0)]
     pub max_duration: f64,
-    /// Runs at once (default: the number of CPUs).
+    /// Runs at once in the simulator (default: the number of CPUs); on the testbed one.
     #[arg(long)]
     pub jobs: Option<usize>,
     /// Write the results JSON here.
@@ -118,27 +120,52 @@ pub struct Setup {
     pub seeds: Vec<u64>,
     pub scale: f64,
     pub model: PathModel,
+    backend: Backend,
+    max_s: f64,
     jobs: usize,
+    /// What the testbed's monitors said about each emulated run.
+    fidelity: std::sync::Mutex<Vec<RunFidelity>>,
+}
+
+/// One emulated run's verdict from the fidelity monitors (docs/testbed.md).
+#[derive(Clone, Debug, Serialize)]
+pub struct RunFidelity {
+    /// The run's place in the order they ran.
+    pub run: usize,
+    pub scheme: String,
+    pub seed: u64,
+    pub faithful: bool,
+    pub reasons: Vec<String>,
 }
 
 impl Setup {
     pub(crate) fn new(args: &WorkloadArgs) -> Result<Self> {
-        if args.backend == Backend::Emu {
-            bail!("--backend emu is not yet supported for workloads: it needs the proxy (issue 16)");
-        }
         if args.repeat == 0 || args.repeat > 1000 {
             bail!("--repeat must be in 1..=1000");
         }
-        if !(args.scale.is_finite() && args.scale > 0.0) {
-            bail!("--scale must be > 0, got {}", args.scale);
+        if let Some(s) = args.scale.filter(|s| !(s.is_finite() && *s > 0.0)) {
+            bail!("--scale must be > 0, got {s}");
         }
         let mut scenario = Scenario::load(&args.scenario)?;
         radio::apply(&mut scenario, &args.radio).context("--radio")?;
+        if args.backend == Backend::Emu {
+            if let Some(p) = scenario.paths.iter().find(|p| p.radio.is_some()) {
+                bail!(
+                    "path {}: radio sleep/wake is modelled only in the simulator; on the testbed \
+                     use --radio off",
+                    p.name
+                );
+            }
+        }
         let scenario_duration_s = scenario.duration_s;
         crate::run::set_duration(&mut scenario, Some(args.max_duration)).context("--max-duration")?;
         let seed = args.seed.unwrap_or(scenario.seed);
         let schemes: Vec<String> = if args.schemes.is_empty() {
-            ["fbdt".to_string(), "mp:minrtt".to_string()]
+            let multipath = match args.backend {
+                Backend::Sim => "mp:minrtt",
+                Backend::Emu => "mptcp",
+            };
+            ["fbdt".to_string(), multipath.to_string()]
                 .into_iter()
                 .chain(scenario.paths.iter().map(|p| format!("tcp:{}", p.name)))
                 .collect()
@@ -153,22 +180,40 @@ impl Setup {
             bail!("--schemes is empty");
         }
         for s in &schemes {
-            scheme::parse(s, &scenario, seed)?.into_sim()?;
+            let parsed = scheme::parse(s, &scenario, seed)?;
+            match args.backend {
+                Backend::Sim => {
+                    parsed.into_sim()?;
+                }
+                Backend::Emu => {
+                    crate::emu_backend::transport(s, &scenario)?;
+                }
+            }
         }
-        let jobs = args
-            .jobs
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        if jobs == 0 || jobs > 1024 {
-            bail!("--jobs must be in 1..=1024");
-        }
+        let jobs = match (args.backend, args.jobs) {
+            (_, Some(j)) if j == 0 || j > 1024 => bail!("--jobs must be in 1..=1024"),
+            (Backend::Emu, Some(j)) if j > 1 => bail!("--jobs: emulated runs share the testbed's CPU; one at a time"),
+            (Backend::Emu, _) => 1,
+            (Backend::Sim, j) => j.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        };
+        let scale = match args.backend {
+            Backend::Sim => args.scale.unwrap_or(1.0),
+            Backend::Emu => {
+                let bar = ProgressBar::hidden();
+                crate::emu_backend::scale_of(&scenario, args.scale, &bar)?.0
+            }
+        };
         Ok(Setup {
             scenario,
             scenario_duration_s,
             schemes,
             seeds: (0..u64::from(args.repeat)).map(|r| seed + r).collect(),
-            scale: args.scale,
+            scale,
             model: args.model,
+            backend: args.backend,
+            max_s: args.max_duration,
             jobs,
+            fidelity: std::sync::Mutex::default(),
         })
     }
 
@@ -186,14 +231,33 @@ impl Setup {
         let mut sc = self.scenario.clone();
         sc.seed = seed;
         let schedule: Schedule = sc.schedule(self.scale)?;
-        let params = SimParams {
-            seed,
-            ..crate::run::sim_params(&sc, self.model)
+        let ran = match self.backend {
+            Backend::Sim => {
+                let params = SimParams {
+                    seed,
+                    ..crate::run::sim_params(&sc, self.model)
+                };
+                let scheme: SimScheme = scheme::parse(scheme_name, &sc, seed)?.into_sim()?;
+                let delay = driver::request_delay_s(&schedule, &scheme);
+                driver::drive(&schedule, &scheme, &params, delay, app)
+            }
+            Backend::Emu => {
+                let spec = fbdt_emu::spec_from_schedule(&sc, &schedule)?;
+                emu::drive(&sc, &spec, scheme_name, self.max_s, app).map(|out| {
+                    let mut runs = self.fidelity.lock().expect("not poisoned");
+                    let run = runs.len();
+                    runs.push(RunFidelity {
+                        run,
+                        scheme: scheme_name.to_string(),
+                        seed,
+                        faithful: out.fidelity.faithful,
+                        reasons: out.fidelity.reasons,
+                    });
+                    out.records
+                })
+            }
         };
-        let scheme: SimScheme = scheme::parse(scheme_name, &sc, seed)?.into_sim()?;
-        let delay = driver::request_delay_s(&schedule, &scheme);
-        driver::drive(&schedule, &scheme, &params, delay, app)
-            .with_context(|| format!("scheme {scheme_name}, seed {seed}"))
+        ran.with_context(|| format!("scheme {scheme_name}, seed {seed}"))
     }
 
     /// Runs `one` on every item, `jobs` at a time, with a progress bar; results in order.
@@ -222,16 +286,37 @@ pub struct WorkloadReport<R> {
     /// Radio sleep/wake per path as run (absent: always awake).
     pub radio: std::collections::BTreeMap<String, fbdt_scenario::RadioSleep>,
     pub results: Vec<R>,
+    /// Emulated runs: false if the monitors found any run unfaithful (see `fidelity`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub faithful: Option<bool>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fidelity: Vec<RunFidelity>,
     pub meta: crate::report::Meta,
 }
 
 impl Setup {
     pub fn report<R: Serialize>(&self, kind: Kind, results: Vec<R>) -> WorkloadReport<R> {
+        let fidelity = self.fidelity.lock().expect("not poisoned").clone();
+        for f in fidelity.iter().filter(|f| !f.faithful) {
+            eprintln!(
+                "UNFAITHFUL run {} {} (seed {}): {}",
+                f.run,
+                f.scheme,
+                f.seed,
+                f.reasons.join("; ")
+            );
+        }
         WorkloadReport {
             kind,
             scenario: self.scenario.name.clone(),
-            backend: "sim",
-            model: self.model.to_string(),
+            backend: match self.backend {
+                Backend::Sim => "sim",
+                Backend::Emu => "emu",
+            },
+            model: match self.backend {
+                Backend::Sim => self.model.to_string(),
+                Backend::Emu => "testbed".to_string(),
+            },
             scale: self.scale,
             seeds: self.seeds.clone(),
             radio: self
@@ -241,6 +326,8 @@ impl Setup {
                 .filter_map(|p| p.radio.map(|r| (p.name.clone(), r)))
                 .collect(),
             results,
+            faithful: (self.backend == Backend::Emu).then(|| fidelity.iter().all(|f| f.faithful)),
+            fidelity,
             meta: crate::report::Meta::here(),
         }
     }
