@@ -158,6 +158,7 @@ pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
             let (mut r, mut w) = tokio::io::split(session);
             let req = Request {
                 upload: true,
+                zero_copy: false,
                 bytes: 0,
                 time_ms: time.as_millis() as u64,
             };

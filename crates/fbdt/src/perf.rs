@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -51,6 +52,11 @@ pub struct PerfArgs {
     /// Upload (client → server) instead of the default download (server → client).
     #[arg(long)]
     reverse: bool,
+    /// Download over FBDT: the server hands its session one shared 256 KiB buffer again and
+    /// again (`Session::write_chunk`, frames carry slices of it, no copy) instead of writing
+    /// through AsyncWrite, as iperf3 reuses one buffer.
+    #[arg(long, conflicts_with = "reverse")]
+    zero_copy: bool,
     /// fbdt over all paths, tcp = one kernel TCP connection on the first path, mptcp = kernel
     /// MPTCP from the first path (the kernel adds subflows per its endpoints).
     #[arg(long, value_enum, default_value = "fbdt")]
@@ -80,6 +86,7 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
 
 const MAGIC: &[u8; 4] = b"FBPF";
 const UPLOAD: u8 = 1;
+const ZERO_COPY: u8 = 2;
 /// Receiver samples per second (interval lines and 1-s percentiles are cut from these).
 const SAMPLE: Duration = Duration::from_millis(100);
 const CHUNK: usize = 256 * 1024;
@@ -95,6 +102,8 @@ const END_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Request {
     pub upload: bool,
+    /// A download the server sends with `write_chunk` (FBDT sessions; TCP ignores it).
+    pub zero_copy: bool,
     pub bytes: u64,
     pub time_ms: u64,
 }
@@ -104,7 +113,7 @@ impl Request {
         let mut b = [0u8; 24];
         b[..4].copy_from_slice(MAGIC);
         b[4] = 1;
-        b[5] = if self.upload { UPLOAD } else { 0 };
+        b[5] = if self.upload { UPLOAD } else { 0 } | if self.zero_copy { ZERO_COPY } else { 0 };
         b[8..16].copy_from_slice(&self.bytes.to_be_bytes());
         b[16..24].copy_from_slice(&self.time_ms.to_be_bytes());
         b
@@ -116,6 +125,7 @@ impl Request {
         let u = |r: std::ops::Range<usize>| u64::from_be_bytes(b[r].try_into().expect("8 bytes"));
         let req = Request {
             upload: b[5] & UPLOAD != 0,
+            zero_copy: b[5] & ZERO_COPY != 0,
             bytes: u(8..16),
             time_ms: u(16..24),
         };
@@ -168,6 +178,45 @@ pub(crate) async fn send_data(mut w: impl AsyncWrite + Unpin, req: Request) -> a
             break;
         }
         w.write_all(&buf[..n]).await?;
+        sent += n as u64;
+    }
+    w.shutdown().await.context("finishing the stream")?;
+    Ok(sent)
+}
+
+/// A stream that can take a shared buffer without copying it.
+pub(crate) trait SendChunk: AsyncWrite + Unpin {
+    async fn send_chunk(&mut self, b: Bytes) -> std::io::Result<()> {
+        self.write_all(&b).await
+    }
+}
+
+impl SendChunk for fbdt_net::Session {
+    async fn send_chunk(&mut self, b: Bytes) -> std::io::Result<()> {
+        self.write_chunk(b).await
+    }
+}
+
+impl SendChunk for fbdt_net::PathStream {}
+
+/// [`send_data`] handing over one shared buffer again and again.
+async fn send_data_shared(w: &mut impl SendChunk, req: Request) -> anyhow::Result<u64> {
+    let buf = Bytes::from(vec![0x5au8; CHUNK]);
+    let start = Instant::now();
+    let limit = Duration::from_millis(req.time_ms);
+    let mut sent = 0u64;
+    loop {
+        let n = if req.bytes > 0 {
+            (req.bytes - sent).min(CHUNK as u64) as usize
+        } else if start.elapsed() >= limit {
+            0
+        } else {
+            CHUNK
+        };
+        if n == 0 {
+            break;
+        }
+        w.send_chunk(buf.slice(..n)).await?;
         sent += n as u64;
     }
     w.shutdown().await.context("finishing the stream")?;
@@ -293,7 +342,7 @@ fn tcp_listener(addr: SocketAddr) -> anyhow::Result<(tokio::net::TcpListener, bo
     Ok((tokio::net::TcpListener::from_std(sock.into())?, mptcp))
 }
 
-async fn serve_one<S: AsyncRead + AsyncWrite + Send + 'static>(
+async fn serve_one<S: SendChunk + AsyncRead + Send + 'static>(
     s: S,
     stats: Option<fbdt_net::StatsHandle>,
 ) -> anyhow::Result<()> {
@@ -315,12 +364,16 @@ async fn serve_one<S: AsyncRead + AsyncWrite + Send + 'static>(
         w.shutdown().await?;
     } else {
         // A client that stops reading is dropped once the run's time is up.
-        tokio::time::timeout(deadline, send_data(&mut w, req))
-            .await
-            .context("the client stopped reading")??;
+        let mut s = r.unsplit(w);
+        let sent = if req.zero_copy {
+            tokio::time::timeout(deadline, send_data_shared(&mut s, req)).await
+        } else {
+            tokio::time::timeout(deadline, send_data(&mut s, req)).await
+        };
+        sent.context("the client stopped reading")??;
         // Nothing more is expected from the client: wait for its end, reading nothing.
         let mut rest = [0u8; 1];
-        let _ = tokio::time::timeout(END_TIMEOUT, r.read(&mut rest)).await;
+        let _ = tokio::time::timeout(END_TIMEOUT, s.read(&mut rest)).await;
     }
     Ok(())
 }
@@ -336,8 +389,12 @@ async fn client(a: PerfArgs) -> anyhow::Result<()> {
     if a.bytes.is_some_and(|b| b == 0 || b > MAX_BYTES) {
         bail!("--bytes: expected 1..={MAX_BYTES}");
     }
+    if a.zero_copy && a.transport != Transport::Fbdt {
+        bail!("--zero-copy is for FBDT sessions (the TCP baselines write through the socket)");
+    }
     let req = Request {
         upload: a.reverse,
+        zero_copy: a.zero_copy,
         bytes: a.bytes.unwrap_or(0),
         time_ms: if a.bytes.is_some() {
             0

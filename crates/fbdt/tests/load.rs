@@ -1,5 +1,6 @@
 //! `fbdt load` against a `fbdt perf --server` on loopback (bounded: 20 sessions, 1 s):
-//! every session is held and completes, the server's RSS is read, fairness is reported.
+//! every session is held and completes, the server's RSS is read, fairness is reported; and
+//! a `perf --zero-copy` download from the same kind of server.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -14,8 +15,8 @@ impl Drop for Server {
     }
 }
 
-#[test]
-fn load_holds_every_session_and_reports_json() {
+/// A plaintext `fbdt perf --server` on an ephemeral loopback port, and its address.
+fn perf_server() -> (Server, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_fbdt"))
         .args([
             "perf",
@@ -41,6 +42,12 @@ fn load_holds_every_session_and_reports_json() {
         .and_then(|r| r.split(']').next())
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_string();
+    (server, addr)
+}
+
+#[test]
+fn load_holds_every_session_and_reports_json() {
+    let (server, addr) = perf_server();
     let pid = server.0.id().to_string();
     let out = Command::new(env!("CARGO_BIN_EXE_fbdt"))
         .args([
@@ -69,4 +76,33 @@ fn load_holds_every_session_and_reports_json() {
     assert!(doc["rss_per_session_bytes"].is_u64(), "{doc}");
     let j = doc["jain_fairness"].as_f64().expect("fairness over the bulk sessions");
     assert!(j > 0.0 && j <= 1.0 + 1e-9);
+}
+
+/// `perf --zero-copy`: the server hands its session one shared buffer again and again; the
+/// client gets exactly the bytes asked for, over both paths.
+#[test]
+fn zero_copy_download_delivers_every_byte_once() {
+    let (_server, addr) = perf_server();
+    let out = Command::new(env!("CARGO_BIN_EXE_fbdt"))
+        .args(["perf", "--plaintext", "--zero-copy", "--bytes", "64M", "--json"])
+        .args([
+            "--path",
+            &format!("127.0.0.2={addr}"),
+            "--path",
+            &format!("127.0.0.3={addr}"),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &doc["results"][0];
+    assert_eq!(r["bytes_delivered"], 64u64 << 20, "{doc}");
+    let per_path = r["per_path_bytes"].as_object().unwrap();
+    assert_eq!(per_path.len(), 2, "{doc}");
+    let refused = Command::new(env!("CARGO_BIN_EXE_fbdt"))
+        .args(["perf", "--zero-copy", "--transport", "tcp", "--path", &addr])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--zero-copy is for FBDT"));
 }
