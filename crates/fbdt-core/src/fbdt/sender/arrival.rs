@@ -32,12 +32,17 @@ impl FbdtSender {
     /// Seconds until a byte handed to `p` now reaches the receiver: the bytes ahead of it
     /// at the drain rate, less the ACK's way back, and never less than the one-way delay
     /// (half the base RTT). `p`'s unacknowledged bytes span one base RTT at its rate when
-    /// nothing queues, so what exceeds that is queue.
+    /// nothing queues, so what exceeds that is queue. An idle path needs no rate: its next
+    /// byte takes the one-way delay (the direction that only carries requests never
+    /// measures one).
     pub(super) fn arrival_in(&self, p: PathId) -> Option<f64> {
-        let rate = self.drain_rate(p)?;
         let t = &self.paths[p.index()];
         let base = t.est.base_rtt().as_secs_f64();
-        Some((t.in_flight() as f64 / rate).max(base) - base / 2.0)
+        let ahead = match t.in_flight() {
+            0 => 0.0,
+            bytes => bytes as f64 / self.drain_rate(p)?,
+        };
+        Some(ahead.max(base) - base / 2.0)
     }
 
     /// Whether `p`, at lane end `at` (window position `pos`), should take segment `idx`.
@@ -132,13 +137,27 @@ impl FbdtSender {
     /// Whether a byte handed to `p` now arrives no later than `others` would deliver it
     /// after `before` segments (at their summed drain rate, from the earliest of their
     /// arrival times), within [`ARRIVAL_TOLERANCE`]. True when none of `others` flows or
-    /// while a rate is unknown.
+    /// while an arrival (or, with segments below, a rate) is unknown.
     fn sooner_than(&self, p: PathId, others: impl IntoIterator<Item = PathId>, before: u64) -> bool {
-        let (Some(mine), Some((first, rate))) = (self.arrival_in(p), self.delivery_by(others)) else {
+        let Some(mine) = self.arrival_in(p) else {
             return true;
         };
-        let theirs = first + before as f64 * self.params.segment_size as f64 / rate;
-        rate == 0.0 || mine <= theirs * (1.0 + ARRIVAL_TOLERANCE)
+        let theirs = if before == 0 {
+            // Nothing below it: who delivers first decides, not how fast the others drain.
+            let first = others
+                .into_iter()
+                .try_fold(f64::INFINITY, |m, q| self.arrival_in(q).map(|a| m.min(a)));
+            match first {
+                Some(first) => first,
+                None => return true,
+            }
+        } else {
+            match self.delivery_by(others) {
+                Some((first, rate)) if rate > 0.0 => first + before as f64 * self.params.segment_size as f64 / rate,
+                _ => return true,
+            }
+        };
+        mine <= theirs * (1.0 + ARRIVAL_TOLERANCE)
     }
 
     /// The earliest arrival time of `paths` and their summed drain rate (0 and infinity
@@ -226,6 +245,27 @@ mod tests {
         // ... 100 ms does not.
         s.paths[0].sent += 7_000_000;
         assert_eq!(request(&mut s), (2, 1), "the far path delivers sooner now");
+    }
+
+    /// The direction that only carries requests never measures a rate; an idle path's
+    /// next byte still takes its one-way delay, so the request goes to the nearer path
+    /// though the farther one asks first.
+    #[test]
+    fn a_request_takes_the_near_path_before_any_rate_is_known() {
+        let cfg = FbdtConfig {
+            window: WindowConfig::budget(crate::fbdt::config::DEFAULT_BUDGET),
+            ..FbdtConfig::default()
+        };
+        let params = crate::Config::default().stream_params();
+        let mut s = FbdtSender::new(&cfg, params, 0, 64 << 20);
+        for (p, rtt) in [(0, Duration::from_millis(4)), (1, Duration::from_millis(2))] {
+            s.path_up(PathId(p), Instant::ZERO);
+            s.paths[p as usize].est.rtt_sample(rtt, Instant::ZERO);
+        }
+        assert!(s.paths.iter().all(|t| t.est.drain_rate_bps().is_none()));
+        s.write(&[7u8; 8]);
+        while poll(&mut s, 0) + poll(&mut s, 1) > 0 {}
+        assert_eq!((held_by(&s, 0).len(), held_by(&s, 1).len()), (0, 1));
     }
 
     /// The `auto` and `paper` windows keep the paper's meeting point: whoever asks first
