@@ -199,8 +199,11 @@ impl Setup {
         let scale = match args.backend {
             Backend::Sim => args.scale.unwrap_or(1.0),
             Backend::Emu => {
-                let bar = ProgressBar::hidden();
-                crate::emu_backend::scale_of(&scenario, args.scale, &bar)?.0
+                // Shows the calibration's messages (a first run on a host measures it).
+                let bar = ProgressBar::new_spinner();
+                let scale = crate::emu_backend::scale_of(&scenario, args.scale, &bar)?.0;
+                bar.finish_and_clear();
+                scale
             }
         };
         Ok(Setup {
