@@ -22,7 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const SAMPLE: Duration = Duration::from_millis(100);
 const CHUNK: usize = 256 * 1024;
 /// Time the server waits for the client's session after it started listening.
-const ACCEPT_LIMIT: Duration = Duration::from_secs(15);
+pub(crate) const ACCEPT_LIMIT: Duration = Duration::from_secs(15);
 /// After the sending time, how long the sender may wait for its last bytes to be
 /// acknowledged and the receiver may keep reading.
 const DRAIN_LIMIT: Duration = Duration::from_secs(5);
@@ -79,6 +79,21 @@ impl Ends {
     }
 }
 
+/// Listens on `listen_on`, tells `addr_tx` where, and takes the first session within
+/// [`ACCEPT_LIMIT`]. Runs in the server namespace.
+pub(crate) async fn accept_one(
+    listen_on: &[std::net::SocketAddr],
+    net: NetConfig,
+    addr_tx: std::sync::mpsc::Sender<Vec<std::net::SocketAddr>>,
+) -> Result<fbdt_net::Session> {
+    let mut listener = fbdt_net::listen(listen_on, net).await?;
+    let _ = addr_tx.send(listener.local_addrs().to_vec());
+    tokio::time::timeout(ACCEPT_LIMIT, listener.accept())
+        .await
+        .map_err(|_| anyhow!("no session arrived within {ACCEPT_LIMIT:?}"))?
+        .ok_or_else(|| anyhow!("the listener ended before a session arrived"))
+}
+
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -115,12 +130,7 @@ pub fn download(
     let send_for = Duration::from_secs_f64(secs);
     let server = tb.spawn_in(Side::Server, move || -> Result<(SessionStats, DelayMarks)> {
         runtime()?.block_on(async move {
-            let mut listener = fbdt_net::listen(&listen_on, server_net).await?;
-            let _ = addr_tx.send(listener.local_addrs().to_vec());
-            let session = tokio::time::timeout(ACCEPT_LIMIT, listener.accept())
-                .await
-                .map_err(|_| anyhow!("no session arrived within {ACCEPT_LIMIT:?}"))?
-                .ok_or_else(|| anyhow!("the listener ended before a session arrived"))?;
+            let session = accept_one(&listen_on, server_net, addr_tx).await?;
             let stats = session.stats_handle();
             let (mut rd, mut wr) = tokio::io::split(session);
             let chunk = vec![0x5au8; CHUNK];

@@ -139,6 +139,17 @@ impl Request {
         Ok(req)
     }
 
+    /// Bytes to send next (at most `CHUNK`; 0 when done), `sent` so far since `start`.
+    fn next_chunk(&self, start: Instant, sent: u64) -> usize {
+        if self.bytes > 0 {
+            (self.bytes - sent).min(CHUNK as u64) as usize
+        } else if start.elapsed() >= Duration::from_millis(self.time_ms) {
+            0
+        } else {
+            CHUNK
+        }
+    }
+
     /// The longest the transfer may take before the server gives up on a peer that does
     /// not read (a byte count is given the whole time limit).
     fn deadline(&self) -> Duration {
@@ -164,16 +175,9 @@ pub(crate) struct Measure {
 pub(crate) async fn send_data(mut w: impl AsyncWrite + Unpin, req: Request) -> anyhow::Result<u64> {
     let buf = vec![0x5au8; CHUNK];
     let start = Instant::now();
-    let limit = Duration::from_millis(req.time_ms);
     let mut sent = 0u64;
     loop {
-        let n = if req.bytes > 0 {
-            (req.bytes - sent).min(CHUNK as u64) as usize
-        } else if start.elapsed() >= limit {
-            0
-        } else {
-            CHUNK
-        };
+        let n = req.next_chunk(start, sent);
         if n == 0 {
             break;
         }
@@ -203,16 +207,9 @@ impl SendChunk for fbdt_net::PathStream {}
 async fn send_data_shared(w: &mut impl SendChunk, req: Request) -> anyhow::Result<u64> {
     let buf = Bytes::from(vec![0x5au8; CHUNK]);
     let start = Instant::now();
-    let limit = Duration::from_millis(req.time_ms);
     let mut sent = 0u64;
     loop {
-        let n = if req.bytes > 0 {
-            (req.bytes - sent).min(CHUNK as u64) as usize
-        } else if start.elapsed() >= limit {
-            0
-        } else {
-            CHUNK
-        };
+        let n = req.next_chunk(start, sent);
         if n == 0 {
             break;
         }

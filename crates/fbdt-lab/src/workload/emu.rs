@@ -22,9 +22,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::driver::{Application, ObjectRecord, Objects};
 use crate::emu_backend::Transport;
+use crate::emu_fbdt::ACCEPT_LIMIT;
 
-/// Time the server waits for the client's connection after it started listening.
-const ACCEPT_LIMIT: Duration = Duration::from_secs(15);
 /// Largest object one request may ask for (the file workload's largest size).
 const MAX_OBJECT_BYTES: u64 = 100_000_000_000;
 /// The server's writes and the client's reads.
@@ -123,12 +122,7 @@ fn over_session(
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let server = tb.spawn_in(Side::Server, move || -> Result<()> {
         crate::emu_fbdt::runtime()?.block_on(async move {
-            let mut listener = fbdt_net::listen(&listen_on, server_net).await?;
-            let _ = addr_tx.send(listener.local_addrs().to_vec());
-            let session = tokio::time::timeout(ACCEPT_LIMIT, listener.accept())
-                .await
-                .map_err(|_| anyhow!("no session arrived within {ACCEPT_LIMIT:?}"))?
-                .ok_or_else(|| anyhow!("the listener ended before a session arrived"))?;
+            let session = crate::emu_fbdt::accept_one(&listen_on, server_net, addr_tx).await?;
             serve(session).await
         })
     })?;
