@@ -656,6 +656,8 @@ async fn auto_paths_follow_the_interfaces_that_reach_the_server() {
     // c1 and c2 reach the server but c2 is excluded; d0 has no route to the server.
     let proxy = ns.proxy(&pin, &control, &["--auto-paths", "10.77.9.1:5400", "--exclude", "c2"]);
     assert!(proxy.said("auto paths: c1"), "{:?}", proxy.lines());
+    // Woken by the kernel's link/address/route messages, not by a timer.
+    wait_said(&proxy, "changes (netlink)").await;
     let fetch = |seed: u64| {
         let s = ns.socks(origin);
         async move { get_through(s.await, 2_000_000, seed).await }

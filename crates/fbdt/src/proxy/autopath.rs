@@ -1,9 +1,14 @@
 //! `fbdt proxy --auto-paths SERVER:PORT`: one path per network interface that can reach the
-//! server, each bound to its interface (SO_BINDTODEVICE), found again every second.
+//! server, each bound to its interface (SO_BINDTODEVICE), found again whenever the kernel
+//! says a link, an address or a route changed.
 //!
-//! Interfaces are listed with `getifaddrs` (polled once a second: no netlink socket and no
-//! extra crate, and a second is well inside the time a link takes to come up; the kernel's
-//! routes are read from /proc). An interface qualifies when it is up with a carrier, is not
+//! A netlink socket subscribed to the link, address and route groups wakes the watcher; its
+//! messages are not parsed, only taken as "look again" (after a short settle, as one change
+//! comes as a burst of messages). Looking again lists the interfaces with `getifaddrs` and
+//! reads the kernel's routes from /proc, so what decides is always the current state, never
+//! a message that may have been dropped (a full socket buffer is one more "look again").
+//! Without netlink (a sandbox that refuses the socket) the interfaces are listed every
+//! second instead. An interface qualifies when it is up with a carrier, is not
 //! loopback and not `--exclude`d, has an address of the server's family, and the main
 //! routing table has a route to the server through it (a default route or a prefix that
 //! covers the server).
@@ -16,11 +21,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fbdt_net::{LocalBind, PathSpec};
+use netlink_sys::protocols::NETLINK_ROUTE;
+use netlink_sys::{AsyncSocket, AsyncSocketExt, SocketAddr as NetlinkAddr, TokioSocket};
 
 use super::upstream::Upstream;
 
-/// How often the interfaces are listed again.
+/// How often the interfaces are listed when netlink is not available.
 const POLL: Duration = Duration::from_secs(1);
+/// With netlink: how often they are listed anyway (retired sessions pruned, a failed
+/// switch retried).
+const IDLE_RESCAN: Duration = Duration::from_secs(5);
+/// After a netlink message, how long to wait for the rest of its burst (a new link brings
+/// its address and routes within milliseconds).
+const SETTLE: Duration = Duration::from_millis(50);
 /// After a failed switch, the next try waits this long (unless the set changes again).
 const RETRY: Duration = Duration::from_secs(5);
 
@@ -37,13 +50,15 @@ pub fn describe(paths: &[PathSpec]) -> String {
     names.join(", ")
 }
 
-/// Lists the interfaces every second; when the set that qualifies changes (and is not
-/// empty), new streams go over a session on the new set. Streams open on the old session
-/// stay on it: its paths over vanished interfaces go down and the rest carry them.
+/// Lists the interfaces whenever they may have changed; when the set that qualifies changes
+/// (and is not empty), new streams go over a session on the new set. Streams open on the
+/// old session stay on it: its paths over vanished interfaces go down and the rest carry
+/// them.
 pub async fn follow(server: SocketAddr, exclude: Vec<String>, mut current: Vec<PathSpec>, up: Arc<Upstream>) {
     let mut failed: Option<(Vec<PathSpec>, tokio::time::Instant)> = None;
+    let mut changes = Changes::open();
     loop {
-        tokio::time::sleep(POLL).await;
+        changes.next().await;
         up.prune_retired();
         let now = paths(server, &exclude);
         if now == current || now.is_empty() {
@@ -71,6 +86,68 @@ pub async fn follow(server: SocketAddr, exclude: Vec<String>, mut current: Vec<P
             }
         }
     }
+}
+
+/// Wakes the watcher when the kernel's links, addresses or routes may have changed.
+enum Changes {
+    Netlink(TokioSocket),
+    Polling,
+}
+
+impl Changes {
+    fn open() -> Self {
+        match subscribe() {
+            Ok(s) => {
+                crate::log!("auto paths: following link, address and route changes (netlink)");
+                Changes::Netlink(s)
+            }
+            Err(e) => {
+                crate::log!("auto paths: no netlink socket ({e}); listing interfaces every second");
+                Changes::Polling
+            }
+        }
+    }
+
+    /// Returns after a change (and its settle time) or after the idle rescan interval.
+    async fn next(&mut self) {
+        let Changes::Netlink(socket) = self else {
+            tokio::time::sleep(POLL).await;
+            return;
+        };
+        tokio::select! {
+            got = socket.recv_from_full() => {
+                if let Err(e) = got {
+                    // ENOBUFS: messages were lost, which is one more reason to look again.
+                    if e.raw_os_error() != Some(libc::ENOBUFS) {
+                        crate::log!("auto paths: netlink: {e}; listing interfaces every second");
+                        *self = Changes::Polling;
+                        return;
+                    }
+                }
+                // Swallow the rest of the burst so it does not wake us again.
+                let settle = tokio::time::sleep(SETTLE);
+                tokio::pin!(settle);
+                loop {
+                    tokio::select! {
+                        _ = &mut settle => break,
+                        _ = socket.recv_from_full() => {}
+                    }
+                }
+            }
+            _ = tokio::time::sleep(IDLE_RESCAN) => {}
+        }
+    }
+}
+
+fn subscribe() -> std::io::Result<TokioSocket> {
+    let groups = libc::RTMGRP_LINK
+        | libc::RTMGRP_IPV4_IFADDR
+        | libc::RTMGRP_IPV6_IFADDR
+        | libc::RTMGRP_IPV4_ROUTE
+        | libc::RTMGRP_IPV6_ROUTE;
+    let mut socket = TokioSocket::new(NETLINK_ROUTE)?;
+    socket.socket_mut().bind(&NetlinkAddr::new(0, groups as u32))?;
+    Ok(socket)
 }
 
 /// The paths for the interfaces that qualify now, in name order.
