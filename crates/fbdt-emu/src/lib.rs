@@ -24,6 +24,7 @@ pub mod ns;
 mod others;
 pub mod perf;
 pub mod probe;
+pub mod radio;
 pub mod scenario;
 pub mod spec;
 pub mod stamp;

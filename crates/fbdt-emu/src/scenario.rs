@@ -14,15 +14,15 @@ pub fn spec_from_schedule(
         .paths
         .iter()
         .map(|t| {
-            let queue_packets = scenario
+            let path = scenario
                 .paths
                 .iter()
                 .find(|p| p.name == t.name)
-                .map(|p| p.queue_packets as usize)
                 .ok_or_else(|| Error::path(&t.name, "in the schedule but not in the scenario"))?;
             Ok(PathPlan {
                 name: t.name.clone(),
-                queue_packets,
+                queue_packets: path.queue_packets as usize,
+                radio: t.radio,
                 steps: t
                     .steps
                     .iter()

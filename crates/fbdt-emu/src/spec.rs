@@ -77,6 +77,9 @@ pub struct PathPlan {
     pub queue_packets: usize,
     /// Sorted, `steps[0].t_s == 0`, piecewise constant.
     pub steps: Vec<PathStep>,
+    /// The radio dozes when idle (the scenario's `radio`); `None`: always awake.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub radio: Option<fbdt_scenario::RadioSleep>,
 }
 
 impl PathPlan {
@@ -85,6 +88,7 @@ impl PathPlan {
             name: name.into(),
             queue_packets: 1000,
             steps: vec![PathStep::constant(rate_mbps, delay_ms, loss)],
+            radio: None,
         }
     }
 
@@ -256,6 +260,7 @@ mod tests {
         PathPlan {
             name: "a".into(),
             queue_packets: 100,
+            radio: None,
             steps: vec![
                 PathStep::constant(100.0, 5.0, 0.0),
                 PathStep {

@@ -507,3 +507,69 @@ fn kernel_rate_follows_a_rate_step() {
     drop(tb);
     assert_gone(&ns_names);
 }
+
+#[test]
+fn a_dozing_radio_holds_the_first_packet_after_idle() {
+    let _g = root_or_skip!();
+    // 5 ms each way; asleep after 200 ms without traffic, 100 ms to wake.
+    let mut a = PathPlan::constant("wifi", 20.0, 5.0, 0.0);
+    a.radio = Some(fbdt_scenario::RadioSleep {
+        idle_timeout_ms: 200.0,
+        wake_ms: 100.0,
+    });
+    let tb = Testbed::start(&spec(vec![a]), &TestbedOptions::default()).unwrap();
+    tb.play().unwrap();
+    let p = tb.paths()[0].clone();
+    let rx = tb
+        .run_in(Side::Client, || {
+            UdpSocket::bind(SocketAddr::new(p.client_ip.into(), 0)).unwrap()
+        })
+        .unwrap();
+    let tx = tb
+        .run_in(Side::Server, || {
+            UdpSocket::bind(SocketAddr::new(p.server_ip.into(), 0)).unwrap()
+        })
+        .unwrap();
+    rx.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let dst = rx.local_addr().unwrap();
+    let receiver = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 512];
+        for _ in 0..4 {
+            let (n, _) = rx.recv_from(&mut buf).expect("every datagram arrives");
+            got.push((buf[0], n, Instant::now()));
+        }
+        got
+    });
+    // Send datagram `i` at `at` after `start`; its one-way delay, ms.
+    let start = Instant::now() + Duration::from_millis(300);
+    let mut sent = Vec::new();
+    let mut send = |i: u8, at_ms: u64| {
+        let due = start + Duration::from_millis(at_ms);
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        sent.push(Instant::now());
+        tx.send_to(&[i; 200], dst).unwrap();
+    };
+    // 0: after 300 ms of silence (asleep since the start); 1: during its wake-up;
+    // 2: 150 ms after the wake-up, awake; 3: after 600 ms of silence again.
+    send(0, 0);
+    send(1, 20);
+    send(2, 250);
+    send(3, 850);
+    let mut delay_ms = [0.0; 4];
+    for (i, n, at) in receiver.join().unwrap() {
+        let i = usize::from(i);
+        assert!(n == 200 && i < 4);
+        delay_ms[i] = at.duration_since(sent[i]).as_secs_f64() * 1e3;
+    }
+    eprintln!("one-way delays with a dozing radio, ms: {delay_ms:.1?}");
+    // Held: the 5 ms delay plus the 100 ms wake-up (a held packet cannot arrive early).
+    assert!(delay_ms[0] >= 104.0, "{delay_ms:?}");
+    // Queued behind it: leaves when the radio is awake, with the first, not 100 ms later.
+    assert!(delay_ms[1] >= 84.0 && delay_ms[1] < delay_ms[0] + 50.0, "{delay_ms:?}");
+    // Awake: the path's own delay; far below a wake-up.
+    assert!(delay_ms[2] >= 4.5 && delay_ms[2] < 55.0, "{delay_ms:?}");
+    assert!(delay_ms[3] >= 104.0, "{delay_ms:?}");
+    // The server → client direction woke twice; nothing went the other way.
+    assert_eq!(tb.path_counters().unwrap()[0].radio_wakeups, [2, 0]);
+}

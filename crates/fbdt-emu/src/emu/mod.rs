@@ -42,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     error::{Error, Result},
     probe::{Lateness, ProbeCell},
+    radio::{Doze, RadioCell},
     spec::{LinkMode, PathStep, HOLD_RATE_BPS},
     testbed::{Datapath, TestbedOptions},
 };
@@ -74,6 +75,8 @@ pub(crate) struct PairSpec {
     pub emu_c_ip: Ipv4Addr,
     pub emu_s_ip: Ipv4Addr,
     pub queue_packets: usize,
+    /// Both directions doze when idle (see [`crate::radio`]).
+    pub radio: Option<Doze>,
     pub initial: PathStep,
     pub seed: u64,
 }
@@ -362,11 +365,28 @@ fn build(
                 Ok::<_, rattan_core::error::Error>(ProbeCell::<StdPacket>::new(l, link))
             }));
         }
-        // Data direction (server → client): s → rate → delay → probe → loss → c. ACK
-        // direction the same stages reversed; its loss is 0 unless loss_both. With the rate
-        // in the kernel the chain starts at the delay cell and the rate follows on c's egress.
-        let chain = |from: &str, rate: &str, delay: &str, probe: &str, loss: &str, to: &str| {
+        let radio_rate_bps = Arc::new(AtomicU64::new(bps(init.rate_mbps)));
+        let radio_wakeups = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
+        if let Some(doze) = p.radio {
+            for (id, wakeups) in [
+                (format!("rdd{n}"), &radio_wakeups[0]),
+                (format!("rdu{n}"), &radio_wakeups[1]),
+            ] {
+                let (rate, wakeups) = (radio_rate_bps.clone(), wakeups.clone());
+                tri!(core.build_cell(id, move |h: &tokio::runtime::Handle| {
+                    let _g = h.enter();
+                    Ok::<_, rattan_core::error::Error>(RadioCell::<StdPacket>::new(doze, rate, wakeups))
+                }));
+            }
+        }
+        // Data direction (server → client): s → [radio →] rate → delay → probe → loss → c.
+        // ACK direction the same stages reversed; its loss is 0 unless loss_both. With the
+        // rate in the kernel the chain has no rate cell and the rate follows on c's egress.
+        let chain = |from: &str, radio: &str, rate: &str, delay: &str, probe: &str, loss: &str, to: &str| {
             let mut v = vec![format!("{from}{n}")];
+            if p.radio.is_some() {
+                v.push(format!("{radio}{n}"));
+            }
             if matches!(datapath, Datapath::Rattan) {
                 v.push(format!("{rate}{n}"));
             }
@@ -374,8 +394,8 @@ fn build(
             v
         };
         for c in [
-            chain("s", "bwd", "dld", "prd", "lsd", "c"),
-            chain("c", "bwu", "dlu", "pru", "lsu", "s"),
+            chain("s", "rdd", "bwd", "dld", "prd", "lsd", "c"),
+            chain("c", "rdu", "bwu", "dlu", "pru", "lsu", "s"),
         ] {
             for w in c.windows(2) {
                 core.link_cell(w[0].clone(), w[1].clone());
@@ -390,6 +410,8 @@ fn build(
             last_rate_bps: Mutex::new(bps(init.rate_mbps)),
             lateness_down,
             lateness_up,
+            radio_rate_bps,
+            radio_wakeups,
         });
     }
     tri!(core.spawn_rattan());

@@ -96,6 +96,10 @@ pub(crate) struct PathControl {
     /// Release lateness after the delay cell: data direction (server → client), ACKs.
     pub lateness_down: Arc<Lateness>,
     pub lateness_up: Arc<Lateness>,
+    /// The rate in force for the radio cells' idle judgement, bit/s.
+    pub(super) radio_rate_bps: Arc<AtomicU64>,
+    /// Wake-ups of the radio (data direction, ACK direction); 0 without radio sleep.
+    pub radio_wakeups: [Arc<AtomicU64>; 2],
 }
 
 pub(super) fn bps(rate_mbps: f64) -> u64 {
@@ -126,6 +130,7 @@ impl PathControl {
             LinkMode::Outage => (*self.last_rate_bps.lock().unwrap(), 1.0, 1.0),
             LinkMode::Hold => (HOLD_RATE_BPS, s.loss, if loss_both { s.loss } else { 0.0 }),
         };
+        self.radio_rate_bps.store(rate, Ordering::Relaxed);
         match &self.rate {
             RateStage::Cells { down, up } => {
                 let bw = Bandwidth::from_bps(rate);

@@ -64,6 +64,9 @@ pub struct PathCounters {
     pub client: IfCounters,
     /// Server interface: tx = what the server put on the path.
     pub server: IfCounters,
+    /// Wake-ups of a dozing radio (the scenario's `radio`) since the start: data direction
+    /// (server → client), ACK direction. Zero when the radio never sleeps.
+    pub radio_wakeups: [u64; 2],
 }
 
 /// A step the player applied, with when it was applied.
@@ -321,10 +324,20 @@ impl Testbed {
         Ok(self
             .paths
             .iter()
-            .map(|p| PathCounters {
+            .enumerate()
+            .map(|(i, p)| PathCounters {
                 name: p.name.clone(),
                 client: find(&cli, &p.client_if),
                 server: find(&srv, &p.server_if),
+                radio_wakeups: self
+                    .controls
+                    .get(i)
+                    .map(|c| {
+                        c.radio_wakeups
+                            .each_ref()
+                            .map(|w| w.load(std::sync::atomic::Ordering::Relaxed))
+                    })
+                    .unwrap_or_default(),
             })
             .collect())
     }

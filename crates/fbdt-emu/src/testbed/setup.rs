@@ -61,6 +61,7 @@ impl Testbed {
                     emu_c_ip: Ipv4Addr::new(10, 201, n as u8, 1),
                     emu_s_ip: Ipv4Addr::new(10, 201, n as u8, 2),
                     queue_packets: pp.queue_packets,
+                    radio: pp.radio.map(Into::into),
                     initial: pp.steps[0],
                     seed: self.spec.seed.wrapping_add(pi.index as u64),
                 }

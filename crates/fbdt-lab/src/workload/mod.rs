@@ -148,15 +148,6 @@ impl Setup {
         }
         let mut scenario = Scenario::load(&args.scenario)?;
         radio::apply(&mut scenario, &args.radio).context("--radio")?;
-        if args.backend == Backend::Emu {
-            if let Some(p) = scenario.paths.iter().find(|p| p.radio.is_some()) {
-                bail!(
-                    "path {}: radio sleep/wake is modelled only in the simulator; on the testbed \
-                     use --radio off",
-                    p.name
-                );
-            }
-        }
         let scenario_duration_s = scenario.duration_s;
         crate::run::set_duration(&mut scenario, Some(args.max_duration)).context("--max-duration")?;
         let seed = args.seed.unwrap_or(scenario.seed);
