@@ -25,6 +25,8 @@ use sha2::{Digest, Sha256};
 const HTTP_PORT: u16 = 8080;
 const FBDT_PORT: u16 = 5400;
 const PROXY_PORT: u16 = 1080;
+/// `fbdt perf --server` for the curl apps' baseline (TCP/MPTCP would take the next port).
+const PERF_PORT: u16 = 5410;
 /// `--app transparent`: the origin's own address, on the server namespace's loopback.
 const ORIGIN: Ipv4Addr = Ipv4Addr::new(10, 199, 0, 1);
 /// How long the servers and the proxy may take to listen.
@@ -108,6 +110,18 @@ pub struct DirectDownload {
     pub download: Download,
 }
 
+/// curl apps: `fbdt perf` downloading as many bytes over the same radios, in the same run,
+/// right after the proxied download — what FBDT moves without the proxy, the application's
+/// TCP connections and the HTTP server.
+#[derive(Debug, Serialize)]
+pub struct PerfRun {
+    pub seconds: f64,
+    pub goodput_mbps: f64,
+    pub bytes: u64,
+    pub per_path_bytes: std::collections::BTreeMap<String, u64>,
+    pub fidelity: fbdt_emu::Fidelity,
+}
+
 /// `--app small` over one route: per-request times from curl's `-w`.
 #[derive(Debug, Serialize)]
 pub struct SmallRequests {
@@ -176,6 +190,10 @@ pub struct AppReport {
     pub small_proxy_over_best_direct: Option<f64>,
     /// Proxy goodput ÷ the best radio's alone.
     pub proxy_over_best_direct: Option<f64>,
+    /// curl apps: `fbdt perf` over the same radios right after the proxied download.
+    pub perf: Option<PerfRun>,
+    /// Proxy goodput ÷ `fbdt perf`'s (issue 16 asks ≥ 0.95).
+    pub proxy_over_perf: Option<f64>,
     pub meta: crate::report::Meta,
 }
 
@@ -268,6 +286,52 @@ fn wait_for_nft_table(tb: &Testbed, children: &mut Children, logs: &Path) -> Res
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// `fbdt perf` in the client namespace: a download of `bytes` over every radio from the
+/// perf server, with the proxy's security options.
+fn perf_download(
+    tb: &Testbed,
+    fbdt: &Path,
+    paths: &[fbdt_emu::PathInfo],
+    bytes: u64,
+    security: &[String],
+) -> Result<PerfRun> {
+    let before = tb.path_counters()?;
+    tb.play()?;
+    let mut cmd = tb.command(Side::Client, &fbdt.display().to_string());
+    cmd.args(["perf", "--json", "--bytes", &bytes.to_string()]);
+    for p in paths {
+        cmd.args(["--path", &format!("{}={}:{PERF_PORT}", p.client_ip, p.server_ip)]);
+    }
+    let out = cmd.args(security).output().context("running fbdt perf")?;
+    if !out.status.success() {
+        bail!(
+            "fbdt perf: {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let after = tb.path_counters()?;
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).context("reading fbdt perf's JSON")?;
+    let r = &doc["results"][0];
+    let (Some(goodput_mbps), Some(got), Some(seconds)) = (
+        r["goodput_mbps"].as_f64(),
+        r["bytes_delivered"].as_u64(),
+        doc["duration_s"].as_f64(),
+    ) else {
+        bail!("fbdt perf's JSON lacks goodput_mbps, bytes_delivered or duration_s");
+    };
+    if got != bytes {
+        bail!("fbdt perf delivered {got} bytes, asked for {bytes}");
+    }
+    Ok(PerfRun {
+        seconds,
+        goodput_mbps,
+        bytes: got,
+        per_path_bytes: received(&before, &after),
+        fidelity: tb.fidelity(),
+    })
 }
 
 /// Runs curl in the client namespace, reading its output as it arrives.
@@ -629,6 +693,20 @@ pub fn run(args: AppArgs) -> Result<()> {
         .args(["--allow", &format!("{ORIGIN}:{HTTP_PORT}")])
         .args(&serve_security);
     children.spawn("serve", serve, &dir.join("serve.log"))?;
+    let with_perf = matches!(args.app, App::CurlSocks | App::CurlHttp);
+    if with_perf {
+        let mut perf = tb.command(Side::Server, &fbdt.display().to_string());
+        perf.args(["perf", "--server", "--listen", &format!("0.0.0.0:{PERF_PORT}")])
+            .args(&serve_security);
+        children.spawn("perf", perf, &dir.join("perf.log"))?;
+        wait_listening(
+            &tb,
+            Side::Server,
+            SocketAddr::from((server0, PERF_PORT)),
+            &mut children,
+            dir,
+        )?;
+    }
     wait_listening(
         &tb,
         Side::Server,
@@ -667,7 +745,7 @@ pub fn run(args: AppArgs) -> Result<()> {
     }
 
     let url = |ip: Ipv4Addr| format!("http://{ip}:{HTTP_PORT}/file");
-    let (mut proxy_dl, mut direct, mut client, mut small) = (None, Vec::new(), None, Vec::new());
+    let (mut proxy_dl, mut direct, mut client, mut small, mut perf) = (None, Vec::new(), None, Vec::new(), None);
     match args.app {
         App::CurlSocks | App::CurlHttp => {
             let via = match args.app {
@@ -680,6 +758,18 @@ pub fn run(args: AppArgs) -> Result<()> {
                 .context("the download through the proxy")?;
             say(&format!("through fbdt proxy ({:?})", args.app), &d);
             proxy_dl = Some(d);
+            bar.set_message("fbdt perf over the same radios");
+            let p = perf_download(&tb, &fbdt, &paths, file_bytes, &security)
+                .and_then(|p| children.check(dir).map(|_| p))
+                .context("fbdt perf over the same radios")?;
+            eprintln!(
+                "fbdt perf over the same radios: {:.1} Mbit/s in {:.2} s{}",
+                p.goodput_mbps,
+                p.seconds,
+                if p.fidelity.faithful { "" } else { " (UNFAITHFUL)" }
+            );
+            perf = Some(p);
+            bar.set_message("");
             for p in &paths {
                 bar.set_position(0);
                 let curl = vec!["--interface".to_string(), p.client_ip.to_string(), url(p.server_ip)];
@@ -739,6 +829,11 @@ pub fn run(args: AppArgs) -> Result<()> {
     tb.stop();
 
     let best = direct.iter().map(|d| d.download.goodput_mbps).fold(0.0, f64::max);
+    let proxy_over_perf = proxy_dl
+        .as_ref()
+        .zip(perf.as_ref())
+        .filter(|(_, p)| p.goodput_mbps > 0.0)
+        .map(|(d, p)| d.goodput_mbps / p.goodput_mbps);
     let report = AppReport {
         scenario: scenario.name.clone(),
         app: args.app,
@@ -757,10 +852,15 @@ pub fn run(args: AppArgs) -> Result<()> {
             (best.is_finite() && best > 0.0).then(|| p.request_median_ms / best)
         }),
         small,
+        proxy_over_perf,
+        perf,
         meta: crate::report::Meta::here(),
     };
     if let Some(r) = report.proxy_over_best_direct {
         println!("proxy ÷ best radio alone: {r:.3}");
+    }
+    if let Some(r) = report.proxy_over_perf {
+        println!("proxy ÷ fbdt perf over the same radios: {r:.3}");
     }
     if let Some(r) = report.small_proxy_over_best_direct {
         println!("small requests, time per request through the proxy ÷ the best radio alone: {r:.3}");

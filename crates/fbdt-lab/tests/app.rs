@@ -76,6 +76,17 @@ fn curl_through_the_proxy_over_two_radios_gets_the_file_intact() {
             let own = d["per_path_bytes"][d["path"].as_str().unwrap()].as_u64().unwrap();
             assert!(own >= size, "{}: the file came over its own radio", d["path"]);
         }
+        // The baseline the proxy is held to: fbdt perf, as many bytes, the same radios.
+        let perf = &v["perf"];
+        assert_eq!(perf["bytes"].as_u64().unwrap(), size, "{app}");
+        for radio in ["wifi", "wigig"] {
+            assert!(
+                perf["per_path_bytes"][radio].as_u64().unwrap() > 64 * 1024,
+                "{app}: fbdt perf used {radio}: {}",
+                perf["per_path_bytes"]
+            );
+        }
+        assert!(v["proxy_over_perf"].as_f64().unwrap() > 0.0);
     }
     // A browser and a player, each checked against what was served, both radios carrying
     // their traffic (a direct connection would take one).
