@@ -252,26 +252,39 @@ fn results(h: &mut String, s: &Summary) {
 fn workloads(h: &mut String, w: &super::workloads::WorkloadSection) {
     let _ = writeln!(
         h,
-        "<h2 id=\"workloads\">Application workloads ({} backend)</h2>\n<p>Paper 001 sec. VI-C in the \
-         simulator ({} model, scale 1, {} seeds per point, radio sleep/wake: {}; video {}; {:.0} s): \
-         whatever backend the suite above used, since applications on the testbed need the proxy \
-         there. MPTCP = <code>mp:minrtt</code>. The claims are in the target checks above; models and \
-         assumptions in docs/workloads.md.</p>",
+        "<h2 id=\"workloads\">Application workloads ({} backend)</h2>\n<p>Paper 001 sec. VI-C ({} \
+         model, {} seeds per point, radio sleep/wake: {}; video {}; {:.0} s). {} The claims are in \
+         the target checks above; models and assumptions in docs/workloads.md.</p>",
         escape(&w.backend),
         escape(&w.model),
         w.repeat,
         escape(&w.radio),
         w.video_s
             .map_or("as long as each scenario".into(), |v| format!("{v:.0} s")),
-        w.wall_s
+        w.wall_s,
+        if w.backend == "emu" {
+            "On the testbed: MPTCP = the kernel's, sizes and rates × the host's calibrated scale \
+             (rows name the nominal ones); a table with a run the monitors flagged counts in no claim."
+        } else {
+            "In the simulator at scale 1, whatever backend the suite above used (--workloads-backend \
+             emu runs them on the testbed). MPTCP = <code>mp:minrtt</code>."
+        }
     );
     for t in &w.tables {
         let _ = write!(
             h,
-            "<h3>{} — {}</h3>\n<p>{}</p>\n<table><tr><th class=\"l\"></th>",
+            "<h3>{} — {}</h3>\n<p>{}{}</p>\n<table><tr><th class=\"l\"></th>",
             escape(&t.kind),
             escape(&t.scenario),
-            escape(&t.metric)
+            escape(&t.metric),
+            if t.unfaithful_runs > 0 {
+                format!(
+                    " — <b>UNFAITHFUL</b>: {} run(s) flagged by the emulator's monitors; this table counts in no claim",
+                    t.unfaithful_runs
+                )
+            } else {
+                String::new()
+            }
         );
         for sc in &t.schemes {
             let _ = write!(h, "<th>{}</th>", escape(sc));

@@ -58,9 +58,14 @@ pub struct PaperArgs {
     /// Seconds per scheme for every scenario (tests).
     #[arg(long, hide = true)]
     pub duration: Option<f64>,
-    /// Leave out the application workloads (files, web, video, 360°; simulator).
+    /// Leave out the application workloads (files, web, video, 360°).
     #[arg(long)]
     pub skip_workloads: bool,
+    /// Where the workloads run: sim (default, whatever --backend is: minutes) or emu (the
+    /// testbed, as root: every run in real time, about an hour for the four scenarios;
+    /// flagged runs count in no claim).
+    #[arg(long, value_enum, default_value = "sim")]
+    pub workloads_backend: Backend,
     /// Scenarios of the workloads section (default: los, nlos, mobility, blockage).
     #[arg(long, value_delimiter = ',', hide = true)]
     pub workload_scenarios: Vec<String>,
@@ -138,6 +143,11 @@ fn mmss(s: f64) -> String {
 
 pub fn run(args: PaperArgs) -> Result<()> {
     let backend = resolve_backend(args.backend, fbdt_emu::skip_reason())?;
+    if args.workloads_backend == Backend::Emu && !args.skip_workloads && !args.render_only {
+        if let Some(why) = fbdt_emu::skip_reason() {
+            bail!("--workloads-backend emu needs the emulated testbed, which needs root ({why})");
+        }
+    }
     let out = args
         .out
         .clone()
@@ -247,8 +257,10 @@ fn run_workloads(args: &PaperArgs, out: &Path, failures: &mut Vec<Failure>) -> O
     } else {
         args.workload_scenarios.clone()
     };
-    let outcome = workloads::run(&scenarios, args.quick, &|line| eprintln!("{line}"))
-        .and_then(|w| run::write_json(&out.join(WORKLOADS_JSON), &w).map(|_| w));
+    let outcome = workloads::run(&scenarios, args.quick, args.workloads_backend, &|line| {
+        eprintln!("{line}")
+    })
+    .and_then(|w| run::write_json(&out.join(WORKLOADS_JSON), &w).map(|_| w));
     match outcome {
         Ok(w) => Some(w),
         Err(e) => {

@@ -1,8 +1,10 @@
 //! The workloads section of `fbdt-lab paper` (issue 17): files, web pages, progressive 8K
 //! video, adaptive video and 360° tiles (paper 001 sec. VI-C) over los, nlos, mobility and
 //! blockage, every scheme beside the paper's numbers, each claim a check. They run in the
-//! simulator whatever the suite's backend: real applications on the testbed need the proxy
-//! there, which `fbdt-lab workload` cannot drive yet.
+//! simulator unless `--workloads-backend emu` asks for the testbed (longer: every run is
+//! real time, one at a time): then MPTCP is the kernel's, sizes and rates are scaled by the
+//! host's calibrated scale (labelled by their nominal value), and a table with a run the
+//! monitors flagged counts in no claim (UNFAITHFUL instead of PASS or MISS).
 
 use std::time::Instant;
 
@@ -15,8 +17,11 @@ use crate::workload::{self, Kind, Setup, WorkloadArgs};
 
 /// The paper's mobility-related scenarios the workloads run over.
 pub const SCENARIOS: [&str; 4] = ["los", "nlos", "mobility", "blockage"];
-/// What stands for MPTCP in the simulator (no kernel there).
-const MPTCP: &str = "mp:minrtt";
+/// What stands for MPTCP in the simulator (no kernel there); on the testbed, the kernel's.
+const SIM_MPTCP: &str = "mp:minrtt";
+const KERNEL_MPTCP: &str = "mptcp";
+/// In the checks: whichever of the two a table has.
+const MPTCP: &str = "MPTCP";
 const WIFI: &str = "tcp:wifi";
 const WIGIG: &str = "tcp:wigig";
 /// Radio sleep/wake as `--radio defaults`: what makes WiGig slow to start a small file.
@@ -46,6 +51,10 @@ pub struct Table {
     pub metric: String,
     pub schemes: Vec<String>,
     pub rows: Vec<Row>,
+    /// Testbed: runs of this table the fidelity monitors flagged (its numbers then count
+    /// in no claim).
+    #[serde(default)]
+    pub unfaithful_runs: usize,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -58,16 +67,29 @@ pub struct Row {
 
 impl Table {
     fn value(&self, label: &str, scheme: &str) -> Option<f64> {
+        let scheme = match scheme {
+            MPTCP if self.schemes.iter().any(|s| s == KERNEL_MPTCP) => KERNEL_MPTCP,
+            MPTCP => SIM_MPTCP,
+            s => s,
+        };
         let col = self.schemes.iter().position(|s| s == scheme)?;
         self.rows.iter().find(|r| r.label == label)?.values[col]
     }
 }
 
-fn args(kind: Kind, scenario: &str, quick: bool) -> WorkloadArgs {
+fn args(kind: Kind, scenario: &str, quick: bool, backend: Backend) -> WorkloadArgs {
+    let emu = backend == Backend::Emu;
+    // The testbed runs in real time: its quick section leaves out the largest files (1 GB at
+    // los's scale is 17 MB over WiFi alone: ~17 s a run).
+    let sizes: &[&str] = if emu && quick {
+        &["100k", "1M", "10M"]
+    } else {
+        &["100k", "1M", "10M", "100M", "1G"]
+    };
     WorkloadArgs {
         kind,
         scenario: scenario.into(),
-        backend: Backend::Sim,
+        backend,
         model: fbdt_sim::PathModel::Pipe,
         schemes: Vec::new(),
         seed: None,
@@ -77,7 +99,7 @@ fn args(kind: Kind, scenario: &str, quick: bool) -> WorkloadArgs {
         max_duration: 120.0,
         jobs: None,
         json: None,
-        sizes: ["100k", "1M", "10M", "100M", "1G"].map(String::from).to_vec(),
+        sizes: sizes.iter().map(|s| s.to_string()).collect(),
         idle_gap: 1.0,
         rates: vec![425.0, 900.0, 1300.0, 1700.0],
         video_s: quick.then_some(10.0),
@@ -91,9 +113,9 @@ fn args(kind: Kind, scenario: &str, quick: bool) -> WorkloadArgs {
     }
 }
 
-/// Runs every workload over `scenarios` (the paper's: [`SCENARIOS`]); `progress` gets one
-/// line per step.
-pub fn run(scenarios: &[String], quick: bool, progress: &dyn Fn(&str)) -> Result<WorkloadSection> {
+/// Runs every workload over `scenarios` (the paper's: [`SCENARIOS`]) on `backend`;
+/// `progress` gets one line per step.
+pub fn run(scenarios: &[String], quick: bool, backend: Backend, progress: &dyn Fn(&str)) -> Result<WorkloadSection> {
     let started = Instant::now();
     let kinds = [Kind::File, Kind::Web, Kind::Progressive, Kind::Dash, Kind::Vr];
     let mut tables = Vec::new();
@@ -101,19 +123,29 @@ pub fn run(scenarios: &[String], quick: bool, progress: &dyn Fn(&str)) -> Result
     for (i, scenario) in scenarios.iter().enumerate() {
         for (j, &kind) in kinds.iter().enumerate() {
             progress(&format!(
-                "[workloads {}/{steps}] {kind:?} over {scenario} (simulator), elapsed {:.0} s",
+                "[workloads {}/{steps}] {kind:?} over {scenario} ({}), elapsed {:.0} s",
                 i * kinds.len() + j + 1,
+                match backend {
+                    Backend::Sim => "simulator",
+                    Backend::Emu => "testbed",
+                },
                 started.elapsed().as_secs_f64()
             ));
-            let a = args(kind, scenario, quick);
+            let a = args(kind, scenario, quick, backend);
             let setup = Setup::new(&a)?;
             tables.push(table(&setup, &a).with_context(|| format!("workload {kind:?} over {scenario}"))?);
         }
     }
-    let probe = args(Kind::File, "los", quick);
+    let probe = args(Kind::File, "los", quick, backend);
     Ok(WorkloadSection {
-        backend: "sim".into(),
-        model: probe.model.to_string(),
+        backend: match backend {
+            Backend::Sim => "sim".into(),
+            Backend::Emu => "emu".into(),
+        },
+        model: match backend {
+            Backend::Sim => probe.model.to_string(),
+            Backend::Emu => "testbed".into(),
+        },
         repeat: probe.repeat,
         radio: RADIO.into(),
         video_s: probe.video_s,
@@ -198,12 +230,18 @@ fn table(setup: &Setup, a: &WorkloadArgs) -> Result<Table> {
             rows[i].paper = paper;
         }
     };
+    // Labels name the nominal size or rate (the paper's), whatever the scale.
+    let nominal = |x: f64| x / setup.scale;
     let metric = match a.kind {
         Kind::File => {
             for r in workload::file::run(setup, a)? {
                 let done = r.summary.incomplete == 0;
                 put(
-                    format!("{} {}", size_label(r.size_bytes), r.start),
+                    format!(
+                        "{} {}",
+                        size_label(nominal(r.size_bytes as f64).round() as u64),
+                        r.start
+                    ),
                     &r.scheme,
                     done.then_some(r.completion_s * 1e3),
                     None,
@@ -224,10 +262,9 @@ fn table(setup: &Setup, a: &WorkloadArgs) -> Result<Table> {
         }
         Kind::Progressive => {
             for r in workload::progressive::run(setup, a)? {
-                let label = format!("{:.0} Mbit/s", r.rate_mbps);
-                let paper = (setup.scenario.name == "mobility")
-                    .then(|| fig10_text(r.rate_mbps))
-                    .flatten();
+                let rate = nominal(r.rate_mbps);
+                let label = format!("{rate:.0} Mbit/s");
+                let paper = (setup.scenario.name == "mobility").then(|| fig10_text(rate)).flatten();
                 put(
                     format!("{label} pauses %"),
                     &r.scheme,
@@ -257,12 +294,14 @@ fn table(setup: &Setup, a: &WorkloadArgs) -> Result<Table> {
             "360° tiles: viewport PSNR, dB"
         }
     };
+    let unfaithful_runs = setup.unfaithful_runs();
     Ok(Table {
         kind: format!("{:?}", a.kind).to_lowercase(),
         scenario: setup.scenario.name.clone(),
         metric: metric.into(),
         schemes,
         rows,
+        unfaithful_runs,
     })
 }
 
@@ -288,15 +327,15 @@ fn fig10_text(rate: f64) -> Option<String> {
 }
 
 /// Every table of `kind`.
-fn of<'a>(tables: &'a [Table], kind: &'a str) -> impl Iterator<Item = &'a Table> + 'a {
-    tables.iter().filter(move |t| t.kind == kind)
+fn of<'a>(tables: &'a [&'a Table], kind: &'a str) -> impl Iterator<Item = &'a Table> + 'a {
+    tables.iter().copied().filter(move |t| t.kind == kind)
 }
 
 /// The largest `other / fbdt` over every row of every `kind` table whose label passes
 /// `rows` (a ratio > 1: FBDT is that many times faster), and where it was.
-fn best_speedup(tables: &[Table], kind: &str, other: &str, rows: impl Fn(&str) -> bool) -> Option<(f64, String)> {
+fn best_speedup(tables: &[&Table], kind: &str, other: &str, rows: impl Fn(&str) -> bool) -> Option<(f64, String)> {
     let mut best: Option<(f64, String)> = None;
-    for t in of(tables, kind) {
+    for t in tables.iter().filter(|t| t.kind == kind) {
         for r in t.rows.iter().filter(|r| rows(&r.label)) {
             if let (Some(f), Some(o)) = (t.value(&r.label, "fbdt"), t.value(&r.label, other)) {
                 let x = o / f;
@@ -329,8 +368,27 @@ fn check(target: String, found: Option<(f64, String)>, threshold: f64, paper: Op
     }
 }
 
-/// Paper 001's claims about applications, each as `value ≥ threshold`.
+/// Paper 001's claims about applications, each as `value ≥ threshold`, judged on the
+/// tables every run of which was faithful; a claim that has data only from flagged tables
+/// is UNFAITHFUL, with that data.
 pub fn checks(tables: &[Table]) -> Vec<Check> {
+    let faithful: Vec<&Table> = tables.iter().filter(|t| t.unfaithful_runs == 0).collect();
+    let all: Vec<&Table> = tables.iter().collect();
+    let judged = claims(&faithful);
+    claims(&all)
+        .into_iter()
+        .zip(judged)
+        .map(|(everything, trusted)| match (trusted.status, everything.value) {
+            (Status::NotMeasured, Some(_)) => Check {
+                status: Status::Unfaithful,
+                ..everything
+            },
+            _ => trusted,
+        })
+        .collect()
+}
+
+fn claims(tables: &[&Table]) -> Vec<Check> {
     let any = |_: &str| true;
     let mut v = vec![
         check(
@@ -423,7 +481,7 @@ mod tests {
             kind: kind.into(),
             scenario: scenario.into(),
             metric: String::new(),
-            schemes: ["fbdt", MPTCP, WIFI, WIGIG].map(String::from).to_vec(),
+            schemes: ["fbdt", SIM_MPTCP, WIFI, WIGIG].map(String::from).to_vec(),
             rows: rows
                 .iter()
                 .map(|(l, v)| Row {
@@ -432,6 +490,7 @@ mod tests {
                     paper: None,
                 })
                 .collect(),
+            unfaithful_runs: 0,
         }
     }
 
@@ -479,6 +538,27 @@ mod tests {
         let fig10 = get("progressive 8K");
         assert_eq!((fig10.value, fig10.status), (Some(25.0), Status::Pass));
         assert_eq!(get("360° FIX").status, Status::NotMeasured);
+    }
+
+    /// On the testbed: the kernel's MPTCP column stands for MPTCP, and a table with a flagged
+    /// run counts in no claim — its best case is neither PASS nor MISS.
+    #[test]
+    fn flagged_tables_count_in_no_claim() {
+        let mut los = table("file", "los", &[("1 GB busy", [4000.0, 4100.0, 9000.0, 6000.0])]);
+        los.schemes[1] = KERNEL_MPTCP.into();
+        let mut mobility = table("file", "mobility", &[("1 GB busy", [1000.0, 3000.0, 9000.0, 6000.0])]);
+        mobility.schemes[1] = KERNEL_MPTCP.into();
+        mobility.unfaithful_runs = 2;
+        let c = checks(&[los.clone(), mobility.clone()]);
+        let get = |c: &[Check], t: &str| c.iter().find(|x| x.target.starts_with(t)).unwrap().clone();
+        // Judged on los alone: 4100 / 4000.
+        let m = get(&c, "files: FBDT up to 1.3× faster than MPTCP");
+        assert_eq!((m.value, m.status), (Some(4100.0 / 4000.0), Status::Miss));
+        // Only mobility has data: shown, not judged.
+        let c = checks(&[mobility]);
+        let m = get(&c, "files: FBDT up to 1.3× faster than MPTCP");
+        assert_eq!((m.value, m.status), (Some(3.0), Status::Unfaithful));
+        assert_eq!(get(&c, "web (HTTP/2)").status, Status::NotMeasured);
     }
 
     #[test]

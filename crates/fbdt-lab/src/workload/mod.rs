@@ -289,6 +289,16 @@ pub struct WorkloadReport<R> {
 }
 
 impl Setup {
+    /// Emulated runs so far that the fidelity monitors flagged.
+    pub fn unfaithful_runs(&self) -> usize {
+        self.fidelity
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .filter(|f| !f.faithful)
+            .count()
+    }
+
     pub fn report<R: Serialize>(&self, kind: Kind, results: Vec<R>) -> WorkloadReport<R> {
         let fidelity = self.fidelity.lock().expect("not poisoned").clone();
         for f in fidelity.iter().filter(|f| !f.faithful) {
