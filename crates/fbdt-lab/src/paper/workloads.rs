@@ -88,6 +88,7 @@ fn args(kind: Kind, scenario: &str, quick: bool) -> WorkloadArgs {
             .to_vec(),
         http: vec!["1.1".into(), "2".into()],
         page_loads: 3,
+        browser: None,
     }
 }
 
