@@ -71,6 +71,43 @@ enum Route {
     Mptcp,
 }
 
+/// The HTTP version a page is served with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Http {
+    /// python3's http.server, plain HTTP/1.1 (Chromium opens up to six connections).
+    H1,
+    /// hyper's HTTP/2 over TLS (h2.rs): one connection.
+    H2,
+}
+
+impl Http {
+    fn parse(v: &str) -> Result<Self> {
+        match v.trim() {
+            "1.1" => Ok(Http::H1),
+            "2" => Ok(Http::H2),
+            other => bail!("--http `{other}`: expected 1.1 or 2"),
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Http::H1 => "1.1",
+            Http::H2 => "2",
+        }
+    }
+
+    /// What Navigation/Resource Timing's `nextHopProtocol` must say.
+    fn alpn(self) -> &'static str {
+        match self {
+            Http::H1 => "http/1.1",
+            Http::H2 => "h2",
+        }
+    }
+}
+
+/// The page server's port for HTTP/2 (TLS).
+const H2_PORT: u16 = 8443;
+
 fn route(scheme: &str, setup: &Setup) -> Result<Route> {
     if scheme == "fbdt" {
         return Ok(Route::Fbdt);
@@ -514,8 +551,14 @@ pub struct BrowserResult {
 
 /// Checks a load against the page on disk: every object once with its size, the HTML
 /// whole, every script run, every image decoded, every stylesheet parsed.
-fn verify(t: &PageTimings, files: &PageFiles) -> Result<()> {
+fn verify(t: &PageTimings, files: &PageFiles, protocol: &str) -> Result<()> {
     let mut problems = Vec::new();
+    if t.protocol != protocol {
+        problems.push(format!("HTML over `{}`, not {protocol}", t.protocol));
+    }
+    if let Some(r) = t.resources.iter().find(|r| r.protocol != protocol) {
+        problems.push(format!("{} over `{}`, not {protocol}", r.name, r.protocol));
+    }
     if t.html_bytes != files.html_bytes {
         problems.push(format!("HTML {} bytes, served {}", t.html_bytes, files.html_bytes));
     }
@@ -571,9 +614,11 @@ fn mptcp_capable(tb: &Testbed) -> Result<u64> {
 struct LoadPlan<'a> {
     tb: &'a Testbed,
     route: &'a Route,
-    /// The HTTP server's address for this scheme.
-    origin: SocketAddr,
+    /// `http://ip:port` or `https://ip:port`: the page server for this scheme and version.
+    origin: String,
     proxy: Option<SocketAddr>,
+    /// HTTP/2: the server certificate's key, which the browser accepts.
+    spki_pin: Option<&'a str>,
     work: &'a Path,
     limit: Duration,
 }
@@ -611,6 +656,9 @@ fn load_page(
         Some(p) => cmd.arg(format!("--proxy-server=socks5://{p}")),
         None => cmd.arg("--no-proxy-server"),
     };
+    if let Some(pin) = plan.spki_pin {
+        cmd.arg(format!("--ignore-certificate-errors-spki-list={pin}"));
+    }
     cmd.arg("about:blank");
     let log = plan.work.join(format!("chromium-{n}.log"));
     let result = (|| {
@@ -638,7 +686,7 @@ fn load_page(
             _ => None,
         };
         let before = plan.tb.path_counters()?;
-        let url = format!("http://{}{}", plan.origin, files.url_path);
+        let url = format!("{}{}", plan.origin, files.url_path);
         let until = Instant::now() + plan.limit;
         let nav = cdp.call(s, "Page.navigate", json!({ "url": url }))?;
         if let Some(e) = nav.get("errorText").and_then(Value::as_str) {
@@ -657,9 +705,8 @@ fn load_page(
             )?;
             if let Some(text) = v["result"]["value"].as_str() {
                 let mut t: PageTimings = serde_json::from_str(text).context("the page's timings")?;
-                let prefix = format!("http://{}", plan.origin);
                 for r in &mut t.resources {
-                    if let Some(path) = r.name.strip_prefix(&prefix) {
+                    if let Some(path) = r.name.strip_prefix(&plan.origin) {
                         r.name = path.to_string();
                     }
                 }
@@ -695,54 +742,114 @@ fn load_page(
     })
 }
 
-/// Starts the page server (and for `fbdt` the proxy pair) on `tb`; returns where the
-/// browser connects and through which proxy.
+/// The page servers and proxy of one run, and how to stop the HTTP/2 server's thread.
+struct Servers {
+    /// `http://…` (HTTP/1.1) and `https://…` (HTTP/2) origins, where started.
+    h1: Option<String>,
+    h2: Option<String>,
+    proxy: Option<SocketAddr>,
+    h2_stop: Option<tokio::sync::oneshot::Sender<()>>,
+    h2_thread: Option<std::thread::JoinHandle<fbdt_emu::Result<Result<()>>>>,
+}
+
+impl Servers {
+    /// Stops the HTTP/2 server; its error, if it had one.
+    fn stop(&mut self) -> Result<()> {
+        drop(self.h2_stop.take());
+        match self.h2_thread.take().map(|t| t.join()) {
+            None | Some(Ok(Ok(Ok(())))) => Ok(()),
+            Some(Ok(Ok(Err(e)))) => Err(e.context("the HTTP/2 page server")),
+            Some(Ok(Err(e))) => Err(anyhow!("the HTTP/2 page server could not enter its namespace: {e}")),
+            Some(Err(_)) => Err(anyhow!("the HTTP/2 page server panicked")),
+        }
+    }
+}
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// Starts the page servers `plan`'s versions need (and for `fbdt` the proxy pair) on `tb`.
 fn start_servers(
     tb: &Testbed,
     route: &Route,
+    plan: &RunPlan,
     www: &Path,
     dir: &Path,
-    fbdt: Option<&Path>,
+    identity: &super::h2::Identity,
     children: &mut Children,
-) -> Result<(SocketAddr, Option<SocketAddr>)> {
+) -> Result<Servers> {
     let paths = tb.paths().to_vec();
-    let mut http = match route {
-        Route::Mptcp => {
-            let mut c = tb.command(Side::Server, "mptcpize");
-            c.args(["run", "python3"]);
-            c
-        }
-        _ => tb.command(Side::Server, "python3"),
-    };
-    // python3's `http.server` serves with ThreadingHTTPServer; -p keeps connections alive.
-    http.args([
-        "-m",
-        "http.server",
-        "-p",
-        "HTTP/1.1",
-        "--bind",
-        "0.0.0.0",
-        "--directory",
-    ])
-    .arg(www)
-    .arg(HTTP_PORT.to_string());
-    children.spawn("http", http, &dir.join("http.log"))?;
     let server_ip = match route {
         Route::Tcp(i) => paths[*i].server_ip,
         _ => paths[0].server_ip,
     };
-    let origin = SocketAddr::from((server_ip, HTTP_PORT));
-    crate::app::wait_listening(tb, Side::Server, origin, children, dir)?;
-    if *route != Route::Fbdt {
-        return Ok((origin, None));
+    let mut servers = Servers {
+        h1: None,
+        h2: None,
+        proxy: None,
+        h2_stop: None,
+        h2_thread: None,
+    };
+    let mut allow = Vec::new();
+    if plan.versions.contains(&Http::H1) {
+        let mut http = match route {
+            Route::Mptcp => {
+                let mut c = tb.command(Side::Server, "mptcpize");
+                c.args(["run", "python3"]);
+                c
+            }
+            _ => tb.command(Side::Server, "python3"),
+        };
+        // python3's `http.server` serves with ThreadingHTTPServer; -p keeps connections
+        // alive.
+        http.args([
+            "-m",
+            "http.server",
+            "-p",
+            "HTTP/1.1",
+            "--bind",
+            "0.0.0.0",
+            "--directory",
+        ])
+        .arg(www)
+        .arg(HTTP_PORT.to_string());
+        children.spawn("http", http, &dir.join("http.log"))?;
+        let origin = SocketAddr::from((server_ip, HTTP_PORT));
+        crate::app::wait_listening(tb, Side::Server, origin, children, dir)?;
+        servers.h1 = Some(format!("http://{origin}"));
+        allow.push(origin);
     }
-    let fbdt = fbdt.expect("the fbdt binary was found for an fbdt scheme");
+    if plan.versions.contains(&Http::H2) {
+        let files = super::h2::load_files(www)?;
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+        let mptcp = *route == Route::Mptcp;
+        let id = identity.clone();
+        servers.h2_stop = Some(stop_tx);
+        servers.h2_thread = Some(tb.spawn_in(Side::Server, move || {
+            super::h2::serve(H2_PORT, mptcp, &id, files, stop_rx)
+        })?);
+        let origin = SocketAddr::from((server_ip, H2_PORT));
+        let up = crate::app::wait_listening(tb, Side::Server, origin, children, dir);
+        if let Err(e) = up {
+            return Err(servers.stop().err().unwrap_or(e));
+        }
+        servers.h2 = Some(format!("https://{origin}"));
+        allow.push(origin);
+    }
+    if *route != Route::Fbdt {
+        return Ok(servers);
+    }
+    let fbdt = plan.fbdt.expect("the fbdt binary was found for an fbdt scheme");
     let (security, serve_security) = crate::app::security_args(dir, false)?;
     let mut serve = tb.command(Side::Server, &fbdt.display().to_string());
-    serve
-        .args(["serve", "--listen", &format!("0.0.0.0:{FBDT_PORT}")])
-        .args(["--allow", &origin.to_string()])
-        .args(&serve_security);
+    serve.args(["serve", "--listen", &format!("0.0.0.0:{FBDT_PORT}")]);
+    for a in &allow {
+        serve.args(["--allow", &a.to_string()]);
+    }
+    serve.args(&serve_security);
     children.spawn("serve", serve, &dir.join("serve.log"))?;
     crate::app::wait_listening(
         tb,
@@ -760,21 +867,24 @@ fn start_servers(
     proxy.arg("--control").arg(dir.join("proxy.sock")).args(&security);
     children.spawn("proxy", proxy, &dir.join("proxy.log"))?;
     crate::app::wait_listening(tb, Side::Client, proxy_addr, children, dir)?;
-    Ok((origin, Some(proxy_addr)))
+    servers.proxy = Some(proxy_addr);
+    Ok(servers)
 }
 
 /// Everything a run needs beyond the setup.
 struct RunPlan<'a> {
     setup: &'a Setup,
     pages: &'a [PageSpec],
+    versions: &'a [Http],
     loads: usize,
     fbdt: Option<&'a Path>,
     limit: Duration,
     bar: &'a ProgressBar,
 }
 
-/// One scheme × seed on a fresh testbed: every page, `loads` times each; the loads per page.
-fn run_one(plan: &RunPlan, scheme: &str, seed: u64) -> Result<Vec<Vec<BrowserLoad>>> {
+/// One scheme × seed on a fresh testbed: every version and page, `loads` times each; the
+/// loads per version and page (`[version][page]`).
+fn run_one(plan: &RunPlan, scheme: &str, seed: u64) -> Result<Vec<Vec<Vec<BrowserLoad>>>> {
     let setup = plan.setup;
     let route = route(scheme, setup)?;
     let work = tempfile::tempdir().context("a working directory")?;
@@ -785,6 +895,7 @@ fn run_one(plan: &RunPlan, scheme: &str, seed: u64) -> Result<Vec<Vec<BrowserLoa
         .iter()
         .map(|p| write_page(&www, p, setup.scale, seed))
         .collect::<Result<_>>()?;
+    let identity = super::h2::Identity::generate()?;
     let mut sc = setup.scenario.clone();
     sc.seed = seed;
     let schedule = sc.schedule(setup.scale)?;
@@ -792,65 +903,73 @@ fn run_one(plan: &RunPlan, scheme: &str, seed: u64) -> Result<Vec<Vec<BrowserLoa
     let mut tb = Testbed::start(&spec, &TestbedOptions::default()).context("starting the testbed")?;
     tb.play()?;
     let mut children = Children(Vec::new());
+    let mut servers = None;
     let result = (|| {
-        let (origin, proxy) = start_servers(&tb, &route, &www, dir, plan.fbdt, &mut children)?;
-        let load_plan = LoadPlan {
-            tb: &tb,
-            route: &route,
-            origin,
-            proxy,
-            work: dir,
-            limit: plan.limit,
-        };
+        let srv = servers.insert(start_servers(&tb, &route, plan, &www, dir, &identity, &mut children)?);
         let mut out = Vec::new();
         let mut n = 0;
-        for (spec, files) in plan.pages.iter().zip(&pages) {
-            let mut loads = Vec::new();
-            for load in 0..plan.loads {
-                if n > 0 {
-                    std::thread::sleep(GAP);
+        for &http in plan.versions {
+            let load_plan = LoadPlan {
+                tb: &tb,
+                route: &route,
+                origin: match http {
+                    Http::H1 => srv.h1.clone(),
+                    Http::H2 => srv.h2.clone(),
                 }
-                plan.bar
-                    .set_message(format!("{scheme}, {} load {}", spec.name, load + 1));
-                let (t, per_path_bytes, mptcp_connections) =
-                    load_page(&load_plan, files, n).with_context(|| format!("page {} load {}", spec.name, load + 1))?;
-                n += 1;
-                children.check(dir)?;
-                verify(&t, files).with_context(|| format!("page {} load {}", spec.name, load + 1))?;
-                if mptcp_connections == Some(0) {
-                    bail!(
-                        "page {} load {}: the browser opened no MPTCP connection (mptcpize had \
-                         no effect)",
-                        spec.name,
-                        load + 1
-                    );
+                .expect("started for every version"),
+                proxy: srv.proxy,
+                spki_pin: (http == Http::H2).then_some(identity.spki_sha256.as_str()),
+                work: dir,
+                limit: plan.limit,
+            };
+            let mut per_page = Vec::new();
+            for (spec, files) in plan.pages.iter().zip(&pages) {
+                let mut loads = Vec::new();
+                for load in 0..plan.loads {
+                    if n > 0 {
+                        std::thread::sleep(GAP);
+                    }
+                    let what = format!("page {} HTTP/{} load {}", spec.name, http.label(), load + 1);
+                    plan.bar.set_message(format!("{scheme}, {what}"));
+                    let (t, per_path_bytes, mptcp_connections) =
+                        load_page(&load_plan, files, n).with_context(|| what.clone())?;
+                    n += 1;
+                    children.check(dir)?;
+                    verify(&t, files, http.alpn()).with_context(|| what.clone())?;
+                    if mptcp_connections == Some(0) {
+                        bail!("{what}: the browser opened no MPTCP connection (mptcpize had no effect)");
+                    }
+                    let fcp = t.fcp.expect("polled until present");
+                    let requests = t.resources;
+                    loads.push(BrowserLoad {
+                        seed,
+                        load,
+                        plt_ms: t.load_event_end,
+                        fcp_ms: fcp,
+                        dom_content_loaded_ms: t.dom_content_loaded,
+                        protocol: t.protocol,
+                        resources: requests.len(),
+                        object_bytes: requests.iter().map(|r| r.bytes).sum(),
+                        html_bytes: t.html_bytes,
+                        per_path_bytes,
+                        mptcp_connections,
+                        requests,
+                    });
+                    plan.bar.inc(1);
                 }
-                let fcp = t.fcp.expect("polled until present");
-                let requests = t.resources;
-                loads.push(BrowserLoad {
-                    seed,
-                    load,
-                    plt_ms: t.load_event_end,
-                    fcp_ms: fcp,
-                    dom_content_loaded_ms: t.dom_content_loaded,
-                    protocol: t.protocol,
-                    resources: requests.len(),
-                    object_bytes: requests.iter().map(|r| r.bytes).sum(),
-                    html_bytes: t.html_bytes,
-                    per_path_bytes,
-                    mptcp_connections,
-                    requests,
-                });
-                plan.bar.inc(1);
+                per_page.push(loads);
             }
-            out.push(loads);
+            out.push(per_page);
         }
         Ok(out)
     })();
+    let stopped = servers.as_mut().map_or(Ok(()), Servers::stop);
     drop(children);
     let fidelity = tb.fidelity();
     tb.stop();
-    let loads = result.with_context(|| format!("scheme {scheme}, seed {seed}"))?;
+    let loads = result
+        .and_then(|r| stopped.map(|_| r))
+        .with_context(|| format!("scheme {scheme}, seed {seed}"))?;
     setup.record_fidelity(scheme, seed, fidelity);
     Ok(loads)
 }
@@ -858,6 +977,15 @@ fn run_one(plan: &RunPlan, scheme: &str, seed: u64) -> Result<Vec<Vec<BrowserLoa
 /// `workload web --backend emu --browser chromium`.
 pub fn run(setup: &Setup, args: &WorkloadArgs, browser: Browser) -> Result<Vec<BrowserResult>> {
     let Browser::Chromium = browser;
+    let versions: Vec<Http> = if args.http.is_empty() {
+        vec![Http::H1, Http::H2]
+    } else {
+        args.http.iter().map(|v| Http::parse(v)).collect::<Result<_>>()?
+    };
+    let pages: Vec<PageSpec> = args.pages.iter().map(|p| page(p.trim())).collect::<Result<_>>()?;
+    if args.page_loads == 0 || args.page_loads > 100 {
+        bail!("--page-loads must be in 1..=100");
+    }
     if let Some(why) = fbdt_emu::skip_reason() {
         bail!("--browser chromium needs root to build the emulated testbed: {why}");
     }
@@ -875,20 +1003,8 @@ pub fn run(setup: &Setup, args: &WorkloadArgs, browser: Browser) -> Result<Vec<B
     } else {
         None
     };
-    for v in &args.http {
-        if v.trim() != "1.1" {
-            bail!(
-                "--browser chromium serves pages over HTTP/1.1 only (python3 http.server); \
-                 HTTP/2 is not implemented yet: use --http 1.1"
-            );
-        }
-    }
-    let pages: Vec<PageSpec> = args.pages.iter().map(|p| page(p.trim())).collect::<Result<_>>()?;
-    if args.page_loads == 0 || args.page_loads > 100 {
-        bail!("--page-loads must be in 1..=100");
-    }
     let loads = args.page_loads as usize;
-    let total = setup.schemes.len() * setup.seeds.len() * pages.len() * loads;
+    let total = setup.schemes.len() * setup.seeds.len() * versions.len() * pages.len() * loads;
     let bar = ProgressBar::new(total as u64);
     bar.set_style(
         ProgressStyle::with_template("web (chromium) [{bar:30}] {pos}/{len} loads, ETA {eta} {msg}")
@@ -898,79 +1014,88 @@ pub fn run(setup: &Setup, args: &WorkloadArgs, browser: Browser) -> Result<Vec<B
     let plan = RunPlan {
         setup,
         pages: &pages,
+        versions: &versions,
         loads,
         fbdt: fbdt.as_deref(),
         limit: Duration::from_secs_f64(args.max_duration),
         bar: &bar,
     };
-    // results[scheme][page] = loads over seeds
-    let mut results: Vec<Vec<Vec<BrowserLoad>>> = Vec::new();
+    // results[scheme][version][page] = loads over seeds
+    let mut results: Vec<Vec<Vec<Vec<BrowserLoad>>>> = Vec::new();
     for scheme in &setup.schemes {
-        let mut per_page: Vec<Vec<BrowserLoad>> = pages.iter().map(|_| Vec::new()).collect();
+        let mut acc: Vec<Vec<Vec<BrowserLoad>>> = versions
+            .iter()
+            .map(|_| pages.iter().map(|_| Vec::new()).collect())
+            .collect();
         for &seed in &setup.seeds {
-            let ran = run_one(&plan, scheme, seed);
-            let ran = match ran {
+            let ran = match run_one(&plan, scheme, seed) {
                 Ok(r) => r,
                 Err(e) => {
                     bar.finish_and_clear();
                     return Err(e);
                 }
             };
-            for (slot, l) in per_page.iter_mut().zip(ran) {
-                slot.extend(l);
+            for (slots, per_page) in acc.iter_mut().zip(ran) {
+                for (slot, l) in slots.iter_mut().zip(per_page) {
+                    slot.extend(l);
+                }
             }
         }
-        results.push(per_page);
+        results.push(acc);
     }
     bar.finish_and_clear();
     let first_seed = setup.seeds[0];
     let mut out = Vec::new();
-    for (scheme, per_page) in setup.schemes.iter().zip(results) {
-        for (spec, loads) in pages.iter().zip(per_page) {
-            let plt: Vec<Option<f64>> = loads.iter().map(|l| Some(l.plt_ms)).collect();
-            let fcp: Vec<Option<f64>> = loads.iter().map(|l| Some(l.fcp_ms)).collect();
-            let summary = summarise(&plt);
-            let fcp = summarise(&fcp);
-            out.push(BrowserResult {
-                scheme: scheme.clone(),
-                page: spec.name,
-                http: "1.1".into(),
-                browser,
-                objects: spec.objects,
-                page_bytes: generate(spec, setup.scale, first_seed).iter().sum(),
-                page_load_ms: summary.median,
-                page_load_p90_ms: summary.p90,
-                fcp_ms: fcp.median,
-                fcp_p90_ms: fcp.p90,
-                summary,
-                loads,
-            });
+    for (scheme, acc) in setup.schemes.iter().zip(results) {
+        for (&http, per_page) in versions.iter().zip(acc) {
+            for (spec, loads) in pages.iter().zip(per_page) {
+                let plt: Vec<Option<f64>> = loads.iter().map(|l| Some(l.plt_ms)).collect();
+                let fcp: Vec<Option<f64>> = loads.iter().map(|l| Some(l.fcp_ms)).collect();
+                let summary = summarise(&plt);
+                let fcp = summarise(&fcp);
+                out.push(BrowserResult {
+                    scheme: scheme.clone(),
+                    page: spec.name,
+                    http: http.label().into(),
+                    browser,
+                    objects: spec.objects,
+                    page_bytes: generate(spec, setup.scale, first_seed).iter().sum(),
+                    page_load_ms: summary.median,
+                    page_load_p90_ms: summary.p90,
+                    fcp_ms: fcp.median,
+                    fcp_p90_ms: fcp.p90,
+                    summary,
+                    loads,
+                });
+            }
         }
     }
     println!(
-        "Chromium page loads, scenario {} (scale {}, {} seeds × {loads} loads, HTTP/1.1): \
-         load time median/p90, first contentful paint median, in ms",
+        "Chromium page loads, scenario {} (scale {}, {} seeds × {loads} loads): load time \
+         median/p90, first contentful paint median, in ms",
         setup.scenario.name,
         setup.scale,
         setup.seeds.len()
     );
-    print!("{:<10}", "page");
+    print!("{:<10} {:>4}", "page", "http");
     for s in &setup.schemes {
         print!(" {s:>22}");
     }
     println!();
     for spec in &pages {
-        print!("{:<10}", spec.name);
-        for s in &setup.schemes {
-            let cell = out
-                .iter()
-                .find(|r| &r.scheme == s && r.page == spec.name)
-                .map_or("-".into(), |r| {
-                    format!("{:.0}/{:.0} fcp {:.0}", r.page_load_ms, r.page_load_p90_ms, r.fcp_ms)
-                });
-            print!(" {cell:>22}");
+        for &http in &versions {
+            print!("{:<10} {:>4}", spec.name, http.label());
+            for s in &setup.schemes {
+                let cell = out
+                    .iter()
+                    .find(|r| &r.scheme == s && r.page == spec.name && r.http == http.label())
+                    .map_or("-".into(), |r| {
+                        format!("{:.0}/{:.0} fcp {:.0}", r.page_load_ms, r.page_load_p90_ms, r.fcp_ms)
+                    });
+                print!(" {cell:>22}");
+            }
+            println!();
         }
-        println!();
     }
     Ok(out)
 }
@@ -1044,15 +1169,19 @@ mod tests {
     fn a_missing_or_short_object_fails_the_load() {
         let dir = tempfile::tempdir().unwrap();
         let files = write_page_of(dir.path(), "t", &[100, 200, 300, 400], 1).unwrap();
-        verify(&timings(&files), &files).unwrap();
+        verify(&timings(&files), &files, "http/1.1").unwrap();
+        assert!(verify(&timings(&files), &files, "h2").is_err());
         let mut t = timings(&files);
         t.resources.pop();
-        assert!(verify(&t, &files).unwrap_err().to_string().contains("never fetched"));
+        assert!(verify(&t, &files, "http/1.1")
+            .unwrap_err()
+            .to_string()
+            .contains("never fetched"));
         let mut t = timings(&files);
         t.resources[0].bytes -= 1;
-        assert!(verify(&t, &files).is_err());
+        assert!(verify(&t, &files, "http/1.1").is_err());
         let mut t = timings(&files);
         t.scripts_ran = 0;
-        assert!(verify(&t, &files).is_err());
+        assert!(verify(&t, &files, "http/1.1").is_err());
     }
 }

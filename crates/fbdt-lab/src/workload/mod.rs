@@ -8,6 +8,7 @@ pub(crate) mod dash;
 mod driver;
 mod emu;
 pub(crate) mod file;
+mod h2;
 mod metrics;
 pub(crate) mod progressive;
 mod radio;
@@ -109,8 +110,8 @@ pub struct WorkloadArgs {
     /// object client.
     #[arg(long, value_enum)]
     pub browser: Option<browser::Browser>,
-    /// web: HTTP versions to model (1.1 = six connections, 2 = one; default both). With
-    /// --browser: 1.1 only (the default).
+    /// web: HTTP versions (default both): modelled (1.1 = six connections, 2 = one), or
+    /// with --browser served for real (1.1: python3 http.server; 2: h2 over TLS).
     #[arg(long, value_delimiter = ',')]
     pub http: Vec<String>,
     /// web: page loads per run, each 1 s after the previous one ended.
