@@ -1,8 +1,9 @@
 //! Q2 with a real browser (`workload web --backend emu --browser chromium`): each page of
 //! `--pages` is written to disk as one HTML whose subresources are the page's Table I objects
 //! (web.rs's generator: stylesheets, deferred scripts and PNG images of the generated sizes,
-//! seeded content), served by python3's threading `http.server` speaking HTTP/1.1 in the
-//! server namespace, and loaded by headless Chromium in the client namespace: through
+//! seeded content), served in the server namespace over HTTP/1.1 by python3's threading
+//! `http.server` and over HTTP/2 (TLS) by h2.rs, and loaded by headless Chromium in the
+//! client namespace: through
 //! `fbdt proxy` → `fbdt serve` (SOCKS5) for `fbdt`, straight to one radio's server address
 //! for `tcp:<path>`, and with browser and server under `mptcpize run` for `mptcp`.
 //!
