@@ -22,9 +22,9 @@ use rand::{RngCore, SeedableRng};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-const HTTP_PORT: u16 = 8080;
-const FBDT_PORT: u16 = 5400;
-const PROXY_PORT: u16 = 1080;
+pub(crate) const HTTP_PORT: u16 = 8080;
+pub(crate) const FBDT_PORT: u16 = 5400;
+pub(crate) const PROXY_PORT: u16 = 1080;
 /// `fbdt perf --server` for the curl apps' baseline (TCP/MPTCP would take the next port).
 const PERF_PORT: u16 = 5410;
 /// `--app transparent`: the origin's own address, on the server namespace's loopback.
@@ -152,7 +152,7 @@ pub struct ClientRun {
 }
 
 /// Bytes each radio's client end received between two counter readings.
-fn received(
+pub(crate) fn received(
     before: &[fbdt_emu::PathCounters],
     after: &[fbdt_emu::PathCounters],
 ) -> std::collections::BTreeMap<String, u64> {
@@ -198,7 +198,7 @@ pub struct AppReport {
 }
 
 /// Children started in the testbed's namespaces, killed (by PID) when dropped.
-struct Children(Vec<(String, Child)>);
+pub(crate) struct Children(pub(crate) Vec<(String, Child)>);
 
 impl Drop for Children {
     fn drop(&mut self) {
@@ -210,7 +210,7 @@ impl Drop for Children {
 }
 
 impl Children {
-    fn spawn(&mut self, what: &str, mut cmd: Command, log: &Path) -> Result<()> {
+    pub(crate) fn spawn(&mut self, what: &str, mut cmd: Command, log: &Path) -> Result<()> {
         let err = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
         let child = cmd
             .stdin(Stdio::null())
@@ -223,7 +223,7 @@ impl Children {
     }
 
     /// Fails with the log of any child that already ended.
-    fn check(&mut self, logs: &Path) -> Result<()> {
+    pub(crate) fn check(&mut self, logs: &Path) -> Result<()> {
         for (what, c) in &mut self.0 {
             if let Some(status) = c.try_wait()? {
                 let log = std::fs::read_to_string(logs.join(format!("{what}.log"))).unwrap_or_default();
@@ -234,7 +234,7 @@ impl Children {
     }
 }
 
-fn fbdt_binary(given: Option<&Path>) -> Result<PathBuf> {
+pub(crate) fn fbdt_binary(given: Option<&Path>) -> Result<PathBuf> {
     let path = match given {
         Some(p) => p.to_path_buf(),
         None => std::env::current_exe()
@@ -251,7 +251,13 @@ fn fbdt_binary(given: Option<&Path>) -> Result<PathBuf> {
 }
 
 /// Waits until something accepts TCP connections at `addr` from inside `side`.
-fn wait_listening(tb: &Testbed, side: Side, addr: SocketAddr, children: &mut Children, logs: &Path) -> Result<()> {
+pub(crate) fn wait_listening(
+    tb: &Testbed,
+    side: Side,
+    addr: SocketAddr,
+    children: &mut Children,
+    logs: &Path,
+) -> Result<()> {
     let start = Instant::now();
     loop {
         let up = tb.run_in(side, || {
@@ -595,6 +601,38 @@ fn write_video(path: &Path, bytes: u64) -> Result<()> {
     Ok(())
 }
 
+/// The options of `fbdt proxy` and of `fbdt serve` for one run: plaintext (anyone allowed),
+/// or TLS 1.3 with a server key generated in `dir`, its pinned fingerprint and a fresh token.
+pub(crate) fn security_args(dir: &Path, plaintext: bool) -> Result<(Vec<String>, Vec<String>)> {
+    let mut security: Vec<String> = Vec::new();
+    let mut serve_security: Vec<String> = Vec::new();
+    if plaintext {
+        security.push("--plaintext".into());
+        serve_security.extend(["--plaintext".into(), "--allow-anyone".into()]);
+    } else {
+        let key_dir = dir.join("key");
+        let identity = fbdt_net::ServerIdentity::load_or_generate(&key_dir).context("generating the server key")?;
+        let token = dir.join("token");
+        let mut t = [0u8; 16];
+        rand::rngs::OsRng.fill_bytes(&mut t);
+        std::fs::write(&token, t.iter().map(|b| format!("{b:02x}")).collect::<String>())?;
+        let token = token.display().to_string();
+        security.extend([
+            "--pin".into(),
+            identity.fingerprint(),
+            "--token-file".into(),
+            token.clone(),
+        ]);
+        serve_security.extend([
+            "--key-dir".into(),
+            key_dir.display().to_string(),
+            "--token-file".into(),
+            token,
+        ]);
+    }
+    Ok((security, serve_security))
+}
+
 pub fn run(args: AppArgs) -> Result<()> {
     if let Some(why) = fbdt_emu::skip_reason() {
         bail!("fbdt-lab app needs root to build the emulated testbed: {why}");
@@ -644,32 +682,7 @@ pub fn run(args: AppArgs) -> Result<()> {
     .arg(&www);
     children.spawn("http", http, &dir.join("http.log"))?;
 
-    let mut security: Vec<String> = Vec::new();
-    let mut serve_security: Vec<String> = Vec::new();
-    if args.plaintext {
-        security.push("--plaintext".into());
-        serve_security.extend(["--plaintext".into(), "--allow-anyone".into()]);
-    } else {
-        let key_dir = dir.join("key");
-        let identity = fbdt_net::ServerIdentity::load_or_generate(&key_dir).context("generating the server key")?;
-        let token = dir.join("token");
-        let mut t = [0u8; 16];
-        rand::rngs::OsRng.fill_bytes(&mut t);
-        std::fs::write(&token, t.iter().map(|b| format!("{b:02x}")).collect::<String>())?;
-        let token = token.display().to_string();
-        security.extend([
-            "--pin".into(),
-            identity.fingerprint(),
-            "--token-file".into(),
-            token.clone(),
-        ]);
-        serve_security.extend([
-            "--key-dir".into(),
-            key_dir.display().to_string(),
-            "--token-file".into(),
-            token,
-        ]);
-    }
+    let (security, serve_security) = security_args(dir, args.plaintext)?;
     if args.app == App::Transparent {
         // The client needs a route for the SYN to exist at all; the redirect takes it before
         // it leaves.

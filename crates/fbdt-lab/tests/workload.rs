@@ -230,6 +230,11 @@ fn unsupported_and_bad_workloads_fail_clearly() {
     fails(&["web", "los", "--pages", "yahoo"], "unknown page");
     fails(&["web", "los", "--http", "3"], "expected 1.1 or 2");
     fails(&["file", "los", "--schemes", "mptcp"], "emulated");
+    fails(&["web", "los", "--browser", "chromium"], "--backend emu");
+    fails(
+        &["file", "los", "--backend", "emu", "--browser", "chromium"],
+        "--backend emu",
+    );
 }
 
 /// The file workload over real stacks on two emulated radios, for each kind of transport the
@@ -274,5 +279,90 @@ fn files_over_the_testbed_complete_on_every_kind_of_scheme() {
         assert_eq!(r["summary"]["incomplete"], 0, "{r}");
         let t = r["completion_s"].as_f64().unwrap();
         assert!(t >= floor_s && t < 5.0, "{r}");
+    }
+}
+
+/// Real pages in a real browser (root, chromium, python3): msn at a small scale, served
+/// over HTTP/1.1 and HTTP/2 and loaded by headless Chromium through fbdt proxy/serve and
+/// straight over WiFi. Every object arrives with its size over the version asked for (the
+/// tool fails the load otherwise, and the JSON says so again), the browser's load time is
+/// positive and its first paint comes no later than the load event.
+#[test]
+fn chromium_loads_every_object_of_a_page_through_fbdt_and_one_radio() {
+    if let Some(why) = fbdt_emu::skip_reason() {
+        eprintln!("SKIP: the emulated testbed needs root: {why}");
+        return;
+    }
+    for program in ["chromium", "python3"] {
+        if Command::new("sh")
+            .args(["-c", &format!("command -v {program}")])
+            .output()
+            .map_or(true, |o| !o.status.success())
+        {
+            eprintln!("SKIP: {program} is not installed");
+            return;
+        }
+    }
+    let fbdt = std::path::PathBuf::from(env!("CARGO_BIN_EXE_fbdt-lab")).with_file_name("fbdt");
+    assert!(
+        fbdt.is_file(),
+        "{} missing: `cargo test --workspace` builds it (or cargo build -p fbdt)",
+        fbdt.display()
+    );
+    let v = workload(&[
+        "web",
+        "los",
+        "--backend",
+        "emu",
+        "--browser",
+        "chromium",
+        "--scale",
+        "0.02",
+        "--pages",
+        "msn",
+        "--page-loads",
+        "1",
+        "--repeat",
+        "1",
+        "--http",
+        "1.1,2",
+        "--schemes",
+        "fbdt,tcp:wifi",
+    ]);
+    assert_eq!(v["fidelity"].as_array().unwrap().len(), 2, "one verdict per run");
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 4, "two schemes × two versions");
+    for r in results {
+        let protocol = match r["http"].as_str().unwrap() {
+            "1.1" => "http/1.1",
+            "2" => "h2",
+            other => panic!("http {other}"),
+        };
+        assert_eq!(r["objects"], 33, "{}", r["scheme"]);
+        let loads = r["loads"].as_array().unwrap();
+        assert_eq!(loads.len(), 1);
+        for l in loads {
+            assert_eq!(l["resources"], 33, "{}", r["scheme"]);
+            assert_eq!(l["object_bytes"], r["page_bytes"], "{}", r["scheme"]);
+            assert_eq!(l["protocol"], protocol);
+            let plt = l["plt_ms"].as_f64().unwrap();
+            let fcp = l["fcp_ms"].as_f64().unwrap();
+            assert!(
+                plt > 0.0 && fcp > 0.0 && fcp <= plt,
+                "{}: fcp {fcp} plt {plt}",
+                r["scheme"]
+            );
+            let requests = l["requests"].as_array().unwrap();
+            assert_eq!(requests.len(), 33);
+            for q in requests {
+                assert_eq!(q["protocol"], protocol, "{q}");
+                let end = q["end_ms"].as_f64().unwrap();
+                assert!(end >= q["start_ms"].as_f64().unwrap() && end <= plt, "{q}");
+            }
+        }
+        if r["scheme"] == "tcp:wifi" {
+            let wifi = loads[0]["per_path_bytes"]["wifi"].as_u64().unwrap();
+            assert!(wifi >= r["page_bytes"].as_u64().unwrap(), "the page came over WiFi");
+        }
     }
 }

@@ -110,6 +110,7 @@ fn args(kind: Kind, scenario: &str, quick: bool, backend: Backend) -> WorkloadAr
             .to_vec(),
         http: vec!["1.1".into(), "2".into()],
         page_loads: 3,
+        browser: None,
     }
 }
 

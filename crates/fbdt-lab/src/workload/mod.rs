@@ -3,10 +3,12 @@
 //! tiles — every scheme over one scenario, results JSON beside the paper's numbers.
 //! docs/workloads.md describes the models.
 
+pub(crate) mod browser;
 pub(crate) mod dash;
 mod driver;
 mod emu;
 pub(crate) mod file;
+mod h2;
 mod metrics;
 pub(crate) mod progressive;
 mod radio;
@@ -103,8 +105,14 @@ pub struct WorkloadArgs {
     /// web: pages (msn, cnn, amazon, facebook, median).
     #[arg(long, value_delimiter = ',', default_value = "msn,cnn,amazon,facebook,median")]
     pub pages: Vec<String>,
-    /// web: HTTP versions to model (1.1 = six connections, 2 = one).
-    #[arg(long, value_delimiter = ',', default_value = "1.1,2")]
+    /// web --backend emu: load real pages with this browser (headless Chromium through
+    /// each scheme, metrics from the browser; docs/workloads.md) instead of the synthetic
+    /// object client.
+    #[arg(long, value_enum)]
+    pub browser: Option<browser::Browser>,
+    /// web: HTTP versions (default both): modelled (1.1 = six connections, 2 = one), or
+    /// with --browser served for real (1.1: python3 http.server; 2: h2 over TLS).
+    #[arg(long, value_delimiter = ',')]
     pub http: Vec<String>,
     /// web: page loads per run, each 1 s after the previous one ended.
     #[arg(long, default_value_t = 3)]
@@ -140,6 +148,9 @@ pub struct RunFidelity {
 
 impl Setup {
     pub(crate) fn new(args: &WorkloadArgs) -> Result<Self> {
+        if args.browser.is_some() && (args.kind != Kind::Web || args.backend != Backend::Emu) {
+            bail!("--browser loads real pages on the testbed: it goes with `workload web --backend emu`");
+        }
         if args.repeat == 0 || args.repeat > 1000 {
             bail!("--repeat must be in 1..=1000");
         }
@@ -254,6 +265,19 @@ impl Setup {
         ran.with_context(|| format!("scheme {scheme_name}, seed {seed}"))
     }
 
+    /// Notes an emulated run's fidelity verdict (runs that do not go through `run_one`).
+    pub(crate) fn record_fidelity(&self, scheme: &str, seed: u64, fidelity: fbdt_emu::Fidelity) {
+        let mut runs = self.fidelity.lock().expect("not poisoned");
+        let run = runs.len();
+        runs.push(RunFidelity {
+            run,
+            scheme: scheme.to_string(),
+            seed,
+            faithful: fidelity.faithful,
+            reasons: fidelity.reasons,
+        });
+    }
+
     /// Runs `one` on every item, `jobs` at a time, with a progress bar; results in order.
     pub fn run_all<T: Sync, R: Send>(&self, items: &[T], one: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
         let bar = ProgressBar::new(items.len() as u64);
@@ -352,7 +376,10 @@ pub fn run(args: WorkloadArgs) -> Result<()> {
     }
     match args.kind {
         Kind::File => emit(&args, &setup, file::run(&setup, &args)?),
-        Kind::Web => emit(&args, &setup, web::run(&setup, &args)?),
+        Kind::Web => match args.browser {
+            Some(b) => emit(&args, &setup, browser::run(&setup, &args, b)?),
+            None => emit(&args, &setup, web::run(&setup, &args)?),
+        },
         Kind::Progressive => emit(&args, &setup, progressive::run(&setup, &args)?),
         Kind::Vr => emit(&args, &setup, vr::run(&setup, &args)?),
         Kind::Dash => emit(&args, &setup, dash::run(&setup, &args)?),

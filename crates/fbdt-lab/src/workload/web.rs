@@ -204,7 +204,12 @@ const GAP_S: f64 = 1.0;
 pub fn run(setup: &Setup, args: &WorkloadArgs) -> Result<Vec<WebResult>> {
     let pages: Vec<PageSpec> = args.pages.iter().map(|p| page(p.trim())).collect::<Result<_>>()?;
     let mut versions = Vec::new();
-    for v in &args.http {
+    let asked: Vec<String> = if args.http.is_empty() {
+        vec!["1.1".into(), "2".into()]
+    } else {
+        args.http.clone()
+    };
+    for v in &asked {
         versions.push(match v.trim() {
             "1.1" => ("1.1", Some(6)),
             "2" => ("2", None),
