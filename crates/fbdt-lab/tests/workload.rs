@@ -221,8 +221,8 @@ fn unsupported_and_bad_workloads_fail_clearly() {
     };
     fails(&["file", "los", "--backend", "emu", "--jobs", "2"], "one at a time");
     fails(
-        &["file", "los", "--backend", "emu", "--radio", "defaults"],
-        "only in the simulator",
+        &["file", "los", "--backend", "emu", "--radio", "wigig=0:1"],
+        "idle_timeout_ms",
     );
     fails(&["dash", "los", "--video-s", "1"], "--video-s");
     fails(&["file", "los", "--radio", "lte=1:1"], "no path `lte`");
