@@ -204,6 +204,7 @@ pub fn run(args: PaperArgs) -> Result<()> {
             scale: args.scale,
             json: Some(out.join(format!("{}.json", p.name))),
             auto_scale: args.auto_scale,
+            traffic: crate::emu_bursts::Traffic::Bulk,
         });
         match outcome {
             Ok(r) => reports.push(r),

@@ -404,6 +404,7 @@ pub(crate) mod tests {
             delivery_delay_ms: None,
             series_100ms_mbps: Vec::new(),
             cotag: None,
+            bursts: None,
         }
     }
 
