@@ -15,6 +15,7 @@ mod report;
 mod run;
 mod scheme;
 mod sweep;
+mod sweep_cotag;
 mod workload;
 
 use anyhow::Result;
