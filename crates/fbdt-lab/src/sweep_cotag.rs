@@ -293,7 +293,11 @@ fn less_affected_by_latency(points: &[Point]) -> Claim {
         },
         judged,
         unfaithful,
-        detail: format!("mean throughput kept at {hi} ms vs {lo} ms: COTAG {c:.2}, dual-rr {d:.2}, MPTCP {m:.2}"),
+        detail: if judged == 0 {
+            format!("no (correlation, PER) cell with COTAG, dual-rr and MPTCP faithful at {lo} and {hi} ms")
+        } else {
+            format!("mean throughput kept at {hi} ms vs {lo} ms: COTAG {c:.2}, dual-rr {d:.2}, MPTCP {m:.2}")
+        },
     }
 }
 
