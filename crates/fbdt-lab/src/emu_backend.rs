@@ -280,6 +280,8 @@ fn run_one(
         }
     };
     let after = tb.path_counters()?;
+    // The counters span the whole testbed run: connecting, the traffic and the drain after it.
+    let counted_s = played.elapsed().as_secs_f64();
     let fidelity = tb.fidelity();
     tb.stop();
     bar.set_position(base + ticks);
@@ -305,7 +307,7 @@ fn run_one(
         .map(|(b, a)| (a.name.clone(), a.client.rx_bytes.saturating_sub(b.client.rx_bytes)))
         .collect();
     if let Some(b) = &mut bursts {
-        b.link_utilisation = link_utilisation(&per_path_bytes, schedule, scenario.duration_s);
+        b.link_utilisation = link_utilisation(&per_path_bytes, schedule, counted_s);
     }
     // What arrived within the run's duration: the reader drains queued bytes for a while
     // after the sender stops, and those would inflate the rate.
@@ -329,17 +331,18 @@ fn run_one(
     })
 }
 
-/// Per path: bytes received ÷ what its scheduled rate carries over `duration_s`.
+/// Per path: bytes received ÷ what its scheduled rate carried over the `counted_s` seconds
+/// the counters ran from the schedule's start (the last step holds after the schedule).
 fn link_utilisation(
     per_path_bytes: &BTreeMap<String, u64>,
     schedule: &fbdt_scenario::Schedule,
-    duration_s: f64,
+    counted_s: f64,
 ) -> BTreeMap<String, f64> {
     per_path_bytes
         .iter()
         .filter_map(|(name, &bytes)| {
-            let mbps = schedule.path(name)?.mean_rate_mbps(duration_s);
-            (mbps > 0.0).then(|| (name.clone(), bytes as f64 * 8.0 / (mbps * 1e6 * duration_s)))
+            let mbps = schedule.path(name)?.mean_rate_mbps(counted_s);
+            (mbps > 0.0).then(|| (name.clone(), bytes as f64 * 8.0 / (mbps * 1e6 * counted_s)))
         })
         .collect()
 }

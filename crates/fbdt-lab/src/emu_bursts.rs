@@ -121,7 +121,8 @@ pub struct BurstStats {
     /// `volume_bytes`; None when the run's bursts did not deliver that much.
     pub time_to_volume_s: Vec<Option<f64>>,
     /// Per path: bytes the client received on it (every byte on the link: coding, headers,
-    /// retransmissions) ÷ what the path's scheduled rate carries in the run's duration.
+    /// retransmissions) ÷ what the path's scheduled rate carried while the counters ran
+    /// (from the schedule's start through connecting, the bursts, their gaps and the drain).
     pub link_utilisation: BTreeMap<String, f64>,
     /// The senders' kernel TCP retransmissions (`tcpi_total_retrans`, summed over flows);
     /// None where not measured (MPTCP: TCP_INFO describes one subflow; FBDT sessions).

@@ -28,7 +28,8 @@ pub struct SweepArgs {
     /// Built-in scenario name or a scenario .toml file (not with --cotag).
     #[arg(required_unless_present = "cotag")]
     pub scenario: Option<String>,
-    /// Comma-separated schemes (as in `fbdt-lab run`).
+    /// Comma-separated schemes (as in `fbdt-lab run`). With --cotag the baselines beside
+    /// COTAG; left at `fbdt` it means dual-rr, mptcp, fbdt, tcp:ap1, tcp:ap2.
     #[arg(long, value_delimiter = ',', default_value = "fbdt")]
     pub schemes: Vec<String>,
     /// The parameter swept.
