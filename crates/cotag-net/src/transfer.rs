@@ -185,23 +185,24 @@ fn receive(mut s: TcpStream, amount: Amount, progress: &(dyn Fn(f64) + Sync)) ->
 
 /// `tcpi_total_retrans` of a connected socket (0 if the kernel refuses TCP_INFO).
 fn total_retrans(s: &TcpStream) -> u32 {
+    total_retrans_of(s.as_raw_fd()).unwrap_or(0)
+}
+
+/// `tcpi_total_retrans` of a connected TCP socket; None if the kernel refuses TCP_INFO.
+pub fn total_retrans_of(fd: std::os::fd::RawFd) -> Option<u32> {
     // SAFETY: tcp_info is plain old data; getsockopt writes at most `len` bytes into it.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
     let rc = unsafe {
         libc::getsockopt(
-            s.as_raw_fd(),
+            fd,
             libc::IPPROTO_TCP,
             libc::TCP_INFO,
             (&mut info as *mut libc::tcp_info).cast(),
             &mut len,
         )
     };
-    if rc == 0 {
-        info.tcpi_total_retrans
-    } else {
-        0
-    }
+    (rc == 0).then_some(info.tcpi_total_retrans)
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -16,6 +16,7 @@ use indicatif::ProgressBar;
 
 use fbdt_net::{NetConfig, SessionStats};
 
+use crate::emu_bursts::Traffic;
 use crate::emu_fidelity::{RunEntry, RunFidelity};
 use crate::report::{percentile, Counters, DelayPool, RunSummary, Sample, SchemeResult};
 use crate::scheme::{self, Encryption, Scheme};
@@ -114,6 +115,8 @@ struct Single {
     /// In-order delivery delay samples.
     delay: fbdt_core::delay_probe::DelaySamples,
     cotag: Option<crate::emu_cotag::CotagCounters>,
+    /// `--traffic bursts`: the burst metrics.
+    bursts: Option<crate::emu_bursts::BurstStats>,
     fidelity: fbdt_emu::Fidelity,
 }
 
@@ -126,6 +129,7 @@ pub fn run(
     names: &[String],
     choice: ScaleChoice,
     repeat: u32,
+    traffic: Traffic,
     bar: &ProgressBar,
 ) -> Result<EmuRun> {
     if let Some(why) = fbdt_emu::skip_reason() {
@@ -139,7 +143,7 @@ pub fn run(
     let paths: Vec<String> = scenario.paths.iter().map(|p| p.name.clone()).collect();
     let mut attempt = 1;
     loop {
-        let mut out = run_at(scenario, names, scale, repeat, bar)?;
+        let mut out = run_at(scenario, names, scale, repeat, traffic, bar)?;
         let faithful = out.1.iter().all(|e| e.faithful);
         if faithful || !choice.auto || attempt >= AUTO_SCALE_TRIES {
             let measured_here = matches!(source, ScaleSource::Cached | ScaleSource::Measured);
@@ -171,6 +175,7 @@ fn run_at(
     names: &[String],
     scale: f64,
     repeat: u32,
+    traffic: Traffic,
     bar: &ProgressBar,
 ) -> Result<(EmuRun, Vec<RunEntry>)> {
     let mut entries = Vec::new();
@@ -189,7 +194,8 @@ fn run_at(
                 name.clone()
             });
             let started = WallClock::now();
-            let one = run_one(&sc, &spec, name, bar).with_context(|| format!("scheme {name}, seed {}", sc.seed))?;
+            let one = run_one(&sc, &spec, &schedule, name, traffic, bar)
+                .with_context(|| format!("scheme {name}, seed {}", sc.seed))?;
             wall[i] += started.elapsed().as_secs_f64();
             bar.println(format!(
                 "{name}: {:.1} Mbit/s (emulated, scale {scale:.3}, seed {}){}",
@@ -224,7 +230,14 @@ fn run_at(
     ))
 }
 
-fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &ProgressBar) -> Result<Single> {
+fn run_one(
+    scenario: &Scenario,
+    spec: &fbdt_emu::TestbedSpec,
+    schedule: &fbdt_scenario::Schedule,
+    name: &str,
+    traffic: Traffic,
+    bar: &ProgressBar,
+) -> Result<Single> {
     let ticks = (scenario.duration_s / 0.1).round() as u64;
     let transport = transport(name, scenario)?;
     let base = bar.position();
@@ -233,14 +246,21 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
     tb.play()?;
     let played = WallClock::now();
     let mut cotag = None;
+    let mut bursts = None;
     let progress = |t: f64| bar.set_position(base + ((t / 0.1) as u64).min(ticks));
-    let (transfer, sessions, delay) = match transport {
-        Transport::Kernel(proto, path) => {
+    let (transfer, sessions, delay) = match (traffic, transport) {
+        (Traffic::Bursts, transport) => {
+            let b = run_bursts(&tb, scenario, name, transport, played, &progress)?;
+            cotag = b.cotag;
+            bursts = Some(b.run.stats);
+            (b.run.transfer, None, fbdt_core::delay_probe::DelaySamples::default())
+        }
+        (Traffic::Bulk, Transport::Kernel(proto, path)) => {
             let (t, delay) =
                 perf::download_with_delay(&tb, path, path, proto, scenario.duration_s, Some(&|t, _| progress(t)))?;
             (t, None, delay)
         }
-        Transport::Session(mut core, encryption) => {
+        (Traffic::Bulk, Transport::Session(mut core, encryption)) => {
             buffer_parity(name, &mut core, TestbedOptions::default().tcp_buffer_max);
             let net = NetConfig {
                 core: *core,
@@ -250,7 +270,7 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
             let s = crate::emu_fbdt::download(&tb, net, ends, scenario.duration_s, &progress)?;
             (s.transfer, Some((s.server, s.client)), s.delay)
         }
-        Transport::CotagLink(c) => {
+        (Traffic::Bulk, Transport::CotagLink(c)) => {
             let mode = crate::emu_cotag::mode(c.as_ref(), &tb);
             let (t, counters) =
                 crate::emu_cotag::download(&tb, mode, played, scenario.duration_s, scenario.seed, &progress)?;
@@ -260,6 +280,8 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
         }
     };
     let after = tb.path_counters()?;
+    // The counters span the whole testbed run: connecting, the traffic and the drain after it.
+    let counted_s = played.elapsed().as_secs_f64();
     let fidelity = tb.fidelity();
     tb.stop();
     bar.set_position(base + ticks);
@@ -279,11 +301,14 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
         .filter(|c| c.len() == 10)
         .map(|c| c.iter().map(|s| s.mbps).sum::<f64>() / 10.0)
         .collect();
-    let per_path_bytes = before
+    let per_path_bytes: BTreeMap<String, u64> = before
         .iter()
         .zip(&after)
         .map(|(b, a)| (a.name.clone(), a.client.rx_bytes.saturating_sub(b.client.rx_bytes)))
         .collect();
+    if let Some(b) = &mut bursts {
+        b.link_utilisation = link_utilisation(&per_path_bytes, schedule, counted_s);
+    }
     // What arrived within the run's duration: the reader drains queued bytes for a while
     // after the sender stops, and those would inflate the rate.
     let bytes = transfer
@@ -301,7 +326,78 @@ fn run_one(scenario: &Scenario, spec: &fbdt_emu::TestbedSpec, name: &str, bar: &
         sessions,
         delay,
         cotag,
+        bursts,
         fidelity,
+    })
+}
+
+/// Per path: bytes received ÷ what its scheduled rate carried over the `counted_s` seconds
+/// the counters ran from the schedule's start (the last step holds after the schedule).
+fn link_utilisation(
+    per_path_bytes: &BTreeMap<String, u64>,
+    schedule: &fbdt_scenario::Schedule,
+    counted_s: f64,
+) -> BTreeMap<String, f64> {
+    per_path_bytes
+        .iter()
+        .filter_map(|(name, &bytes)| {
+            let mbps = schedule.path(name)?.mean_rate_mbps(counted_s);
+            (mbps > 0.0).then(|| (name.clone(), bytes as f64 * 8.0 / (mbps * 1e6 * counted_s)))
+        })
+        .collect()
+}
+
+struct Bursts {
+    run: crate::emu_bursts::BurstRun,
+    cotag: Option<crate::emu_cotag::CotagCounters>,
+}
+
+/// `--traffic bursts`: the ten flows over `transport` (the COTAG link started around them).
+fn run_bursts(
+    tb: &Testbed,
+    scenario: &Scenario,
+    name: &str,
+    transport: Transport,
+    played: WallClock,
+    progress: &(dyn Fn(f64) + Sync),
+) -> Result<Bursts> {
+    let plan = crate::emu_bursts::Plan::for_duration(scenario.duration_s);
+    let (net, ends) = match &transport {
+        Transport::Session(core, encryption) => {
+            let mut core = core.clone();
+            buffer_parity(name, &mut core, TestbedOptions::default().tcp_buffer_max);
+            if !name.contains("+sndbuf=") {
+                core.send_buffer = core.send_buffer.min(crate::emu_bursts::FBDT_BURST_SEND_BUFFER);
+            }
+            let net = NetConfig {
+                core: *core,
+                ..NetConfig::default()
+            };
+            (Some(net), Some(crate::emu_fbdt::Ends::new(*encryption)?))
+        }
+        _ => (None, None),
+    };
+    let Transport::CotagLink(c) = &transport else {
+        let run = crate::emu_bursts::run(tb, &transport, net, ends, plan, scenario.seed, progress)?;
+        return Ok(Bursts { run, cotag: None });
+    };
+    if tb.paths().len() != cotag::LINKS {
+        bail!("cotag and dual-rr need a scenario with exactly two paths");
+    }
+    let mode = crate::emu_cotag::mode(c.as_ref(), tb);
+    let params = match &mode {
+        cotag_net::Mode::Cotag(p) => Some((**p).clone()),
+        cotag_net::Mode::DualRr => None,
+    };
+    let link = cotag_net::CotagLink::start(tb, mode, played).context("starting the COTAG link")?;
+    let run = crate::emu_bursts::run(tb, &transport, None, None, plan, scenario.seed, progress);
+    let stats = link.stop().context("stopping the COTAG link")?;
+    let run = run?;
+    let retrans = run.stats.tcp_retransmissions.unwrap_or(0);
+    let counters = crate::emu_cotag::CotagCounters::from_run(&stats, retrans, params.as_ref());
+    Ok(Bursts {
+        run,
+        cotag: Some(counters),
     })
 }
 
@@ -333,8 +429,15 @@ fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Single)>, wall_
     let mut redundant = 0;
     let mut delays = DelayPool::default();
     let mut cotag: Option<crate::emu_cotag::CotagCounters> = None;
+    let mut bursts: Option<crate::emu_bursts::BurstStats> = None;
     for (_, r) in &runs {
         delays.add(&r.delay);
+        if let Some(b) = &r.bursts {
+            match &mut bursts {
+                Some(all) => all.add(b),
+                None => bursts = Some(b.clone()),
+            }
+        }
         if let Some(c) = &r.cotag {
             cotag.get_or_insert_with(Default::default).add(c);
         }
@@ -384,5 +487,6 @@ fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Single)>, wall_
         faithful: None,
         delivery_delay_ms: delays.summary(),
         cotag,
+        bursts,
     }
 }

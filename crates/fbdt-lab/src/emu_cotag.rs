@@ -95,9 +95,9 @@ impl CotagCounters {
             .then(|| self.bytes_received as f64 / self.bytes_delivered as f64 - 1.0);
     }
 
-    fn from_run(stats: &LinkStats, retrans: u32, params: Option<&CotagParams>) -> CotagCounters {
+    pub(crate) fn from_run(stats: &LinkStats, retrans: u64, params: Option<&CotagParams>) -> CotagCounters {
         let mut c = CotagCounters {
-            tcp_retransmissions: u64::from(retrans),
+            tcp_retransmissions: retrans,
             coding_overhead: stats.coding_overhead(),
             max_cohort: params.map(|p| p.gateway.max_cohort),
             period_ms: params.map(|p| p.gateway.period_us as f64 / 1e3),
@@ -160,7 +160,7 @@ pub fn download(
             t.sent
         );
     }
-    let counters = CotagCounters::from_run(&stats, t.retransmissions, params.as_ref());
+    let counters = CotagCounters::from_run(&stats, u64::from(t.retransmissions), params.as_ref());
     let transfer = Transfer {
         bytes: t.received,
         secs: t.secs,

@@ -4,6 +4,7 @@ mod app;
 mod bench;
 mod calibrate;
 mod emu_backend;
+mod emu_bursts;
 mod emu_cotag;
 mod emu_fbdt;
 mod emu_fidelity;
@@ -14,6 +15,7 @@ mod report;
 mod run;
 mod scheme;
 mod sweep;
+mod sweep_cotag;
 mod workload;
 
 use anyhow::Result;

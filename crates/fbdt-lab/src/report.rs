@@ -95,6 +95,10 @@ pub struct SchemeResult {
     /// repetitions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cotag: Option<crate::emu_cotag::CotagCounters>,
+    /// `--traffic bursts` (testbed): paper 003's ten flows in 2-s bursts — per-burst
+    /// throughput, time to a fixed volume, link utilisation, retransmissions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bursts: Option<crate::emu_bursts::BurstStats>,
 }
 
 impl SchemeResult {

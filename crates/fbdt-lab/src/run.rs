@@ -58,6 +58,10 @@ pub struct RunArgs {
     /// scenario at a lower scale (up to 3 attempts).
     #[arg(long)]
     pub auto_scale: bool,
+    /// What the flows are (testbed only): `bulk`, one download for the whole duration, or
+    /// `bursts`, paper 003's ten TCP flows in 2-s bursts with 1-s gaps (docs/cotag.md).
+    #[arg(long, value_enum, default_value_t = crate::emu_bursts::Traffic::Bulk)]
+    pub traffic: crate::emu_bursts::Traffic,
 }
 
 pub fn run(args: RunArgs) -> Result<RunReport> {
@@ -84,6 +88,9 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
     }
     if args.backend == Backend::Emu {
         return run_emu(&args, scenario, &names, seed);
+    }
+    if args.traffic != crate::emu_bursts::Traffic::Bulk {
+        bail!("--traffic bursts needs --backend emu (the simulator runs one bulk flow)");
     }
     let scale = args.scale.unwrap_or(1.0);
     if !(scale.is_finite() && scale > 0.0) {
@@ -131,6 +138,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             delivery_delay_ms: None,
             series_100ms_mbps: Vec::new(),
             cotag: None,
+            bursts: None,
         };
         let mut delays = DelayPool::default();
         let is_mp = name.starts_with("mp:");
@@ -255,7 +263,7 @@ fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> R
         given: args.scale,
         auto: args.auto_scale,
     };
-    let emu = crate::emu_backend::run(&scenario, names, choice, args.repeat, &bar)?;
+    let emu = crate::emu_backend::run(&scenario, names, choice, args.repeat, args.traffic, &bar)?;
     bar.finish_and_clear();
     publish(
         args,
@@ -390,6 +398,52 @@ fn print_table(r: &RunReport) {
             ms(delay.map(|d| d.p50)),
             ms(delay.map(|d| d.p99)),
             paths.join(" ")
+        );
+    }
+    print_bursts(r);
+}
+
+/// `--traffic bursts`: one line per scheme with the burst metrics.
+fn print_bursts(r: &RunReport) {
+    let Some(plan) = r.results.iter().find_map(|s| s.bursts.as_ref()) else {
+        return;
+    };
+    println!(
+        "bursts: {} flows, {} s on / {} s off; volume {:.1} MB (5 Gbit x scale)",
+        plan.flows,
+        plan.burst_s,
+        plan.gap_s,
+        plan.volume_bytes as f64 / 1e6
+    );
+    println!(
+        "{:<26} {:>9} {:>9}  {:<24} {:>8} {:>9} {:>7}  per-burst Mbit/s",
+        "scheme", "burst", "t(vol) s", "link utilisation", "retrans", "overhead", "failed"
+    );
+    for s in &r.results {
+        let Some(b) = &s.bursts else { continue };
+        let util: Vec<String> = b
+            .link_utilisation
+            .iter()
+            .map(|(k, v)| format!("{k}={:.0}%", v * 100.0))
+            .collect();
+        let c = s.cotag.as_ref();
+        println!(
+            "{:<26} {:>9.1} {:>9} {:<24} {:>8} {:>9} {:>7}  {}{}",
+            s.scheme,
+            b.burst_mean_mbps,
+            b.time_to_volume_mean_s().map_or("-".into(), |t| format!("{t:.2}")),
+            util.join(" "),
+            b.tcp_retransmissions.map_or("-".into(), |n| n.to_string()),
+            c.and_then(|c| c.coding_overhead)
+                .map_or("-".into(), |o| format!("{:.1}%", o * 100.0)),
+            c.filter(|c| c.period_ms.is_some())
+                .map_or("-".into(), |c| c.cohorts_failed.to_string()),
+            b.burst_mbps
+                .iter()
+                .map(|m| format!("{m:.0}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            if b.flows_intact { "" } else { "  (a flow ended short)" }
         );
     }
 }

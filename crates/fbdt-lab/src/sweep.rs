@@ -1,5 +1,6 @@
 //! `fbdt-lab sweep`: schemes × the values of one parameter in the simulator, run in
-//! parallel across cores (`--jobs`), with a progress bar and JSON.
+//! parallel across cores (`--jobs`), with a progress bar and JSON; or, with `--cotag`,
+//! paper 003's grid on the testbed (correlation × PER × latency × T, sweep_cotag.rs).
 
 use std::path::PathBuf;
 use std::time::Instant as WallClock;
@@ -24,17 +25,44 @@ pub enum Param {
 
 #[derive(Args, Debug)]
 pub struct SweepArgs {
-    /// Built-in scenario name or a scenario .toml file.
-    pub scenario: String,
-    /// Comma-separated schemes (as in `fbdt-lab run`).
+    /// Built-in scenario name or a scenario .toml file (not with --cotag).
+    #[arg(required_unless_present = "cotag")]
+    pub scenario: Option<String>,
+    /// Comma-separated schemes (as in `fbdt-lab run`). With --cotag the baselines beside
+    /// COTAG; left at `fbdt` it means dual-rr, mptcp, fbdt, tcp:ap1, tcp:ap2.
     #[arg(long, value_delimiter = ',', default_value = "fbdt")]
     pub schemes: Vec<String>,
     /// The parameter swept.
-    #[arg(long, value_enum)]
-    pub over: Param,
+    #[arg(long, value_enum, required_unless_present = "cotag")]
+    pub over: Option<Param>,
     /// Its values: a comma-separated list, or A..B/S (A to B inclusive in steps of S).
-    #[arg(long)]
-    pub values: String,
+    #[arg(long, required_unless_present = "cotag")]
+    pub values: Option<String>,
+    /// Paper 003's grid on the emulated testbed (root): the cotag-corr-{neg,zero,pos}
+    /// scenarios × --per × --latency, COTAG at every --periods T plus the --schemes
+    /// (default dual-rr, mptcp, fbdt, tcp:ap1, tcp:ap2), every point's fidelity recorded and
+    /// the paper's claims judged on faithful points only.
+    #[arg(long, conflicts_with_all = ["scenario", "over", "values"])]
+    pub cotag: bool,
+    /// --cotag: correlations (neg, zero, pos).
+    #[arg(long, value_delimiter = ',', default_value = "neg,zero,pos")]
+    pub correlations: Vec<String>,
+    /// --cotag: packet error rates (both paths, data direction).
+    #[arg(long, value_delimiter = ',', default_value = "0,0.005")]
+    pub per: Vec<f64>,
+    /// --cotag: server→gateway latencies, ms (the paths' one-way delay).
+    #[arg(long, value_delimiter = ',', default_value = "0,1,5")]
+    pub latency: Vec<f64>,
+    /// --cotag: COTAG cohort periods T, ms.
+    #[arg(long, value_delimiter = ',', default_value = "0.5,1")]
+    pub periods: Vec<f64>,
+    /// --cotag: the rate scale (default 0.1: `los` calibrates to 0.10–0.13 on the 2-core
+    /// development host).
+    #[arg(long, default_value_t = 0.1)]
+    pub scale: f64,
+    /// --cotag: the flows (default bursts, the paper's ten flows).
+    #[arg(long, value_enum, default_value_t = crate::emu_bursts::Traffic::Bursts)]
+    pub traffic: crate::emu_bursts::Traffic,
     #[arg(long, default_value_t = PathModel::Pipe)]
     pub model: PathModel,
     /// Seconds to run (default: the scenario's duration).
@@ -93,15 +121,69 @@ fn parse_values(text: &str) -> Result<Vec<f64>> {
     text.split(',').map(num).collect()
 }
 
+/// The `--cotag` sweep's default baselines.
+pub const COTAG_BASELINES: [&str; 5] = ["dual-rr", "mptcp", "fbdt", "tcp:ap1", "tcp:ap2"];
+
+fn run_cotag(args: &SweepArgs) -> Result<()> {
+    let baselines: Vec<String> = if args.schemes == ["fbdt"] {
+        COTAG_BASELINES.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.schemes.clone()
+    };
+    let grid = crate::sweep_cotag::Grid {
+        correlations: args.correlations.clone(),
+        per: args.per.clone(),
+        latency_ms: args.latency.clone(),
+        periods_ms: args.periods.clone(),
+        baselines,
+        duration_s: args.duration.unwrap_or(5.0),
+        scale: args.scale,
+        traffic: args.traffic,
+    };
+    if let Some(why) = fbdt_emu::skip_reason() {
+        bail!("sweep --cotag runs on the emulated testbed, which needs root: {why}");
+    }
+    let write = |points: &[crate::sweep_cotag::Point]| -> Result<()> {
+        if let Some(path) = &args.json {
+            let report = crate::sweep_cotag::GridReport {
+                grid: grid.clone(),
+                points: points.to_vec(),
+                claims: crate::sweep_cotag::claims(points),
+            };
+            crate::run::write_json(path, &report)?;
+        }
+        Ok(())
+    };
+    let points = crate::sweep_cotag::run_grid(&grid, write)?;
+    let report = crate::sweep_cotag::GridReport {
+        claims: crate::sweep_cotag::claims(&points),
+        grid,
+        points,
+    };
+    for line in crate::sweep_cotag::describe(&report) {
+        println!("{line}");
+    }
+    if let Some(path) = &args.json {
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
 pub fn run(args: SweepArgs) -> Result<()> {
-    let values = parse_values(&args.values).context("--values")?;
+    if args.cotag {
+        return run_cotag(&args);
+    }
+    let (Some(scenario_arg), Some(over), Some(values_arg)) = (&args.scenario, args.over, &args.values) else {
+        bail!("sweep needs a scenario, --over and --values (or --cotag)");
+    };
+    let values = parse_values(values_arg).context("--values")?;
     if values.is_empty() {
         bail!("--values is empty");
     }
-    let mut scenario = Scenario::load(&args.scenario)?;
+    let mut scenario = Scenario::load(scenario_arg)?;
     crate::run::set_duration(&mut scenario, args.duration)?;
     for v in &values {
-        match args.over {
+        match over {
             Param::Seed if *v < 0.0 || v.fract() != 0.0 => bail!("--values: seed {v} is not a whole number >= 0"),
             Param::Scale if *v <= 0.0 => bail!("--values: scale {v} must be > 0"),
             _ => {}
@@ -128,7 +210,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
     );
     let one = |(value, name): &(f64, String)| -> Result<SweepPoint> {
         let mut sc = scenario.clone();
-        let scale = match args.over {
+        let scale = match over {
             Param::Seed => {
                 sc.seed = *value as u64;
                 1.0
@@ -140,7 +222,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
         let sim_scheme = scheme::parse(name, &sc, sc.seed)?.into_sim()?;
         let started = WallClock::now();
         let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |_| {})
-            .with_context(|| format!("scheme {name}, {:?} {value}", args.over))?;
+            .with_context(|| format!("scheme {name}, {:?} {value}", over))?;
         Ok(SweepPoint {
             value: *value,
             scheme: name.clone(),
@@ -153,7 +235,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
     let points = points?;
     println!(
         "{:>10} {:<26} {:>9}",
-        format!("{:?}", args.over).to_lowercase(),
+        format!("{:?}", over).to_lowercase(),
         "scheme",
         "Mbit/s"
     );
@@ -163,7 +245,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
     let report = SweepReport {
         scenario: scenario.name.clone(),
         model: args.model.to_string(),
-        over: args.over,
+        over,
         duration_s: scenario.duration_s,
         jobs,
         points,

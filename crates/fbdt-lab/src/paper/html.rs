@@ -63,6 +63,9 @@ pub fn render(s: &Summary, figures: &[Figure], notes: Option<&str>) -> String {
     if let Some(w) = &s.workloads {
         workloads(&mut h, w);
     }
+    if let Some(c) = &s.cotag {
+        super::cotag::html(&mut h, c);
+    }
     h.push_str("<h2 id=\"figures\">Figures</h2>\n");
     for f in figures {
         let img = format!("<img src=\"{}\" alt=\"{}\">", escape(&f.file), escape(&f.caption));

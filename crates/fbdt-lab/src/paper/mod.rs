@@ -2,6 +2,7 @@
 //! log, Fig. 12) in one command — every scenario through `run::run`, then `summary.json`,
 //! the figures and `report.html` in one directory.
 
+mod cotag;
 mod html;
 mod plot;
 mod suite;
@@ -66,6 +67,10 @@ pub struct PaperArgs {
     /// flagged runs count in no claim).
     #[arg(long, value_enum, default_value = "sim")]
     pub workloads_backend: Backend,
+    /// Leave out the COTAG section (paper 003's ten-flow bursts on the testbed; it runs only
+    /// on the emulated backend as root: about 2 minutes with --quick).
+    #[arg(long)]
+    pub skip_cotag: bool,
     /// Scenarios of the workloads section (default: los, nlos, mobility, blockage).
     #[arg(long, value_delimiter = ',', hide = true)]
     pub workload_scenarios: Vec<String>,
@@ -214,6 +219,7 @@ pub fn run(args: PaperArgs) -> Result<()> {
             scale: args.scale,
             json: Some(out.join(format!("{}.json", p.name))),
             auto_scale: args.auto_scale,
+            traffic: crate::emu_bursts::Traffic::Bulk,
         });
         match outcome {
             Ok(r) => reports.push(r),
@@ -236,18 +242,69 @@ pub fn run(args: PaperArgs) -> Result<()> {
     } else {
         run_workloads(&args, &out, &mut failures)
     };
+    let with_cotag = cotag_runs(&args, backend);
+    let cotag = if with_cotag {
+        run_cotag(&args, &out, &mut failures)
+    } else {
+        None
+    };
     let info = run_info(&args, backend, &reports, started_at, started.elapsed().as_secs_f64());
-    let planned = plan.len() + usize::from(!args.skip_workloads);
+    let planned = plan.len() + usize::from(!args.skip_workloads) + usize::from(with_cotag);
     write_outputs(
         &out,
         reports,
         scenarios,
         failures,
-        workloads,
+        Sections { workloads, cotag },
         info,
         notes.as_deref(),
         planned,
     )
+}
+
+/// The COTAG section runs on the testbed only, as root, unless skipped.
+fn cotag_runs(args: &PaperArgs, backend: Backend) -> bool {
+    if args.skip_cotag {
+        return false;
+    }
+    match (backend, fbdt_emu::skip_reason()) {
+        (Backend::Emu, None) => true,
+        (Backend::Emu, Some(why)) => {
+            eprintln!("COTAG section skipped: it needs the testbed as root ({why})");
+            false
+        }
+        (Backend::Sim, _) => false,
+    }
+}
+
+/// The COTAG section, written to `out`; a failure is reported like a failed scenario.
+fn run_cotag(args: &PaperArgs, out: &Path, failures: &mut Vec<Failure>) -> Option<cotag::CotagSection> {
+    eprintln!(
+        "COTAG section (paper 003): {} points of ten-flow bursts",
+        cotag::plan(args.quick, args.scale)
+            .iter()
+            .map(|g| g.correlations.len() * g.per.len() * g.latency_ms.len())
+            .sum::<usize>()
+    );
+    let outcome =
+        cotag::run(args.quick, args.scale).and_then(|c| run::write_json(&out.join(cotag::JSON), &c).map(|_| c));
+    match outcome {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!("error: cotag: {e:#}");
+            failures.push(Failure {
+                scenario: "cotag".into(),
+                error: format!("{e:#}"),
+            });
+            None
+        }
+    }
+}
+
+/// The sections beside the throughput suite.
+struct Sections {
+    workloads: Option<workloads::WorkloadSection>,
+    cotag: Option<cotag::CotagSection>,
 }
 
 /// The workloads section, written to `out`; a failure is reported like a failed scenario.
@@ -315,13 +372,35 @@ fn render_existing(
     let workloads = std::fs::read_to_string(out.join(WORKLOADS_JSON))
         .ok()
         .and_then(|t| serde_json::from_str::<workloads::WorkloadSection>(&t).ok());
+    let cotag = std::fs::read_to_string(out.join(cotag::JSON))
+        .ok()
+        .and_then(|t| serde_json::from_str::<cotag::CotagSection>(&t).ok())
+        .map(|mut c| {
+            // Judged again from the stored points, so the verdicts follow this build's rules.
+            c.report.claims = crate::sweep_cotag::claims(&c.report.points);
+            c
+        });
     eprintln!(
         "fbdt-lab paper --render-only: {} scenario reports{} from {}",
         reports.len(),
-        if workloads.is_some() { " and the workloads" } else { "" },
+        match (workloads.is_some(), cotag.is_some()) {
+            (true, true) => " and the workloads and COTAG sections",
+            (true, false) => " and the workloads",
+            (false, true) => " and the COTAG section",
+            (false, false) => "",
+        },
         out.display()
     );
-    write_outputs(out, reports, scenarios, failures, workloads, info, notes, plan.len())
+    write_outputs(
+        out,
+        reports,
+        scenarios,
+        failures,
+        Sections { workloads, cotag },
+        info,
+        notes,
+        plan.len(),
+    )
 }
 
 /// summary.json, the figures and report.html; fails at the end if any scenario failed.
@@ -331,18 +410,31 @@ fn write_outputs(
     reports: Vec<RunReport>,
     scenarios: Vec<(String, Scenario)>,
     failures: Vec<Failure>,
-    workloads: Option<workloads::WorkloadSection>,
+    sections: Sections,
     info: RunInfo,
     notes: Option<&str>,
     planned: usize,
 ) -> Result<()> {
     let defined: Vec<Scenario> = scenarios.into_iter().map(|(_, s)| s).collect();
     let mut summary = summary::build(&reports, &defined, failures, info);
-    if let Some(w) = workloads {
+    if let Some(w) = sections.workloads {
         summary = summary.with_workloads(w);
     }
+    if let Some(c) = sections.cotag {
+        summary = summary.with_cotag(c);
+    }
     run::write_json(&out.join("summary.json"), &summary)?;
-    let figures = figures(out, &reports)?;
+    let mut figures = figures(out, &reports)?;
+    if let Some(c) = &summary.cotag {
+        plot::save(out, "cotag-bars", &cotag::Bars { section: c })?;
+        figures.push(html::Figure {
+            file: "cotag-bars.png".into(),
+            svg: Some("cotag-bars.svg".into()),
+            caption: "COTAG (paper 003): mean burst throughput of ten Cubic flows per point and scheme; \
+                      pale bars = runs the fidelity monitors flagged"
+                .into(),
+        });
+    }
     let page = html::render(&summary, &figures, notes);
     let page_path = out.join("report.html");
     std::fs::write(&page_path, page).with_context(|| format!("writing {}", page_path.display()))?;
@@ -495,6 +587,12 @@ fn print_checks(s: &Summary) {
     }
     for f in &s.failures {
         println!("  FAILED {}: {}", f.scenario, f.error);
+    }
+    if let Some(c) = &s.cotag {
+        println!("\nCOTAG (paper 003) claims, faithful points only:");
+        for line in crate::sweep_cotag::describe(&c.report) {
+            println!("  {line}");
+        }
     }
 }
 

@@ -43,6 +43,9 @@ pub struct Summary {
     /// The application workloads (simulator), when they ran; their checks are in `checks`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workloads: Option<super::workloads::WorkloadSection>,
+    /// The COTAG section (testbed), when it ran; its claims are its own, not in `checks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cotag: Option<super::cotag::CotagSection>,
 }
 
 impl Summary {
@@ -51,6 +54,11 @@ impl Summary {
         self.checks.extend(super::workloads::checks(&w.tables));
         self.all_pass = self.failures.is_empty() && self.checks.iter().all(|c| c.status == Status::Pass);
         self.workloads = Some(w);
+        self
+    }
+
+    pub fn with_cotag(mut self, c: super::cotag::CotagSection) -> Self {
+        self.cotag = Some(c);
         self
     }
 }
@@ -338,6 +346,7 @@ pub fn build(reports: &[RunReport], defined: &[Scenario], failures: Vec<Failure>
         failures,
         all_pass,
         workloads: None,
+        cotag: None,
     }
 }
 
@@ -404,6 +413,7 @@ pub(crate) mod tests {
             delivery_delay_ms: None,
             series_100ms_mbps: Vec::new(),
             cotag: None,
+            bursts: None,
         }
     }
 

@@ -179,7 +179,7 @@ fn socket(proto: Proto) -> std::io::Result<socket2::Socket> {
 }
 
 /// Must run in the server namespace.
-fn kernel_listener(ip: Ipv4Addr, proto: Proto) -> Result<tokio::net::TcpListener> {
+pub(crate) fn kernel_listener(ip: Ipv4Addr, proto: Proto) -> Result<tokio::net::TcpListener> {
     let s = socket(proto).context("socket")?;
     s.set_reuse_address(true)?;
     s.bind(&SocketAddr::V4(SocketAddrV4::new(ip, 0)).into())
@@ -191,7 +191,7 @@ fn kernel_listener(ip: Ipv4Addr, proto: Proto) -> Result<tokio::net::TcpListener
 
 /// Must run in the client namespace, inside a runtime. Bound to `src` so policy routing
 /// sends it by that path; no Nagle delay on the small requests.
-fn kernel_connect(src: Ipv4Addr, dst: SocketAddr, proto: Proto) -> Result<tokio::net::TcpStream> {
+pub(crate) fn kernel_connect(src: Ipv4Addr, dst: SocketAddr, proto: Proto) -> Result<tokio::net::TcpStream> {
     let s = socket(proto).context("socket")?;
     s.bind(&SocketAddr::V4(SocketAddrV4::new(src, 0)).into())
         .context("bind")?;

@@ -27,6 +27,7 @@ use serde::Serialize;
 use crate::run::Backend;
 use crate::scheme;
 pub use driver::{Application, ObjectRecord};
+pub(crate) use emu::{kernel_connect, kernel_listener};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
