@@ -710,7 +710,8 @@ pub fn run(args: AppArgs) -> Result<()> {
     if with_perf {
         let mut perf = tb.command(Side::Server, &fbdt.display().to_string());
         perf.args(["perf", "--server", "--listen", &format!("0.0.0.0:{PERF_PORT}")])
-            .args(&serve_security);
+            // `fbdt perf --server` has no allow-list, so no --allow-anyone either.
+            .args(serve_security.iter().filter(|a| *a != "--allow-anyone"));
         children.spawn("perf", perf, &dir.join("perf.log"))?;
         wait_listening(
             &tb,
