@@ -4,7 +4,12 @@
 //! what was served; no namespace is left behind.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+/// Process ids of the `fbdt-lab app` runs: their testbeds' namespaces are `fbdt-<pid>-…`,
+/// the only ones this test may judge (other testbeds may run beside it).
+static RUNS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
 fn fbdt_next_to_lab() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_fbdt-lab")).with_file_name("fbdt")
@@ -28,8 +33,12 @@ fn run_app(app: &str, fbdt: &std::path::Path, dir: &std::path::Path) -> serde_js
         .arg(fbdt)
         .arg("--json")
         .arg(&json)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    RUNS.lock().unwrap().push(out.id());
+    let out = out.wait_with_output().unwrap();
     assert!(out.status.success(), "{app}: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
@@ -142,5 +151,9 @@ fn curl_through_the_proxy_over_two_radios_gets_the_file_intact() {
     assert!(v["small_proxy_over_best_direct"].as_f64().unwrap() > 0.0);
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let left = String::from_utf8_lossy(&ns.stdout);
-    assert!(!left.lines().any(|l| l.starts_with("fbdt-")), "namespaces left: {left}");
+    let ours: Vec<String> = RUNS.lock().unwrap().iter().map(|pid| format!("fbdt-{pid}-")).collect();
+    assert!(
+        !left.lines().any(|l| ours.iter().any(|o| l.starts_with(o))),
+        "namespaces left: {left}"
+    );
 }
