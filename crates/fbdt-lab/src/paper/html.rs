@@ -265,9 +265,14 @@ fn workloads(h: &mut String, w: &super::workloads::WorkloadSection) {
         w.video_s
             .map_or("as long as each scenario".into(), |v| format!("{v:.0} s")),
         w.wall_s,
-        if w.backend == "emu" {
+        if w.backend == "emu" && w.web_browser.is_some() {
             "On the testbed: MPTCP = the kernel's, sizes and rates × the host's calibrated scale \
-             (rows name the nominal ones); a table with a run the monitors flagged counts in no claim."
+             (rows name the nominal ones), web pages loaded by headless Chromium; a table with a run \
+             the monitors flagged counts in no claim."
+        } else if w.backend == "emu" {
+            "On the testbed: MPTCP = the kernel's, sizes and rates × the host's calibrated scale \
+             (rows name the nominal ones), web pages by the synthetic page driver (Chromium or \
+             mptcpize not installed); a table with a run the monitors flagged counts in no claim."
         } else {
             "In the simulator at scale 1, whatever backend the suite above used (--workloads-backend \
              emu runs them on the testbed). MPTCP = <code>mp:minrtt</code>."

@@ -128,7 +128,7 @@ fn route(scheme: &str, setup: &Setup) -> Result<Route> {
 }
 
 /// Is `program` an executable file in `$PATH`?
-fn on_path(program: &str) -> bool {
+pub(crate) fn on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
