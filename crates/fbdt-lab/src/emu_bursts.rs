@@ -48,7 +48,7 @@ pub const GAP_S: f64 = 1.0;
 /// "The time to send 5 Gb" (paper 003, Fig. 17), multiplied by the run's scale.
 pub const PAPER_VOLUME_BITS: f64 = 5e9;
 /// Unsent bytes a kernel flow may hold beyond what is in flight.
-const NOTSENT_LOWAT: libc::c_int = 128 * 1024;
+const NOTSENT_LOWAT: u32 = 128 * 1024;
 /// An FBDT session's send buffer in bursts (written and not yet acknowledged at FBDT's
 /// level): the scaled links' bandwidth-delay product with full 1000-packet queues is about
 /// 2 × 1.5 MB, shared by ten sessions; 512 KiB each keeps every session able to fill it.
@@ -409,7 +409,8 @@ fn kernel_ends<'a>(
                 let (s, _) = tokio::time::timeout(CONNECT_LIMIT, listener.accept())
                     .await
                     .map_err(|_| anyhow!("a flow did not connect within {CONNECT_LIMIT:?}"))??;
-                set_notsent_lowat(&s);
+                // Best effort: a kernel that refuses it only lets the burst's tail run longer.
+                let _ = fbdt_emu::stamp::set_notsent_lowat(&s, NOTSENT_LOWAT);
                 flows.push(s);
             }
             match proto {
@@ -494,21 +495,6 @@ fn session_ends<'a>(
         })?
     });
     Ok((server, client))
-}
-
-/// Best effort: a kernel that refuses it only lets the burst's tail run longer.
-fn set_notsent_lowat(s: &tokio::net::TcpStream) {
-    let v: libc::c_int = NOTSENT_LOWAT;
-    // SAFETY: setsockopt reads size_of::<c_int>() bytes from a live c_int.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
 }
 
 /// The server: waits for the common start, then every flow sends its bursts.
