@@ -1,8 +1,10 @@
 //! Measures the emulator's rate ceiling on this machine: one TCP over one path at a list of
 //! rates, and kernel MPTCP over two equal paths (aggregate = the same list).
-//! `cargo run --release -p fbdt-emu --example ceiling -- [--threads N] [--mtu M] [--secs S] 200 400 600`
+//! `cargo run --release -p fbdt-emu --example ceiling -- [--datapath D] [--threads N] [--mtu M] [--secs S] 200 400 600`
+//! Unlike `fbdt-lab bench emu` it runs on a busy host too: the fidelity columns say what
+//! the monitors saw (share of packets ≥ 1 ms late, emulator CPU).
 
-use fbdt_emu::{perf, PathPlan, Testbed, TestbedOptions, TestbedSpec};
+use fbdt_emu::{perf, Datapath, PathPlan, Testbed, TestbedOptions, TestbedSpec};
 
 fn main() -> anyhow::Result<()> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
@@ -18,19 +20,28 @@ fn main() -> anyhow::Result<()> {
     let threads = opt("--threads", 1.0) as usize;
     let mtu = opt("--mtu", 1500.0) as u32;
     let secs = opt("--secs", 4.0);
+    let datapath: Datapath = match args.iter().position(|a| a == "--datapath") {
+        Some(i) => {
+            let d = args[i + 1].parse().map_err(anyhow::Error::msg)?;
+            args.drain(i..i + 2);
+            d
+        }
+        None => Datapath::default(),
+    };
     let rates: Vec<f64> = args.iter().map(|a| a.parse().unwrap()).collect();
     let opts = TestbedOptions {
         emu_threads: threads,
         mtu,
+        datapath,
         ..Default::default()
     };
     println!(
-        "threads={threads} mtu={mtu} secs={secs} cores={}",
+        "datapath={datapath} threads={threads} mtu={mtu} secs={secs} cores={}",
         fbdt_emu::scenario::cores()
     );
     println!(
-        "{:>10} {:>12} {:>7} {:>14} {:>7}",
-        "rate", "tcp 1 path", "ratio", "mptcp 2 paths", "ratio"
+        "{:>10} {:>12} {:>7} {:>8} {:>6} {:>14} {:>7} {:>8} {:>6}",
+        "rate", "tcp 1 path", "ratio", "late%", "cpu", "mptcp 2 paths", "ratio", "late%", "cpu"
     );
     for r in rates {
         let spec = TestbedSpec {
@@ -46,15 +57,23 @@ fn main() -> anyhow::Result<()> {
             ],
         };
         let tb = Testbed::start(&spec, &opts)?;
+        tb.reset_monitors();
         let t = perf::download(&tb, 0, 0, perf::Proto::Tcp, secs, 1.0, None)?;
+        let ft = tb.fidelity();
+        tb.reset_monitors();
         let m = perf::download(&tb, 1, 1, perf::Proto::Mptcp, secs, 1.0, None)?;
+        let fm = tb.fidelity();
         let c = tb.path_counters()?;
         println!(
-            "{r:>10.0} {:>12.1} {:>7.3} {:>14.1} {:>7.3}   (mptcp bytes b={} c={})",
+            "{r:>10.0} {:>12.1} {:>7.3} {:>8.2} {:>6.2} {:>14.1} {:>7.3} {:>8.2} {:>6.2}   (mptcp bytes b={} c={})",
             t.goodput_mbps,
             t.goodput_mbps / r,
+            ft.emulator_late_share * 100.0,
+            ft.emulator_cpu,
             m.goodput_mbps,
             m.goodput_mbps / r,
+            fm.emulator_late_share * 100.0,
+            fm.emulator_cpu,
             c[1].client.rx_bytes,
             c[2].client.rx_bytes
         );

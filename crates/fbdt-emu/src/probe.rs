@@ -49,7 +49,7 @@ pub struct LatenessSnapshot {
 }
 
 impl Lateness {
-    fn record(&self, late_us: u64, l3_bytes: u64) {
+    pub(crate) fn record(&self, late_us: u64, l3_bytes: u64) {
         self.packets.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(l3_bytes, Ordering::Relaxed);
         self.sum_us.fetch_add(late_us, Ordering::Relaxed);

@@ -1,4 +1,5 @@
-//! Root tests: real namespaces, real kernel (MPTCP, TCP), rattan-core in between. They
+//! Root tests: real namespaces, real kernel (MPTCP, TCP), the emulator in between (the
+//! `direct` datapath by default; rattan-core and kernel-rate where named). They
 //! SKIP with a printed reason without root/CAP_NET_ADMIN (like the kernel selftests).
 //! Assertions are on bytes, packets and namespaces, never on wall-clock speed. Tests run
 //! one at a time (a lock) so they do not compete for the CPU.
@@ -21,6 +22,23 @@ macro_rules! root_or_skip {
         }
         SERIAL.lock().unwrap_or_else(|e| e.into_inner())
     }};
+}
+
+/// The same test on two datapaths: `$rattan` on rattan-core, `$direct` on `direct`.
+macro_rules! on_rattan_and_direct {
+    ($rattan:ident, $direct:ident, $body:ident) => {
+        #[test]
+        fn $rattan() {
+            let _g = root_or_skip!();
+            $body(&rattan());
+        }
+
+        #[test]
+        fn $direct() {
+            let _g = root_or_skip!();
+            $body(&direct());
+        }
+    };
 }
 
 fn spec(paths: Vec<PathPlan>) -> TestbedSpec {
@@ -114,15 +132,19 @@ fn udp_blast(tb: &Testbed, path: usize, count: u32, size: usize, pps: u32) -> Ve
     got
 }
 
-#[test]
-fn kernel_mptcp_uses_both_paths_and_packets_are_mtu_sized() {
-    let _g = root_or_skip!();
+on_rattan_and_direct!(
+    kernel_mptcp_uses_both_paths_and_packets_are_mtu_sized,
+    direct_kernel_mptcp_uses_both_paths_and_packets_are_mtu_sized,
+    mptcp_on
+);
+
+fn mptcp_on(opts: &TestbedOptions) {
     let tb = Testbed::start(
         &spec(vec![
             PathPlan::constant("wifi", 20.0, 2.0, 0.0),
             PathPlan::constant("wigig", 30.0, 1.0, 0.0),
         ]),
-        &TestbedOptions::default(),
+        opts,
     )
     .unwrap();
     let ns_names = names(&tb);
@@ -178,12 +200,6 @@ fn kernel_mptcp_uses_both_paths_and_packets_are_mtu_sized() {
 }
 
 #[test]
-fn outage_stops_delivery_and_it_resumes() {
-    let _g = root_or_skip!();
-    outage_on(&rattan());
-}
-
-#[test]
 fn kernel_rate_outage_stops_delivery_and_it_resumes() {
     let _g = root_or_skip!();
     outage_on(&kernel_rate());
@@ -192,6 +208,19 @@ fn kernel_rate_outage_stops_delivery_and_it_resumes() {
 fn rattan() -> TestbedOptions {
     TestbedOptions {
         datapath: Datapath::Rattan,
+        ..TestbedOptions::default()
+    }
+}
+
+on_rattan_and_direct!(
+    outage_stops_delivery_and_it_resumes,
+    direct_outage_stops_delivery_and_it_resumes,
+    outage_on
+);
+
+fn direct() -> TestbedOptions {
+    TestbedOptions {
+        datapath: Datapath::Direct,
         ..TestbedOptions::default()
     }
 }
@@ -228,9 +257,15 @@ fn outage_on(opts: &TestbedOptions) {
     assert_gone(&ns_names);
 }
 
-#[test]
-fn scan_holds_packets_instead_of_dropping() {
-    let _g = root_or_skip!();
+on_rattan_and_direct!(
+    scan_holds_packets_instead_of_dropping,
+    direct_scan_holds_packets_instead_of_dropping,
+    scan_on
+);
+
+/// Not on kernel-rate: HTB at the hold rate charges the first held packet seconds of
+/// deficit and keeps the class blocked that long after the scan (docs/testbed.md, datapath).
+fn scan_on(opts: &TestbedOptions) {
     let mut a = PathPlan::constant("wifi", 20.0, 1.0, 0.0);
     a.steps.push(PathStep {
         t_s: 0.5,
@@ -240,9 +275,7 @@ fn scan_holds_packets_instead_of_dropping() {
         scan: true,
     });
     a.steps.push(up_at(1.0, 20.0));
-    // rattan only: HTB at the hold rate charges the first held packet seconds of deficit
-    // and keeps the class blocked that long after the scan (docs/testbed.md, datapath).
-    let tb = Testbed::start(&spec(vec![a]), &rattan()).unwrap();
+    let tb = Testbed::start(&spec(vec![a]), opts).unwrap();
     tb.play().unwrap();
     // 1.5 s at 400 datagrams/s: ~200 sent during the scan, below the 1000-packet queue.
     let got = udp_blast(&tb, 0, 600, 500, 400);
@@ -252,15 +285,19 @@ fn scan_holds_packets_instead_of_dropping() {
     assert_eq!(got.len(), 600, "a scan must hold, not drop");
 }
 
-#[test]
-fn five_percent_loss_path_drops_four_to_six_percent() {
-    let _g = root_or_skip!();
+on_rattan_and_direct!(
+    five_percent_loss_path_drops_four_to_six_percent,
+    direct_five_percent_loss_path_drops_four_to_six_percent,
+    loss_on
+);
+
+fn loss_on(opts: &TestbedOptions) {
     let tb = Testbed::start(
         &spec(vec![
             PathPlan::constant("wifi", 50.0, 1.0, 0.0),
             PathPlan::constant("lossy", 50.0, 1.0, 0.05),
         ]),
-        &TestbedOptions::default(),
+        opts,
     )
     .unwrap();
     let ns_names = names(&tb);
@@ -472,16 +509,28 @@ fn monitors_flag_another_program_using_the_cpu() {
 #[test]
 fn kernel_rate_follows_a_rate_step() {
     let _g = root_or_skip!();
+    rate_step_on(&kernel_rate());
+}
+
+#[test]
+fn direct_follows_a_rate_step() {
+    let _g = root_or_skip!();
+    rate_step_on(&direct());
+}
+
+fn rate_step_on(opts: &TestbedOptions) {
     // One TCP download at 40 Mbit/s, then the rate steps down to 10: what the kernel's rate
     // stage delivered follows the configured rate within the monitors' tolerance.
     let mut plan = PathPlan::constant("a", 40.0, 1.0, 0.0);
     plan.steps.push(up_at(3.0, 10.0));
-    let tb = Testbed::start(&spec(vec![plan]), &kernel_rate()).unwrap();
+    let tb = Testbed::start(&spec(vec![plan]), opts).unwrap();
     let ns_names = names(&tb);
-    let mut tc = std::process::Command::new("tc");
-    tc.args(["-n", tb.emulator_netns(), "qdisc", "show"]);
-    let qdiscs = ns::run(&mut tc).unwrap();
-    assert!(qdiscs.contains("htb") && qdiscs.contains("pfifo"), "{qdiscs}");
+    if opts.datapath == Datapath::KernelRate {
+        let mut tc = std::process::Command::new("tc");
+        tc.args(["-n", tb.emulator_netns(), "qdisc", "show"]);
+        let qdiscs = ns::run(&mut tc).unwrap();
+        assert!(qdiscs.contains("htb") && qdiscs.contains("pfifo"), "{qdiscs}");
+    }
     tb.play().unwrap();
     let mut seen = Vec::new();
     for (rate, from_s) in [(40.0, 0.0), (10.0, 3.2)] {
@@ -493,9 +542,12 @@ fn kernel_rate_follows_a_rate_step() {
         tb.reset_monitors();
         perf::download(&tb, 0, 0, perf::Proto::Tcp, 2.0, 0.0, None).unwrap();
         let f = tb.fidelity();
-        assert_eq!(f.datapath, "kernel-rate");
+        assert_eq!(f.datapath, opts.datapath.name());
         let p = &f.paths[0];
-        eprintln!("kernel-rate at {rate} Mbit/s: delivered {:.2} Mbit/s", p.delivered_mbps);
+        eprintln!(
+            "{} at {rate} Mbit/s: delivered {:.2} Mbit/s",
+            f.datapath, p.delivered_mbps
+        );
         assert!((p.configured_mbps - rate).abs() < 1e-9, "{p:?}");
         assert!(
             p.delivered_over_configured > 0.85 && p.delivered_over_configured < 1.05,
@@ -508,16 +560,20 @@ fn kernel_rate_follows_a_rate_step() {
     assert_gone(&ns_names);
 }
 
-#[test]
-fn a_dozing_radio_holds_the_first_packet_after_idle() {
-    let _g = root_or_skip!();
+on_rattan_and_direct!(
+    a_dozing_radio_holds_the_first_packet_after_idle,
+    direct_a_dozing_radio_holds_the_first_packet_after_idle,
+    radio_on
+);
+
+fn radio_on(opts: &TestbedOptions) {
     // 5 ms each way; asleep after 200 ms without traffic, 100 ms to wake.
     let mut a = PathPlan::constant("wifi", 20.0, 5.0, 0.0);
     a.radio = Some(fbdt_scenario::RadioSleep {
         idle_timeout_ms: 200.0,
         wake_ms: 100.0,
     });
-    let tb = Testbed::start(&spec(vec![a]), &TestbedOptions::default()).unwrap();
+    let tb = Testbed::start(&spec(vec![a]), opts).unwrap();
     tb.play().unwrap();
     let p = tb.paths()[0].clone();
     let rx = tb

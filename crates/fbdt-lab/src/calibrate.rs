@@ -146,6 +146,9 @@ pub struct BenchArgs {
     /// One-way delay of every path, ms.
     #[arg(long, default_value_t = 1.0)]
     pub delay_ms: f64,
+    /// Rate of every path at scale 1, Mbit/s: the search's ceiling is this × the paths.
+    #[arg(long, default_value_t = 1000.0)]
+    pub path_mbps: f64,
     /// Tokio worker threads of the emulator.
     #[arg(long, default_value_t = 1)]
     pub emu_threads: usize,
@@ -156,7 +159,7 @@ pub struct BenchArgs {
     /// under normal scheduling and its sockets at the kernel's default buffers.
     #[arg(long)]
     pub untuned: bool,
-    /// Where the rate limit runs: rattan or kernel-rate. Default: the testbed's default.
+    /// The emulator's datapath: rattan, kernel-rate or direct. Default: the testbed's default.
     #[arg(long)]
     pub datapath: Option<Datapath>,
 }
@@ -179,6 +182,7 @@ struct Bench {
     loadavg_before: String,
     loadavg_after: String,
     delay_ms: f64,
+    path_mbps: f64,
     emu_threads: usize,
     untuned: bool,
     datapath: Datapath,
@@ -194,6 +198,9 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
     }
     if !(args.delay_ms.is_finite() && (0.0..=1000.0).contains(&args.delay_ms)) {
         bail!("--delay-ms must be in [0, 1000], got {}", args.delay_ms);
+    }
+    if !(args.path_mbps.is_finite() && (1.0..=100_000.0).contains(&args.path_mbps)) {
+        bail!("--path-mbps must be in [1, 100000], got {}", args.path_mbps);
     }
     let loadavg = || {
         std::fs::read_to_string("/proc/loadavg")
@@ -220,7 +227,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 scale: 1.0,
                 seed: 1,
                 paths: (0..n)
-                    .map(|i| PathPlan::constant(&format!("p{}", i + 1), 1000.0, args.delay_ms, 0.0))
+                    .map(|i| PathPlan::constant(&format!("p{}", i + 1), args.path_mbps, args.delay_ms, 0.0))
                     .collect(),
             };
             let start = fbdt_emu::scenario::default_scale(spec.peak_total_mbps(), mtu);
@@ -261,6 +268,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
         loadavg_before,
         loadavg_after: loadavg(),
         delay_ms: args.delay_ms,
+        path_mbps: args.path_mbps,
         emu_threads: args.emu_threads,
         untuned: args.untuned,
         datapath: args.datapath.unwrap_or(TestbedOptions::default().datapath),

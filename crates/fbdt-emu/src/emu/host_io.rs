@@ -60,23 +60,28 @@ pub const PACKET_SOCKET_BUFFER: i32 = 16 << 20;
 /// root may exceed `net.core.rmem_max`).
 pub(super) fn grow_socket_buffers(fd: i32, bytes: i32) {
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
-        let v: libc::c_int = bytes;
-        // SAFETY: setsockopt with a valid int option value on an fd this emulator opened.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                &v as *const _ as *const libc::c_void,
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            tracing::warn!(
-                "AF_PACKET socket {fd}: buffer stays at the default: {}",
-                std::io::Error::last_os_error()
-            );
+        if let Err(e) = set_int_option(fd, libc::SOL_SOCKET, opt, bytes) {
+            tracing::warn!("AF_PACKET socket {fd}: buffer stays at the default: {e}");
         }
+    }
+}
+
+/// `setsockopt` of an int-valued option.
+pub(super) fn set_int_option(fd: i32, level: libc::c_int, opt: libc::c_int, value: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: setsockopt with a valid int option value; a bad fd or option only fails.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            &value as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 

@@ -35,7 +35,7 @@ use rattan_core::{
 };
 use rattan_env::{
     netns::NetNs,
-    veth::{MacAddr, VethPair, VethPairBuilder},
+    veth::{MacAddr, VethCell, VethPair, VethPairBuilder},
 };
 use tokio_util::sync::CancellationToken;
 
@@ -47,13 +47,14 @@ use crate::{
     testbed::{Datapath, TestbedOptions},
 };
 
+mod direct;
 mod host_io;
 mod path_control;
 
 use host_io::{close_fds, grow_socket_buffers, packet_socket_fds, set_realtime};
 pub use host_io::{PacketStats, PACKET_SOCKET_BUFFER};
 pub(crate) use path_control::PathControl;
-use path_control::{bps, emu_err, KernelRate, RateStage};
+use path_control::{bps, emu_err, KernelRate, RateStage, Stages};
 
 type Bw = BwCellControlInterface<StdPacket, DropTailQueue<StdPacket>>;
 
@@ -89,7 +90,16 @@ pub(crate) struct Emulator {
     /// Drops read so far (reading PACKET_STATISTICS resets the kernel's counters).
     drops: Mutex<PacketStats>,
     stop_tx: Option<mpsc::Sender<()>>,
+    /// The direct datapath's stop switch (`None` with rattan).
+    direct: Option<direct::Running>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What the emulator thread hands back once it runs.
+struct Started {
+    controls: Vec<PathControl>,
+    packet_fds: Vec<i32>,
+    direct: Option<direct::Running>,
 }
 
 /// One emulator is built at a time per process, so the AF_PACKET sockets it opens can be
@@ -108,14 +118,23 @@ impl Emulator {
         opts: &TestbedOptions,
     ) -> Result<Self> {
         let opts = opts.clone();
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<(Vec<PathControl>, Vec<i32>)>>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<Started>>();
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let emu_name = emu_name.to_string();
+        let thread_name = match opts.datapath {
+            // The direct datapath's loop runs in this thread: named so the monitors count it.
+            Datapath::Direct => crate::fidelity::EMU_THREAD,
+            _ => "fbdt-emu",
+        };
         let thread = std::thread::Builder::new()
-            .name("fbdt-emu".into())
+            .name(thread_name.into())
             .spawn(move || {
                 if let Err(e) = crate::ns::enter(&emu_name) {
                     let _ = ready_tx.send(Err(e));
+                    return;
+                }
+                if opts.datapath == Datapath::Direct {
+                    run_direct(&cli, &emu, &srv, &pairs, &opts, ready_tx);
                     return;
                 }
                 let guard = BUILD_LOCK.lock().unwrap_or_else(|p| p.into_inner());
@@ -142,7 +161,11 @@ impl Emulator {
                         let _ = ready_tx.send(Err(e));
                     }
                 }
-                let _ = ready_tx.send(Ok((controls, ours.clone())));
+                let _ = ready_tx.send(Ok(Started {
+                    controls,
+                    packet_fds: ours.clone(),
+                    direct: None,
+                }));
                 // Run until told to stop (or the testbed is gone).
                 let _ = stop_rx.recv();
                 drop(core);
@@ -155,10 +178,10 @@ impl Emulator {
                 drop(veths);
             })
             .map_err(|source| Error::Thread {
-                name: "fbdt-emu".into(),
+                name: thread_name.into(),
                 source,
             })?;
-        let (paths, packet_fds) = match ready_rx.recv() {
+        let started = match ready_rx.recv() {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => {
                 let _ = thread.join();
@@ -170,10 +193,11 @@ impl Emulator {
             }
         };
         Ok(Self {
-            paths,
-            packet_fds,
+            paths: started.controls,
+            packet_fds: started.packet_fds,
             drops: Mutex::new(PacketStats::default()),
             stop_tx: Some(stop_tx),
+            direct: started.direct,
             thread: Some(thread),
         })
     }
@@ -207,11 +231,19 @@ impl Emulator {
                 }
             }
         }
-        *acc
+        let mut stats = *acc;
+        if let Some(d) = &self.direct {
+            // A running total, not reset by reading.
+            stats.dropped += d.send_drops.load(Ordering::Relaxed);
+        }
+        stats
     }
 
     pub fn stop(&mut self) {
         self.stop_tx.take();
+        if let Some(d) = &self.direct {
+            d.stop();
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -257,27 +289,10 @@ fn build(
             }
         };
     }
-    let mut ve = Vec::new();
-    for p in pairs {
-        let v4 = |ip: Ipv4Addr, pfx: u8| (IpAddr::V4(ip), pfx);
-        // Created inside the emulator namespace (the builder's thread inherits it), so the
-        // temporary names only have to be unique there.
-        let c = tri!(VethPairBuilder::new()
-            .name(p.cli_tmp.clone(), p.emu_c.clone())
-            .mac_addr(MacAddr::new(p.cli_mac), MacAddr::new(p.emu_c_mac))
-            .ip_addr(v4(p.cli_ip, p.prefix), v4(p.emu_c_ip, 32))
-            .namespace(Some(cli.clone()), Some(emu.clone()))
-            .build(0));
-        veths.push(c.clone());
-        let s = tri!(VethPairBuilder::new()
-            .name(p.emu_s.clone(), p.srv_tmp.clone())
-            .mac_addr(MacAddr::new(p.emu_s_mac), MacAddr::new(p.srv_mac))
-            .ip_addr(v4(p.emu_s_ip, 32), v4(p.srv_ip, p.prefix))
-            .namespace(Some(emu.clone()), Some(srv.clone()))
-            .build(0));
-        veths.push(s.clone());
-        ve.push((c.right.clone(), s.left.clone()));
-    }
+    let ve = match make_veths(cli, emu, srv, pairs, &mut veths) {
+        Ok(v) => v,
+        Err(e) => return Err((e, veths)),
+    };
     let rt = tri!(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
         .thread_name(crate::fidelity::EMU_THREAD)
@@ -310,7 +325,8 @@ fn build(
         }));
         let init = p.initial;
         let rate = match datapath {
-            Datapath::Rattan => {
+            // Never built here (see `run_direct`); rattan's cells stand in if it were.
+            Datapath::Rattan | Datapath::Direct => {
                 let q = DropTailQueueConfig::new(p.queue_packets, None, BwType::NetworkLayer);
                 let mk_bw = |q: DropTailQueueConfig| {
                     BwCellConfig::<StdPacket, DropTailQueue<StdPacket>>::new(
@@ -402,11 +418,13 @@ fn build(
             }
         }
         controls.push(PathControl {
-            rate,
-            delay_down,
-            delay_up,
-            loss_down,
-            loss_up,
+            stages: Stages::Rattan {
+                rate,
+                delay_down,
+                delay_up,
+                loss_down,
+                loss_up,
+            },
             last_rate_bps: Mutex::new(bps(init.rate_mbps)),
             lateness_down,
             lateness_up,
@@ -417,4 +435,96 @@ fn build(
     tri!(core.spawn_rattan());
     tri!(core.start_rattan());
     Ok((core, rt, veths, controls))
+}
+
+/// Creates each path's two veth pairs (client↔emulator, emulator↔server) and returns the
+/// emulator-side ends (towards the client, towards the server). Every pair made is pushed to
+/// `veths` at once, so a failure part-way still deletes them.
+fn make_veths(
+    cli: &Arc<NetNs>,
+    emu: &Arc<NetNs>,
+    srv: &Arc<NetNs>,
+    pairs: &[PairSpec],
+    veths: &mut Vec<Arc<VethPair>>,
+) -> Result<Vec<(Arc<VethCell>, Arc<VethCell>)>> {
+    let mut ve = Vec::new();
+    for p in pairs {
+        let v4 = |ip: Ipv4Addr, pfx: u8| (IpAddr::V4(ip), pfx);
+        // Created inside the emulator namespace (the builder's thread inherits it), so the
+        // temporary names only have to be unique there.
+        let c = VethPairBuilder::new()
+            .name(p.cli_tmp.clone(), p.emu_c.clone())
+            .mac_addr(MacAddr::new(p.cli_mac), MacAddr::new(p.emu_c_mac))
+            .ip_addr(v4(p.cli_ip, p.prefix), v4(p.emu_c_ip, 32))
+            .namespace(Some(cli.clone()), Some(emu.clone()))
+            .build(0)
+            .map_err(emu_err)?;
+        veths.push(c.clone());
+        let s = VethPairBuilder::new()
+            .name(p.emu_s.clone(), p.srv_tmp.clone())
+            .mac_addr(MacAddr::new(p.emu_s_mac), MacAddr::new(p.srv_mac))
+            .ip_addr(v4(p.emu_s_ip, 32), v4(p.srv_ip, p.prefix))
+            .namespace(Some(emu.clone()), Some(srv.clone()))
+            .build(0)
+            .map_err(emu_err)?;
+        veths.push(s.clone());
+        ve.push((c.right.clone(), s.left.clone()));
+    }
+    Ok(ve)
+}
+
+/// The emulator thread with the direct datapath: builds the veths and sockets, reports
+/// ready, runs the loop until stopped, then deletes the veths.
+fn run_direct(
+    cli: &Arc<NetNs>,
+    emu: &Arc<NetNs>,
+    srv: &Arc<NetNs>,
+    pairs: &[PairSpec],
+    opts: &TestbedOptions,
+    ready_tx: mpsc::Sender<Result<Started>>,
+) {
+    let mut veths = Vec::new();
+    let prepared = (|| {
+        let ve = make_veths(cli, emu, srv, pairs, &mut veths)?;
+        let wake = direct::wake_fd()?;
+        let mut controls = Vec::new();
+        let mut setups = Vec::new();
+        for p in pairs {
+            let knobs = direct::knobs(&p.initial, &wake);
+            let control = PathControl::new(Stages::Direct(knobs.clone()), p.initial);
+            setups.push(direct::PathSetup {
+                knobs,
+                queue_packets: p.queue_packets,
+                radio: p.radio,
+                lateness: [control.lateness_down.clone(), control.lateness_up.clone()],
+                radio_rate_bps: control.radio_rate_bps.clone(),
+                radio_wakeups: control.radio_wakeups.clone(),
+                seeds: [p.seed, p.seed ^ 0x5eed_0000_0000_0001],
+            });
+            control.apply(&p.initial, opts.loss_both_directions)?;
+            controls.push(control);
+        }
+        let (lp, running) = direct::prepare(&ve, setups, opts.mtu, opts.packet_socket_buffer, wake)?;
+        Ok::<_, Error>((lp, running, controls))
+    })();
+    let (lp, running, controls) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            drop(veths);
+            let _ = ready_tx.send(Err(e));
+            return;
+        }
+    };
+    if let Some(p) = opts.emu_rt_priority {
+        set_realtime(p);
+    }
+    let _ = ready_tx.send(Ok(Started {
+        controls,
+        packet_fds: running.packet_fds.clone(),
+        direct: Some(running),
+    }));
+    if let Err(e) = lp.run() {
+        tracing::error!("direct datapath stopped: {e}");
+    }
+    drop(veths);
 }

@@ -84,13 +84,23 @@ impl KernelRate {
     }
 }
 
+/// Where a path's stages live.
+pub(super) enum Stages {
+    /// rattan-core cells (the rate possibly in the kernel).
+    Rattan {
+        rate: RateStage,
+        delay_down: Arc<DelayCellControlInterface>,
+        delay_up: Arc<DelayCellControlInterface>,
+        loss_down: Arc<LossCellControlInterface>,
+        loss_up: Arc<LossCellControlInterface>,
+    },
+    /// The direct datapath's loop ([`super::direct`]).
+    Direct(Arc<super::direct::Knobs>),
+}
+
 /// Live control of one path's cells.
 pub(crate) struct PathControl {
-    pub(super) rate: RateStage,
-    pub(super) delay_down: Arc<DelayCellControlInterface>,
-    pub(super) delay_up: Arc<DelayCellControlInterface>,
-    pub(super) loss_down: Arc<LossCellControlInterface>,
-    pub(super) loss_up: Arc<LossCellControlInterface>,
+    pub(super) stages: Stages,
     /// Last positive rate (bit/s), kept by the rate cell during an outage.
     pub(super) last_rate_bps: Mutex<u64>,
     /// Release lateness after the delay cell: data direction (server → client), ACKs.
@@ -118,6 +128,18 @@ pub(super) fn emu_err(e: impl std::fmt::Display) -> Error {
 }
 
 impl PathControl {
+    /// A control with fresh counters, at the rate of `initial`.
+    pub(super) fn new(stages: Stages, initial: PathStep) -> Self {
+        Self {
+            stages,
+            last_rate_bps: Mutex::new(bps(initial.rate_mbps)),
+            lateness_down: Arc::new(Lateness::default()),
+            lateness_up: Arc::new(Lateness::default()),
+            radio_rate_bps: Arc::new(AtomicU64::new(bps(initial.rate_mbps))),
+            radio_wakeups: [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))],
+        }
+    }
+
     /// Applies one step. `loss_both` also drops on the client → server direction.
     pub fn apply(&self, s: &PathStep, loss_both: bool) -> Result<()> {
         let delay = Duration::from_secs_f64(s.delay_ms / 1e3);
@@ -130,8 +152,24 @@ impl PathControl {
             LinkMode::Outage => (*self.last_rate_bps.lock().unwrap(), 1.0, 1.0),
             LinkMode::Hold => (HOLD_RATE_BPS, s.loss, if loss_both { s.loss } else { 0.0 }),
         };
-        self.radio_rate_bps.store(rate, Ordering::Relaxed);
-        match &self.rate {
+        // The radio judges idleness at the link's real rate: during a scan (Hold) the link
+        // sends nothing, and the hold rate would keep the radio "busy" long after it.
+        let link_rate = *self.last_rate_bps.lock().unwrap_or_else(|p| p.into_inner());
+        self.radio_rate_bps.store(link_rate, Ordering::Relaxed);
+        let (rate_stage, delay_down, delay_up, loss_cell_down, loss_cell_up) = match &self.stages {
+            Stages::Direct(knobs) => {
+                knobs.set([rate; 2], delay, [loss_down, loss_up]);
+                return Ok(());
+            }
+            Stages::Rattan {
+                rate,
+                delay_down,
+                delay_up,
+                loss_down,
+                loss_up,
+            } => (rate, delay_down, delay_up, loss_down, loss_up),
+        };
+        match rate_stage {
             RateStage::Cells { down, up } => {
                 let bw = Bandwidth::from_bps(rate);
                 down.set_config(BwCellConfig::new(bw, None, None)).map_err(emu_err)?;
@@ -146,14 +184,12 @@ impl PathControl {
                 _ => k.set_rate(after_loss(rate, loss_down), after_loss(rate, loss_up))?,
             },
         }
-        self.delay_down
-            .set_config(DelayCellConfig::new(delay))
-            .map_err(emu_err)?;
-        self.delay_up.set_config(DelayCellConfig::new(delay)).map_err(emu_err)?;
-        self.loss_down
+        delay_down.set_config(DelayCellConfig::new(delay)).map_err(emu_err)?;
+        delay_up.set_config(DelayCellConfig::new(delay)).map_err(emu_err)?;
+        loss_cell_down
             .set_config(LossCellConfig::new(vec![loss_down]))
             .map_err(emu_err)?;
-        self.loss_up
+        loss_cell_up
             .set_config(LossCellConfig::new(vec![loss_up]))
             .map_err(emu_err)?;
         Ok(())

@@ -15,7 +15,7 @@ impl Testbed {
                 .collect(),
             packets: self.emu.as_ref().map_or(PacketStats::default(), |e| e.packet_stats()),
             egress_ip_bytes: match self.opts.datapath {
-                Datapath::Rattan => None,
+                Datapath::Rattan | Datapath::Direct => None,
                 Datapath::KernelRate => self.egress_ip_bytes(),
             },
         }
@@ -76,7 +76,7 @@ impl Testbed {
                 name: p.name.clone(),
                 // With the rate in the kernel the count is taken after the loss stage.
                 configured_mbps: match self.opts.datapath {
-                    Datapath::Rattan => p.delivered_rate_between(from, to),
+                    Datapath::Rattan | Datapath::Direct => p.delivered_rate_between(from, to),
                     Datapath::KernelRate => p.delivered_after_loss_between(from, to),
                 },
             })

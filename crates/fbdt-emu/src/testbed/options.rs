@@ -2,19 +2,23 @@
 
 use serde::Serialize;
 
-/// Where each path's rate limit and queue live. Delay, loss, outages and the lateness
-/// probes are in the user-space emulator (rattan-core) either way.
+/// How the emulator moves frames and where each path's rate limit and queue live. Every
+/// datapath applies the same per-direction stages (radio, rate with a drop-tail queue in
+/// packets, delay, loss) and feeds the same fidelity monitors.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Datapath {
-    /// Everything in rattan-core: rate → delay → loss cells per direction, its drop-tail
-    /// queue in packets. The default: `kernel-rate` uses less emulator CPU but does not
-    /// yet model scans (see docs/testbed.md, datapath).
-    #[default]
+    /// Everything in rattan-core: rate → delay → loss cells per direction, one tokio task
+    /// and channel per cell.
     Rattan,
     /// The rate limit and its drop-tail queue in the kernel (HTB class + pfifo on the
     /// emulator's egress veth of each direction); rattan-core only delays and drops.
     KernelRate,
+    /// The default: radio, rate, delay, loss and the probes computed in one real-time thread
+    /// without rattan-core's tasks and channels, frames read and written in batches
+    /// (`recvmmsg`/`sendmmsg`); about 3× rattan's rate ceiling (docs/testbed.md, limits).
+    #[default]
+    Direct,
 }
 
 impl Datapath {
@@ -22,6 +26,7 @@ impl Datapath {
         match self {
             Datapath::Rattan => "rattan",
             Datapath::KernelRate => "kernel-rate",
+            Datapath::Direct => "direct",
         }
     }
 }
@@ -32,7 +37,8 @@ impl std::str::FromStr for Datapath {
         match s {
             "rattan" => Ok(Datapath::Rattan),
             "kernel-rate" => Ok(Datapath::KernelRate),
-            _ => Err(format!("unknown datapath {s:?} (rattan or kernel-rate)")),
+            "direct" => Ok(Datapath::Direct),
+            _ => Err(format!("unknown datapath {s:?} (rattan, kernel-rate or direct)")),
         }
     }
 }
