@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::browser::{self, Browser, BrowserPlan, Http, Route, ServePlan, Traffic};
-use super::dash::{qoe_lin, CHUNK_S, LADDER_FACTOR, LADDER_MBPS, MAX_BUFFER_S};
+use super::dash::{qoe_lin, DashResult, CHUNK_S, LADDER_FACTOR, LADDER_MBPS, MAX_BUFFER_S};
 use super::{Setup, WorkloadArgs};
 
 /// The dash.js release the page runs (`.ci/run` installs it).
@@ -320,21 +320,15 @@ pub struct Playback {
 
 #[derive(Debug, Serialize)]
 pub struct DashBrowserResult {
-    pub scheme: String,
+    /// The scheme and the means over seeds, as the simulator's player reports them.
+    #[serde(flatten)]
+    pub summary: DashResult,
     pub browser: Browser,
     pub abr: Abr,
     pub dashjs: String,
     pub segments: usize,
     /// Bytes of one segment per rung.
     pub segment_bytes: [u64; 6],
-    /// Means over seeds.
-    pub qoe_lin: f64,
-    pub qoe_lin_per_chunk: f64,
-    pub rebuffer_ratio: f64,
-    pub rebuffer_s: f64,
-    pub startup_s: f64,
-    pub bitrate_mbps: f64,
-    pub switches: f64,
     pub playbacks: Vec<Playback>,
 }
 
@@ -573,24 +567,29 @@ pub fn run(setup: &Setup, args: &WorkloadArgs, browser: Browser) -> Result<Vec<D
         let n = playbacks.len() as f64;
         let mean = |f: &dyn Fn(&Playback) -> f64| playbacks.iter().map(f).sum::<f64>() / n;
         results.push(DashBrowserResult {
-            scheme: scheme.clone(),
+            summary: DashResult {
+                scheme: scheme.clone(),
+                qoe_lin: mean(&|p| p.qoe_lin),
+                qoe_lin_per_chunk: mean(&|p| p.qoe_lin_per_chunk),
+                rebuffer_ratio: mean(&|p| p.rebuffer_ratio),
+                rebuffer_s: mean(&|p| p.rebuffer_s),
+                startup_s: mean(&|p| p.startup_s),
+                bitrate_mbps: mean(&|p| p.bitrate_mbps),
+                switches: mean(&|p| p.switches as f64),
+            },
             browser,
             abr,
             dashjs: String::new(),
             segments,
             segment_bytes: ladder.bytes,
-            qoe_lin: mean(&|p| p.qoe_lin),
-            qoe_lin_per_chunk: mean(&|p| p.qoe_lin_per_chunk),
-            rebuffer_ratio: mean(&|p| p.rebuffer_ratio),
-            rebuffer_s: mean(&|p| p.rebuffer_s),
-            startup_s: mean(&|p| p.startup_s),
-            bitrate_mbps: mean(&|p| p.bitrate_mbps),
-            switches: mean(&|p| p.switches as f64),
             playbacks,
         });
     }
     bar.finish_and_clear();
     let version = version.unwrap_or_default();
+    if version != DASHJS_VERSION {
+        eprintln!("note: the page ran dash.js {version}, not the pinned {DASHJS_VERSION} (FBDT_DASHJS?)");
+    }
     for r in &mut results {
         r.dashjs.clone_from(&version);
     }
@@ -603,22 +602,7 @@ pub fn run(setup: &Setup, args: &WorkloadArgs, browser: Browser) -> Result<Vec<D
         setup.scale,
         setup.seeds.len()
     );
-    println!(
-        "{:<12} {:>11} {:>9} {:>9} {:>10} {:>9} {:>9}",
-        "scheme", "QoE/chunk", "QoE_lin", "rebuf %", "Mbit/s", "startup", "switches"
-    );
-    for r in &results {
-        println!(
-            "{:<12} {:>11.2} {:>9.2} {:>9.2} {:>10.1} {:>9.3} {:>9.1}",
-            r.scheme,
-            r.qoe_lin_per_chunk,
-            r.qoe_lin,
-            r.rebuffer_ratio * 100.0,
-            r.bitrate_mbps,
-            r.startup_s,
-            r.switches
-        );
-    }
+    super::dash::print_table(results.iter().map(|r| &r.summary));
     Ok(results)
 }
 
