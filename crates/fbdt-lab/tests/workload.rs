@@ -25,6 +25,16 @@ fn workload(args: &[&str]) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
+/// The first of `programs` not in PATH.
+fn missing<'a>(programs: &[&'a str]) -> Option<&'a str> {
+    programs.iter().copied().find(|program| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {program}")])
+            .output()
+            .map_or(true, |o| !o.status.success())
+    })
+}
+
 /// The most a scheme can get on `los` (Mbit/s): the top of each path's rate range.
 fn los_peak_mbps(scheme: &str) -> f64 {
     match scheme {
@@ -235,6 +245,8 @@ fn unsupported_and_bad_workloads_fail_clearly() {
         &["file", "los", "--backend", "emu", "--browser", "chromium"],
         "--backend emu",
     );
+    fails(&["dash", "los", "--browser", "chromium"], "--backend emu");
+    fails(&["dash", "los", "--abr", "bola"], "--abr");
 }
 
 /// The file workload over real stacks on two emulated radios, for each kind of transport the
@@ -293,15 +305,9 @@ fn chromium_loads_every_object_of_a_page_through_fbdt_and_one_radio() {
         eprintln!("SKIP: the emulated testbed needs root: {why}");
         return;
     }
-    for program in ["chromium", "python3"] {
-        if Command::new("sh")
-            .args(["-c", &format!("command -v {program}")])
-            .output()
-            .map_or(true, |o| !o.status.success())
-        {
-            eprintln!("SKIP: {program} is not installed");
-            return;
-        }
+    if let Some(program) = missing(&["chromium", "python3"]) {
+        eprintln!("SKIP: {program} is not installed");
+        return;
     }
     let fbdt = std::path::PathBuf::from(env!("CARGO_BIN_EXE_fbdt-lab")).with_file_name("fbdt");
     assert!(
@@ -363,6 +369,91 @@ fn chromium_loads_every_object_of_a_page_through_fbdt_and_one_radio() {
         if r["scheme"] == "tcp:wifi" {
             let wifi = loads[0]["per_path_bytes"]["wifi"].as_u64().unwrap();
             assert!(wifi >= r["page_bytes"].as_u64().unwrap(), "the page came over WiFi");
+        }
+    }
+}
+
+/// Adaptive video in a real player (root, chromium, python3, ffmpeg, dash.js installed by
+/// .ci/run): a 4-segment ladder played by dash.js (BOLA) in headless Chromium through fbdt
+/// proxy/serve and straight over WiGig. Every segment arrives whole (the tool fails the run
+/// otherwise), playback reaches the end, and the metrics are in range.
+#[test]
+fn dash_js_plays_every_segment_in_chromium_through_fbdt_and_wigig() {
+    if let Some(why) = fbdt_emu::skip_reason() {
+        eprintln!("SKIP: the emulated testbed needs root: {why}");
+        return;
+    }
+    if let Some(program) = missing(&["chromium", "python3", "ffmpeg"]) {
+        eprintln!("SKIP: {program} is not installed");
+        return;
+    }
+    let dashjs = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../vendor/npm/node_modules/dashjs/dist/dash.all.min.js");
+    if std::env::var_os("FBDT_DASHJS").is_none() && !dashjs.is_file() {
+        eprintln!(
+            "SKIP: dash.js is not installed at {} (.ci/run installs it)",
+            dashjs.display()
+        );
+        return;
+    }
+    let v = workload(&[
+        "dash",
+        "los",
+        "--backend",
+        "emu",
+        "--browser",
+        "chromium",
+        "--abr",
+        "bola",
+        "--scale",
+        "0.02",
+        "--video-s",
+        "8",
+        "--repeat",
+        "1",
+        "--schemes",
+        "fbdt,tcp:wigig",
+    ]);
+    assert_eq!(v["fidelity"].as_array().unwrap().len(), 2, "one verdict per run");
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    // Pensieve's 0.3 Mbit/s × 400 × 0.02 for 2 s.
+    let rung0 = 600_000;
+    for r in results {
+        let scheme = r["scheme"].as_str().unwrap();
+        assert_eq!(r["abr"], "bola");
+        assert_eq!(r["dashjs"], "4.7.4", "{scheme}");
+        assert_eq!(r["segments"], 4);
+        assert_eq!(r["segment_bytes"][0], rung0);
+        let p = &r["playbacks"][0];
+        let segments = p["segments"].as_array().unwrap();
+        assert_eq!(segments.len(), 4, "{scheme}: {p}");
+        for (i, s) in segments.iter().enumerate() {
+            assert_eq!(s["number"], i + 1);
+            let rung = s["rung"].as_u64().unwrap() as usize;
+            assert_eq!(s["bytes"], r["segment_bytes"][rung], "{scheme}: {s}");
+            assert!(s["end_ms"].as_f64().unwrap() > 0.0, "{s}");
+        }
+        let startup = p["startup_s"].as_f64().unwrap();
+        assert!(startup > 0.0 && startup < 10.0, "{scheme}: start-up {startup}");
+        let ratio = p["rebuffer_ratio"].as_f64().unwrap();
+        assert!((0.0..1.0).contains(&ratio), "{scheme}: {ratio}");
+        let qoe = p["qoe_lin"].as_f64().unwrap();
+        // At most 4 top-rung segments, no less than 4 bottom ones minus stalls and switches.
+        assert!(qoe <= 4.0 * 4.3 && qoe > -100.0, "{scheme}: {qoe}");
+        let mbps = p["bitrate_mbps"].as_f64().unwrap();
+        assert!(
+            (0.3 * 400.0 * 0.02 - 1e-9..=4.3 * 400.0 * 0.02 + 1e-9).contains(&mbps),
+            "{mbps}"
+        );
+        let bytes: u64 = segments.iter().map(|s| s["bytes"].as_u64().unwrap()).sum();
+        let wigig = p["per_path_bytes"]["wigig"].as_u64().unwrap();
+        if scheme == "tcp:wigig" {
+            assert!(wigig >= bytes, "the segments came over WiGig: {wigig} < {bytes}");
+            assert!(p["per_path_bytes"]["wifi"].as_u64().unwrap() < rung0);
+        } else {
+            let wifi = p["per_path_bytes"]["wifi"].as_u64().unwrap();
+            assert!(wifi + wigig >= bytes, "{wifi} + {wigig} < {bytes}");
         }
     }
 }

@@ -115,6 +115,7 @@ fn args(kind: Kind, scenario: &str, quick: bool, backend: Backend) -> WorkloadAr
         http: vec!["1.1".into(), "2".into()],
         page_loads: 3,
         browser: (kind == Kind::Web && emu && chromium_available()).then_some(Browser::Chromium),
+        abr: None,
     }
 }
 

@@ -63,7 +63,7 @@ pub enum Browser {
 
 /// How a scheme reaches the server.
 #[derive(Clone, Debug, PartialEq)]
-enum Route {
+pub(super) enum Route {
     /// Through `fbdt proxy` (SOCKS5) and `fbdt serve`.
     Fbdt,
     /// Straight to this path's server address: its connected route takes that radio.
@@ -74,7 +74,7 @@ enum Route {
 
 /// The HTTP version a page is served with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Http {
+pub(super) enum Http {
     /// python3's http.server, plain HTTP/1.1 (Chromium opens up to six connections).
     H1,
     /// hyper's HTTP/2 over TLS (h2.rs): one connection.
@@ -109,7 +109,7 @@ impl Http {
 /// The page server's port for HTTP/2 (TLS).
 const H2_PORT: u16 = 8443;
 
-fn route(scheme: &str, setup: &Setup) -> Result<Route> {
+pub(super) fn route(scheme: &str, setup: &Setup) -> Result<Route> {
     if scheme == "fbdt" {
         return Ok(Route::Fbdt);
     }
@@ -316,7 +316,7 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
 
 /// One headless Chromium driven over `--remote-debugging-pipe`; killed with its process
 /// group (its own, by its PID) when dropped.
-struct Cdp {
+pub(super) struct Cdp {
     child: Child,
     to_browser: File,
     from_browser: Receiver<Value>,
@@ -398,7 +398,7 @@ impl Cdp {
     }
 
     /// Sends one command (to the page's session, or to the browser) and waits for its result.
-    fn call(&mut self, session: Option<&str>, method: &str, params: Value) -> Result<Value> {
+    pub(super) fn call(&mut self, session: Option<&str>, method: &str, params: Value) -> Result<Value> {
         self.next_id += 1;
         let id = self.next_id;
         let mut msg = json!({ "id": id, "method": method, "params": params });
@@ -424,7 +424,7 @@ impl Cdp {
     }
 
     /// Waits for the event `method` of `session`.
-    fn event(&mut self, session: &str, method: &str, until: Instant) -> Result<Value> {
+    pub(super) fn event(&mut self, session: &str, method: &str, until: Instant) -> Result<Value> {
         let is = |v: &Value| v["method"] == method && v["sessionId"] == session;
         if let Some(i) = self.pending.iter().position(is) {
             return Ok(self.pending.remove(i));
@@ -437,8 +437,23 @@ impl Cdp {
         }
     }
 
+    /// With the network domain on and the cache off, navigates `session` to `url` and waits
+    /// (until `until`) for its load event.
+    pub(super) fn open(&mut self, session: &str, url: &str, until: Instant, limit: Duration) -> Result<()> {
+        let s = Some(session);
+        self.call(s, "Network.enable", json!({}))?;
+        self.call(s, "Network.setCacheDisabled", json!({ "cacheDisabled": true }))?;
+        let nav = self.call(s, "Page.navigate", json!({ "url": url }))?;
+        if let Some(e) = nav.get("errorText").and_then(Value::as_str) {
+            bail!("navigating to {url}: {e}");
+        }
+        self.event(session, "Page.loadEventFired", until)
+            .with_context(|| format!("loading {url} within {limit:?}"))?;
+        Ok(())
+    }
+
     /// Asks the browser to close, then ends its whole process group.
-    fn close(mut self) {
+    pub(super) fn close(mut self) {
         let _ = self.call(None, "Browser.close", json!({}));
         let until = Instant::now() + CLOSE_LIMIT;
         while Instant::now() < until {
@@ -593,7 +608,7 @@ fn verify(t: &PageTimings, files: &PageFiles, protocol: &str) -> Result<()> {
 }
 
 /// The client namespace's MPTCP counter of handshakes that came back MP_CAPABLE.
-fn mptcp_capable(tb: &Testbed) -> Result<u64> {
+pub(super) fn mptcp_capable(tb: &Testbed) -> Result<u64> {
     let out = tb
         .command(Side::Client, "cat")
         .arg("/proc/net/netstat")
@@ -609,6 +624,37 @@ fn mptcp_capable(tb: &Testbed) -> Result<u64> {
         }
     }
     bail!("no MPTcpExt MPCapableSYNACKRX counter in the client namespace")
+}
+
+/// The client's counters at the start of a measurement: bytes per radio and, for `mptcp`,
+/// MPTCP handshakes.
+pub(super) struct Traffic {
+    before: Vec<fbdt_emu::PathCounters>,
+    mptcp_before: Option<u64>,
+}
+
+impl Traffic {
+    pub(super) fn start(tb: &Testbed, route: &Route) -> Result<Self> {
+        let mptcp_before = match route {
+            Route::Mptcp => Some(mptcp_capable(tb)?),
+            _ => None,
+        };
+        Ok(Traffic {
+            before: tb.path_counters()?,
+            mptcp_before,
+        })
+    }
+
+    /// Bytes each radio's client end received since `start`, and (`mptcp`) the MPTCP
+    /// connections opened.
+    pub(super) fn end(self, tb: &Testbed) -> Result<(BTreeMap<String, u64>, Option<u64>)> {
+        let per_path = crate::app::received(&self.before, &tb.path_counters()?);
+        let mptcp = match self.mptcp_before {
+            Some(b) => Some(mptcp_capable(tb)?.saturating_sub(b)),
+            None => None,
+        };
+        Ok((per_path, mptcp))
+    }
 }
 
 /// Everything one load needs to know about where it runs.
@@ -630,71 +676,24 @@ fn load_page(
     files: &PageFiles,
     n: usize,
 ) -> Result<(PageTimings, BTreeMap<String, u64>, Option<u64>)> {
-    let profile = plan.work.join(format!("profile-{n}"));
-    let mut cmd = if *plan.route == Route::Mptcp {
-        let mut c = plan.tb.command(Side::Client, "mptcpize");
-        c.args(["run", "chromium"]);
-        c
-    } else {
-        plan.tb.command(Side::Client, "chromium")
+    let extra: Vec<String> = plan
+        .spki_pin
+        .map(|pin| format!("--ignore-certificate-errors-spki-list={pin}"))
+        .into_iter()
+        .collect();
+    let browser = BrowserPlan {
+        tb: plan.tb,
+        route: plan.route,
+        proxy: plan.proxy,
+        work: plan.work,
+        extra: &extra,
     };
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--no-default-browser-check",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-extensions",
-        "--mute-audio",
-        "--window-size=1280,800",
-        "--remote-debugging-pipe",
-    ])
-    .arg(format!("--user-data-dir={}", profile.display()));
-    match plan.proxy {
-        Some(p) => cmd.arg(format!("--proxy-server=socks5://{p}")),
-        None => cmd.arg("--no-proxy-server"),
-    };
-    if let Some(pin) = plan.spki_pin {
-        cmd.arg(format!("--ignore-certificate-errors-spki-list={pin}"));
-    }
-    cmd.arg("about:blank");
-    let log = plan.work.join(format!("chromium-{n}.log"));
-    let result = (|| {
-        let mut cdp = Cdp::launch(cmd, &log)?;
-        let target = cdp.call(None, "Target.createTarget", json!({ "url": "about:blank" }))?;
-        let target = target["targetId"]
-            .as_str()
-            .ok_or_else(|| anyhow!("no targetId"))?
-            .to_string();
-        let attached = cdp.call(
-            None,
-            "Target.attachToTarget",
-            json!({ "targetId": target, "flatten": true }),
-        )?;
-        let session = attached["sessionId"]
-            .as_str()
-            .ok_or_else(|| anyhow!("no sessionId"))?
-            .to_string();
-        let s = Some(session.as_str());
-        cdp.call(s, "Page.enable", json!({}))?;
-        cdp.call(s, "Network.enable", json!({}))?;
-        cdp.call(s, "Network.setCacheDisabled", json!({ "cacheDisabled": true }))?;
-        let mptcp_before = match plan.route {
-            Route::Mptcp => Some(mptcp_capable(plan.tb)?),
-            _ => None,
-        };
-        let before = plan.tb.path_counters()?;
+    with_browser(&browser, n, |cdp, session| {
+        let s = Some(session);
+        let traffic = Traffic::start(plan.tb, plan.route)?;
         let url = format!("{}{}", plan.origin, files.url_path);
         let until = Instant::now() + plan.limit;
-        let nav = cdp.call(s, "Page.navigate", json!({ "url": url }))?;
-        if let Some(e) = nav.get("errorText").and_then(Value::as_str) {
-            bail!("navigating to {url}: {e}");
-        }
-        cdp.event(&session, "Page.loadEventFired", until)
-            .with_context(|| format!("loading {url} within {:?}", plan.limit))?;
+        cdp.open(session, &url, until, plan.limit)?;
         // loadEventEnd is set when the load handlers returned, the paint entry when the
         // compositor reported it: poll for both.
         let mut painted_by = None;
@@ -723,13 +722,82 @@ fn load_page(
             }
             std::thread::sleep(Duration::from_millis(20));
         };
-        let per_path = crate::app::received(&before, &plan.tb.path_counters()?);
-        let mptcp = match mptcp_before {
-            Some(b) => Some(mptcp_capable(plan.tb)?.saturating_sub(b)),
-            None => None,
-        };
-        cdp.close();
+        let (per_path, mptcp) = traffic.end(plan.tb)?;
         Ok((timings, per_path, mptcp))
+    })
+}
+
+/// Where and how one fresh browser runs.
+pub(super) struct BrowserPlan<'a> {
+    pub(super) tb: &'a Testbed,
+    pub(super) route: &'a Route,
+    /// `fbdt`: the SOCKS5 proxy the browser uses.
+    pub(super) proxy: Option<SocketAddr>,
+    /// Where its profile (`profile-<n>`) and log (`chromium-<n>.log`) go.
+    pub(super) work: &'a Path,
+    /// More command-line switches.
+    pub(super) extra: &'a [String],
+}
+
+/// Starts a fresh headless Chromium (new profile; under `mptcpize run` for `mptcp`; through
+/// the proxy for `fbdt`) in the client namespace, opens one page attached over DevTools
+/// (Page domain enabled) and runs `body` with the browser and the page's session; closes
+/// the browser and removes its profile after. An error carries the browser's last log lines.
+pub(super) fn with_browser<T>(
+    plan: &BrowserPlan,
+    n: usize,
+    body: impl FnOnce(&mut Cdp, &str) -> Result<T>,
+) -> Result<T> {
+    let profile = plan.work.join(format!("profile-{n}"));
+    let mut cmd = if *plan.route == Route::Mptcp {
+        let mut c = plan.tb.command(Side::Client, "mptcpize");
+        c.args(["run", "chromium"]);
+        c
+    } else {
+        plan.tb.command(Side::Client, "chromium")
+    };
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-extensions",
+        "--mute-audio",
+        "--window-size=1280,800",
+        "--remote-debugging-pipe",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    match plan.proxy {
+        Some(p) => cmd.arg(format!("--proxy-server=socks5://{p}")),
+        None => cmd.arg("--no-proxy-server"),
+    };
+    cmd.args(plan.extra);
+    cmd.arg("about:blank");
+    let log = plan.work.join(format!("chromium-{n}.log"));
+    let result = (|| {
+        let mut cdp = Cdp::launch(cmd, &log)?;
+        let target = cdp.call(None, "Target.createTarget", json!({ "url": "about:blank" }))?;
+        let target = target["targetId"]
+            .as_str()
+            .ok_or_else(|| anyhow!("no targetId"))?
+            .to_string();
+        let attached = cdp.call(
+            None,
+            "Target.attachToTarget",
+            json!({ "targetId": target, "flatten": true }),
+        )?;
+        let session = attached["sessionId"]
+            .as_str()
+            .ok_or_else(|| anyhow!("no sessionId"))?
+            .to_string();
+        cdp.call(Some(&session), "Page.enable", json!({}))?;
+        let out = body(&mut cdp, &session)?;
+        cdp.close();
+        Ok(out)
     })();
     let _ = std::fs::remove_dir_all(&profile);
     result.map_err(|e: anyhow::Error| {
@@ -744,18 +812,18 @@ fn load_page(
 }
 
 /// The page servers and proxy of one run, and how to stop the HTTP/2 server's thread.
-struct Servers {
+pub(super) struct Servers {
     /// `http://…` (HTTP/1.1) and `https://…` (HTTP/2) origins, where started.
-    h1: Option<String>,
+    pub(super) h1: Option<String>,
     h2: Option<String>,
-    proxy: Option<SocketAddr>,
+    pub(super) proxy: Option<SocketAddr>,
     h2_stop: Option<tokio::sync::oneshot::Sender<()>>,
     h2_thread: Option<std::thread::JoinHandle<fbdt_emu::Result<Result<()>>>>,
 }
 
 impl Servers {
     /// Stops the HTTP/2 server; its error, if it had one.
-    fn stop(&mut self) -> Result<()> {
+    pub(super) fn stop(&mut self) -> Result<()> {
         drop(self.h2_stop.take());
         match self.h2_thread.take().map(|t| t.join()) {
             None | Some(Ok(Ok(Ok(())))) => Ok(()),
@@ -772,16 +840,22 @@ impl Drop for Servers {
     }
 }
 
+/// What to serve, from where, in one run.
+pub(super) struct ServePlan<'a> {
+    pub(super) versions: &'a [Http],
+    /// The fbdt binary, for an `fbdt` scheme.
+    pub(super) fbdt: Option<&'a Path>,
+    /// HTTP/2's certificate.
+    pub(super) identity: Option<&'a super::h2::Identity>,
+    /// The served directory.
+    pub(super) www: &'a Path,
+    /// The run's working directory (logs, the proxy's control socket).
+    pub(super) dir: &'a Path,
+}
+
 /// Starts the page servers `plan`'s versions need (and for `fbdt` the proxy pair) on `tb`.
-fn start_servers(
-    tb: &Testbed,
-    route: &Route,
-    plan: &RunPlan,
-    www: &Path,
-    dir: &Path,
-    identity: &super::h2::Identity,
-    children: &mut Children,
-) -> Result<Servers> {
+pub(super) fn start_servers(tb: &Testbed, route: &Route, plan: &ServePlan, children: &mut Children) -> Result<Servers> {
+    let (www, dir) = (plan.www, plan.dir);
     let paths = tb.paths().to_vec();
     let server_ip = match route {
         Route::Tcp(i) => paths[*i].server_ip,
@@ -827,7 +901,7 @@ fn start_servers(
         let files = super::h2::load_files(www)?;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
         let mptcp = *route == Route::Mptcp;
-        let id = identity.clone();
+        let id = plan.identity.context("HTTP/2 needs a certificate")?.clone();
         servers.h2_stop = Some(stop_tx);
         servers.h2_thread = Some(tb.spawn_in(Side::Server, move || {
             super::h2::serve(H2_PORT, mptcp, &id, files, stop_rx)
@@ -897,6 +971,87 @@ fn run_one(plan: &RunPlan, scheme: &str, seed: u64) -> Result<Vec<Vec<Vec<Browse
         .map(|p| write_page(&www, p, setup.scale, seed))
         .collect::<Result<_>>()?;
     let identity = super::h2::Identity::generate()?;
+    let serve = ServePlan {
+        versions: plan.versions,
+        fbdt: plan.fbdt,
+        identity: Some(&identity),
+        www: &www,
+        dir,
+    };
+    on_testbed(setup, scheme, seed, |tb, children| {
+        let mut srv = start_servers(tb, &route, &serve, children)?;
+        let loads = (|| {
+            let mut out = Vec::new();
+            let mut n = 0;
+            for &http in plan.versions {
+                let load_plan = LoadPlan {
+                    tb,
+                    route: &route,
+                    origin: match http {
+                        Http::H1 => srv.h1.clone(),
+                        Http::H2 => srv.h2.clone(),
+                    }
+                    .expect("started for every version"),
+                    proxy: srv.proxy,
+                    spki_pin: (http == Http::H2).then_some(identity.spki_sha256.as_str()),
+                    work: dir,
+                    limit: plan.limit,
+                };
+                let mut per_page = Vec::new();
+                for (spec, files) in plan.pages.iter().zip(&pages) {
+                    let mut loads = Vec::new();
+                    for load in 0..plan.loads {
+                        if n > 0 {
+                            std::thread::sleep(GAP);
+                        }
+                        let what = format!("page {} HTTP/{} load {}", spec.name, http.label(), load + 1);
+                        plan.bar.set_message(format!("{scheme}, {what}"));
+                        let (t, per_path_bytes, mptcp_connections) =
+                            load_page(&load_plan, files, n).with_context(|| what.clone())?;
+                        n += 1;
+                        children.check(dir)?;
+                        verify(&t, files, http.alpn()).with_context(|| what.clone())?;
+                        if mptcp_connections == Some(0) {
+                            bail!("{what}: the browser opened no MPTCP connection (mptcpize had no effect)");
+                        }
+                        let fcp = t.fcp.expect("polled until present");
+                        let requests = t.resources;
+                        loads.push(BrowserLoad {
+                            seed,
+                            load,
+                            plt_ms: t.load_event_end,
+                            fcp_ms: fcp,
+                            dom_content_loaded_ms: t.dom_content_loaded,
+                            protocol: t.protocol,
+                            resources: requests.len(),
+                            object_bytes: requests.iter().map(|r| r.bytes).sum(),
+                            html_bytes: t.html_bytes,
+                            per_path_bytes,
+                            mptcp_connections,
+                            requests,
+                        });
+                        plan.bar.inc(1);
+                    }
+                    per_page.push(loads);
+                }
+                out.push(per_page);
+            }
+            Ok(out)
+        })();
+        let stopped = srv.stop();
+        loads.and_then(|r| stopped.map(|_| r))
+    })
+}
+
+/// One scheme × seed on a fresh testbed of the scenario: `body` with the testbed and the
+/// children it starts (killed after it returns); the run's fidelity verdict is recorded if
+/// it succeeded.
+pub(super) fn on_testbed<T>(
+    setup: &Setup,
+    scheme: &str,
+    seed: u64,
+    body: impl FnOnce(&Testbed, &mut Children) -> Result<T>,
+) -> Result<T> {
     let mut sc = setup.scenario.clone();
     sc.seed = seed;
     let schedule = sc.schedule(setup.scale)?;
@@ -904,75 +1059,13 @@ fn run_one(plan: &RunPlan, scheme: &str, seed: u64) -> Result<Vec<Vec<Vec<Browse
     let mut tb = Testbed::start(&spec, &TestbedOptions::default()).context("starting the testbed")?;
     tb.play()?;
     let mut children = Children(Vec::new());
-    let mut servers = None;
-    let result = (|| {
-        let srv = servers.insert(start_servers(&tb, &route, plan, &www, dir, &identity, &mut children)?);
-        let mut out = Vec::new();
-        let mut n = 0;
-        for &http in plan.versions {
-            let load_plan = LoadPlan {
-                tb: &tb,
-                route: &route,
-                origin: match http {
-                    Http::H1 => srv.h1.clone(),
-                    Http::H2 => srv.h2.clone(),
-                }
-                .expect("started for every version"),
-                proxy: srv.proxy,
-                spki_pin: (http == Http::H2).then_some(identity.spki_sha256.as_str()),
-                work: dir,
-                limit: plan.limit,
-            };
-            let mut per_page = Vec::new();
-            for (spec, files) in plan.pages.iter().zip(&pages) {
-                let mut loads = Vec::new();
-                for load in 0..plan.loads {
-                    if n > 0 {
-                        std::thread::sleep(GAP);
-                    }
-                    let what = format!("page {} HTTP/{} load {}", spec.name, http.label(), load + 1);
-                    plan.bar.set_message(format!("{scheme}, {what}"));
-                    let (t, per_path_bytes, mptcp_connections) =
-                        load_page(&load_plan, files, n).with_context(|| what.clone())?;
-                    n += 1;
-                    children.check(dir)?;
-                    verify(&t, files, http.alpn()).with_context(|| what.clone())?;
-                    if mptcp_connections == Some(0) {
-                        bail!("{what}: the browser opened no MPTCP connection (mptcpize had no effect)");
-                    }
-                    let fcp = t.fcp.expect("polled until present");
-                    let requests = t.resources;
-                    loads.push(BrowserLoad {
-                        seed,
-                        load,
-                        plt_ms: t.load_event_end,
-                        fcp_ms: fcp,
-                        dom_content_loaded_ms: t.dom_content_loaded,
-                        protocol: t.protocol,
-                        resources: requests.len(),
-                        object_bytes: requests.iter().map(|r| r.bytes).sum(),
-                        html_bytes: t.html_bytes,
-                        per_path_bytes,
-                        mptcp_connections,
-                        requests,
-                    });
-                    plan.bar.inc(1);
-                }
-                per_page.push(loads);
-            }
-            out.push(per_page);
-        }
-        Ok(out)
-    })();
-    let stopped = servers.as_mut().map_or(Ok(()), Servers::stop);
+    let result = body(&tb, &mut children);
     drop(children);
     let fidelity = tb.fidelity();
     tb.stop();
-    let loads = result
-        .and_then(|r| stopped.map(|_| r))
-        .with_context(|| format!("scheme {scheme}, seed {seed}"))?;
+    let out = result.with_context(|| format!("scheme {scheme}, seed {seed}"))?;
     setup.record_fidelity(scheme, seed, fidelity);
-    Ok(loads)
+    Ok(out)
 }
 
 /// `workload web --backend emu --browser chromium`.

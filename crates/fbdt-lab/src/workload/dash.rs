@@ -124,6 +124,8 @@ pub struct DashResult {
     pub scheme: String,
     /// Means over seeds.
     pub qoe_lin: f64,
+    /// QoE_lin ÷ chunks (Pensieve's average per chunk).
+    pub qoe_lin_per_chunk: f64,
     pub rebuffer_ratio: f64,
     pub rebuffer_s: f64,
     pub startup_s: f64,
@@ -170,6 +172,7 @@ pub fn run(setup: &Setup, args: &WorkloadArgs) -> Result<Vec<DashResult>> {
             DashResult {
                 scheme: items[k * n].0.to_string(),
                 qoe_lin: mean(0),
+                qoe_lin_per_chunk: mean(0) / chunks.max(1) as f64,
                 rebuffer_ratio: mean(1),
                 rebuffer_s: mean(2),
                 startup_s: mean(3),
@@ -182,14 +185,21 @@ pub fn run(setup: &Setup, args: &WorkloadArgs) -> Result<Vec<DashResult>> {
         "adaptive streaming (throughput rule, {chunks} × {CHUNK_S}-s chunks), scenario {} (scale {}, {n} seeds)",
         setup.scenario.name, setup.scale
     );
+    print_table(&results);
+    Ok(results)
+}
+
+/// The summary rows, one per scheme, as both players print them.
+pub fn print_table<'a>(rows: impl IntoIterator<Item = &'a DashResult>) {
     println!(
-        "{:<26} {:>9} {:>9} {:>10} {:>9} {:>9}",
-        "scheme", "QoE_lin", "rebuf %", "Mbit/s", "startup", "switches"
+        "{:<26} {:>9} {:>9} {:>9} {:>10} {:>9} {:>9}",
+        "scheme", "QoE/chunk", "QoE_lin", "rebuf %", "Mbit/s", "startup", "switches"
     );
-    for r in &results {
+    for r in rows {
         println!(
-            "{:<26} {:>9.2} {:>9.2} {:>10.0} {:>9.3} {:>9.1}",
+            "{:<26} {:>9.2} {:>9.2} {:>9.2} {:>10.1} {:>9.3} {:>9.1}",
             r.scheme,
+            r.qoe_lin_per_chunk,
             r.qoe_lin,
             r.rebuffer_ratio * 100.0,
             r.bitrate_mbps,
@@ -197,7 +207,6 @@ pub fn run(setup: &Setup, args: &WorkloadArgs) -> Result<Vec<DashResult>> {
             r.switches
         );
     }
-    Ok(results)
 }
 
 #[cfg(test)]

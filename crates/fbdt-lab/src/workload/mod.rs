@@ -5,6 +5,7 @@
 
 pub(crate) mod browser;
 pub(crate) mod dash;
+pub(crate) mod dash_browser;
 mod driver;
 mod emu;
 pub(crate) mod file;
@@ -38,7 +39,8 @@ pub enum Kind {
     Web,
     /// Q3: the paper's progressive 8K player (1-s GoPs, circular buffer, pauses, PSNR).
     Progressive,
-    /// Q3b: adaptive streaming (throughput rule), QoE_lin and rebuffering.
+    /// Q3b: adaptive streaming (throughput rule; with --browser dash.js), QoE_lin and
+    /// rebuffering.
     Dash,
     /// Q4: 360° tiled video, FIX vs viewport-optimised tiles.
     Vr,
@@ -106,11 +108,15 @@ pub struct WorkloadArgs {
     /// web: pages (msn, cnn, amazon, facebook, median).
     #[arg(long, value_delimiter = ',', default_value = "msn,cnn,amazon,facebook,median")]
     pub pages: Vec<String>,
-    /// web --backend emu: load real pages with this browser (headless Chromium through
-    /// each scheme, metrics from the browser; docs/workloads.md) instead of the synthetic
-    /// object client.
+    /// web, dash with --backend emu: load real pages, or play a real DASH ladder with
+    /// dash.js, in this browser (headless Chromium through each scheme, metrics from the
+    /// browser; docs/workloads.md) instead of the synthetic client.
     #[arg(long, value_enum)]
     pub browser: Option<browser::Browser>,
+    /// dash --browser: dash.js's ABR rule (default bola). The simulator's player has the
+    /// throughput rule only.
+    #[arg(long, value_enum)]
+    pub abr: Option<dash_browser::Abr>,
     /// web: HTTP versions (default both): modelled (1.1 = six connections, 2 = one), or
     /// with --browser served for real (1.1: python3 http.server; 2: h2 over TLS).
     #[arg(long, value_delimiter = ',')]
@@ -149,8 +155,13 @@ pub struct RunFidelity {
 
 impl Setup {
     pub(crate) fn new(args: &WorkloadArgs) -> Result<Self> {
-        if args.browser.is_some() && (args.kind != Kind::Web || args.backend != Backend::Emu) {
-            bail!("--browser loads real pages on the testbed: it goes with `workload web --backend emu`");
+        if args.browser.is_some() && (!matches!(args.kind, Kind::Web | Kind::Dash) || args.backend != Backend::Emu) {
+            bail!("--browser loads real pages or video on the testbed: it goes with `workload web|dash --backend emu`");
+        }
+        if args.abr.is_some_and(|a| a != dash_browser::Abr::Throughput)
+            && (args.kind != Kind::Dash || args.browser.is_none())
+        {
+            bail!("--abr bola|dynamic is dash.js's: it goes with `workload dash --backend emu --browser chromium`");
         }
         if args.repeat == 0 || args.repeat > 1000 {
             bail!("--repeat must be in 1..=1000");
@@ -383,6 +394,9 @@ pub fn run(args: WorkloadArgs) -> Result<()> {
         },
         Kind::Progressive => emit(&args, &setup, progressive::run(&setup, &args)?),
         Kind::Vr => emit(&args, &setup, vr::run(&setup, &args)?),
-        Kind::Dash => emit(&args, &setup, dash::run(&setup, &args)?),
+        Kind::Dash => match args.browser {
+            Some(b) => emit(&args, &setup, dash_browser::run(&setup, &args, b)?),
+            None => emit(&args, &setup, dash::run(&setup, &args)?),
+        },
     }
 }
