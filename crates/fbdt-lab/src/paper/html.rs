@@ -267,8 +267,9 @@ fn workloads(h: &mut String, w: &super::workloads::WorkloadSection) {
         w.wall_s,
         if w.backend == "emu" && w.web_browser.is_some() {
             "On the testbed: MPTCP = the kernel's, sizes and rates × the host's calibrated scale \
-             (rows name the nominal ones), web pages loaded by headless Chromium; a table with a run \
-             the monitors flagged counts in no claim."
+             (rows name the nominal ones), web pages loaded by headless Chromium (and adaptive video \
+             played by dash.js in it when installed, see the dash tables' metric); a table with a \
+             run the monitors flagged counts in no claim."
         } else if w.backend == "emu" {
             "On the testbed: MPTCP = the kernel's, sizes and rates × the host's calibrated scale \
              (rows name the nominal ones), web pages by the synthetic page driver (Chromium or \

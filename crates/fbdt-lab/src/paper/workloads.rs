@@ -40,6 +40,10 @@ pub struct WorkloadSection {
     /// absent (the synthetic page driver).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub web_browser: Option<String>,
+    /// What played the adaptive video: `dash.js <version> (BOLA) in chromium` on the testbed
+    /// when both are installed, else absent (the in-repo player).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dash_player: Option<String>,
     pub tables: Vec<Table>,
     /// Where FBDT is not the best scheme of a row, said plainly.
     pub fbdt_behind: Vec<String>,
@@ -114,7 +118,11 @@ fn args(kind: Kind, scenario: &str, quick: bool, backend: Backend) -> WorkloadAr
             .to_vec(),
         http: vec!["1.1".into(), "2".into()],
         page_loads: 3,
-        browser: (kind == Kind::Web && emu && chromium_available()).then_some(Browser::Chromium),
+        browser: match kind {
+            Kind::Web => (emu && chromium_available()).then_some(Browser::Chromium),
+            Kind::Dash => (emu && chromium_available() && dashjs_available()).then_some(Browser::Chromium),
+            _ => None,
+        },
         abr: None,
     }
 }
@@ -125,6 +133,11 @@ fn chromium_available() -> bool {
     ["chromium", "python3", "mptcpize"]
         .iter()
         .all(|p| workload::browser::on_path(p))
+}
+
+/// dash.js, as `workload dash --browser chromium` finds it.
+fn dashjs_available() -> bool {
+    workload::dash_browser::dashjs_path().is_file()
 }
 
 /// Runs every workload over `scenarios` (the paper's: [`SCENARIOS`]) on `backend`;
@@ -154,6 +167,9 @@ pub fn run(scenarios: &[String], quick: bool, backend: Backend, progress: &dyn F
     let web_browser = args(Kind::Web, "los", quick, backend)
         .browser
         .map(|_| "chromium".to_string());
+    let dash_player = args(Kind::Dash, "los", quick, backend)
+        .browser
+        .map(|_| format!("dash.js {} (BOLA) in chromium", workload::dash_browser::DASHJS_VERSION));
     Ok(WorkloadSection {
         backend: match backend {
             Backend::Sim => "sim".into(),
@@ -167,6 +183,7 @@ pub fn run(scenarios: &[String], quick: bool, backend: Backend, progress: &dyn F
         radio: RADIO.into(),
         video_s: probe.video_s,
         web_browser,
+        dash_player,
         fbdt_behind: fbdt_behind(&tables),
         tables,
         wall_s: started.elapsed().as_secs_f64(),
@@ -307,12 +324,25 @@ fn table(setup: &Setup, a: &WorkloadArgs) -> Result<Table> {
             "progressive 8K: share of viewing time paused (%) and PSNR (dB)"
         }
         Kind::Dash => {
-            for r in workload::dash::run(setup, a)? {
+            let (results, metric) = match a.browser {
+                Some(browser) => (
+                    workload::dash_browser::run(setup, a, browser)?
+                        .into_iter()
+                        .map(|r| r.summary)
+                        .collect(),
+                    "adaptive video, dash.js (BOLA) in headless Chromium: QoE_lin, rebuffering, mean bitrate",
+                ),
+                None => (
+                    workload::dash::run(setup, a)?,
+                    "adaptive video (throughput rule): QoE_lin, rebuffering, mean bitrate",
+                ),
+            };
+            for r in results {
                 put("QoE_lin".into(), &r.scheme, Some(r.qoe_lin), None);
                 put("rebuffer %".into(), &r.scheme, Some(r.rebuffer_ratio * 100.0), None);
                 put("bitrate Mbit/s".into(), &r.scheme, Some(r.bitrate_mbps), None);
             }
-            "adaptive video (throughput rule): QoE_lin, rebuffering, mean bitrate"
+            metric
         }
         Kind::Vr => {
             for r in workload::vr::run(setup, a)? {
