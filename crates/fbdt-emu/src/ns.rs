@@ -120,6 +120,26 @@ pub fn if_counters(ns: &str) -> Result<Vec<(String, IfCounters)>> {
     Ok(parse_proc_net_dev(&text))
 }
 
+/// TCP segments the kernel of namespace `ns` has retransmitted since it was created
+/// (`Tcp: RetransSegs` of /proc/net/snmp): every TCP connection of the namespace, so MPTCP
+/// subflows and FBDT's per-path connections count alike.
+pub fn tcp_retransmitted_segments(ns: &str) -> Result<u64> {
+    let text = run_in(ns, || std::fs::read_to_string("/proc/thread-self/net/snmp"))?
+        .map_err(Error::file(format!("/proc/net/snmp in {ns}")))?;
+    snmp_value(&text, "Tcp", "RetransSegs")
+        .ok_or_else(|| Error::Emulator(format!("no Tcp RetransSegs in /proc/net/snmp of {ns}")))
+}
+
+/// A counter of /proc/net/snmp: a `Proto: names…` line followed by `Proto: values…`.
+pub(crate) fn snmp_value(text: &str, proto: &str, name: &str) -> Option<u64> {
+    let prefix = format!("{proto}:");
+    let mut lines = text.lines().filter(|l| l.starts_with(&prefix));
+    let names = lines.next()?;
+    let values = lines.next()?;
+    let col = names.split_whitespace().position(|n| n == name)?;
+    values.split_whitespace().nth(col)?.parse().ok()
+}
+
 pub(crate) fn parse_proc_net_dev(text: &str) -> Vec<(String, IfCounters)> {
     let mut v = Vec::new();
     for line in text.lines().skip(2) {
@@ -225,6 +245,17 @@ pub fn privileged() -> std::result::Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_a_counter_of_proc_net_snmp() {
+        let text = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+                    Tcp: RtoAlgorithm ActiveOpens RetransSegs InErrs\nTcp: 1 12 345 0\n\
+                    Udp: InDatagrams\nUdp: 7\n";
+        assert_eq!(snmp_value(text, "Tcp", "RetransSegs"), Some(345));
+        assert_eq!(snmp_value(text, "Udp", "InDatagrams"), Some(7));
+        assert_eq!(snmp_value(text, "Tcp", "Nope"), None);
+        assert_eq!(snmp_value("", "Tcp", "RetransSegs"), None);
+    }
 
     #[test]
     fn parses_proc_net_dev() {

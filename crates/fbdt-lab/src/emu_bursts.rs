@@ -20,7 +20,6 @@
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -124,8 +123,9 @@ pub struct BurstStats {
     /// retransmissions) ÷ what the path's scheduled rate carried while the counters ran
     /// (from the schedule's start through connecting, the bursts, their gaps and the drain).
     pub link_utilisation: BTreeMap<String, f64>,
-    /// The senders' kernel TCP retransmissions (`tcpi_total_retrans`, summed over flows);
-    /// None where not measured (MPTCP: TCP_INFO describes one subflow; FBDT sessions).
+    /// TCP segments the server namespace's kernel retransmitted during the bursts
+    /// (`RetransSegs`): the flows' own for TCP and COTAG, every subflow's for MPTCP, every
+    /// path connection's for FBDT; None if the counter could not be read.
     pub tcp_retransmissions: Option<u64>,
     /// Every flow of every repetition arrived whole (bytes and SHA-256 equal).
     pub flows_intact: bool,
@@ -213,66 +213,13 @@ pub struct BurstRun {
     pub stats: BurstStats,
 }
 
-/// A flow's stream: kernel sockets can tell their retransmissions.
-trait Flow: AsyncRead + AsyncWrite + Unpin + Send + 'static {
-    fn retransmissions(&self) -> Option<u32>;
-}
+/// A flow's stream: a kernel TCP or MPTCP socket, or an FBDT session.
+trait Flow: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
 
-impl Flow for tokio::net::TcpStream {
-    fn retransmissions(&self) -> Option<u32> {
-        cotag_net::transfer::total_retrans_of(self.as_raw_fd())
-    }
-}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Flow for T {}
 
-/// An MPTCP socket: TCP_INFO would describe one subflow only, so not counted.
-struct Mptcp(tokio::net::TcpStream);
-
-impl Flow for Mptcp {
-    fn retransmissions(&self) -> Option<u32> {
-        None
-    }
-}
-
-impl AsyncRead for Mptcp {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Mptcp {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
-    }
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_flush(cx)
-    }
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
-    }
-}
-
-impl Flow for fbdt_net::Session {
-    fn retransmissions(&self) -> Option<u32> {
-        None
-    }
-}
-
-/// What a sender wrote: bytes, SHA-256, retransmissions.
-type Sent = (u64, String, Option<u32>);
+/// What a sender wrote: bytes, SHA-256.
+type Sent = (u64, String);
 /// What a receiver read: bytes, SHA-256.
 type Got = (u64, String);
 
@@ -290,6 +237,8 @@ pub fn run(
 ) -> Result<BurstRun> {
     let (start_tx, start_rx) = oneshot::channel::<Instant>();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel::<Vec<SocketAddr>>();
+    let retransmitted = || fbdt_emu::ns::tcp_retransmitted_segments(tb.netns(Side::Server)).ok();
+    let retrans_before = retransmitted();
     let (server, client) = match transport {
         Transport::Kernel(proto, path) => {
             let p = &tb.paths()[*path];
@@ -339,19 +288,26 @@ pub fn run(
         (Err(c), Err(s)) => return Err(c.context(format!("the server: {s:#}"))),
     };
     let sent = server_out.context("the burst server")?;
-    finish(samples, &got, &sent, plan, tb.spec().scale)
+    let retrans = retransmitted().zip(retrans_before).map(|(a, b)| a.saturating_sub(b));
+    finish(samples, &got, &sent, retrans, plan, tb.spec().scale)
 }
 
 /// Checks every flow's bytes and computes the metrics.
-fn finish(samples: Vec<(f64, u64)>, got: &[Got], sent: &[Sent], plan: Plan, scale: f64) -> Result<BurstRun> {
+fn finish(
+    samples: Vec<(f64, u64)>,
+    got: &[Got],
+    sent: &[Sent],
+    retrans: Option<u64>,
+    plan: Plan,
+    scale: f64,
+) -> Result<BurstRun> {
     let mut intact = got.len() == sent.len();
-    for (i, ((g, gh), (s, sh, _))) in got.iter().zip(sent).enumerate() {
+    for (i, ((g, gh), (s, sh))) in got.iter().zip(sent).enumerate() {
         if g > s || (g == s && gh != sh) {
             bail!("flow {i} arrived corrupted ({g} of {s} bytes, hashes differ)");
         }
         intact &= g == s;
     }
-    let retrans = sent.iter().map(|s| s.2.map(u64::from)).sum::<Option<u64>>();
     let volume = (PAPER_VOLUME_BITS * scale / 8.0).round() as u64;
     let (burst_mbps, to_volume) = burst_metrics(&samples, &plan, volume);
     let series: Vec<(f64, u64)> = samples
@@ -413,10 +369,7 @@ fn kernel_ends<'a>(
                 let _ = fbdt_emu::stamp::set_notsent_lowat(&s, NOTSENT_LOWAT);
                 flows.push(s);
             }
-            match proto {
-                Proto::Tcp => send_all(flows, start_rx, plan, seed).await,
-                Proto::Mptcp => send_all(flows.into_iter().map(Mptcp).collect(), start_rx, plan, seed).await,
-            }
+            send_all(flows, start_rx, plan, seed).await
         })
     })?;
     let client: ClientFn<'a> = Box::new(move |addrs: Vec<SocketAddr>| {
@@ -552,16 +505,11 @@ async fn send_flow<S: Flow>(mut s: S, t0: Instant, plan: Plan, seed: u64) -> Res
             }
         }
     }
-    let retrans = s.retransmissions();
     let _ = tokio::time::timeout(DRAIN_LIMIT, s.shutdown()).await;
     // Wait for the reader's close so the last bytes are acknowledged before the socket goes.
     let mut rest = [0u8; 64];
     let _ = tokio::time::timeout(DRAIN_LIMIT, s.read(&mut rest)).await;
-    let retrans = match (retrans, s.retransmissions()) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
-    Ok((sent, hex(&hash.finalize()), retrans))
+    Ok((sent, hex(&hash.finalize())))
 }
 
 /// The client: sets the common start, reads every flow, samples the total every 10 ms.

@@ -60,6 +60,8 @@ fn ten_flows_arrive_whole_through_every_kind_of_scheme() {
         let m = bursts[0].as_f64().unwrap();
         assert!(m > 0.0 && m < ceiling, "{}: {m} Mbit/s", r["scheme"]);
         assert_eq!(b["volume_bytes"], (5e9 * scale / 8.0) as u64);
+        // Counted in the server's namespace, so for every kind of scheme.
+        assert!(b["tcp_retransmissions"].as_u64().is_some(), "{r}");
         for (path, u) in b["link_utilisation"].as_object().unwrap() {
             let u = u.as_f64().unwrap();
             assert!((0.0..1.1).contains(&u), "{} {path}: {u}", r["scheme"]);
