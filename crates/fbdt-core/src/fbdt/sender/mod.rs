@@ -211,8 +211,8 @@ pub struct FbdtSender {
     /// and every poll that sent or changed something. A remembered idle poll (`IdlePoll`)
     /// holds only while it stays the same.
     changes: u64,
-    /// The last `poll_timeout` answer, with the `changes` and `checked_until` it was for.
-    timeout_memo: Cell<Option<((u64, Instant), Option<Instant>)>>,
+    /// The last `poll_timeout` answer, with the `changes` it was for.
+    timeout_memo: Cell<Option<(u64, Option<Instant>)>>,
 }
 
 impl FbdtSender {
@@ -428,18 +428,19 @@ impl SchemeSender for FbdtSender {
         self.transmit(path, room, now, out)
     }
 
-    /// Depends only on the sender's state and `checked_until`: asked again with neither
-    /// changed (a driver asks at every event), the last answer is given.
+    /// The earliest of the sender's state's deadlines that lies past `checked_until`. A
+    /// driver asks at every event, mostly with nothing changed but `checked_until` (every
+    /// poll moves it to now): while that has not reached the last answer, the answer is
+    /// the same.
     fn poll_timeout(&self) -> Option<Instant> {
-        let key = (self.changes, self.checked_until);
         match self.timeout_memo.get() {
-            Some((k, next)) if k == key => {
+            Some((changes, next)) if changes == self.changes && next.is_none_or(|t| t > self.checked_until) => {
                 debug_assert_eq!(next, self.next_timeout(), "poll_timeout changed with no change counted");
                 next
             }
             _ => {
                 let next = self.next_timeout();
-                self.timeout_memo.set(Some((key, next)));
+                self.timeout_memo.set(Some((self.changes, next)));
                 next
             }
         }
