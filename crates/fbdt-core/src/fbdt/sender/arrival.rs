@@ -127,11 +127,11 @@ impl FbdtSender {
         Some((((mine - first) * rate) as u64).saturating_sub(unsent))
     }
 
-    fn paths_flowing_besides(&self, p: PathId) -> Vec<PathId> {
+    /// Lazily, in path order: this runs at every poll of every path, so no `Vec`.
+    fn paths_flowing_besides(&self, p: PathId) -> impl Iterator<Item = PathId> + '_ {
         (0..self.paths.len())
             .map(|i| PathId(i as u8))
-            .filter(|&q| q != p && self.paths[q.index()].flows())
-            .collect()
+            .filter(move |&q| q != p && self.paths[q.index()].flows())
     }
 
     /// Whether a byte handed to `p` now arrives no later than `others` would deliver it

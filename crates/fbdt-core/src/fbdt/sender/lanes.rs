@@ -78,6 +78,12 @@ impl FbdtSender {
             .find_map(|pos| self.free_end(p, pos).map(|at| (pos, at)))
             .or_else(|| self.split_for(p));
         let Some((pos, at)) = found else {
+            // Nothing written beyond the windows (the direction that only carries
+            // requests, mostly): `load_ahead` and `load_window` would load nothing, so
+            // their arrival estimates are not worth making at every poll.
+            if !self.has_data_to_load() {
+                return false;
+            }
             self.load_ahead(p, now);
             return self.new_window_in_time(p) && self.load_window(p, now);
         };

@@ -26,6 +26,7 @@ mod tests;
 mod transmit;
 mod window;
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 use super::config::FbdtConfig;
@@ -111,6 +112,24 @@ struct PathTx {
     last_progress: Instant,
     stalled: bool,
     est: PathEstimate,
+    /// The last poll of this path found nothing to send and changed nothing.
+    idle: Option<IdlePoll>,
+}
+
+/// A poll that sent nothing and changed nothing: the next poll of the path sends nothing
+/// either while the sender is unchanged (`changes`), the driver offers less than
+/// `room_needed` bytes, and `until` (a redundancy deadline) has not come.
+#[derive(Clone, Copy, Debug)]
+struct IdlePoll {
+    changes: u64,
+    room_needed: usize,
+    until: Option<Instant>,
+}
+
+impl IdlePoll {
+    fn holds(&self, changes: u64, room: usize, now: Instant) -> bool {
+        self.changes == changes && room < self.room_needed && self.until.is_none_or(|t| now < t)
+    }
 }
 
 /// A copy a path was handed and has not delivered yet.
@@ -138,6 +157,7 @@ impl PathTx {
             last_progress: Instant::ZERO,
             stalled: false,
             est: PathEstimate::new(),
+            idle: None,
         }
     }
     fn in_flight(&self) -> u64 {
@@ -187,6 +207,12 @@ pub struct FbdtSender {
     /// Paths that became stalled and were not yet reported (at most one entry per path).
     newly_stalled: VecDeque<PathId>,
     stats: SenderStats,
+    /// Counts the changes a poll depends on: every input (ACK, write, path event, timeout)
+    /// and every poll that sent or changed something. A remembered idle poll (`IdlePoll`)
+    /// holds only while it stays the same.
+    changes: u64,
+    /// The last `poll_timeout` answer, with the `changes` it was for.
+    timeout_memo: Cell<Option<(u64, Option<Instant>)>>,
 }
 
 impl FbdtSender {
@@ -220,11 +246,14 @@ impl FbdtSender {
             failed: VecDeque::new(),
             newly_stalled: VecDeque::new(),
             stats: SenderStats::default(),
+            changes: 0,
+            timeout_memo: Cell::new(None),
         }
     }
 
     fn ensure_path(&mut self, p: PathId) {
         while self.paths.len() <= p.index() {
+            self.changes += 1;
             self.paths.push(PathTx::new());
             self.stats.per_path_bytes_sent.push(0);
         }
@@ -265,6 +294,7 @@ impl FbdtSender {
 impl SchemeSender for FbdtSender {
     /// The peer's receive buffer, learnt from its HELLO: the initial flow-control limit.
     fn set_peer_recv_buffer(&mut self, bytes: u64) {
+        self.changes += 1;
         self.right_edge = self.right_edge.max(bytes);
     }
 
@@ -280,6 +310,7 @@ impl SchemeSender for FbdtSender {
     }
 
     fn handle_frame(&mut self, path: PathId, frame: &Frame<'_>, now: Instant) -> Result<(), ProtocolError> {
+        self.changes += 1;
         match frame {
             Frame::Ack(a) => self.on_ack(path, a, now),
             _ => Err(ProtocolError::Unexpected {
@@ -303,6 +334,7 @@ impl SchemeSender for FbdtSender {
     }
 
     fn finish(&mut self) {
+        self.changes += 1;
         self.finished = true;
     }
 
@@ -319,6 +351,7 @@ impl SchemeSender for FbdtSender {
     }
 
     fn set_path_epoch(&mut self, path: PathId, epoch: u32) {
+        self.changes += 1;
         self.ensure_path(path);
         self.paths[path.index()].next_epoch = Some(epoch);
     }
@@ -326,6 +359,7 @@ impl SchemeSender for FbdtSender {
     /// A new connection epoch restarts the path's counters at 0 on both ends; the same
     /// epoch again (a driver that numbers no connections) continues them as before.
     fn path_up(&mut self, path: PathId, now: Instant) {
+        self.changes += 1;
         self.ensure_path(path);
         let t = &self.paths[path.index()];
         let epoch = t.next_epoch.unwrap_or(t.epoch);
@@ -351,6 +385,7 @@ impl SchemeSender for FbdtSender {
     }
 
     fn path_down(&mut self, path: PathId, _now: Instant) {
+        self.changes += 1;
         self.ensure_path(path);
         let t = &mut self.paths[path.index()];
         t.alive = false;
@@ -375,7 +410,14 @@ impl SchemeSender for FbdtSender {
 
     fn path_stats(&mut self, path: PathId, stats: PathStats) {
         self.ensure_path(path);
-        self.paths[path.index()].est.driver = stats;
+        // A driver may report at every event; the same report again changes nothing (bit
+        // for bit: a rate of -0.0 is not 0.0 to every formula).
+        let driver = &mut self.paths[path.index()].est.driver;
+        let bits = |s: &PathStats| (s.srtt, s.delivery_rate_bps.map(f64::to_bits), s.cwnd_bytes);
+        if bits(driver) != bits(&stats) {
+            *driver = stats;
+            self.changes += 1;
+        }
     }
 
     fn poll_transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut Vec<u8>) -> usize {
@@ -386,7 +428,43 @@ impl SchemeSender for FbdtSender {
         self.transmit(path, room, now, out)
     }
 
+    /// The earliest of the sender's state's deadlines that lies past `checked_until`. A
+    /// driver asks at every event, mostly with nothing changed but `checked_until` (every
+    /// poll moves it to now): while that has not reached the last answer, the answer is
+    /// the same.
     fn poll_timeout(&self) -> Option<Instant> {
+        match self.timeout_memo.get() {
+            Some((changes, next)) if changes == self.changes && next.is_none_or(|t| t > self.checked_until) => {
+                debug_assert_eq!(next, self.next_timeout(), "poll_timeout changed with no change counted");
+                next
+            }
+            _ => {
+                let next = self.next_timeout();
+                self.timeout_memo.set(Some((self.changes, next)));
+                next
+            }
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.changes += 1;
+        self.checked_until = self.checked_until.max(now);
+        self.update_stalls(now);
+    }
+
+    fn stats(&self) -> SenderStats {
+        self.stats.clone()
+    }
+
+    fn poll_stalled_path(&mut self) -> Option<PathId> {
+        self.newly_stalled.pop_front()
+    }
+}
+
+impl FbdtSender {
+    /// [`SchemeSender::poll_timeout`], worked out: the earliest redundancy deadline not yet
+    /// handled and the earliest stall check of a path with data in flight.
+    fn next_timeout(&self) -> Option<Instant> {
         let alive = self.alive_mask();
         let mut next: Option<Instant> = None;
         let mut consider = |t: Instant| {
@@ -412,18 +490,5 @@ impl SchemeSender for FbdtSender {
             }
         }
         next
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        self.checked_until = self.checked_until.max(now);
-        self.update_stalls(now);
-    }
-
-    fn stats(&self) -> SenderStats {
-        self.stats.clone()
-    }
-
-    fn poll_stalled_path(&mut self) -> Option<PathId> {
-        self.newly_stalled.pop_front()
     }
 }

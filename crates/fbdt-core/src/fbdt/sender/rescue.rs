@@ -7,6 +7,18 @@ use crate::fbdt::layout::{Deadlines, Window};
 use crate::path::PathId;
 use crate::time::{Duration, Instant};
 
+/// Which windows a rescue scan looks into (`FbdtSender::rescue_scope`).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum RescueScope {
+    /// Every window with unacknowledged segments.
+    All { rescue_stalled: bool },
+    /// The head window: its redundancy deadline passed.
+    Head,
+    /// None, and — unless the sender's state changes — none before `until` (the head
+    /// window's earliest redundancy deadline; never if None).
+    Nothing { until: Option<Instant> },
+}
+
 impl FbdtSender {
     /// How long until a segment handed to `p` now is acknowledged: the bytes queued ahead of
     /// it at the path's delivery rate, plus its RTT and the receiver's ACK delay — and never
@@ -123,6 +135,39 @@ impl FbdtSender {
         }
     }
 
+    /// Which windows `rescue_segment` looks into at `now`: every window with unacknowledged
+    /// segments while a rescue may be needed anywhere (flow control blocks, a holder died,
+    /// a holder stalled while `p` flows), else the head window once its earliest
+    /// redundancy deadline has passed, else none.
+    pub(super) fn rescue_scope(&self, p: PathId, now: Instant) -> RescueScope {
+        // A stalled path (no progress for several RTTs: a blockage, an outage) keeps its
+        // copies until it recovers; a flowing path re-sends them now, so one blocked radio
+        // never holds the stream. A stalled requester rescues nothing.
+        let rescue_stalled =
+            self.flowing_mask() & p.bit() != 0 && self.paths.iter().any(|t| t.stalled && t.in_flight() > 0);
+        if self.flow_blocked || self.dead_holders || rescue_stalled {
+            return RescueScope::All { rescue_stalled };
+        }
+        // Redundancy looks at the head window only (flow control does not block here).
+        let Some(head) = self
+            .windows
+            .front()
+            .filter(|w| w.unacked > 0 && self.redundancy_allowed())
+        else {
+            return RescueScope::Nothing { until: None };
+        };
+        match self.deadlines(head, self.alive_mask()).earliest {
+            Some(t) if t <= now => RescueScope::Head,
+            until => RescueScope::Nothing { until },
+        }
+    }
+
+    /// `rescue_segment_in` with the scope worked out.
+    #[cfg(test)]
+    pub(super) fn rescue_segment(&self, p: PathId, now: Instant) -> Option<(u64, Resend)> {
+        self.rescue_segment_in(self.rescue_scope(p, now), p, now)
+    }
+
     /// A segment `p` should re-send now, lowest first, and why.
     ///
     /// Rescue (never capped): the copy's holders all died, or all stalled while `p` flows,
@@ -131,20 +176,21 @@ impl FbdtSender {
     /// the delivered bytes): a copy past its deadline, only in the head window (the one
     /// the in-order point is in) or in any window while flow control blocks, and only if
     /// its holder has stopped moving or `p` is expected to deliver it sooner.
-    pub(super) fn rescue_segment(&self, p: PathId, now: Instant) -> Option<(u64, Resend)> {
+    ///
+    /// `scope` is `p`'s [`FbdtSender::rescue_scope`] at `now` (worked out once per poll).
+    pub(super) fn rescue_segment_in(&self, scope: RescueScope, p: PathId, now: Instant) -> Option<(u64, Resend)> {
+        let (windows, rescue_stalled) = match scope {
+            RescueScope::Nothing { .. } => return None,
+            RescueScope::Head => (1, false),
+            RescueScope::All { rescue_stalled } => (self.windows.len(), rescue_stalled),
+        };
         let alive = self.alive_mask();
         let flowing = self.flowing_mask();
         let mine = now + self.delivery_delay(p);
-        // A stalled path (no progress for several RTTs: a blockage, an outage) keeps its
-        // copies until it recovers; a flowing path re-sends them now, so one blocked radio
-        // never holds the stream. A stalled requester rescues nothing.
-        let rescue_stalled = flowing & p.bit() != 0 && self.paths.iter().any(|t| t.stalled && t.in_flight() > 0);
         let may_resend = self.redundancy_allowed();
         let head = self.windows.front().map(|w| w.id);
-        let any_window = self.flow_blocked || self.dead_holders || rescue_stalled;
         let redundant_here = |w: &Window| may_resend && (self.flow_blocked || Some(w.id) == head);
-        let due = |w: &Window| redundant_here(w) && self.deadlines(w, alive).earliest.is_some_and(|t| t <= now);
-        for w in self.windows.iter().filter(|w| w.unacked > 0 && (any_window || due(w))) {
+        for w in self.windows.iter().take(windows).filter(|w| w.unacked > 0) {
             let redundant_ok = redundant_here(w);
             for idx in w.scan_from.max(self.seg_base)..w.seg_hi {
                 let SegState::Sent {

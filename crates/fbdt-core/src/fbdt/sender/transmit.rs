@@ -1,7 +1,8 @@
 //! One frame out: a pending ALIGN, else a segment to re-send (`rescue`), else the next
 //! segment of the path's lane (`lanes`), within the path's send limit.
 
-use super::{FbdtSender, HeldCopy, Resend, SegState};
+use super::rescue::RescueScope;
+use super::{FbdtSender, HeldCopy, IdlePoll, Resend, SegState};
 use crate::path::PathId;
 use crate::time::Instant;
 use crate::wire::{Data, Frame, FrameOut};
@@ -9,12 +10,68 @@ use crate::wire::{Data, Frame, FrameOut};
 impl FbdtSender {
     /// One frame for `path` into `out` (a `Vec` for `poll_transmit`, a `FrameBuf` for
     /// `poll_transmit_buf`): the two differ only in whether the payload is copied.
+    ///
+    /// A driver polls every path at every event, and most polls find nothing to send (the
+    /// path is at its send limit): a poll that found nothing and changed nothing is
+    /// remembered (`IdlePoll`), and the next one returns at once while nothing it looked
+    /// at has changed. Debug builds make the full poll anyway and check it agrees.
     pub(super) fn transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut impl FrameOut) -> usize {
         self.ensure_path(path);
         if !self.paths[path.index()].alive {
             return 0;
         }
         self.checked_until = self.checked_until.max(now);
+        let unchanged = self.paths[path.index()]
+            .idle
+            .is_some_and(|idle| idle.holds(self.changes, room, now));
+        if unchanged && !cfg!(debug_assertions) {
+            return 0;
+        }
+        let before = self.poll_marks(path);
+        let mut idle = None;
+        let n = self.poll_frame(path, room, now, out, &mut idle);
+        let quiet = n == 0 && self.poll_marks(path) == before;
+        debug_assert!(
+            quiet || !unchanged,
+            "a poll skipped as unchanged would have sent or changed state"
+        );
+        if !quiet {
+            self.changes += 1;
+        }
+        let changes = self.changes;
+        self.paths[path.index()].idle = idle.filter(|_| quiet).map(|(room_needed, until)| IdlePoll {
+            changes,
+            room_needed,
+            until,
+        });
+        n
+    }
+
+    /// What a poll that sends nothing may still change (a lane end left or taken, a
+    /// window loaded or a split, flow control noticed, a dead holders' scan finished): the
+    /// same before and after means the poll changed nothing but `checked_until`.
+    fn poll_marks(&self, p: PathId) -> impl PartialEq {
+        let t = &self.paths[p.index()];
+        let s = &self.stats;
+        (
+            (t.work, t.reserved),
+            (s.arrival_yields, s.realignments, s.windows_loaded, s.window_stalls),
+            (self.next_window_id, self.flow_blocked, self.dead_holders),
+        )
+    }
+
+    /// [`FbdtSender::transmit`]'s full poll. When it sends nothing, `idle` says for how
+    /// long it would keep sending nothing while the sender's state stays as it is: until
+    /// `room` reaches the first element (`usize::MAX`: no room is enough) and, if the
+    /// second is set, until that instant (a redundancy deadline).
+    fn poll_frame(
+        &mut self,
+        path: PathId,
+        room: usize,
+        now: Instant,
+        out: &mut impl FrameOut,
+        idle: &mut Option<(usize, Option<Instant>)>,
+    ) -> usize {
         if let Some(a) = self.aligns.front() {
             let frame = Frame::Align(a.clone());
             if frame.buffer_len() > room {
@@ -25,11 +82,18 @@ impl FbdtSender {
             return frame.buffer_len();
         }
         let mut payload_room = room.saturating_sub(Data::OVERHEAD);
+        let mut allowed = usize::MAX;
         if let Some(limit) = self.path_send_limit(path) {
-            let allowed = limit.saturating_sub(self.paths[path.index()].in_flight());
-            payload_room = payload_room.min(allowed as usize);
+            allowed = limit.saturating_sub(self.paths[path.index()].in_flight()) as usize;
+            payload_room = payload_room.min(allowed);
         }
-        match self.rescue_segment(path, now) {
+        let scope = self.rescue_scope(path, now);
+        // Only a scan that looks into no window is sure to find nothing until a deadline.
+        let quiet_until = match scope {
+            RescueScope::Nothing { until } => Some(until),
+            _ => None,
+        };
+        match self.rescue_segment_in(scope, path, now) {
             Some((idx, why)) => {
                 let len = self.seg(idx).len;
                 if len as usize > payload_room || room < Data::OVERHEAD {
@@ -43,9 +107,17 @@ impl FbdtSender {
             None => self.rescue_scan_found_nothing(),
         }
         let Some(next) = self.lane_segment(path, now) else {
+            *idle = quiet_until.map(|until| (usize::MAX, until));
             return 0;
         };
-        if self.seg(next.idx).len as usize > payload_room || room < Data::OVERHEAD {
+        let len = self.seg(next.idx).len as usize;
+        if len > payload_room || room < Data::OVERHEAD {
+            let room_needed = if len > allowed {
+                usize::MAX
+            } else {
+                Data::OVERHEAD + len
+            };
+            *idle = quiet_until.map(|until| (room_needed, until));
             return 0;
         }
         let w = &mut self.windows[next.pos];
@@ -150,6 +222,7 @@ impl FbdtSender {
     }
 
     pub(super) fn count_written(&mut self, n: usize) -> usize {
+        self.changes += 1;
         self.written += n as u64;
         self.stats.bytes_written += n as u64;
         n

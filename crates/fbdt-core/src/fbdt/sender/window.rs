@@ -24,16 +24,10 @@ impl FbdtSender {
         if let Some(r) = t.est.rate_bps() {
             return r;
         }
-        let known: Vec<f64> = self
-            .paths
-            .iter()
-            .filter(|t| t.alive)
-            .filter_map(|t| t.est.rate_bps())
-            .collect();
-        if known.is_empty() {
-            1.0
-        } else {
-            known.iter().sum::<f64>() / known.len() as f64
+        let known = || self.paths.iter().filter(|t| t.alive).filter_map(|t| t.est.rate_bps());
+        match known().count() {
+            0 => 1.0,
+            n => known().sum::<f64>() / n as f64,
         }
     }
 
@@ -66,15 +60,16 @@ impl FbdtSender {
             WindowConfig::Budget { delay, max } => {
                 let flowing = self.paths.iter().filter(|t| t.flows());
                 let lanes = flowing.clone().count().max(1);
-                let rates: Vec<f64> = flowing.filter_map(|t| t.est.rate_bps()).collect();
+                // (Summed in place: this runs at nearly every poll.)
+                let mut rates = flowing.filter_map(|t| t.est.rate_bps()).peekable();
                 let min = (2 * lanes * self.params.segment_size).min(max);
                 // Before any rate is measured, the smallest window: a guess sized for a fast
                 // host (1 MiB) held the first quarter second's delivery on a 30 Mbit/s pair
                 // of paths behind its slower lane.
-                let wanted = if rates.is_empty() {
+                let wanted = if rates.peek().is_none() {
                     min
                 } else {
-                    (rates.iter().sum::<f64>() * delay.as_secs_f64()) as usize
+                    (rates.sum::<f64>() * delay.as_secs_f64()) as usize
                 };
                 wanted.clamp(min, max)
             }
@@ -145,6 +140,12 @@ impl FbdtSender {
             .collect()
     }
 
+    /// Written bytes not in a window yet, or a stream end not loaded yet: what a window
+    /// loaded now would hold.
+    pub(super) fn has_data_to_load(&self) -> bool {
+        self.written > self.loaded || (self.finished && !self.fin_loaded)
+    }
+
     /// Loads the next window if data and the peer's receive window allow.
     pub(super) fn load_window(&mut self, requester: PathId, now: Instant) -> bool {
         self.load_window_for(requester, true, now)
@@ -153,11 +154,10 @@ impl FbdtSender {
     /// Loads the next window, laid out over every flowing path, `requester` among them
     /// only if `with_requester` (a path working ahead loads windows for the others).
     pub(super) fn load_window_for(&mut self, requester: PathId, with_requester: bool, now: Instant) -> bool {
-        let avail = self.written - self.loaded;
-        let need_fin = self.finished && !self.fin_loaded;
-        if avail == 0 && !need_fin {
+        if !self.has_data_to_load() {
             return false;
         }
+        let avail = self.written - self.loaded;
         let limit = self.right_edge.saturating_sub(self.loaded);
         let target = self.target_window() as u64;
         let wanted = target.min(avail);
