@@ -30,8 +30,8 @@ pub struct CalibrateArgs {
     /// MTU of the emulated links.
     #[arg(long, default_value_t = 1500)]
     pub mtu: u32,
-    /// Where the rate limit runs: rattan (user space) or kernel-rate (HTB on the
-    /// emulator's veths). Default: the testbed's default.
+    /// The emulator's datapath: direct (one real-time thread), rattan (rattan-core's cells)
+    /// or kernel-rate (HTB on the emulator's veths). Default: the testbed's default (direct).
     #[arg(long)]
     pub datapath: Option<Datapath>,
 }
