@@ -31,6 +31,8 @@ use crate::radio::RadioClock;
 
 /// Frames read or written per system call.
 const BATCH: usize = 64;
+/// Reads of [`BATCH`] frames per socket before the stages run again.
+const BATCHES_PER_WAKE: usize = 4;
 /// Ethernet header bytes in front of each IP packet (rates count IP bytes, as rattan's cells).
 const ETH: usize = 14;
 /// `PACKET_IGNORE_OUTGOING` (linux/if_packet.h, Linux ≥ 4.20): the socket does not see the
@@ -609,17 +611,17 @@ impl Loop {
                     continue;
                 }
                 let lane = self.ports[token].feeds;
-                // Drain the socket: a level-triggered fd with frames left wakes us again.
-                loop {
+                // Read what is there, up to a bound so a flood on one socket cannot hold
+                // back the releases: a level-triggered fd with frames left wakes us again.
+                for _ in 0..BATCHES_PER_WAKE {
                     let (lanes, pool) = (&mut self.lanes, &mut self.pool);
                     let got = batcher.receive(fds[token], pool, |f| {
                         if let Err(f) = lanes[lane].arrive(f, now) {
                             spare.push(f);
                         }
                     });
-                    match got {
-                        Ok(k) if k == BATCH => continue,
-                        _ => break,
+                    if !matches!(got, Ok(k) if k == BATCH) {
+                        break;
                     }
                 }
             }
