@@ -80,18 +80,21 @@ impl Ends {
 }
 
 /// Listens on `listen_on`, tells `addr_tx` where, and takes the first session within
-/// [`ACCEPT_LIMIT`]. Runs in the server namespace.
+/// [`ACCEPT_LIMIT`]. Runs in the server namespace. The listener comes back with the session
+/// and must live as long as it: dropping it also refuses the session's later JOINs (a slow
+/// path's first connection, every re-join after a stall).
 pub(crate) async fn accept_one(
     listen_on: &[std::net::SocketAddr],
     net: NetConfig,
     addr_tx: std::sync::mpsc::Sender<Vec<std::net::SocketAddr>>,
-) -> Result<fbdt_net::Session> {
+) -> Result<(fbdt_net::Listener, fbdt_net::Session)> {
     let mut listener = fbdt_net::listen(listen_on, net).await?;
     let _ = addr_tx.send(listener.local_addrs().to_vec());
-    tokio::time::timeout(ACCEPT_LIMIT, listener.accept())
+    let session = tokio::time::timeout(ACCEPT_LIMIT, listener.accept())
         .await
         .map_err(|_| anyhow!("no session arrived within {ACCEPT_LIMIT:?}"))?
-        .ok_or_else(|| anyhow!("the listener ended before a session arrived"))
+        .ok_or_else(|| anyhow!("the listener ended before a session arrived"))?;
+    Ok((listener, session))
 }
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -130,7 +133,7 @@ pub fn download(
     let send_for = Duration::from_secs_f64(secs);
     let server = tb.spawn_in(Side::Server, move || -> Result<(SessionStats, DelayMarks)> {
         runtime()?.block_on(async move {
-            let session = accept_one(&listen_on, server_net, addr_tx).await?;
+            let (_listener, session) = accept_one(&listen_on, server_net, addr_tx).await?;
             let stats = session.stats_handle();
             let (mut rd, mut wr) = tokio::io::split(session);
             let chunk = vec![0x5au8; CHUNK];

@@ -181,3 +181,26 @@ fn an_emulated_run_measures_every_kind_of_scheme() {
     assert_eq!(v["encryption"], "mixed");
     assert!(results[4]["counters"]["windows_loaded"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn an_emulated_fbdt_session_takes_a_path_that_joins_late() {
+    if let Some(why) = fbdt_emu::skip_reason() {
+        eprintln!("SKIP: the emulated testbed needs root: {why}");
+        return;
+    }
+    // WiGig's 1 s round trip brings its JOIN long after the HELLO on WiFi: the server must
+    // still be listening then (it once dropped its listener on the first accept, and every
+    // late JOIN and every re-join after a stall was refused).
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("late.json");
+    let out = lab()
+        .args(["run", "tc-delay-wigig", "--backend", "emu", "--schemes", "fbdt"])
+        .args(["--duration", "4", "--scale", "0.02", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let bytes = &v["results"][0]["per_path_bytes"];
+    assert!(bytes["wigig"].as_u64().unwrap() > 100_000, "{bytes}");
+}

@@ -31,7 +31,9 @@ struct Registry {
     admission: Arc<Admission>,
 }
 
-/// Accepts FBDT sessions. Dropping it stops accepting (running sessions go on).
+/// Accepts FBDT sessions. Dropping it stops accepting: running sessions go on over the paths
+/// they have, but their later JOINs are refused too (a slow path's first connection, every
+/// re-join after a stall), so keep it as long as any session it gave should stay whole.
 pub struct Listener {
     rx: mpsc::Receiver<Session>,
     addrs: Vec<SocketAddr>,

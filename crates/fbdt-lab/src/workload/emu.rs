@@ -122,7 +122,7 @@ fn over_session(
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let server = tb.spawn_in(Side::Server, move || -> Result<()> {
         crate::emu_fbdt::runtime()?.block_on(async move {
-            let session = crate::emu_fbdt::accept_one(&listen_on, server_net, addr_tx).await?;
+            let (_listener, session) = crate::emu_fbdt::accept_one(&listen_on, server_net, addr_tx).await?;
             serve(session).await
         })
     })?;
