@@ -1,6 +1,6 @@
 //! Measures the emulator's rate ceiling on this machine: one TCP over one path at a list of
 //! rates, and kernel MPTCP over two equal paths (aggregate = the same list).
-//! `cargo run --release -p fbdt-emu --example ceiling -- [--datapath D] [--threads N] [--mtu M] [--secs S] 200 400 600`
+//! `cargo run --release -p fbdt-emu --example ceiling -- [--datapath D] [--threads N] [--mtu M] [--secs S] [--steer] 200 400 600`
 //! Unlike `fbdt-lab bench emu` it runs on a busy host too: the fidelity columns say what
 //! the monitors saw (share of packets ≥ 1 ms late, emulator CPU).
 
@@ -28,15 +28,23 @@ fn main() -> anyhow::Result<()> {
         }
         None => Datapath::default(),
     };
+    let steer_receive = match args.iter().position(|a| a == "--steer") {
+        Some(i) => {
+            args.remove(i);
+            true
+        }
+        None => false,
+    };
     let rates: Vec<f64> = args.iter().map(|a| a.parse().unwrap()).collect();
     let opts = TestbedOptions {
         emu_threads: threads,
         mtu,
         datapath,
+        steer_receive,
         ..Default::default()
     };
     println!(
-        "datapath={datapath} threads={threads} mtu={mtu} secs={secs} cores={}",
+        "datapath={datapath} threads={threads} mtu={mtu} secs={secs} steer={steer_receive} cores={}",
         fbdt_emu::scenario::cores()
     );
     println!(

@@ -510,5 +510,6 @@ fn subject_of(unscaled: &TestbedSpec, opts: &TestbedOptions) -> Subject {
         mtu: opts.mtu,
         emu_threads: opts.emu_threads,
         datapath: opts.datapath,
+        receive_steered: opts.receive_steered(),
     }
 }

@@ -77,6 +77,9 @@ pub struct Fidelity {
     pub faithful: bool,
     /// Where the rate limit ran: "rattan" or "kernel-rate" ([`crate::Datapath`]).
     pub datapath: String,
+    /// The endpoints' receive work was steered off the emulator's core
+    /// ([`crate::TestbedOptions::steer_receive`]).
+    pub receive_steered: bool,
     /// Why not, one line per monitor out of tolerance.
     pub reasons: Vec<String>,
     pub secs: f64,
@@ -281,6 +284,7 @@ pub(crate) fn assess(a: &Mark, b: &Mark, paths: &[PathInput], tol: &Tolerances) 
     let drops = b.packets.dropped.saturating_sub(a.packets.dropped);
     let mut f = Fidelity {
         datapath: String::new(),
+        receive_steered: false,
         faithful: true,
         reasons: Vec::new(),
         secs,
@@ -361,6 +365,7 @@ mod tests {
         Fidelity {
             faithful: true,
             datapath: "rattan".into(),
+            receive_steered: false,
             reasons: Vec::new(),
             secs: 1.0,
             packets: 1000,

@@ -55,6 +55,10 @@ pub struct Subject {
     /// Where the rate limit ran; entries written before the choice existed were rattan's.
     #[serde(default = "before_the_choice")]
     pub datapath: crate::testbed::Datapath,
+    /// The endpoints' receive work steered off the emulator's core
+    /// ([`crate::TestbedOptions::steer_receive`]); entries from before it were without.
+    #[serde(default)]
+    pub receive_steered: bool,
 }
 
 /// The datapath of cache entries written before there was a choice.
@@ -68,6 +72,7 @@ impl Subject {
             && self.mtu == o.mtu
             && self.emu_threads == o.emu_threads
             && self.datapath == o.datapath
+            && self.receive_steered == o.receive_steered
             && (self.peak_total_mbps - o.peak_total_mbps).abs() <= 0.1 * self.peak_total_mbps.max(o.peak_total_mbps)
     }
 }
@@ -231,6 +236,7 @@ mod tests {
             mtu: 1500,
             emu_threads: 1,
             datapath: crate::testbed::Datapath::Rattan,
+            receive_steered: false,
         }
     }
 
@@ -276,6 +282,12 @@ mod tests {
             ..subject()
         };
         assert!(c.lookup(&here, &kernel_rate).is_none());
+        // Steering the endpoints' receive work off the emulator's core changes its ceiling.
+        let steered = Subject {
+            receive_steered: true,
+            ..subject()
+        };
+        assert!(c.lookup(&here, &steered).is_none());
         // A shortened run of the same scenario (peak within 10%) hits; another scenario misses.
         let short = Subject {
             peak_total_mbps: 1900.0,

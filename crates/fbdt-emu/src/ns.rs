@@ -83,6 +83,15 @@ pub fn ip(ns: Option<&str>, args: &[&str]) -> Result<String> {
     run(&mut c)
 }
 
+/// Sets the RPS CPU mask of `dev`'s receive queue in namespace `ns`, so frames written to its
+/// peer are processed on those CPUs, not by the writer. Through `ip netns exec`, which
+/// mounts the namespace's own sysfs (the caller's shows the caller's devices).
+pub fn steer_receive(ns: &str, dev: &str, mask: &str) -> Result<()> {
+    let file = format!("/sys/class/net/{dev}/queues/rx-0/rps_cpus");
+    run(Command::new("ip").args(["netns", "exec", ns, "sh", "-c", &format!("echo {mask} > {file}")]))?;
+    Ok(())
+}
+
 /// Writes a sysctl of the namespace `ns` (net.* sysctls are per namespace).
 pub fn sysctl(ns: &str, key: &str, value: &str) -> Result<()> {
     let path = format!("/proc/sys/{}", key.replace('.', "/"));

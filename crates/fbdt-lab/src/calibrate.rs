@@ -34,9 +34,13 @@ pub struct CalibrateArgs {
     /// or kernel-rate (HTB on the emulator's veths). Default: the testbed's default (direct).
     #[arg(long)]
     pub datapath: Option<Datapath>,
+    /// Leave the endpoints' receive work on whichever CPU writes the frame (no RPS, the
+    /// emulator not pinned): the direct datapath as it was before steering.
+    #[arg(long)]
+    pub no_steer: bool,
 }
 
-fn options(emu_threads: usize, mtu: u32, datapath: Option<Datapath>) -> Result<TestbedOptions> {
+fn options(emu_threads: usize, mtu: u32, datapath: Option<Datapath>, no_steer: bool) -> Result<TestbedOptions> {
     if !(1..=64).contains(&emu_threads) {
         bail!("--emu-threads must be in 1..=64, got {emu_threads}");
     }
@@ -48,6 +52,7 @@ fn options(emu_threads: usize, mtu: u32, datapath: Option<Datapath>) -> Result<T
         emu_threads,
         mtu,
         datapath: datapath.unwrap_or(d.datapath),
+        steer_receive: d.steer_receive && !no_steer,
         ..d
     })
 }
@@ -57,7 +62,7 @@ pub fn run_calibrate(args: CalibrateArgs) -> Result<()> {
     if !(args.secs.is_finite() && args.secs > 0.0 && args.secs <= 600.0) {
         bail!("--secs must be in (0, 600], got {}", args.secs);
     }
-    let opts = options(args.emu_threads, args.mtu, args.datapath)?;
+    let opts = options(args.emu_threads, args.mtu, args.datapath, args.no_steer)?;
     if let Some(why) = fbdt_emu::skip_reason() {
         bail!("calibrate builds a testbed: {why}");
     }
@@ -162,6 +167,10 @@ pub struct BenchArgs {
     /// The emulator's datapath: rattan, kernel-rate or direct. Default: the testbed's default.
     #[arg(long)]
     pub datapath: Option<Datapath>,
+    /// Leave the endpoints' receive work on whichever CPU writes the frame (no RPS, the
+    /// emulator not pinned): the direct datapath as it was before steering.
+    #[arg(long)]
+    pub no_steer: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -186,6 +195,8 @@ struct Bench {
     emu_threads: usize,
     untuned: bool,
     datapath: Datapath,
+    /// The endpoints' receive work steered off the emulator's core (`--no-steer`: false).
+    receive_steered: bool,
     rows: Vec<BenchRow>,
 }
 
@@ -215,7 +226,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             bail!("--paths: 1 to 8 paths, got {n}");
         }
         for &mtu in &args.mtu {
-            let mut opts = options(args.emu_threads, mtu, args.datapath)?;
+            let mut opts = options(args.emu_threads, mtu, args.datapath, args.no_steer)?;
             if args.untuned {
                 opts.emu_rt_priority = None;
                 opts.packet_socket_buffer = None;
@@ -235,8 +246,13 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 Ok(search) => {
                     let agg = search.scale * spec.peak_total_mbps();
                     println!(
-                        "{n} paths, MTU {mtu}, {}: {agg:.0} Mbit/s aggregate ({} probes, {:.0} s)",
+                        "{n} paths, MTU {mtu}, {}{}: {agg:.0} Mbit/s aggregate ({} probes, {:.0} s)",
                         opts.datapath,
+                        if opts.receive_steered() {
+                            " (receive steered)"
+                        } else {
+                            ""
+                        },
                         search.probes.len(),
                         search.took_s
                     );
@@ -272,6 +288,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
         emu_threads: args.emu_threads,
         untuned: args.untuned,
         datapath: args.datapath.unwrap_or(TestbedOptions::default().datapath),
+        receive_steered: options(args.emu_threads, 1500, args.datapath, args.no_steer)?.receive_steered(),
         rows,
     };
     println!("load average before {} after {}", b.loadavg_before, b.loadavg_after);

@@ -20,9 +20,13 @@ pub struct RunEntry {
     pub seed: u64,
     pub scale: f64,
     pub faithful: bool,
-    /// Where the rate limit ran ("rattan" or "kernel-rate").
+    /// Where the rate limit ran ("direct", "rattan" or "kernel-rate").
     #[serde(default)]
     pub datapath: String,
+    /// The endpoints' receive work was steered off the emulator's core (results written
+    /// before: false).
+    #[serde(default)]
+    pub receive_steered: bool,
     pub reasons: Vec<String>,
     pub emulator_late_share: f64,
     pub emulator_late_p99_ms: f64,
@@ -43,9 +47,12 @@ pub struct RunEntry {
 pub struct RunFidelity {
     /// Every run of the scenario within tolerance.
     pub faithful: bool,
-    /// Where the rate limit ran ("rattan" or "kernel-rate"), as in the runs.
+    /// Where the rate limit ran ("direct", "rattan" or "kernel-rate"), as in the runs.
     #[serde(default)]
     pub datapath: String,
+    /// The endpoints' receive work was steered off the emulator's core, as in the runs.
+    #[serde(default)]
+    pub receive_steered: bool,
     /// Worst (largest) over the runs.
     pub emulator_late_share: f64,
     pub emulator_late_p99_ms: f64,
@@ -88,6 +95,7 @@ impl RunEntry {
             scale,
             faithful: f.faithful,
             datapath: f.datapath.clone(),
+            receive_steered: f.receive_steered,
             reasons: f.reasons.clone(),
             emulator_late_share: f.emulator_late_share,
             emulator_late_p99_ms: f.emulator_late_p99_ms,
@@ -116,6 +124,7 @@ impl RunFidelity {
         Self {
             faithful: runs.iter().all(|r| r.faithful),
             datapath: runs.first().map(|r| r.datapath.clone()).unwrap_or_default(),
+            receive_steered: runs.first().is_some_and(|r| r.receive_steered),
             emulator_late_share: max(|r| r.emulator_late_share),
             emulator_late_p99_ms: max(|r| r.emulator_late_p99_ms),
             emulator_cpu: max(|r| r.emulator_cpu),

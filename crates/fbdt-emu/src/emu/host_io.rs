@@ -50,6 +50,38 @@ pub(super) fn set_realtime(priority: i32) {
     }
 }
 
+/// The CPU the emulator thread is pinned to when receive steering is on: the last online one.
+fn emulator_cpu() -> Option<usize> {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    (2..=64).contains(&n).then(|| n as usize - 1)
+}
+
+/// `rps_cpus` mask (hex) of every online CPU but the emulator's, or `None` when there is no
+/// other CPU (or more than 64, where the mask format has groups; not needed on this class).
+pub fn endpoint_rps_mask() -> Option<String> {
+    let emu = emulator_cpu()?;
+    Some(format!("{:x}", (1u64 << emu) - 1))
+}
+
+/// Pins the calling thread to the emulator's CPU (see [`endpoint_rps_mask`]); logs and
+/// stays unpinned on failure.
+pub(super) fn pin_to_emulator_cpu() {
+    let Some(cpu) = emulator_cpu() else { return };
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET stays within it (cpu < 64).
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc != 0 {
+        tracing::warn!(
+            "emulator thread not pinned to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
 /// Default socket buffer of each of the emulator's AF_PACKET sockets, bytes. The kernel default
 /// (`net.core.rmem_default`, ~208 KiB) holds ~50 MTU frames (each costs a few KiB of
 /// truesize): one TSO burst of the sender, split into frames on the veth, overflowed it and

@@ -51,8 +51,8 @@ mod direct;
 mod host_io;
 mod path_control;
 
-use host_io::{close_fds, grow_socket_buffers, packet_socket_fds, set_realtime};
-pub use host_io::{PacketStats, PACKET_SOCKET_BUFFER};
+use host_io::{close_fds, grow_socket_buffers, packet_socket_fds, pin_to_emulator_cpu, set_realtime};
+pub use host_io::{endpoint_rps_mask, PacketStats, PACKET_SOCKET_BUFFER};
 pub(crate) use path_control::PathControl;
 use path_control::{bps, emu_err, KernelRate, RateStage, Stages};
 
@@ -517,6 +517,9 @@ fn run_direct(
     };
     if let Some(p) = opts.emu_rt_priority {
         set_realtime(p);
+    }
+    if opts.receive_steered() {
+        pin_to_emulator_cpu();
     }
     let _ = ready_tx.send(Ok(Started {
         controls,

@@ -83,6 +83,7 @@ impl Testbed {
             .collect();
         let mut f = fidelity::assess(&a, &b, &paths, tol);
         f.datapath = self.opts.datapath.name().into();
+        f.receive_steered = self.opts.receive_steered();
         f
     }
 }

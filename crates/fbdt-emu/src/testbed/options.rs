@@ -21,6 +21,13 @@ pub enum Datapath {
     Direct,
 }
 
+impl TestbedOptions {
+    /// Whether receive steering is in force (asked for, the `direct` datapath, ≥ 2 CPUs).
+    pub fn receive_steered(&self) -> bool {
+        self.steer_receive && self.datapath == Datapath::Direct && crate::emu::endpoint_rps_mask().is_some()
+    }
+}
+
 impl Datapath {
     pub fn name(self) -> &'static str {
         match self {
@@ -77,6 +84,12 @@ pub struct TestbedOptions {
     /// path at 6 MiB per RTT (48 Mbit/s at 1 s RTT); 64 MiB covers the scenarios' BDPs.
     /// `None` keeps the kernel default. Applies to every scheme alike.
     pub tcp_buffer_max: Option<u64>,
+    /// Keep the endpoints' receive processing off the emulator's core (`direct` only, on ≥ 2
+    /// CPUs): the emulator thread is pinned to the last CPU and the endpoints' veths steer
+    /// received frames to the others with RPS. Without it the kernel runs the receiving TCP
+    /// stack's softirq work in the context of whoever wrote the frame — the emulator — and
+    /// the frames behind the batch wait (docs/testbed.md, limits).
+    pub steer_receive: bool,
 }
 
 impl Default for TestbedOptions {
@@ -90,6 +103,7 @@ impl Default for TestbedOptions {
             mptcp: true,
             mtu: 1500,
             tcp_buffer_max: Some(64 << 20),
+            steer_receive: true,
         }
     }
 }

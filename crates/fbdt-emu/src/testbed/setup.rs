@@ -78,17 +78,26 @@ impl Testbed {
         let controls = emu.take_paths(&mut self.emu);
         self.controls = Arc::new(controls);
         let mtu = self.opts.mtu.to_string();
+        let rps_mask = self
+            .opts
+            .receive_steered()
+            .then(crate::emu::endpoint_rps_mask)
+            .flatten();
         for (pi, pair) in self.paths.clone().iter().zip(&pairs) {
             for (nsn, tmp, name) in [
                 (&self.client_ns, &pair.cli_tmp, &pi.client_if),
                 (&self.server_ns, &pair.srv_tmp, &pi.server_if),
             ] {
-                let nsn = Some(nsn.as_str());
+                let ns_name = nsn.as_str();
+                let nsn = Some(ns_name);
                 ns::ip(nsn, &["link", "set", "dev", tmp, "down"])?;
                 if tmp != name {
                     ns::ip(nsn, &["link", "set", "dev", tmp, "name", name])?;
                 }
                 ns::ip(nsn, &["link", "set", "dev", name, "mtu", &mtu, "up"])?;
+                if let Some(mask) = rps_mask.as_deref() {
+                    ns::steer_receive(ns_name, name, mask)?;
+                }
             }
             for dev in [&pair.emu_c, &pair.emu_s] {
                 ns::ip(Some(&self.emu_ns), &["link", "set", "dev", dev, "mtu", &mtu])?;
