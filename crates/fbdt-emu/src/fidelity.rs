@@ -102,6 +102,9 @@ pub struct Fidelity {
     pub endpoints_cpu: f64,
     /// Whole host: busy share of all cores, and share stolen by the hypervisor.
     pub host_busy: f64,
+    /// Idle cores the endpoints could have used: those of every CPU but the emulator's when
+    /// it is pinned (receive steering), else of the whole host.
+    pub endpoint_idle_cores: f64,
     pub steal: f64,
     /// CPU used by programs that are not this run (not this process or its descendants),
     /// in cores, outside interrupt and softirq time.
@@ -119,6 +122,8 @@ pub(crate) struct CpuSnapshot {
     process_s: f64,
     /// /proc/stat "cpu" line: (busy, steal, total) jiffies.
     host: (u64, u64, u64),
+    /// The same per CPU ("cpu0", "cpu1", … in order).
+    per_cpu: Vec<(u64, u64, u64)>,
     /// (host task time, this run's task time), seconds (crate::others).
     tasks_s: (f64, f64),
 }
@@ -132,6 +137,7 @@ impl CpuSnapshot {
             emu: emulator_threads(),
             process_s: process_cpu_s(),
             host: host_cpu(),
+            per_cpu: per_cpu(),
             tasks_s: crate::others::snapshot(),
         }
     }
@@ -189,9 +195,20 @@ fn process_cpu_s() -> f64 {
 
 /// (busy, steal, total) jiffies of the host's "cpu" line.
 pub(crate) fn parse_proc_stat(text: &str) -> (u64, u64, u64) {
-    let Some(line) = text.lines().find(|l| l.starts_with("cpu ")) else {
-        return (0, 0, 0);
-    };
+    text.lines()
+        .find(|l| l.starts_with("cpu "))
+        .map_or((0, 0, 0), parse_cpu_line)
+}
+
+/// (busy, steal, total) jiffies of each "cpuN" line, in order.
+pub(crate) fn parse_proc_stat_per_cpu(text: &str) -> Vec<(u64, u64, u64)> {
+    text.lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .map(parse_cpu_line)
+        .collect()
+}
+
+fn parse_cpu_line(line: &str) -> (u64, u64, u64) {
     let f: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
     // user nice system idle iowait irq softirq steal (guest time is inside user).
     let g = |i: usize| f.get(i).copied().unwrap_or(0);
@@ -202,6 +219,10 @@ pub(crate) fn parse_proc_stat(text: &str) -> (u64, u64, u64) {
 
 fn host_cpu() -> (u64, u64, u64) {
     parse_proc_stat(&std::fs::read_to_string("/proc/stat").unwrap_or_default())
+}
+
+fn per_cpu() -> Vec<(u64, u64, u64)> {
+    parse_proc_stat_per_cpu(&std::fs::read_to_string("/proc/stat").unwrap_or_default())
 }
 
 /// Everything the monitors count at one instant.
@@ -225,7 +246,15 @@ pub(crate) struct PathInput {
 }
 
 /// Compares two marks.
-pub(crate) fn assess(a: &Mark, b: &Mark, paths: &[PathInput], tol: &Tolerances) -> Fidelity {
+/// `pinned_emulator`: the CPU the emulator is pinned to, whose idle time the endpoints can
+/// hardly use (a real-time thread preempts them there); `None` = it may run anywhere.
+pub(crate) fn assess(
+    a: &Mark,
+    b: &Mark,
+    paths: &[PathInput],
+    tol: &Tolerances,
+    pinned_emulator: Option<usize>,
+) -> Fidelity {
     let secs = b.at.duration_since(a.at).as_secs_f64().max(1e-6);
     let late_us = (tol.late_ms * 1e3).round() as u64;
     let mut all = LatenessSnapshot::default();
@@ -280,6 +309,17 @@ pub(crate) fn assess(a: &Mark, b: &Mark, paths: &[PathInput], tol: &Tolerances) 
         b.cpu.host.2.saturating_sub(a.cpu.host.2),
     );
     let share = |x: u64| if total > 0 { x as f64 / total as f64 } else { 0.0 };
+    let idle_of = |cpu: usize| match (a.cpu.per_cpu.get(cpu), b.cpu.per_cpu.get(cpu)) {
+        (Some(x), Some(y)) if y.2 > x.2 => 1.0 - y.0.saturating_sub(x.0) as f64 / (y.2 - x.2) as f64,
+        _ => 0.0,
+    };
+    let endpoint_idle_cores = match pinned_emulator {
+        Some(emu) if b.cpu.per_cpu.len() > 1 => (0..b.cpu.per_cpu.len())
+            .filter(|&c| c != emu)
+            .map(idle_of)
+            .sum::<f64>(),
+        _ => (1.0 - share(busy)) * b.cpu.per_cpu.len().max(1) as f64,
+    };
     let received = b.packets.received.saturating_sub(a.packets.received);
     let drops = b.packets.dropped.saturating_sub(a.packets.dropped);
     let mut f = Fidelity {
@@ -303,6 +343,7 @@ pub(crate) fn assess(a: &Mark, b: &Mark, paths: &[PathInput], tol: &Tolerances) 
         emulator_cpu_wait: wait_ns as f64 / 1e9 / secs,
         endpoints_cpu: (process - emulator_cpu).max(0.0),
         host_busy: share(busy),
+        endpoint_idle_cores: endpoint_idle_cores.max(0.0),
         steal: share(steal),
         others_cpu: ((b.cpu.tasks_s.0 - a.cpu.tasks_s.0) - (b.cpu.tasks_s.1 - a.cpu.tasks_s.1)).max(0.0) / secs,
         paths: out_paths,
@@ -379,6 +420,7 @@ mod tests {
             emulator_cpu_wait: 0.0,
             endpoints_cpu: 0.2,
             host_busy: 0.3,
+            endpoint_idle_cores: 1.0,
             steal: 0.0,
             others_cpu: 0.05,
             paths: Vec::new(),
@@ -400,5 +442,7 @@ mod tests {
     fn proc_stat_line() {
         let t = "cpu  100 0 50 800 50 0 0 10 0 0\ncpu0 1 2 3\n";
         assert_eq!(parse_proc_stat(t), (160, 10, 1010));
+        let t = "cpu  9 9 9 9\ncpu0 10 0 5 80 5 0 0 0\ncpu1 50 0 0 50 0 0 0 0\nintr 1\n";
+        assert_eq!(parse_proc_stat_per_cpu(t), vec![(15, 0, 100), (50, 0, 100)]);
     }
 }

@@ -77,11 +77,16 @@ impl Subject {
     }
 }
 
-/// This build of the emulator: the crate version, and whether it is a debug build (an
-/// unoptimised emulator is several times slower).
+/// What a faithful scale means: raised whenever the search's criteria change, so entries
+/// found under the old ones are measured again. 2: the endpoints need CPU to spare
+/// (`calibrate::ENDPOINT_HEADROOM`).
+const SEARCH_RULES: u32 = 2;
+
+/// This build of the emulator: the crate version, the search's rules, and whether it is a
+/// debug build (an unoptimised emulator is several times slower).
 fn build_version() -> String {
     format!(
-        "{}{}",
+        "{}+rules{SEARCH_RULES}{}",
         env!("CARGO_PKG_VERSION"),
         if cfg!(debug_assertions) { "-debug" } else { "" }
     )

@@ -35,6 +35,9 @@ pub struct RunEntry {
     pub emulator_cpu_wait: f64,
     pub endpoints_cpu: f64,
     pub host_busy: f64,
+    /// Idle cores the endpoints could have used (results written before: 0).
+    #[serde(default)]
+    pub endpoint_idle_cores: f64,
     pub steal: f64,
     /// Cores used by programs that are not this run (results written before: 0).
     #[serde(default)]
@@ -104,6 +107,7 @@ impl RunEntry {
             emulator_cpu_wait: f.emulator_cpu_wait,
             endpoints_cpu: f.endpoints_cpu,
             host_busy: f.host_busy,
+            endpoint_idle_cores: f.endpoint_idle_cores,
             steal: f.steal,
             others_cpu: f.others_cpu,
             delivered_over_configured: f.paths.iter().map(|p| p.delivered_over_configured).collect(),

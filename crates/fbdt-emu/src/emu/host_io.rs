@@ -51,7 +51,7 @@ pub(super) fn set_realtime(priority: i32) {
 }
 
 /// The CPU the emulator thread is pinned to when receive steering is on: the last online one.
-fn emulator_cpu() -> Option<usize> {
+pub fn emulator_cpu() -> Option<usize> {
     // SAFETY: sysconf has no preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     (2..=64).contains(&n).then(|| n as usize - 1)

@@ -52,7 +52,7 @@ mod host_io;
 mod path_control;
 
 use host_io::{close_fds, grow_socket_buffers, packet_socket_fds, pin_to_emulator_cpu, set_realtime};
-pub use host_io::{endpoint_rps_mask, PacketStats, PACKET_SOCKET_BUFFER};
+pub use host_io::{emulator_cpu, endpoint_rps_mask, PacketStats, PACKET_SOCKET_BUFFER};
 pub(crate) use path_control::PathControl;
 use path_control::{bps, emu_err, KernelRate, RateStage, Stages};
 
