@@ -278,9 +278,8 @@ fn load(tb: &Testbed, which: &[usize], secs: f64, warmup_s: f64, headroom: f64) 
         .collect();
     let idle_cores = fidelity.endpoint_idle_cores;
     let cpu_to_spare = idle_cores >= headroom * fidelity.endpoints_cpu;
-    let pass = fidelity.faithful
-        && cpu_to_spare
-        && ratios.iter().zip(&fillable).all(|(r, f)| !f || *r >= MIN_DELIVERED);
+    let pass =
+        fidelity.faithful && cpu_to_spare && ratios.iter().zip(&fillable).all(|(r, f)| !f || *r >= MIN_DELIVERED);
     Ok(Load {
         paths: names,
         delivered_over_configured: ratios,

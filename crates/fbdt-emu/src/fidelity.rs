@@ -314,10 +314,9 @@ pub(crate) fn assess(
         _ => 0.0,
     };
     let endpoint_idle_cores = match pinned_emulator {
-        Some(emu) if b.cpu.per_cpu.len() > 1 => (0..b.cpu.per_cpu.len())
-            .filter(|&c| c != emu)
-            .map(idle_of)
-            .sum::<f64>(),
+        Some(emu) if b.cpu.per_cpu.len() > 1 => {
+            (0..b.cpu.per_cpu.len()).filter(|&c| c != emu).map(idle_of).sum::<f64>()
+        }
         _ => (1.0 - share(busy)) * b.cpu.per_cpu.len().max(1) as f64,
     };
     let received = b.packets.received.saturating_sub(a.packets.received);

@@ -1,10 +1,13 @@
 //! CPU time of work on the host that is not this run's: other programs compete with the
 //! endpoints (and, unless it runs real-time, the emulator), so a run next to them measures
 //! the host, not the protocol. "This run" is this process and its descendants, alive or
-//! reaped (a reaped child's time is in its parent's `cutime`/`cstime`), which covers
-//! programs started in the testbed's namespaces.
+//! reaped (a reaped child's time is in its parent's `cutime`/`cstime`), and every process
+//! inside one of this process's testbed namespaces with its descendants: a program started
+//! there may leave our tree (Chromium's crash handler double-forks and is reparented to
+//! init) and is still this run's.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
 
 /// Seconds of CPU since boot: (the whole host in user, nice and system mode; this process
 /// and its descendants). Interrupt and softirq time is left out on both sides (the kernel
@@ -37,8 +40,29 @@ pub(crate) fn parse_pid_stat(text: &str) -> Option<(i32, u64)> {
     Some((ppid, num(11)? + num(12)? + num(13)? + num(14)?))
 }
 
-/// Ticks of `root` and every live descendant (each with its own reaped children).
+/// Inodes of the network namespaces this process's testbeds created (`fbdt-<pid>-…`).
+fn our_namespaces() -> HashSet<u64> {
+    let prefix = format!("fbdt-{}-", std::process::id());
+    let Ok(rd) = std::fs::read_dir(crate::ns::NETNS_DIR) else {
+        return HashSet::new();
+    };
+    rd.flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)))
+        .filter_map(|e| std::fs::metadata(e.path()).ok().map(|m| m.ino()))
+        .collect()
+}
+
+/// The inode of `pid`'s network namespace, from the `net:[inode]` link.
+fn netns_inode(pid: i32) -> Option<u64> {
+    let link = std::fs::read_link(format!("/proc/{pid}/ns/net")).ok()?;
+    let s = link.to_str()?;
+    s.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// Ticks of `root` and every live descendant (each with its own reaped children), and of
+/// the processes in our namespaces and theirs.
 fn ours_ticks(root: i32) -> u64 {
+    let namespaces = our_namespaces();
     let Ok(rd) = std::fs::read_dir("/proc") else {
         return 0;
     };
@@ -56,19 +80,32 @@ fn ours_ticks(root: i32) -> u64 {
             procs.insert(pid, s);
         }
     }
-    descendants_ticks(root, &procs)
+    let mut roots = vec![root];
+    if !namespaces.is_empty() {
+        roots.extend(
+            procs
+                .keys()
+                .copied()
+                .filter(|&p| netns_inode(p).is_some_and(|i| namespaces.contains(&i))),
+        );
+    }
+    trees_ticks(&roots, &procs)
 }
 
-pub(crate) fn descendants_ticks(root: i32, procs: &HashMap<i32, (i32, u64)>) -> u64 {
+/// Ticks of the processes in the trees under `roots`, each counted once.
+pub(crate) fn trees_ticks(roots: &[i32], procs: &HashMap<i32, (i32, u64)>) -> u64 {
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     for (&pid, &(ppid, _)) in procs {
         children.entry(ppid).or_default().push(pid);
     }
-    let (mut sum, mut stack) = (0, vec![root]);
+    let (mut seen, mut sum, mut stack) = (HashSet::new(), 0, roots.to_vec());
     while let Some(p) = stack.pop() {
+        if !seen.insert(p) {
+            continue;
+        }
         sum += procs.get(&p).map_or(0, |x| x.1);
         if let Some(c) = children.get(&p) {
-            stack.extend(c.iter().copied().filter(|&c| c != p));
+            stack.extend(c.iter().copied());
         }
     }
     sum
@@ -102,7 +139,11 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        assert_eq!(descendants_ticks(10, &procs), 15);
-        assert_eq!(descendants_ticks(12, &procs), 3);
+        assert_eq!(trees_ticks(&[10], &procs), 15);
+        assert_eq!(trees_ticks(&[12], &procs), 3);
+        // A process found both in the tree and as a root of its own (in our namespace)
+        // counts once; a reparented one (20, parent init) counts when it is a root.
+        assert_eq!(trees_ticks(&[10, 12], &procs), 15);
+        assert_eq!(trees_ticks(&[10, 20], &procs), 115);
     }
 }

@@ -81,11 +81,7 @@ impl Testbed {
                 },
             })
             .collect();
-        let pinned = self
-            .opts
-            .receive_steered()
-            .then(crate::emu::emulator_cpu)
-            .flatten();
+        let pinned = self.opts.receive_steered().then(crate::emu::emulator_cpu).flatten();
         let mut f = fidelity::assess(&a, &b, &paths, tol, pinned);
         f.datapath = self.opts.datapath.name().into();
         f.receive_steered = self.opts.receive_steered();
