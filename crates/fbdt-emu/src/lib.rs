@@ -25,6 +25,7 @@ mod others;
 pub mod perf;
 pub mod probe;
 pub mod radio;
+pub mod reaper;
 pub mod scenario;
 pub mod spec;
 pub mod stamp;

@@ -55,6 +55,14 @@ enum Command {
     /// A real application (curl) through `fbdt proxy`/`fbdt serve` over the emulated radios,
     /// beside each radio alone: goodput, content hash, longest delivery gap (root).
     App(app::AppArgs),
+    /// Internal: run a program as a child subreaper so that the CPU time of everything it
+    /// leaves behind counts as this run's (fbdt_emu::reaper).
+    #[command(name = "__reap", hide = true)]
+    Reap {
+        program: std::ffi::OsString,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 fn main() {
@@ -86,6 +94,11 @@ fn real_main() -> Result<()> {
         Command::Jpoc(cmd) => jpoc_cmd::run(cmd),
         Command::Workload(args) => workload::run(args),
         Command::App(args) => app::run(args),
+        Command::Reap { program, args } => {
+            let code = fbdt_emu::reaper::run_reaping(&program, &args)
+                .map_err(|e| anyhow::anyhow!("running {}: {e}", program.to_string_lossy()))?;
+            std::process::exit(code)
+        }
     }
 }
 

@@ -314,8 +314,8 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// One headless Chromium driven over `--remote-debugging-pipe`; killed with its process
-/// group (its own, by its PID) when dropped.
+/// One headless Chromium (under the reaping launcher) driven over `--remote-debugging-pipe`;
+/// killed with its process group (the launcher's, by its PID) when dropped.
 pub(super) struct Cdp {
     child: Child,
     to_browser: File,
@@ -467,7 +467,8 @@ impl Cdp {
 
 impl Drop for Cdp {
     fn drop(&mut self) {
-        // The group is the browser's own (process_group(0)): its helpers die with it.
+        // The group is the launcher's own (process_group(0)), shared by the browser and its
+        // helpers: they die with it.
         // SAFETY: kill(2) on the process group we created for this child.
         unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
         let _ = self.child.wait();
@@ -749,13 +750,15 @@ pub(super) fn with_browser<T>(
     body: impl FnOnce(&mut Cdp, &str) -> Result<T>,
 ) -> Result<T> {
     let profile = plan.work.join(format!("profile-{n}"));
-    let mut cmd = if *plan.route == Route::Mptcp {
-        let mut c = plan.tb.command(Side::Client, "mptcpize");
-        c.args(["run", "chromium"]);
-        c
-    } else {
-        plan.tb.command(Side::Client, "chromium")
-    };
+    // Through the lab's reaping launcher: Chromium's helpers outlive the browser, and
+    // reaped by init their CPU would count as another program's (fbdt_emu::reaper).
+    let lab = std::env::current_exe().context("locating fbdt-lab")?;
+    let mut cmd = plan.tb.command(Side::Client, &lab.to_string_lossy());
+    cmd.args(["__reap", "--"]);
+    if *plan.route == Route::Mptcp {
+        cmd.args(["mptcpize", "run"]);
+    }
+    cmd.arg("chromium");
     cmd.args([
         "--headless",
         "--no-sandbox",
