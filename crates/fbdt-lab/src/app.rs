@@ -642,7 +642,7 @@ pub fn run(args: AppArgs) -> Result<()> {
     }
     let fbdt = fbdt_binary(args.fbdt.as_deref())?;
     let scenario = Scenario::load(&args.scenario)?;
-    let bar = ProgressBar::new(0);
+    let bar = crate::progress::bar(0);
     let (scale, _) = crate::emu_backend::scale_of(&scenario, args.scale, &bar)?;
     let schedule = scenario.schedule(scale)?;
     let spec = fbdt_emu::spec_from_schedule(&scenario, &schedule)?;

@@ -121,8 +121,8 @@ fn progress(common: &CommonArgs, total: u64, what: &str) -> ProgressBar {
     if common.quiet {
         return ProgressBar::hidden();
     }
-    // indicatif draws on stderr and hides itself when stderr is not a terminal.
-    let pb = ProgressBar::new(total);
+    // Drawn on a terminal; logged every few seconds otherwise (crate::progress).
+    let pb = crate::progress::bar(total);
     if let Ok(style) = ProgressStyle::with_template("{msg} [{elapsed_precise}] {wide_bar} {pos}/{len} (eta {eta})") {
         pb.set_style(style);
     }

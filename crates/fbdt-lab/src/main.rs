@@ -11,6 +11,7 @@ mod emu_fidelity;
 mod jpoc_cmd;
 mod paper;
 mod parallel;
+mod progress;
 mod report;
 mod run;
 mod scheme;

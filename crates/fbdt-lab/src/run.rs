@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use fbdt_scenario::Scenario;
 use fbdt_sim::{PathModel, SimParams};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressStyle;
 
 use crate::emu_fidelity::RunFidelity;
 use crate::report::{percentile, Counters, DelayPool, Meta, RunReport, RunSummary, Sample, SchemeResult};
@@ -103,7 +103,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
     let first = scenario.schedule(scale)?;
     let params = sim_params(&scenario, args.model);
     let ticks_per_run = (scenario.duration_s / params.sample_interval_s).round() as u64;
-    let bar = ProgressBar::new(ticks_per_run * names.len() as u64 * u64::from(args.repeat));
+    let bar = crate::progress::bar(ticks_per_run * names.len() as u64 * u64::from(args.repeat));
     bar.set_style(
         ProgressStyle::with_template("{msg:>24} [{bar:30}] {percent:>3}% sim-time, ETA {eta}")
             .expect("valid template")
@@ -253,7 +253,7 @@ pub fn sim_params(scenario: &Scenario, model: PathModel) -> SimParams {
 
 fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> Result<RunReport> {
     let bar =
-        ProgressBar::new((scenario.duration_s / 0.1).round() as u64 * names.len() as u64 * u64::from(args.repeat));
+        crate::progress::bar((scenario.duration_s / 0.1).round() as u64 * names.len() as u64 * u64::from(args.repeat));
     bar.set_style(
         ProgressStyle::with_template("{msg:>24} [{bar:30}] {percent:>3}%, ETA {eta}")
             .expect("valid template")

@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use fbdt_scenario::Scenario;
 use fbdt_sim::PathModel;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressStyle;
 use serde::Serialize;
 
 use crate::scheme;
@@ -202,7 +202,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
         .iter()
         .flat_map(|&v| args.schemes.iter().map(move |s| (v, s.clone())))
         .collect();
-    let bar = ProgressBar::new(work.len() as u64);
+    let bar = crate::progress::bar(work.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("sweep [{bar:30}] {pos}/{len} runs, ETA {eta}")
             .expect("valid template")

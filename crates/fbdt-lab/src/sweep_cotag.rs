@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 use fbdt_scenario::Scenario;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressStyle;
 use serde::{Deserialize, Serialize};
 
 use crate::emu_bursts::Traffic;
@@ -347,7 +347,7 @@ pub fn run_grid(grid: &Grid, mut each: impl FnMut(&[Point]) -> Result<()>) -> Re
         })
         .collect();
     let ticks = (grid.duration_s / 0.1).round() as u64 * schemes.len() as u64 * cells.len() as u64;
-    let bar = ProgressBar::new(ticks);
+    let bar = crate::progress::bar(ticks);
     bar.set_style(
         ProgressStyle::with_template("{prefix} {msg:>16} [{bar:30}] {percent:>3}%, ETA {eta}")
             .expect("valid template")

@@ -1102,7 +1102,7 @@ pub fn run(setup: &Setup, args: &WorkloadArgs, browser: Browser) -> Result<Vec<B
     };
     let loads = args.page_loads as usize;
     let total = setup.schemes.len() * setup.seeds.len() * versions.len() * pages.len() * loads;
-    let bar = ProgressBar::new(total as u64);
+    let bar = crate::progress::bar(total as u64);
     bar.set_style(
         ProgressStyle::with_template("web (chromium) [{bar:30}] {pos}/{len} loads, ETA {eta} {msg}")
             .expect("valid template")

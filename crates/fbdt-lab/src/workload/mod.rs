@@ -22,7 +22,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use fbdt_scenario::{Scenario, Schedule};
 use fbdt_sim::{PathModel, SimParams, SimScheme};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressStyle;
 use serde::Serialize;
 
 use crate::run::Backend;
@@ -214,7 +214,7 @@ impl Setup {
             Backend::Sim => args.scale.unwrap_or(1.0),
             Backend::Emu => {
                 // Shows the calibration's messages (a first run on a host measures it).
-                let bar = ProgressBar::new_spinner();
+                let bar = crate::progress::spinner();
                 let scale = crate::emu_backend::scale_of(&scenario, args.scale, &bar)?.0;
                 bar.finish_and_clear();
                 scale
@@ -292,7 +292,7 @@ impl Setup {
 
     /// Runs `one` on every item, `jobs` at a time, with a progress bar; results in order.
     pub fn run_all<T: Sync, R: Send>(&self, items: &[T], one: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
-        let bar = ProgressBar::new(items.len() as u64);
+        let bar = crate::progress::bar(items.len() as u64);
         bar.set_style(
             ProgressStyle::with_template("workload [{bar:30}] {pos}/{len} runs, ETA {eta}")
                 .expect("valid template")
