@@ -102,8 +102,8 @@ pub struct Fidelity {
     pub endpoints_cpu: f64,
     /// Whole host: busy share of all cores, and share stolen by the hypervisor.
     pub host_busy: f64,
-    /// Idle cores the endpoints could have used: those of every CPU but the emulator's when
-    /// it is pinned (receive steering), else of the whole host.
+    /// Idle cores the endpoints could have used: those of every CPU this process may use but
+    /// the emulator's when it is pinned (receive steering).
     pub endpoint_idle_cores: f64,
     pub steal: f64,
     /// CPU used by programs that are not this run (not this process or its descendants),
@@ -246,15 +246,10 @@ pub(crate) struct PathInput {
 }
 
 /// Compares two marks.
-/// `pinned_emulator`: the CPU the emulator is pinned to, whose idle time the endpoints can
-/// hardly use (a real-time thread preempts them there); `None` = it may run anywhere.
-pub(crate) fn assess(
-    a: &Mark,
-    b: &Mark,
-    paths: &[PathInput],
-    tol: &Tolerances,
-    pinned_emulator: Option<usize>,
-) -> Fidelity {
+/// `endpoint_cpus`: the CPUs whose idle time the endpoints can use — the allowed ones but
+/// the emulator's when it is pinned there (a real-time thread preempts them on it); empty =
+/// the whole host. `/proc/stat`'s cpuN lines are taken in order as CPUs 0, 1, … (all online).
+pub(crate) fn assess(a: &Mark, b: &Mark, paths: &[PathInput], tol: &Tolerances, endpoint_cpus: &[usize]) -> Fidelity {
     let secs = b.at.duration_since(a.at).as_secs_f64().max(1e-6);
     let late_us = (tol.late_ms * 1e3).round() as u64;
     let mut all = LatenessSnapshot::default();
@@ -313,11 +308,10 @@ pub(crate) fn assess(
         (Some(x), Some(y)) if y.2 > x.2 => 1.0 - y.0.saturating_sub(x.0) as f64 / (y.2 - x.2) as f64,
         _ => 0.0,
     };
-    let endpoint_idle_cores = match pinned_emulator {
-        Some(emu) if b.cpu.per_cpu.len() > 1 => {
-            (0..b.cpu.per_cpu.len()).filter(|&c| c != emu).map(idle_of).sum::<f64>()
-        }
-        _ => (1.0 - share(busy)) * b.cpu.per_cpu.len().max(1) as f64,
+    let endpoint_idle_cores = if !endpoint_cpus.is_empty() && endpoint_cpus.iter().all(|&c| c < b.cpu.per_cpu.len()) {
+        endpoint_cpus.iter().map(|&c| idle_of(c)).sum::<f64>()
+    } else {
+        (1.0 - share(busy)) * b.cpu.per_cpu.len().max(1) as f64
     };
     let received = b.packets.received.saturating_sub(a.packets.received);
     let drops = b.packets.dropped.saturating_sub(a.packets.dropped);

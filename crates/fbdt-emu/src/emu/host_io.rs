@@ -50,18 +50,40 @@ pub(super) fn set_realtime(priority: i32) {
     }
 }
 
-/// The CPU the emulator thread is pinned to when receive steering is on: the last online one.
-pub fn emulator_cpu() -> Option<usize> {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    (2..=64).contains(&n).then(|| n as usize - 1)
+/// The CPUs this process may run on (its affinity mask: a container's cpuset, `taskset`), in
+/// order; empty if the mask cannot be read. Only CPUs below 64 count (the `rps_cpus` mask
+/// format has groups beyond that; not needed on this class of machine).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is the empty set; sched_getaffinity fills it for this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..64).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
 }
 
-/// `rps_cpus` mask (hex) of every online CPU but the emulator's, or `None` when there is no
-/// other CPU (or more than 64, where the mask format has groups; not needed on this class).
+/// The CPU the emulator thread is pinned to when receive steering is on: the last one this
+/// process may use, if it may use at least two.
+pub fn emulator_cpu() -> Option<usize> {
+    let cpus = allowed_cpus();
+    (cpus.len() >= 2).then(|| cpus[cpus.len() - 1])
+}
+
+/// The CPUs left to the endpoints (and their receive work): every allowed one but the
+/// emulator's when it is pinned.
+pub fn endpoint_cpus(emulator_pinned: bool) -> Vec<usize> {
+    let pinned = emulator_pinned.then(emulator_cpu).flatten();
+    allowed_cpus().into_iter().filter(|&c| Some(c) != pinned).collect()
+}
+
+/// `rps_cpus` mask (hex) of every allowed CPU but the emulator's, or `None` when there is no
+/// other one.
 pub fn endpoint_rps_mask() -> Option<String> {
-    let emu = emulator_cpu()?;
-    Some(format!("{:x}", (1u64 << emu) - 1))
+    emulator_cpu()?;
+    let mask = endpoint_cpus(true).iter().fold(0u64, |m, &c| m | 1 << c);
+    Some(format!("{mask:x}"))
 }
 
 /// Pins the calling thread to the emulator's CPU (see [`endpoint_rps_mask`]); logs and
@@ -131,5 +153,47 @@ pub(super) fn close_fds(fds: &[i32]) {
             // SAFETY: an AF_PACKET socket this emulator opened and nobody uses any more.
             unsafe { libc::close(*fd) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn restrict_to(cpus: &[usize]) {
+        // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET stays within it (cpu < 64).
+        let rc = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for &c in cpus {
+                libc::CPU_SET(c, &mut set);
+            }
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        };
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    }
+
+    /// A cpuset that leaves out the host's last CPUs: the emulator takes the last CPU the
+    /// process may use and the endpoints the others, never one outside the set.
+    #[test]
+    fn steering_keeps_to_the_cpus_this_process_may_use() {
+        let all = allowed_cpus();
+        assert!(!all.is_empty());
+        // Its own thread: the affinity is per thread and must not leak into other tests.
+        std::thread::spawn(move || {
+            restrict_to(&all[..1]);
+            assert_eq!(emulator_cpu(), None);
+            assert_eq!(endpoint_rps_mask(), None);
+            assert_eq!(endpoint_cpus(true), &all[..1]);
+            if all.len() >= 2 {
+                let (a, b) = (all[0], all[1]);
+                restrict_to(&[a, b]);
+                assert_eq!(emulator_cpu(), Some(b));
+                assert_eq!(endpoint_cpus(true), [a]);
+                assert_eq!(endpoint_cpus(false), [a, b]);
+                assert_eq!(endpoint_rps_mask(), Some(format!("{:x}", 1u64 << a)));
+            }
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -51,8 +51,8 @@ mod direct;
 mod host_io;
 mod path_control;
 
+pub use host_io::{allowed_cpus, emulator_cpu, endpoint_cpus, endpoint_rps_mask, PacketStats, PACKET_SOCKET_BUFFER};
 use host_io::{close_fds, grow_socket_buffers, packet_socket_fds, pin_to_emulator_cpu, set_realtime};
-pub use host_io::{emulator_cpu, endpoint_rps_mask, PacketStats, PACKET_SOCKET_BUFFER};
 pub(crate) use path_control::PathControl;
 use path_control::{bps, emu_err, KernelRate, RateStage, Stages};
 

@@ -81,8 +81,8 @@ impl Testbed {
                 },
             })
             .collect();
-        let pinned = self.opts.receive_steered().then(crate::emu::emulator_cpu).flatten();
-        let mut f = fidelity::assess(&a, &b, &paths, tol, pinned);
+        let endpoint_cpus = crate::emu::endpoint_cpus(self.opts.receive_steered());
+        let mut f = fidelity::assess(&a, &b, &paths, tol, &endpoint_cpus);
         f.datapath = self.opts.datapath.name().into();
         f.receive_steered = self.opts.receive_steered();
         f
