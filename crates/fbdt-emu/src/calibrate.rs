@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::{
     error::{Error, Result},
-    fidelity::Fidelity,
+    fidelity::{Fidelity, Tolerances},
     hostcache::{HostKey, ScaleCache, Subject},
     perf::{self, Proto},
     spec::{PathPlan, PathStep, TestbedSpec},
@@ -255,7 +255,17 @@ fn load(tb: &Testbed, which: &[usize], secs: f64, warmup_s: f64, headroom: f64) 
         tb.reset_monitors();
         let end = Duration::from_secs_f64((secs - 0.05).max(warmup_s + 0.1));
         std::thread::sleep(end.saturating_sub(t0.elapsed()));
-        let f = tb.fidelity();
+        // Without headroom (`bench emu`) the emulator alone is measured: busy endpoints are
+        // what its ceiling looks like, not a reason to reject the probe.
+        let tol = if headroom > 0.0 {
+            Tolerances::default()
+        } else {
+            Tolerances {
+                min_endpoint_idle_cores: 0.0,
+                ..Tolerances::default()
+            }
+        };
+        let f = tb.fidelity_with(&tol);
         for h in handles {
             match h.join() {
                 Ok(r) => {

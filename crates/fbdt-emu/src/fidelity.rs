@@ -34,12 +34,23 @@ pub struct Tolerances {
     /// Other programs on the host may use at most this many cores (crate::others).
     #[serde(default = "default_max_others_cpu")]
     pub max_others_cpu: f64,
+    /// The CPUs left to the endpoints must have had at least this many cores idle over the
+    /// run ([`Fidelity::endpoint_idle_cores`]); less, and the ends (FBDT's user-space side,
+    /// the kernel's TCP work) may have been held back by the host rather than the paths.
+    #[serde(default = "default_min_endpoint_idle_cores")]
+    pub min_endpoint_idle_cores: f64,
 }
 
 /// A quiet host's background (an idle desktop, a shell) stays well below a third of a core;
 /// one busy program takes a whole one.
 fn default_max_others_cpu() -> f64 {
     0.3
+}
+
+/// A tenth of a core: below it the endpoints' CPUs were busy more than 90 % of the time
+/// (one CPU on a 2-core host with the emulator pinned to the other).
+fn default_min_endpoint_idle_cores() -> f64 {
+    0.1
 }
 
 impl Default for Tolerances {
@@ -51,6 +62,7 @@ impl Default for Tolerances {
             max_emulator_cpu_per_thread: 0.95,
             max_steal: 0.05,
             max_others_cpu: default_max_others_cpu(),
+            min_endpoint_idle_cores: default_min_endpoint_idle_cores(),
         }
     }
 }
@@ -382,6 +394,12 @@ pub fn verdict(f: &Fidelity) -> Vec<String> {
             t.max_steal * 100.0
         ));
     }
+    if f.endpoint_idle_cores < t.min_endpoint_idle_cores {
+        r.push(format!(
+            "the endpoints' CPUs were busy: {:.2} core idle over the run (limit {:.2}): the ends may have been short of CPU",
+            f.endpoint_idle_cores, t.min_endpoint_idle_cores
+        ));
+    }
     if f.others_cpu > t.max_others_cpu {
         r.push(format!(
             "other programs used {:.2} cores of the host (limit {:.2}): the endpoints competed with them",
@@ -429,6 +447,17 @@ mod tests {
         let r = verdict(&f);
         assert_eq!(r.len(), 1);
         assert!(r[0].contains("other programs used 0.90 cores"), "{r:?}");
+    }
+
+    #[test]
+    fn endpoints_without_idle_cpu_are_a_reason() {
+        let mut f = quiet();
+        f.endpoint_idle_cores = 0.04;
+        let r = verdict(&f);
+        assert_eq!(r.len(), 1);
+        assert!(r[0].contains("endpoints' CPUs were busy: 0.04 core idle"), "{r:?}");
+        f.tolerances.min_endpoint_idle_cores = 0.0;
+        assert!(verdict(&f).is_empty());
     }
 
     #[test]
