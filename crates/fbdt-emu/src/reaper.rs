@@ -36,9 +36,9 @@ pub fn run_reaping(program: &OsString, args: &[OsString]) -> io::Result<i32> {
     let mut code = None;
     let mut grace_ends: Option<Instant> = None;
     loop {
-        let blocking = grace_ends.is_none();
+        // Blocking until the program ends, then polling so the grace can run out.
+        let flags = if grace_ends.is_none() { 0 } else { libc::WNOHANG };
         let mut status = 0;
-        let flags = if blocking { 0 } else { libc::WNOHANG };
         // SAFETY: waitpid with a valid status pointer.
         let pid = unsafe { libc::waitpid(-1, &mut status, flags) };
         if pid < 0 {
@@ -54,13 +54,12 @@ pub fn run_reaping(program: &OsString, args: &[OsString]) -> io::Result<i32> {
             grace_ends = Some(Instant::now() + ORPHAN_GRACE);
         }
         if pid == 0 {
-            match grace_ends {
-                Some(t) if Instant::now() >= t => {
-                    kill_children();
-                    grace_ends = None;
-                }
-                _ => std::thread::sleep(Duration::from_millis(20)),
+            // Past the grace, again at every poll: a killed orphan's own children come to
+            // us in turn.
+            if grace_ends.is_some_and(|t| Instant::now() >= t) {
+                kill_children();
             }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
     Ok(code.unwrap_or(1))
