@@ -65,6 +65,9 @@ const EPSILON_S: f64 = 1e-9;
 /// ([`Link::next_event`]).
 const LOW_WATER: f64 = 0.5;
 
+/// [`Link::lazy_until`] of a pipe lazy for good.
+const ALWAYS: Instant = Instant::from_micros(u64::MAX);
+
 fn instant_ceil(s: f64) -> Instant {
     Instant::from_micros((s * 1e6).ceil().max(0.0) as u64)
 }
@@ -137,8 +140,9 @@ pub struct Link {
     last_sent_s: f64,
     /// A wake-up in progress: serialisation starts at this time (s).
     waking_until_s: Option<f64>,
-    /// A pipe that need not wake the simulator at every chunk's end ([`Link::lazy`]).
-    lazy: bool,
+    /// A pipe that need not wake the simulator at chunk ends before this instant
+    /// ([`Link::lazy`], [`Link::set_lazy_until`]); zero: at every chunk's end.
+    lazy_until: Instant,
 }
 
 /// A serialised chunk awaiting its ACK.
@@ -184,7 +188,7 @@ impl Link {
             radio: None,
             last_sent_s: f64::NEG_INFINITY,
             waking_until_s: None,
-            lazy: false,
+            lazy_until: Instant::ZERO,
         }
     }
 
@@ -199,8 +203,15 @@ impl Link {
     /// sender's timing nothing measures (the reverse one, acknowledgements). The TCP model
     /// ignores it (its sender's state moves with every chunk).
     pub fn lazy(mut self) -> Self {
-        self.lazy = true;
+        self.lazy_until = ALWAYS;
         self
+    }
+
+    /// Makes the pipe lazy ([`Link::lazy`]) for its chunk ends before `until` (`None`:
+    /// all of them): the data direction's sender would not use more room before then
+    /// unless an input (a step of its own) comes first (`SimEndpoint::room_wanted_from`).
+    pub fn set_lazy_until(&mut self, until: Option<Instant>) {
+        self.lazy_until = until.unwrap_or(ALWAYS);
     }
 
     /// A link whose sender runs the TCP-level model ([`crate::tcp`]).
@@ -456,11 +467,20 @@ impl Link {
                     if let Some(u) = self.window.front() {
                         consider(instant_ceil(u.ack_s));
                     }
-                } else if self.rate > 0.0 && (self.tcp.is_some() || !self.lazy) {
+                } else if self.rate > 0.0 && (self.tcp.is_some() || !self.is_lazy()) {
                     let from = self.head_from.unwrap_or(self.clock);
                     consider(instant_ceil(self.head_end(from, self.send_rate()) - EPSILON_S));
                 } else if self.rate > 0.0 {
-                    self.pipe_wakes().into_iter().flatten().for_each(consider);
+                    let (arrival, low_water) = self.pipe_wakes();
+                    consider(arrival);
+                    // From `lazy_until` on the simulator must step where an eager pipe has
+                    // it step (chunk ends, arrivals) and nowhere else: a poll there may send.
+                    if let Some(t) = low_water.filter(|&t| t < self.lazy_until) {
+                        consider(t);
+                    }
+                    if let Some(t) = Some(self.lazy_until).filter(|&u| u != ALWAYS) {
+                        self.first_end_from(t).into_iter().for_each(&mut consider);
+                    }
                 }
             }
         }
@@ -476,14 +496,21 @@ impl Link {
     /// offered that room and did not fill it, so more room would not be used either).
     /// One wake-up per half a backlog instead of one per chunk; the sender still finds
     /// the backlog non-empty, so the link never idles for it.
-    fn pipe_wakes(&self) -> [Option<Instant>; 2] {
+    fn pipe_wakes(&self) -> (Instant, Option<Instant>) {
         let rate = self.rate;
         let from = self.head_from.unwrap_or(self.clock);
         let head_end = self.head_end(from, rate);
-        let arrival = Some(instant_ceil(head_end + self.delay_s - EPSILON_S));
+        // The head's arrival as `advance` will work it out; the lazy-for-good reverse
+        // direction keeps its wake a rounding early (a step where nothing happens), which
+        // leaves its runs as they were.
+        let arrival = if self.lazy_until == ALWAYS {
+            instant_ceil(head_end + self.delay_s - EPSILON_S)
+        } else {
+            instant_ceil(head_end + self.delay_s).max(self.last_arrival)
+        };
         let low = (self.params.backlog_bytes as f64 * LOW_WATER) as usize;
         if self.backlog_bytes <= low {
-            return [arrival, None];
+            return (arrival, None);
         }
         let mut left = self.backlog_bytes;
         let mut sent = -self.head_done;
@@ -491,10 +518,36 @@ impl Link {
             left -= c.len();
             sent += c.len() as f64;
             if left <= low {
-                return [arrival, Some(instant_ceil(from + sent / rate - EPSILON_S))];
+                return (arrival, Some(instant_ceil(from + sent / rate - EPSILON_S)));
             }
         }
-        [arrival, None]
+        (arrival, None)
+    }
+
+    /// Lazy now: for good, or until a time past the clock, with no window stall
+    /// possible before the next push (the chunk ends `first_end_from` works out then hold).
+    fn is_lazy(&self) -> bool {
+        self.lazy_until == ALWAYS
+            || (self.clock < secs(self.lazy_until)
+                && self.window_bytes + self.backlog_bytes as u64 <= self.window_limit())
+    }
+
+    /// The first chunk end at or after `at`, as the wake-up instant an eager pipe
+    /// would announce for it: each chunk's end is worked out as `advance` does (from the
+    /// last one's end), so the instants agree to the bit.
+    fn first_end_from(&self, at: Instant) -> Option<Instant> {
+        // ceil(x) ≥ n ⟺ x > n − 1: no rounding per chunk (`ceil` is a library call).
+        let below = at.as_micros().saturating_sub(1) as f64;
+        let mut end = self.head_end(self.head_from.unwrap_or(self.clock), self.rate);
+        let mut rest = self.backlog.iter().skip(1);
+        loop {
+            if (end - EPSILON_S) * 1e6 > below || at == Instant::ZERO {
+                let wake = instant_ceil(end - EPSILON_S);
+                debug_assert!(wake >= at);
+                return Some(wake);
+            }
+            end += rest.next()?.len() as f64 / self.rate;
+        }
     }
 
     /// The next chunk that has arrived by `now`, in order. Nothing arrives while down.

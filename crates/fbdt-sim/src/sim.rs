@@ -316,6 +316,13 @@ impl<'a> Sim<'a> {
         }
         self.over |= now >= self.end;
         self.timeouts = [self.server.timeout(), self.client.timeout()];
+        // While the server would not use more room on a path (until a deadline, or its next
+        // input: an arrival or a timer, each a step of its own), the steps at its pipe's
+        // chunk ends would find nothing to do. Exact, as the pipe serialises to the same
+        // instants however often it is advanced.
+        for (i, p) in self.paths.iter_mut().enumerate() {
+            p.data.set_lazy_until(self.server.room_wanted_from(i));
+        }
         Ok(())
     }
 
