@@ -726,7 +726,10 @@ impl Connection {
             }
             Out::Buf(b) => {
                 let n = sender.poll_transmit_buf(path, room, now, b);
-                b.copy_last(n, &mut head);
+                // Most polls send nothing: no walk over the buffer's chunks for them.
+                if n > 0 {
+                    b.copy_last(n, &mut head);
+                }
                 n
             }
         };
