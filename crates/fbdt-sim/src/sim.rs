@@ -324,12 +324,16 @@ impl<'a> Sim<'a> {
         }
         self.over |= now >= self.end;
         self.timeouts = [self.server.timeout(), self.client.timeout()];
-        // While the server would not use more room on a path (until a deadline, or its next
-        // input: an arrival or a timer, each a step of its own), the steps at its pipe's
-        // chunk ends would find nothing to do. Exact, as the pipe serialises to the same
-        // instants however often it is advanced.
-        for (i, p) in self.paths.iter_mut().enumerate() {
-            p.data.set_lazy_until(self.server.room_wanted_from(i));
+        // While the server would not use more room on any path (until a deadline, or its
+        // next input: an arrival or a timer, each a step of its own), the steps at the data
+        // pipes' chunk ends would find nothing to do. Any path: such a step polls every
+        // path. Exact, as a pipe serialises to the same instants however often it is
+        // advanced.
+        let wanted = (0..self.paths.len())
+            .filter_map(|i| self.server.room_wanted_from(i))
+            .min();
+        for p in &mut self.paths {
+            p.data.set_lazy_until(wanted);
         }
         Ok(())
     }
