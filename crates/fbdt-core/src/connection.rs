@@ -341,6 +341,28 @@ impl Connection {
         self.sender.path_stats(path, stats);
     }
 
+    /// From when `poll_transmit` on `path` could return a frame given more room than it was
+    /// last offered, unless an input (`handle_*`, `path_*`, a write or read, a timeout)
+    /// comes first; `None`: not before an input. Until then a driver need not poll the
+    /// path when its socket drains — as a runtime that sets TCP_NOTSENT_LOWAT only from
+    /// then on. Conservative: now whenever unsure.
+    pub fn room_wanted_from(&self, path: PathId) -> Option<Instant> {
+        let io = self.paths.get(path.index())?;
+        if io.state == PathState::Down {
+            return None;
+        }
+        if io.close_due || io.hello_due || io.join_due || io.held_ack.is_some() {
+            return Some(Instant::ZERO);
+        }
+        if self.closed || !self.established || io.state != PathState::Up {
+            return None;
+        }
+        match &self.receiver {
+            Some(r) if r.has_frame(path) => Some(Instant::ZERO),
+            _ => self.sender.room_wanted_from(path),
+        }
+    }
+
     /// Bytes arrived on `path`. A path-local error (`is_path_local`) means: close this
     /// path's connection, the session lives on. Any other error ended the session (a CLOSE
     /// is queued on the other paths).
@@ -704,7 +726,10 @@ impl Connection {
             }
             Out::Buf(b) => {
                 let n = sender.poll_transmit_buf(path, room, now, b);
-                b.copy_last(n, &mut head);
+                // Most polls send nothing: no walk over the buffer's chunks for them.
+                if n > 0 {
+                    b.copy_last(n, &mut head);
+                }
                 n
             }
         };

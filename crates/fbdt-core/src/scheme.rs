@@ -46,6 +46,12 @@ pub trait SchemeSender: Send {
     fn path_up(&mut self, path: PathId, now: Instant);
     fn path_down(&mut self, path: PathId, now: Instant);
     fn path_stats(&mut self, path: PathId, stats: PathStats);
+    /// From when more room on `path` than the last poll was offered could make a poll
+    /// send something, unless an input comes first (`None`: not before an input); see
+    /// `Connection::room_wanted_from`. Now, for schemes that do not remember their polls.
+    fn room_wanted_from(&self, _path: PathId) -> Option<Instant> {
+        Some(Instant::ZERO)
+    }
     /// A driver hint about `path` (scan announcements); schemes that do not use hints
     /// ignore it.
     fn path_hint(&mut self, _path: PathId, _hint: Hint) {}
@@ -99,6 +105,10 @@ pub trait SchemeReceiver: Send {
     /// The feedback frame (ACK, DATA_ACK) due on `path` now, if any. `Connection` sends it
     /// before any data of ours on that path.
     fn poll_frame(&mut self, path: PathId, now: Instant) -> Option<Frame<'static>>;
+    /// `poll_frame` may have something for `path` (always, for receivers that do not say).
+    fn has_frame(&self, _path: PathId) -> bool {
+        true
+    }
     /// Copies in-order bytes into `buf`; returns how many.
     fn read(&mut self, buf: &mut [u8]) -> usize;
     /// Takes up to `max` in-order bytes as one chunk (None when nothing is ready); a

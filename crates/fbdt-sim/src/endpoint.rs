@@ -54,6 +54,11 @@ pub trait SimEndpoint {
     fn path_up(&mut self, path: usize, now: Instant);
     /// What the path's TCP connection would report in TCP_INFO.
     fn path_stats(&mut self, path: usize, stats: PathStats);
+    /// From when more room on `path` could make `transmit` send, unless an input comes
+    /// first (`Connection::room_wanted_from`); now when unsure.
+    fn room_wanted_from(&self, _path: usize) -> Option<Instant> {
+        Some(Instant::ZERO)
+    }
     /// Server: the application may write its stream only up to `bytes` (a workload's
     /// requests so far); unlimited until called. Ignored by the client.
     fn set_app_limit(&mut self, _bytes: u64) {}
@@ -255,6 +260,10 @@ impl SimEndpoint for FbdtEnd {
 
     fn path_stats(&mut self, path: usize, stats: PathStats) {
         self.conn.path_stats(PathId(path as u8), stats);
+    }
+
+    fn room_wanted_from(&self, path: usize) -> Option<Instant> {
+        self.conn.room_wanted_from(PathId(path as u8))
     }
 
     fn path_hint(&mut self, path: usize, hint: Hint) {

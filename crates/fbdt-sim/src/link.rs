@@ -65,6 +65,9 @@ const EPSILON_S: f64 = 1e-9;
 /// ([`Link::next_event`]).
 const LOW_WATER: f64 = 0.5;
 
+/// [`Link::lazy_until`] of a pipe lazy for good.
+const ALWAYS: Instant = Instant::from_micros(u64::MAX);
+
 fn instant_ceil(s: f64) -> Instant {
     Instant::from_micros((s * 1e6).ceil().max(0.0) as u64)
 }
@@ -107,8 +110,14 @@ pub struct Link {
     params: LinkParams,
     backlog: VecDeque<Chunk>,
     backlog_bytes: usize,
-    /// Bytes of the backlog's head already serialised.
+    /// Bytes of the backlog's head serialised by `head_from`.
     head_done: f64,
+    /// The pipe: since when the head has been serialising at the current rate (`None`: it
+    /// starts at `clock`). Its end is worked out from here, not from the last `advance`,
+    /// so it does not depend on how often `advance` is called (a lazy pipe's wake-ups
+    /// then change nothing). The TCP model's rate moves with every ACK: it folds the
+    /// progress in at each call instead and leaves this `None`.
+    head_from: Option<f64>,
     in_flight: VecDeque<(Instant, Chunk)>,
     /// Serialised bytes awaiting their TCP-level ACK.
     window: VecDeque<Unacked>,
@@ -131,8 +140,9 @@ pub struct Link {
     last_sent_s: f64,
     /// A wake-up in progress: serialisation starts at this time (s).
     waking_until_s: Option<f64>,
-    /// A pipe that need not wake the simulator at every chunk's end ([`Link::lazy`]).
-    lazy: bool,
+    /// A pipe that need not wake the simulator at chunk ends before this instant
+    /// ([`Link::lazy`], [`Link::set_lazy_until`]); zero: at every chunk's end.
+    lazy_until: Instant,
 }
 
 /// A serialised chunk awaiting its ACK.
@@ -163,6 +173,7 @@ impl Link {
             backlog: VecDeque::new(),
             backlog_bytes: 0,
             head_done: 0.0,
+            head_from: None,
             in_flight: VecDeque::new(),
             window: VecDeque::new(),
             window_bytes: 0,
@@ -177,7 +188,7 @@ impl Link {
             radio: None,
             last_sent_s: f64::NEG_INFINITY,
             waking_until_s: None,
-            lazy: false,
+            lazy_until: Instant::ZERO,
         }
     }
 
@@ -192,8 +203,15 @@ impl Link {
     /// sender's timing nothing measures (the reverse one, acknowledgements). The TCP model
     /// ignores it (its sender's state moves with every chunk).
     pub fn lazy(mut self) -> Self {
-        self.lazy = true;
+        self.lazy_until = ALWAYS;
         self
+    }
+
+    /// Makes the pipe lazy ([`Link::lazy`]) for its chunk ends before `until` (`None`:
+    /// all of them): the data direction's sender would not use more room before then
+    /// unless an input (a step of its own) comes first (`SimEndpoint::room_wanted_from`).
+    pub fn set_lazy_until(&mut self, until: Option<Instant>) {
+        self.lazy_until = until.unwrap_or(ALWAYS);
     }
 
     /// A link whose sender runs the TCP-level model ([`crate::tcp`]).
@@ -305,6 +323,10 @@ impl Link {
     /// Applies a schedule step at `now` (call `advance(now)` first). `rate_mbps` 0 = outage.
     pub fn set(&mut self, now: Instant, rate_mbps: f64, delay_ms: f64, loss: f64) {
         self.clock = self.clock.max(secs(now));
+        // The head goes on from here at the new rate.
+        if let Some(from) = self.head_from.take() {
+            self.head_done += (self.clock - from) * self.rate;
+        }
         self.delay_s = delay_ms / 1e3;
         let was_up = self.up;
         self.up = rate_mbps > 0.0;
@@ -356,6 +378,7 @@ impl Link {
                 break;
             }
             if let Some(until) = self.stalled_until() {
+                debug_assert!(self.head_from.is_none(), "a stall in the middle of a pipe's chunk");
                 if until <= due_s {
                     self.clock = until;
                     continue;
@@ -363,6 +386,10 @@ impl Link {
                 break;
             }
             if self.window_bytes >= self.window_limit() {
+                debug_assert!(
+                    self.head_from.is_none(),
+                    "a full window in the middle of a pipe's chunk"
+                );
                 match self.window.front() {
                     Some(u) if ack_due(u.ack_s) => {
                         self.clock = self.clock.max(u.ack_s);
@@ -371,12 +398,15 @@ impl Link {
                     _ => break,
                 }
             }
-            let head_len = self.backlog.front().map_or(0, |c| c.len());
-            let remaining = head_len as f64 - self.head_done;
             let rate = self.send_rate();
-            let finish = self.clock + remaining / rate;
+            let from = self.head_from.unwrap_or(self.clock);
+            let finish = self.head_end(from, rate);
             if finish > now_s + EPSILON_S {
-                self.head_done += (now_s - self.clock) * rate;
+                if self.tcp.is_some() {
+                    self.head_done += (now_s - from) * rate;
+                } else {
+                    self.head_from = Some(from);
+                }
                 break;
             }
             self.clock = finish;
@@ -384,6 +414,7 @@ impl Link {
             let chunk = self.backlog.pop_front().expect("non-empty");
             self.backlog_bytes -= chunk.len();
             self.head_done = 0.0;
+            self.head_from = None;
             self.bytes_serialised += chunk.len() as u64;
             let len = chunk.len();
             let base_rtt = 2.0 * self.delay_s;
@@ -413,6 +444,13 @@ impl Link {
         self.clock = self.clock.max(now_s);
     }
 
+    /// When the backlog's head finishes serialising at `rate`, having serialised
+    /// `head_done` bytes by `from`.
+    fn head_end(&self, from: f64, rate: f64) -> f64 {
+        let head_len = self.backlog.front().map_or(0, |c| c.len());
+        from + (head_len as f64 - self.head_done) / rate
+    }
+
     /// The next time something happens on this link (a chunk finishes serialising, the
     /// window opens, or a chunk arrives), if anything is pending.
     pub fn next_event(&self) -> Option<Instant> {
@@ -422,26 +460,35 @@ impl Link {
             if let Some(&(t, _)) = self.in_flight.front() {
                 consider(t);
             }
-            if let Some(head) = self.backlog.front() {
+            if !self.backlog.is_empty() {
                 if let Some(until) = self.stalled_until() {
                     consider(instant_ceil(until));
                 } else if self.window_bytes >= self.window_limit() {
                     if let Some(u) = self.window.front() {
                         consider(instant_ceil(u.ack_s));
                     }
-                } else if self.rate > 0.0 && (self.tcp.is_some() || !self.lazy) {
-                    let remaining = head.len() as f64 - self.head_done;
-                    consider(instant_ceil(self.clock + remaining / self.send_rate() - EPSILON_S));
+                } else if self.rate > 0.0 && (self.tcp.is_some() || !self.is_lazy()) {
+                    let from = self.head_from.unwrap_or(self.clock);
+                    consider(instant_ceil(self.head_end(from, self.send_rate()) - EPSILON_S));
                 } else if self.rate > 0.0 {
-                    self.pipe_wakes(head.len()).into_iter().flatten().for_each(consider);
+                    let (arrival, low_water) = self.pipe_wakes();
+                    consider(arrival);
+                    // From `lazy_until` on the simulator must step where an eager pipe has
+                    // it step (chunk ends, arrivals) and nowhere else: a poll there may send.
+                    if let Some(t) = low_water.filter(|&t| t < self.lazy_until) {
+                        consider(t);
+                    }
+                    if let Some(t) = Some(self.lazy_until).filter(|&u| u != ALWAYS) {
+                        self.first_end_from(t).into_iter().for_each(&mut consider);
+                    }
                 }
             }
         }
         next
     }
 
-    /// The pipe's wake-ups for a serialising backlog (head `head_len` bytes long). Not
-    /// every chunk's end: `advance` serialises exactly whenever it is called, so the
+    /// The pipe's wake-ups for a serialising backlog. Not every chunk's end: `advance`
+    /// serialises to the same instants however often it is called (`head_from`), so the
     /// simulator need only be woken (a) when the head would arrive — no chunk arrives
     /// earlier, so none is delivered late — and (b) when enough of the backlog is gone that
     /// the sender should top it up: the end of the chunk that takes it to
@@ -449,13 +496,21 @@ impl Link {
     /// offered that room and did not fill it, so more room would not be used either).
     /// One wake-up per half a backlog instead of one per chunk; the sender still finds
     /// the backlog non-empty, so the link never idles for it.
-    fn pipe_wakes(&self, head_len: usize) -> [Option<Instant>; 2] {
+    fn pipe_wakes(&self) -> (Instant, Option<Instant>) {
         let rate = self.rate;
-        let head_end = self.clock + (head_len as f64 - self.head_done) / rate;
-        let arrival = Some(instant_ceil(head_end + self.delay_s - EPSILON_S));
+        let from = self.head_from.unwrap_or(self.clock);
+        let head_end = self.head_end(from, rate);
+        // The head's arrival as `advance` will work it out; the lazy-for-good reverse
+        // direction keeps its wake a rounding early (a step where nothing happens), which
+        // leaves its runs as they were.
+        let arrival = if self.lazy_until == ALWAYS {
+            instant_ceil(head_end + self.delay_s - EPSILON_S)
+        } else {
+            instant_ceil(head_end + self.delay_s).max(self.last_arrival)
+        };
         let low = (self.params.backlog_bytes as f64 * LOW_WATER) as usize;
         if self.backlog_bytes <= low {
-            return [arrival, None];
+            return (arrival, None);
         }
         let mut left = self.backlog_bytes;
         let mut sent = -self.head_done;
@@ -463,10 +518,36 @@ impl Link {
             left -= c.len();
             sent += c.len() as f64;
             if left <= low {
-                return [arrival, Some(instant_ceil(self.clock + sent / rate - EPSILON_S))];
+                return (arrival, Some(instant_ceil(from + sent / rate - EPSILON_S)));
             }
         }
-        [arrival, None]
+        (arrival, None)
+    }
+
+    /// Lazy now: for good, or until a time past the clock, with no window stall
+    /// possible before the next push (the chunk ends `first_end_from` works out then hold).
+    fn is_lazy(&self) -> bool {
+        self.lazy_until == ALWAYS
+            || (self.clock < secs(self.lazy_until)
+                && self.window_bytes + self.backlog_bytes as u64 <= self.window_limit())
+    }
+
+    /// The first chunk end at or after `at`, as the wake-up instant an eager pipe
+    /// would announce for it: each chunk's end is worked out as `advance` does (from the
+    /// last one's end), so the instants agree to the bit.
+    fn first_end_from(&self, at: Instant) -> Option<Instant> {
+        // ceil(x) ≥ n ⟺ x > n − 1: no rounding per chunk (`ceil` is a library call).
+        let below = at.as_micros().saturating_sub(1) as f64;
+        let mut end = self.head_end(self.head_from.unwrap_or(self.clock), self.rate);
+        let mut rest = self.backlog.iter().skip(1);
+        loop {
+            if (end - EPSILON_S) * 1e6 > below || at == Instant::ZERO {
+                let wake = instant_ceil(end - EPSILON_S);
+                debug_assert!(wake >= at);
+                return Some(wake);
+            }
+            end += rest.next()?.len() as f64 / self.rate;
+        }
     }
 
     /// The next chunk that has arrived by `now`, in order. Nothing arrives while down.
@@ -482,6 +563,7 @@ impl Link {
         self.backlog.clear();
         self.backlog_bytes = 0;
         self.head_done = 0.0;
+        self.head_from = None;
         self.in_flight.clear();
         self.window.clear();
         self.window_bytes = 0;
@@ -517,6 +599,34 @@ mod tests {
         l.push(vec![0; 10_000].into());
         let got = drain(&mut l, at_ms(100));
         assert_eq!(got, vec![(at_ms(11), 10_000), (at_ms(12), 10_000)]);
+    }
+
+    /// Chunk ends do not depend on how often the link is told the time: the arrivals are
+    /// the same whether `advance` runs only at the link's events or at every 7 µs too.
+    #[test]
+    fn serialisation_does_not_depend_on_the_calls() {
+        let arrivals = |extra_calls: bool| {
+            let mut l = Link::new(LinkParams::default());
+            l.set(Instant::ZERO, 1403.7, 1.3, 0.0);
+            for k in 0..20 {
+                l.push(vec![0; 16_397 + 13 * k].into());
+            }
+            let mut got = Vec::new();
+            let mut now = Instant::ZERO;
+            while let Some(t) = l.next_event() {
+                while extra_calls && now + fbdt_core::Duration::from_micros(7) < t {
+                    now = now + fbdt_core::Duration::from_micros(7);
+                    l.advance(now);
+                }
+                now = now.max(t);
+                l.advance(now);
+                while let Some(c) = l.pop_arrival(now) {
+                    got.push((now, c.len()));
+                }
+            }
+            got
+        };
+        assert_eq!(arrivals(true), arrivals(false));
     }
 
     #[test]

@@ -45,23 +45,29 @@ struct PathSim {
 }
 
 impl PathSim {
-    fn refresh_report(&mut self, max_window: u64) {
+    /// Brings `reported` up to date; whether it changed. Only a changed report is handed
+    /// to the endpoints: both schemes' senders ignore one equal to the last (FBDT's
+    /// compares bit for bit, the meta layer's stores it).
+    fn refresh_report(&mut self, max_window: u64) -> bool {
         if !self.data.is_up() {
-            return;
+            return false;
         }
         if let Some(t) = self.data.tcp_info() {
-            self.reported = PathStats {
+            let new = PathStats {
                 srtt: Some(Duration::from_secs_f64(t.srtt_s)),
                 delivery_rate_bps: Some(t.rate * 8.0),
                 cwnd_bytes: Some(t.cwnd_bytes),
             };
-            return;
+            let bits = |s: &PathStats| (s.srtt, s.delivery_rate_bps.map(f64::to_bits), s.cwnd_bytes);
+            let changed = bits(&new) != bits(&self.reported);
+            self.reported = new;
+            return changed;
         }
         let rtt = 2.0 * self.data.delay_s();
         let rate = self.data.rate();
         // A pipe's report changes only with its rate and delay (schedule steps).
         if self.reported_for == Some((rate, rtt)) {
-            return;
+            return false;
         }
         self.reported_for = Some((rate, rtt));
         self.reported = PathStats {
@@ -69,6 +75,7 @@ impl PathSim {
             delivery_rate_bps: Some(rate * 8.0),
             cwnd_bytes: Some(((rate * rtt) as u64).min(max_window)),
         };
+        true
     }
 
     /// The next scan step not yet announced (its index) and when its notice is due.
@@ -299,9 +306,10 @@ impl<'a> Sim<'a> {
         self.out.bytes_delivered += got;
         self.in_sample += got;
         for (i, p) in self.paths.iter_mut().enumerate() {
-            p.refresh_report(self.params.link.max_window_bytes);
-            self.server.path_stats(i, p.reported);
-            self.client.path_stats(i, p.reported);
+            if p.refresh_report(self.params.link.max_window_bytes) {
+                self.server.path_stats(i, p.reported);
+                self.client.path_stats(i, p.reported);
+            }
         }
         self.transmit();
         // Server first: its first transmissions precede the client's deliveries.
@@ -316,6 +324,17 @@ impl<'a> Sim<'a> {
         }
         self.over |= now >= self.end;
         self.timeouts = [self.server.timeout(), self.client.timeout()];
+        // While the server would not use more room on any path (until a deadline, or its
+        // next input: an arrival or a timer, each a step of its own), the steps at the data
+        // pipes' chunk ends would find nothing to do. Any path: such a step polls every
+        // path. Exact, as a pipe serialises to the same instants however often it is
+        // advanced.
+        let wanted = (0..self.paths.len())
+            .filter_map(|i| self.server.room_wanted_from(i))
+            .min();
+        for p in &mut self.paths {
+            p.data.set_lazy_until(wanted);
+        }
         Ok(())
     }
 

@@ -390,6 +390,10 @@ impl SchemeReceiver for FbdtReceiver {
         self.poll_ack(path, now).map(Frame::Ack)
     }
 
+    fn has_frame(&self, path: PathId) -> bool {
+        self.ack_pending & path.bit() != 0
+    }
+
     fn read(&mut self, buf: &mut [u8]) -> usize {
         let n = self.held.read(buf);
         self.after_read(n);

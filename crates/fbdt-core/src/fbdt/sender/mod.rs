@@ -424,6 +424,15 @@ impl SchemeSender for FbdtSender {
         self.transmit(path, room, now, out)
     }
 
+    /// While the path's last poll is remembered as idle for any room (its send limit holds
+    /// it), from that memory's deadline on; otherwise now.
+    fn room_wanted_from(&self, path: PathId) -> Option<Instant> {
+        match self.paths.get(path.index()).and_then(|p| p.idle) {
+            Some(i) if i.changes == self.changes && i.room_needed == usize::MAX => i.until,
+            _ => Some(Instant::ZERO),
+        }
+    }
+
     fn poll_transmit_buf(&mut self, path: PathId, room: usize, now: Instant, out: &mut FrameBuf) -> usize {
         self.transmit(path, room, now, out)
     }
