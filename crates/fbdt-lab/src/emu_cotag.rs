@@ -20,7 +20,8 @@ pub struct CotagScheme {
     /// Cohort cap n_k; default: what both paths carry in T at the scenario's peak rate.
     pub max_cohort: Option<usize>,
     /// `size=rate` (default, `Some(margin)`): each cohort also at most what both links carry
-    /// in T at their current scheduled rate, less `margin=` packets left for Low extras;
+    /// in T at their current scheduled rate, less `margin=` packets left for Low extras
+    /// (default `cotag_net::link::COHORT_MARGIN`);
     /// `size=peak` (`None`): only the cap.
     pub size_margin: Option<usize>,
     /// `split=rate` (default): Highs in proportion to the links' current rates; `rr`:
@@ -41,7 +42,7 @@ impl Default for CotagScheme {
         CotagScheme {
             period_ms: 1.0,
             max_cohort: None,
-            size_margin: Some(0),
+            size_margin: Some(cotag_net::link::COHORT_MARGIN),
             split_by_rate: true,
             forward_labels: None,
             low_factor: None,
@@ -96,7 +97,7 @@ pub fn parse(name: &str, opts: std::str::Split<'_, char>) -> Result<CotagScheme>
             }
             "size" => match value {
                 "peak" => s.size_margin = None,
-                "rate" => s.size_margin = Some(s.size_margin.unwrap_or(0)),
+                "rate" => s.size_margin = Some(s.size_margin.unwrap_or(cotag_net::link::COHORT_MARGIN)),
                 _ => bail!("scheme `{name}`: size must be peak or rate, got `{value}`"),
             },
             "margin" => s.size_margin = Some(whole(key, value, 0, 64)? as usize),
@@ -331,7 +332,11 @@ mod tests {
         );
         assert_eq!((s.pace_burst_packets, s.device_liveness_ms), (Some(3.0), Some(3.0)));
         let s = p("cotag").unwrap();
-        assert_eq!((s.size_margin, s.split_by_rate), (Some(0), true));
+        assert_eq!(
+            (s.size_margin, s.split_by_rate),
+            (Some(cotag_net::link::COHORT_MARGIN), true)
+        );
+        assert_eq!(p("cotag+margin=0").unwrap().size_margin, Some(0));
         assert_eq!(p("cotag+margin=2").unwrap().size_margin, Some(2));
         for bad in [
             "cotag+T=0",
