@@ -15,7 +15,7 @@ use cotag::{Ap, Gateway, LINKS};
 
 use crate::io::{drain, udp, wait_readable, Clock};
 use crate::pacer::Pacer;
-use crate::stats::SideStats;
+use crate::stats::{SideStats, LABEL_LOG_CAP};
 use crate::tun::Tun;
 use crate::{Error, Mode, SideSetup, IP_UDP_HEADER, MAX_WAIT_US};
 
@@ -31,6 +31,10 @@ struct CotagEnd {
     gateway: Gateway,
     aps: [Ap; LINKS],
     pacers: [Pacer; LINKS],
+    /// The cohort period and the IP bytes of a full-size coded datagram: the links' budgets
+    /// in packets per period.
+    period_us: u64,
+    datagram_bytes: usize,
 }
 
 pub(crate) struct GatewaySide {
@@ -57,10 +61,18 @@ impl GatewaySide {
                     })
                 };
                 let burst = p.pace_burst_bytes;
+                let mut gateway = Gateway::new(p.gateway.clone())?;
+                let mut aps = [ap(0)?, ap(1)?];
+                gateway.record_labels(LABEL_LOG_CAP);
+                for a in &mut aps {
+                    a.record_labels(LABEL_LOG_CAP);
+                }
                 Engine::Cotag(Box::new(CotagEnd {
-                    gateway: Gateway::new(p.gateway.clone())?,
-                    aps: [ap(0)?, ap(1)?],
+                    gateway,
+                    aps,
                     pacers: [0, 1].map(|i| Pacer::new(setup.rates[i].clone(), p.pace_factor, burst)),
+                    period_us: p.gateway.period_us,
+                    datagram_bytes: setup.outer_mtu,
                 }))
             }
             Mode::DualRr => Engine::DualRr { next: 0 },
@@ -79,12 +91,25 @@ impl GatewaySide {
     pub(crate) fn run(mut self, stop: Arc<AtomicBool>) -> Result<SideStats, Error> {
         let mut buf = vec![0u8; 65_536];
         let fds = [self.tun.as_raw_fd(), self.up.as_raw_fd()];
+        let mut wanted = None;
         while !stop.load(Ordering::Relaxed) {
             let now = self.clock.now_us();
+            self.stats.wake(wanted, now);
+            if let Engine::Cotag(c) = &mut self.engine {
+                c.set_budget(now);
+            }
             self.downlink_in(&mut buf, now)?;
+            // Serve the pacers between the two reads too: writing a batch of ACKs into the
+            // TUN device runs the server kernel's TCP (and the segments it sends) inside this
+            // thread's syscalls, and turns of several ms left the APs idle meanwhile.
+            self.drive(now)?;
             self.uplink(&mut buf)?;
-            let wake = self.drive(now)?;
-            let timeout = wake.map_or(MAX_WAIT_US, |t| t.saturating_sub(self.clock.now_us()).min(MAX_WAIT_US));
+            let wake = self.drive(self.clock.now_us())?;
+            let before = self.clock.now_us();
+            self.stats.turn(now, before);
+            let timeout = wake.map_or(MAX_WAIT_US, |t| t.saturating_sub(before).min(MAX_WAIT_US));
+            // Lateness counts against the wake-up the core asked for, not the 2-ms poll.
+            wanted = wake.map(|t| t.max(before));
             if timeout > 0 {
                 wait_readable(&fds, Some(timeout))?;
             }
@@ -93,6 +118,8 @@ impl GatewaySide {
             let (gateway, aps) = (&c.gateway, &c.aps);
             self.stats.cotag_gateway = Some(gateway.stats().clone());
             self.stats.cotag_aps = Some([aps[0].stats().clone(), aps[1].stats().clone()]);
+            self.stats.records.gateway = gateway.label_records().to_vec();
+            self.stats.records.aps = [0, 1].map(|l| aps[l].label_records().cloned().collect());
         }
         Ok(self.stats)
     }
@@ -122,6 +149,7 @@ impl GatewaySide {
                 }
             },
         )
+        .map(drop)
         .map_err(|e| Error::Io("reading the server's TUN device", e))
     }
 
@@ -139,6 +167,7 @@ impl GatewaySide {
                 }
             },
         )
+        .map(drop)
         .map_err(|e| Error::Io("receiving uplink datagrams", e))
     }
 
@@ -147,7 +176,9 @@ impl GatewaySide {
         let Engine::Cotag(c) = &mut self.engine else {
             return Ok(None);
         };
-        let CotagEnd { gateway, aps, pacers } = &mut **c;
+        let CotagEnd {
+            gateway, aps, pacers, ..
+        } = &mut **c;
         gateway.handle_timeout(now);
         for (link, ap) in aps.iter_mut().enumerate() {
             ap.handle_timeout(now);
@@ -169,6 +200,20 @@ impl GatewaySide {
             wake = [wake, ap.poll_timeout(), paced].into_iter().flatten().min();
         }
         Ok(wake)
+    }
+}
+
+impl CotagEnd {
+    /// Tells the gateway what each link carries in one period now: the pacer's rate (the
+    /// schedule's, × the pace factor) in full-size datagrams. The gateway thus knows the
+    /// links' current rates exactly and at once, as the APs' pacers do — a real gateway
+    /// would learn them from the APs, late.
+    fn set_budget(&mut self, now: u64) {
+        let per_period = self
+            .pacers
+            .each_ref()
+            .map(|p| p.rate_bps(now) * p.factor() * self.period_us as f64 / 1e6 / (8.0 * self.datagram_bytes as f64));
+        self.gateway.set_link_budget(per_period);
     }
 }
 

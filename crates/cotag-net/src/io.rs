@@ -93,21 +93,22 @@ pub fn nothing_now(e: &io::Error) -> bool {
 }
 
 /// Reads up to `batch` packets with `recv` (a non-blocking read into `buf`) and hands each
-/// to `each`; returns early when nothing is queued, so no source starves the others.
+/// to `each`; returns early when nothing is queued, so no source starves the others. True
+/// when it stopped at `batch`: more may be queued.
 pub fn drain(
     buf: &mut [u8],
     batch: usize,
     mut recv: impl FnMut(&mut [u8]) -> io::Result<usize>,
     mut each: impl FnMut(&[u8]),
-) -> io::Result<()> {
+) -> io::Result<bool> {
     for _ in 0..batch {
         match recv(buf) {
             Ok(n) => each(&buf[..n]),
-            Err(e) if nothing_now(&e) => return Ok(()),
+            Err(e) if nothing_now(&e) => return Ok(false),
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// SCHED_FIFO priority of both ends' loops: the emulator's (fbdt-emu's default, 10). The

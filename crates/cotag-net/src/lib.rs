@@ -26,7 +26,7 @@ pub mod tun;
 use std::net::SocketAddr;
 
 pub use link::{inner_mtu, CotagLink, CotagParams, Mode};
-pub use stats::{LinkStats, SideStats};
+pub use stats::{Cause, FailureBreakdown, FailureTrace, LinkStats, LinkTrace, SideStats};
 
 /// IPv4 + UDP header bytes around every datagram: what the emulator's rate stage also counts.
 pub const IP_UDP_HEADER: usize = 28;
@@ -66,5 +66,7 @@ pub(crate) struct SideSetup {
     pub up: Ends,
     /// Each path's scheduled rate, for the APs' pacers.
     pub rates: [pacer::RateSteps; cotag::LINKS],
+    /// The paths' MTU: the IP bytes of a full-size coded datagram.
+    pub outer_mtu: usize,
     pub clock: io::Clock,
 }

@@ -40,6 +40,11 @@ impl Pacer {
             .map_or(0.0, |&(_, r)| r.max(0.0))
     }
 
+    /// The fraction of the scheduled rate it sends at.
+    pub fn factor(&self) -> f64 {
+        self.factor
+    }
+
     fn refill(&mut self, now_us: u64) {
         if now_us > self.last_us {
             // The rate at `now` for the whole gap: steps are 100 ms apart, wake-ups ≤ 5 ms.

@@ -18,6 +18,11 @@
 //!
 //! A label whose every allowed combination has been sent keeps only its counters, so its
 //! packets do not occupy the buffer until the flush.
+//!
+//! `forward_labels` = w (default 1, the paper's rule 2) widens the forwarding window: cohort k
+//! is flushed by the first label at least w above the one that released it (normally k+1+w);
+//! older labels still go first. For measuring what the one-label window costs: the spec fixes
+//! it at one label.
 
 use std::collections::BTreeMap;
 
@@ -32,6 +37,9 @@ pub struct ApConfig {
     pub buffer_packets: usize,
     /// How long a cohort is held at most without a higher label, µs.
     pub liveness_us: u64,
+    /// Labels a cohort is forwarded for after the one that released it (1: the paper's
+    /// "until the first k+2 packet").
+    pub forward_labels: u32,
     pub seed: u64,
 }
 
@@ -43,6 +51,7 @@ impl Default for ApConfig {
             // 3 × the default period: a cohort is normally released one period after it
             // arrives; three leave room for jitter before declaring the gateway quiet.
             liveness_us: 3_000,
+            forward_labels: 1,
             seed: 2,
         }
     }
@@ -78,6 +87,26 @@ pub struct ApStats {
     pub forwarded_low: u64,
     /// Cohorts released by the liveness timeout rather than a higher label.
     pub liveness_releases: u64,
+}
+
+/// What one AP did with one label ([`Ap::record_labels`]): the testbed joins these with the
+/// gateway's and the device's records to say where a failed cohort lost its rank.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct ApLabelRecord {
+    pub label: u32,
+    pub accepted_high: u32,
+    pub accepted_low: u32,
+    /// Incoming packets dropped, or buffered Lows evicted, with the buffer full.
+    pub full_dropped_high: u32,
+    pub full_dropped_low: u32,
+    pub forwarded_high: u32,
+    pub forwarded_low: u32,
+    /// At the flush: Highs still unsent, and combinations the AP was still allowed to send
+    /// (accepted − sent, Lows re-encoded included).
+    pub flushed_high: u32,
+    pub flushed_allowed: u32,
+    pub liveness_release: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +146,9 @@ pub struct Ap {
     seq: u64,
     now: Instant,
     stats: ApStats,
+    /// Per-label records, up to `log_cap` labels (off when 0).
+    log: BTreeMap<u32, ApLabelRecord>,
+    log_cap: usize,
 }
 
 impl Ap {
@@ -131,7 +163,29 @@ impl Ap {
             seq: 0,
             now: 0,
             stats: ApStats::default(),
+            log: BTreeMap::new(),
+            log_cap: 0,
         })
+    }
+
+    /// Keeps an [`ApLabelRecord`] for each of the first `cap` labels seen.
+    pub fn record_labels(&mut self, cap: usize) {
+        self.log_cap = cap;
+    }
+
+    /// The records, in label order.
+    pub fn label_records(&self) -> impl Iterator<Item = &ApLabelRecord> {
+        self.log.values()
+    }
+
+    fn note(&mut self, label: u32, f: impl FnOnce(&mut ApLabelRecord)) {
+        if self.log.len() >= self.log_cap && !self.log.contains_key(&label) {
+            return;
+        }
+        f(self.log.entry(label).or_insert_with(|| ApLabelRecord {
+            label,
+            ..ApLabelRecord::default()
+        }));
     }
 
     pub fn stats(&self) -> &ApStats {
@@ -170,8 +224,24 @@ impl Ap {
             }
         }
         if self.buffered >= self.cfg.buffer_packets && !self.make_room(packet.priority) {
+            let high = packet.priority == Priority::High;
+            self.note(label, |r| {
+                if high {
+                    r.full_dropped_high += 1
+                } else {
+                    r.full_dropped_low += 1
+                }
+            });
             return Ok(());
         }
+        let high = packet.priority == Priority::High;
+        self.note(label, |r| {
+            if high {
+                r.accepted_high += 1
+            } else {
+                r.accepted_low += 1
+            }
+        });
         let now = self.now;
         let entry = self.labels.entry(label).or_insert_with(|| Label {
             state: State::Held { since: now },
@@ -196,19 +266,28 @@ impl Ap {
     pub fn poll_transmit(&mut self, now: Instant) -> Result<Option<Vec<u8>>, Error> {
         self.now = self.now.max(now);
         self.expire();
-        let Some((&label, l)) = self
-            .labels
-            .iter_mut()
-            .find(|(_, l)| matches!(l.state, State::Forwarding { .. }) && l.sent < l.accepted && !l.packets.is_empty())
-        else {
+        let open =
+            |l: &Label| matches!(l.state, State::Forwarding { .. }) && l.sent < l.accepted && !l.packets.is_empty();
+        // Highs of every label being forwarded before any Low, oldest label first: with a
+        // window of more than one label, an older cohort's Lows would otherwise delay the
+        // next one's Highs (with one label there is only one being forwarded).
+        let with_high = self.labels.iter().find_map(|(&k, l)| {
+            (open(l) && l.packets.iter().any(|b| b.packet.priority == Priority::High && !b.sent)).then_some(k)
+        });
+        let Some(label) = with_high.or_else(|| self.labels.iter().find_map(|(&k, l)| open(l).then_some(k))) else {
             return Ok(None);
         };
+        let Some(l) = self.labels.get_mut(&label) else {
+            return Ok(None);
+        };
+        let mut high = false;
         let out = if let Some(b) = l
             .packets
             .iter_mut()
             .find(|b| b.packet.priority == Priority::High && !b.sent)
         {
             b.sent = true;
+            high = true;
             self.stats.forwarded_high += 1;
             b.packet.to_bytes()?
         } else {
@@ -236,6 +315,13 @@ impl Ap {
             self.buffered -= l.packets.len();
             l.packets.clear();
         }
+        self.note(label, |r| {
+            if high {
+                r.forwarded_high += 1
+            } else {
+                r.forwarded_low += 1
+            }
+        });
         Ok(Some(out))
     }
 
@@ -258,13 +344,18 @@ impl Ap {
     /// Releases held cohorts whose liveness timeout passed.
     fn expire(&mut self) {
         let (now, live) = (self.now, self.cfg.liveness_us);
-        for l in self.labels.values_mut() {
+        let mut released = Vec::new();
+        for (&k, l) in self.labels.iter_mut() {
             if let State::Held { since } = l.state {
                 if now >= since.saturating_add(live) {
                     l.state = State::Forwarding { released_by: None };
                     self.stats.liveness_releases += 1;
+                    released.push(k);
                 }
             }
+        }
+        for k in released {
+            self.note(k, |r| r.liveness_release = true);
         }
     }
 
@@ -277,7 +368,13 @@ impl Ap {
                 State::Held { .. } | State::Forwarding { released_by: None } => {
                     l.state = State::Forwarding { released_by: Some(m) }
                 }
-                State::Forwarding { released_by: Some(j) } if j < m => flush.push(k),
+                // Flushed by the first label more than `forward_labels` above the releasing
+                // one (normally k+2).
+                State::Forwarding { released_by: Some(j) }
+                    if u64::from(m) >= u64::from(j) + u64::from(self.cfg.forward_labels) =>
+                {
+                    flush.push(k)
+                }
                 State::Forwarding { .. } => {}
             }
         }
@@ -286,6 +383,16 @@ impl Ap {
                 let unsent = l.packets.iter().filter(|b| !b.sent).count();
                 self.stats.flushed += unsent as u64;
                 self.buffered -= l.packets.len();
+                let unsent_high = l
+                    .packets
+                    .iter()
+                    .filter(|b| !b.sent && b.packet.priority == Priority::High)
+                    .count() as u32;
+                let allowed = l.accepted.saturating_sub(l.sent) as u32;
+                self.note(k, |r| {
+                    r.flushed_high = unsent_high;
+                    r.flushed_allowed = allowed;
+                });
             }
         }
     }
@@ -316,6 +423,7 @@ impl Ap {
             l.packets.remove(i);
             self.buffered -= 1;
             self.stats.full_evicted_low += 1;
+            self.note(k, |r| r.full_dropped_low += 1);
         }
         true
     }

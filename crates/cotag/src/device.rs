@@ -76,6 +76,37 @@ pub struct DeviceStats {
     pub header_bytes_received: u64,
 }
 
+/// Why the device dropped a cohort whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum FailReason {
+    /// A higher label arrived on each link with the rank short: nothing more could come.
+    #[default]
+    RankShort,
+    /// Nothing of it arrived for `liveness_us` (or, never seen, since a later label).
+    Liveness,
+    /// Full rank, but a decoded length did not fit its symbol.
+    BadLength,
+}
+
+/// One cohort the device dropped whole ([`Device::record_failures`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct FailedCohort {
+    pub label: u32,
+    /// Cohort size from the header (0: nothing of it ever arrived).
+    pub n: u32,
+    pub rank: u32,
+    pub reason: FailReason,
+    /// Combinations received per link before the cohort was dropped, and how many of those
+    /// were innovative.
+    pub received: [u32; LINKS],
+    pub innovative: [u32; LINKS],
+    /// Combinations of it that arrived per link after it was dropped.
+    pub late: [u32; LINKS],
+}
+
 impl DeviceStats {
     /// Coded bytes received beyond the original bytes delivered: headers, length prefixes,
     /// padding, redundancy and whatever belonged to failed cohorts.
@@ -88,6 +119,8 @@ impl DeviceStats {
 struct Pending {
     decoder: Decoder,
     last_arrival: Instant,
+    received: [u32; LINKS],
+    innovative: [u32; LINKS],
 }
 
 #[derive(Debug)]
@@ -101,6 +134,9 @@ pub struct Device {
     out: VecDeque<Vec<u8>>,
     now: Instant,
     stats: DeviceStats,
+    /// Failed cohorts, up to `log_cap` (off when 0).
+    failures: BTreeMap<u32, FailedCohort>,
+    log_cap: usize,
 }
 
 impl Device {
@@ -115,7 +151,19 @@ impl Device {
             out: VecDeque::new(),
             now: 0,
             stats: DeviceStats::default(),
+            failures: BTreeMap::new(),
+            log_cap: 0,
         })
+    }
+
+    /// Keeps a [`FailedCohort`] record of each of the first `cap` cohorts dropped whole.
+    pub fn record_failures(&mut self, cap: usize) {
+        self.log_cap = cap;
+    }
+
+    /// The records, in label order.
+    pub fn failures(&self) -> impl Iterator<Item = &FailedCohort> {
+        self.failures.values()
     }
 
     pub fn stats(&self) -> &DeviceStats {
@@ -137,7 +185,12 @@ impl Device {
         self.stats.bytes_received += bytes.len() as u64;
         self.stats.header_bytes_received += CodedPacket::header_len(packet.cohort_size()) as u64;
         self.accept(link, packet);
-        self.resolve();
+        // Only what arrived decides here; the liveness timeout waits for `handle_timeout`,
+        // so a driver that reads a backlog (several datagrams at one `now`, after its thread
+        // was held up) does not give up a cohort whose combinations are next in line on the
+        // other link — on the testbed that lost 100–250 cohorts per 3 runs whose
+        // combinations all arrived.
+        self.resolve(false);
         Ok(())
     }
 
@@ -145,6 +198,9 @@ impl Device {
         let label = packet.label;
         if label < self.next {
             self.stats.late += 1;
+            if let Some(f) = self.failures.get_mut(&label) {
+                f.late[link] += 1;
+            }
             return;
         }
         if label - self.next > self.cfg.max_ahead {
@@ -158,8 +214,11 @@ impl Device {
         let p = self.pending.entry(label).or_insert_with(|| Pending {
             decoder: Decoder::new(packet.coeffs.len(), packet.payload.len()),
             last_arrival: now,
+            received: [0; LINKS],
+            innovative: [0; LINKS],
         });
         p.last_arrival = now;
+        p.received[link] += 1;
         if p.decoder.is_complete() {
             self.stats.non_innovative += 1;
             return;
@@ -171,6 +230,7 @@ impl Device {
         match p.decoder.insert(&packet.coeffs, &packet.payload) {
             Insert::Innovative => {
                 self.stats.innovative += 1;
+                p.innovative[link] += 1;
                 self.rows += 1;
             }
             Insert::NonInnovative => self.stats.non_innovative += 1,
@@ -191,7 +251,7 @@ impl Device {
 
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = self.now.max(now);
-        self.resolve();
+        self.resolve(true);
     }
 
     fn deadline(&self) -> Option<Instant> {
@@ -203,25 +263,56 @@ impl Device {
         Some(basis.saturating_add(self.cfg.liveness_us))
     }
 
-    /// Releases or gives up cohorts at the head, in label order, while it can.
-    fn resolve(&mut self) {
+    /// Releases or gives up cohorts at the head, in label order, while it can; the liveness
+    /// timeout counts only with `timeouts`.
+    fn resolve(&mut self, timeouts: bool) {
         loop {
             let head = self.next;
             let complete = self.pending.get(&head).is_some_and(|p| p.decoder.is_complete());
             let passed_on_every_link = self.max_on_link.iter().all(|m| m.is_some_and(|m| m > head));
-            let timed_out = self.deadline().is_some_and(|d| self.now >= d);
+            let timed_out = timeouts && self.deadline().is_some_and(|d| self.now >= d);
             if !(complete || passed_on_every_link || timed_out) {
                 return;
             }
+            let reason = if passed_on_every_link {
+                FailReason::RankShort
+            } else {
+                FailReason::Liveness
+            };
             match self.pending.remove(&head) {
                 Some(p) => {
-                    self.rows -= p.decoder.rank();
+                    let rank = p.decoder.rank();
+                    self.rows -= rank;
+                    let mut failed = FailedCohort {
+                        label: head,
+                        n: p.decoder.cohort_size() as u32,
+                        rank: rank as u32,
+                        reason,
+                        received: p.received,
+                        innovative: p.innovative,
+                        late: [0; LINKS],
+                    };
                     match p.decoder.into_symbols() {
-                        Some(symbols) => self.release(symbols),
-                        None => self.stats.cohorts_failed += 1,
+                        Some(symbols) => {
+                            if !self.release(symbols) {
+                                failed.reason = FailReason::BadLength;
+                                self.log_failure(failed);
+                            }
+                        }
+                        None => {
+                            self.stats.cohorts_failed += 1;
+                            self.log_failure(failed);
+                        }
                     }
                 }
-                None => self.stats.cohorts_failed += 1,
+                None => {
+                    self.stats.cohorts_failed += 1;
+                    self.log_failure(FailedCohort {
+                        label: head,
+                        reason,
+                        ..FailedCohort::default()
+                    });
+                }
             }
             self.next = self.next.wrapping_add(1);
             if self.pending.is_empty() && !passed_on_every_link {
@@ -230,13 +321,19 @@ impl Device {
         }
     }
 
+    fn log_failure(&mut self, f: FailedCohort) {
+        if self.failures.len() < self.log_cap {
+            self.failures.insert(f.label, f);
+        }
+    }
+
     /// A decoded cohort: every symbol must carry a length that fits, or the cohort is dropped
-    /// whole.
-    fn release(&mut self, symbols: Vec<Vec<u8>>) {
+    /// whole (false).
+    fn release(&mut self, symbols: Vec<Vec<u8>>) -> bool {
         let packets: Option<Vec<&[u8]>> = symbols.iter().map(|s| wire::from_symbol(s)).collect();
         let Some(packets) = packets else {
             self.stats.cohorts_failed += 1;
-            return;
+            return false;
         };
         self.stats.cohorts_decoded += 1;
         for p in packets {
@@ -244,5 +341,6 @@ impl Device {
             self.stats.bytes_delivered += p.len() as u64;
             self.out.push_back(p.to_vec());
         }
+        true
     }
 }

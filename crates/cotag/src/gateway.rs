@@ -29,6 +29,18 @@
 //! cohorts, and never a label below the last one sent on that link (labels on a link do not
 //! decrease — the APs and the device rely on it):
 //! the paper bounds taking only by link capacity; on a fast wired hop that would be unbounded.
+//! The Low budget is split between the links like the Highs: shared first-come, a driver that
+//! drains link 0 before link 1 at the same instant (the testbed's in-memory hop) handed every
+//! Low to link 0, so AP2 never held more than its half of the span and could not make up for
+//! AP1's shortfall.
+//!
+//! Link budgets (optional, [`Gateway::set_link_budget`]): the driver may tell the gateway how
+//! many coded packets each link carries in one period (the testbed's APs read it from the
+//! schedule). With [`CohortSize::Budget`] a cohort takes at most what both links carry in one
+//! period — a bigger one cannot be forwarded within its interval and the APs flush the rest,
+//! which loses it whole — and the rest waits in the queue, where an overflow drops single
+//! packets (a loss TCP recovers from cheaply). With [`HighSplit::Budget`] the Highs are split
+//! in proportion to the links' budgets instead of alternating.
 
 use std::collections::VecDeque;
 
@@ -49,7 +61,33 @@ pub struct GatewayConfig {
     pub queue_packets: usize,
     /// Low extras per cohort, as a multiple of n_k (0 disables taking at the gateway).
     pub low_factor: f64,
+    /// How a cohort's size is bounded besides `max_cohort`.
+    pub cohort_size: CohortSize,
+    /// How a cohort's High combinations are divided between the links.
+    pub high_split: HighSplit,
     pub seed: u64,
+}
+
+/// The bound on a cohort's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CohortSize {
+    /// `max_cohort` only (the paper: every packet of the period).
+    #[default]
+    MaxCohort,
+    /// Also at most what both links carry in one period, as last set by
+    /// [`Gateway::set_link_budget`] (at least one packet), minus `margin` packets left for
+    /// Low extras; and each link's Lows at most the room its budget leaves after its Highs.
+    Budget { margin: usize },
+}
+
+/// How the High combinations of a cohort are divided between the links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HighSplit {
+    /// Alternating, starting with link `label mod 2` (the paper's example).
+    #[default]
+    RoundRobin,
+    /// In proportion to the links' budgets (round-robin while no budget is set).
+    Budget,
 }
 
 impl Default for GatewayConfig {
@@ -62,6 +100,8 @@ impl Default for GatewayConfig {
             max_cohort: 128,
             queue_packets: 1_024,
             low_factor: 1.0,
+            cohort_size: CohortSize::MaxCohort,
+            high_split: HighSplit::RoundRobin,
             seed: 1,
         }
     }
@@ -109,6 +149,22 @@ pub struct GatewayStats {
     pub high_given_up: u64,
     /// Coded bytes sent, headers included.
     pub bytes_out: u64,
+    /// Cohorts closed smaller than the queue allowed because of the links' budget.
+    pub cohorts_budget_capped: u64,
+}
+
+/// What the gateway did with one cohort, per link (`GatewayConfig`'s log, see
+/// [`Gateway::record_labels`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct GatewayLabelRecord {
+    pub label: u32,
+    pub n: u32,
+    pub high_quota: [u32; LINKS],
+    pub high_sent: [u32; LINKS],
+    pub low_sent: [u32; LINKS],
+    /// High combinations still unsent at the discard.
+    pub high_given_up: [u32; LINKS],
 }
 
 #[derive(Debug)]
@@ -121,8 +177,9 @@ struct Cohort {
     discard_at: Instant,
     high_quota: [usize; LINKS],
     high_sent: [usize; LINKS],
-    low_budget: usize,
-    low_sent: usize,
+    /// Low extras each link may send: the cohort's budget split like the Highs.
+    low_quota: [usize; LINKS],
+    low_sent: [usize; LINKS],
 }
 
 #[derive(Debug)]
@@ -139,6 +196,11 @@ pub struct Gateway {
     last_label: [Option<u32>; LINKS],
     now: Instant,
     stats: GatewayStats,
+    /// Coded packets each link carries in one period, if the driver said.
+    budget: Option<[f64; LINKS]>,
+    /// Per-cohort records of discarded cohorts, up to `log_cap` (off when 0).
+    log: Vec<GatewayLabelRecord>,
+    log_cap: usize,
 }
 
 impl Gateway {
@@ -154,7 +216,27 @@ impl Gateway {
             last_label: [None; LINKS],
             now: 0,
             stats: GatewayStats::default(),
+            budget: None,
+            log: Vec::new(),
+            log_cap: 0,
         })
+    }
+
+    /// Keeps a [`GatewayLabelRecord`] of each of the next `cap` discarded cohorts (the
+    /// testbed joins them with the APs' and the device's to say why a cohort failed).
+    pub fn record_labels(&mut self, cap: usize) {
+        self.log_cap = cap;
+    }
+
+    pub fn label_records(&self) -> &[GatewayLabelRecord] {
+        &self.log
+    }
+
+    /// How many coded packets each link carries in one period from now on (fractions
+    /// allowed; negative or non-finite counts as 0). Used by [`CohortSize::Budget`] and
+    /// [`HighSplit::Budget`] at the next cohort closed.
+    pub fn set_link_budget(&mut self, per_period: [f64; LINKS]) {
+        self.budget = Some(per_period.map(|b| if b.is_finite() { b.max(0.0) } else { 0.0 }));
     }
 
     pub fn config(&self) -> &GatewayConfig {
@@ -210,7 +292,9 @@ impl Gateway {
             .or_else(|| {
                 self.ready
                     .iter()
-                    .position(|c| sendable(c) && c.high_sent[link] >= c.high_quota[link] && c.low_sent < c.low_budget)
+                    .position(|c| {
+                        sendable(c) && c.high_sent[link] >= c.high_quota[link] && c.low_sent[link] < c.low_quota[link]
+                    })
                     .map(|i| (i, Priority::Low))
             });
         let Some((i, priority)) = pick else {
@@ -227,7 +311,7 @@ impl Gateway {
                 (coeffs, payload)
             }
             Priority::Low => {
-                c.low_sent += 1;
+                c.low_sent[link] += 1;
                 gf::combine(&mut self.rng, &rows)
             }
         };
@@ -277,13 +361,37 @@ impl Gateway {
             }
             let unsent: usize = (0..LINKS).map(|l| c.high_quota[l] - c.high_sent[l]).sum();
             self.stats.high_given_up += unsent as u64;
+            if self.log.len() < self.log_cap {
+                let u32s = |a: [usize; LINKS]| a.map(|x| x as u32);
+                self.log.push(GatewayLabelRecord {
+                    label: c.label,
+                    n: c.symbols.len() as u32,
+                    high_quota: u32s(c.high_quota),
+                    high_sent: u32s(c.high_sent),
+                    low_sent: u32s(c.low_sent),
+                    high_given_up: u32s([0, 1].map(|l| c.high_quota[l] - c.high_sent[l])),
+                });
+            }
             self.ready.pop_front();
         }
     }
 
     /// Cohort of up to `max_cohort` queued packets, sent from `send_from`.
     fn close(&mut self, send_from: Instant) {
-        let n = self.queue.len().min(self.cfg.max_cohort);
+        let mut n = self.queue.len().min(self.cfg.max_cohort);
+        if let (CohortSize::Budget { margin }, Some(b)) = (self.cfg.cohort_size, self.budget) {
+            // At least one packet, so a link that reads 0 (an outage) cannot stop the flow
+            // for good: the liveness timeouts and TCP deal with what it loses.
+            // Whole packets per link: an AP forwards only whole packets in its window, so
+            // 7.6 + 8.9 carry 15, not 16 (on the testbed the 16th was flushed every ~10th
+            // period, each time losing a cohort).
+            let whole: usize = b.iter().map(|x| x.floor() as usize).sum();
+            let fits = whole.saturating_sub(margin).max(1);
+            if fits < n {
+                n = fits;
+                self.stats.cohorts_budget_capped += 1;
+            }
+        }
         if n == 0 {
             return;
         }
@@ -296,9 +404,24 @@ impl Gateway {
         let symbols: Vec<Vec<u8>> = packets.iter().filter_map(|p| wire::to_symbol(p, symbol_len)).collect();
         let label = self.next_label;
         self.next_label = self.next_label.wrapping_add(1);
-        let mut high_quota = [0; LINKS];
-        for i in 0..n {
-            high_quota[(label as usize + i) % LINKS] += 1;
+        let high_quota = self.split(label, n);
+        let low_budget = (self.cfg.low_factor * n as f64) as usize;
+        // Lows follow the Highs' split: a link's AP re-encodes from what it holds, so each
+        // needs full-span Lows of its own to cover the other's shortfall.
+        let mut low_quota = [
+            low_budget * high_quota[0] / n,
+            low_budget - low_budget * high_quota[0] / n,
+        ];
+        if let (CohortSize::Budget { .. }, Some(b)) = (self.cfg.cohort_size, self.budget) {
+            // "Taking" is sending extras with the capacity left: with the links' budgets
+            // known, a link gets no more Lows than its window has room for after its Highs.
+            // Lows beyond that are flushed unsent by the AP, after costing the gateway (and
+            // the AP re-encoding them) a coding pass each — on the testbed's 2 cores that
+            // cost delayed the pacers and lost cohorts.
+            for l in 0..LINKS {
+                let spare = (b[l].floor() as usize).saturating_sub(high_quota[l]);
+                low_quota[l] = low_quota[l].min(spare);
+            }
         }
         self.stats.cohorts += 1;
         self.ready.push_back(Cohort {
@@ -310,8 +433,40 @@ impl Gateway {
             high_quota,
             high_sent: [0; LINKS],
             // floor: a budget of 1.0 × n_k never exceeds n_k extras.
-            low_budget: (self.cfg.low_factor * n as f64) as usize,
-            low_sent: 0,
+            low_quota,
+            low_sent: [0; LINKS],
         });
+    }
+
+    /// High combinations per link for a cohort of `n` with `label`.
+    fn split(&self, label: u32, n: usize) -> [usize; LINKS] {
+        let mut quota = [0; LINKS];
+        match (self.cfg.high_split, self.budget) {
+            (HighSplit::Budget, Some(b)) if b.iter().sum::<f64>() > 0.0 => {
+                // In proportion to the whole packets each link carries, so a cohort that
+                // fits (n ≤ Σ⌊b_l⌋) never gives a link more than ⌊b_l⌋; by the fractions
+                // while neither carries a whole one. Largest remainder; a tie goes to link
+                // label mod 2, so equal budgets alternate like round-robin.
+                let whole = b.map(f64::floor);
+                let b = if whole.iter().sum::<f64>() > 0.0 { whole } else { b };
+                let total: f64 = b.iter().sum();
+                let exact = b.map(|x| n as f64 * x / total);
+                quota = exact.map(|x| x.floor() as usize);
+                let left = n - quota.iter().sum::<usize>();
+                if left > 0 {
+                    let first = label as usize % LINKS;
+                    let other = 1 - first;
+                    let frac = |l: usize| exact[l] - quota[l] as f64;
+                    let pick = if frac(other) > frac(first) { other } else { first };
+                    quota[pick] += left;
+                }
+            }
+            _ => {
+                for i in 0..n {
+                    quota[(label as usize + i) % LINKS] += 1;
+                }
+            }
+        }
+        quota
     }
 }

@@ -24,10 +24,10 @@ pub mod gf;
 pub mod sim;
 pub mod wire;
 
-pub use ap::{Ap, ApConfig, ApStats};
+pub use ap::{Ap, ApConfig, ApLabelRecord, ApStats};
 pub use decoder::{Decoder, Insert};
-pub use device::{Device, DeviceConfig, DeviceStats};
-pub use gateway::{Gateway, GatewayConfig, GatewayStats};
+pub use device::{Device, DeviceConfig, DeviceStats, FailReason, FailedCohort};
+pub use gateway::{CohortSize, Gateway, GatewayConfig, GatewayLabelRecord, GatewayStats, HighSplit};
 pub use wire::{CodedPacket, Priority};
 
 /// Microseconds on the driver's clock.

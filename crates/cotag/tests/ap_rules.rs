@@ -10,6 +10,7 @@ fn ap(buffer: usize) -> Ap {
         buffer_packets: buffer,
         liveness_us: LIVE,
         seed: 5,
+        ..ApConfig::default()
     })
     .unwrap()
 }

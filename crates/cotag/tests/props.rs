@@ -75,7 +75,7 @@ proptest! {
         buffer in 1usize..12,
         steps in prop::collection::vec((0u8..6, 0u32..6, any::<bool>(), 1u8..=255, 0u64..400), 1..120),
     ) {
-        let mut ap = Ap::new(ApConfig { buffer_packets: buffer, liveness_us: 500, seed: 3 }).unwrap();
+        let mut ap = Ap::new(ApConfig { buffer_packets: buffer, liveness_us: 500, seed: 3, ..ApConfig::default() }).unwrap();
         let mut received: BTreeMap<u32, (usize, Decoder)> = BTreeMap::new();
         let mut forwarded: BTreeMap<u32, usize> = BTreeMap::new();
         let mut now = 0u64;
@@ -216,7 +216,7 @@ proptest! {
     fn hostile_input_never_panics(
         input in prop::collection::vec((0usize..3, arbitrary_packet(), 0u64..3_000), 0..80),
     ) {
-        let mut ap = Ap::new(ApConfig { buffer_packets: 6, liveness_us: 1_000, seed: 1 }).unwrap();
+        let mut ap = Ap::new(ApConfig { buffer_packets: 6, liveness_us: 1_000, seed: 1, ..ApConfig::default() }).unwrap();
         let mut dev = Device::new(DeviceConfig { liveness_us: 1_000, max_rows: 16, max_ahead: 4, first_label: 0 }).unwrap();
         let mut now = 0;
         for (link, bytes, dt) in input {

@@ -446,4 +446,36 @@ fn print_bursts(r: &RunReport) {
             if b.flows_intact { "" } else { "  (a flow ended short)" }
         );
     }
+    // Why COTAG's cohorts failed (docs/cotag.md, "Why cohorts fail").
+    for s in &r.results {
+        let Some(f) = s.cotag.as_ref().and_then(|c| c.failures.as_ref()) else {
+            continue;
+        };
+        let causes: Vec<String> = f
+            .by_cause
+            .iter()
+            .map(|(c, n)| {
+                format!(
+                    "{}={n}",
+                    serde_json::to_value(c)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        println!(
+            "{:<26} failed cohorts {}: {}; ranks missing {} (Highs short per link {} / {})",
+            s.scheme,
+            f.cohorts_failed,
+            if causes.is_empty() {
+                "-".into()
+            } else {
+                causes.join(" ")
+            },
+            f.missing_rank,
+            f.missing_by_link[0],
+            f.missing_by_link[1]
+        );
+    }
 }
