@@ -59,27 +59,26 @@ fn netns_inode(pid: i32) -> Option<u64> {
     s.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()
 }
 
+/// Every process now: pid → (ppid, ticks as [`parse_pid_stat`] counts them). A process that
+/// exits between listing and reading is simply not in it.
+pub(crate) fn process_table() -> HashMap<i32, (i32, u64)> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return HashMap::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            Some((pid, parse_pid_stat(&stat)?))
+        })
+        .collect()
+}
+
 /// Ticks of `root` and every live descendant (each with its own reaped children), and of
 /// the processes in our namespaces and theirs.
 fn ours_ticks(root: i32) -> u64 {
     let namespaces = our_namespaces();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    let mut procs: HashMap<i32, (i32, u64)> = HashMap::new();
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        // A process may exit between listing and reading: it is simply not counted.
-        if let Some(s) = std::fs::read_to_string(e.path().join("stat"))
-            .ok()
-            .as_deref()
-            .and_then(parse_pid_stat)
-        {
-            procs.insert(pid, s);
-        }
-    }
+    let procs = process_table();
     let mut roots = vec![root];
     if !namespaces.is_empty() {
         roots.extend(

@@ -78,15 +78,8 @@ fn exit_code(status: libc::c_int) -> i32 {
 /// SIGKILLs every process whose parent is this one (the orphans we adopted).
 fn kill_children() {
     let me = std::process::id() as i32;
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        if super::others::parse_pid_stat(&stat).is_some_and(|(ppid, _)| ppid == me) {
+    for (pid, (ppid, _)) in super::others::process_table() {
+        if ppid == me {
             // SAFETY: kill(2) on a child of ours; it cannot be reaped (and its PID reused)
             // before we wait for it.
             unsafe { libc::kill(pid, libc::SIGKILL) };
