@@ -60,6 +60,10 @@ pub struct SweepArgs {
     /// development host).
     #[arg(long, default_value_t = 0.1)]
     pub scale: f64,
+    /// --cotag: runs per scheme and point (seeds seed …), interleaved; a scheme counts at a
+    /// point when most of its runs were faithful, with the mean of those.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
     /// --cotag: the flows (default bursts, the paper's ten flows).
     #[arg(long, value_enum, default_value_t = crate::emu_bursts::Traffic::Bursts)]
     pub traffic: crate::emu_bursts::Traffic,
@@ -139,6 +143,7 @@ fn run_cotag(args: &SweepArgs) -> Result<()> {
         duration_s: args.duration.unwrap_or(5.0),
         scale: args.scale,
         traffic: args.traffic,
+        repeat: args.repeat,
     };
     if let Some(why) = fbdt_emu::skip_reason() {
         bail!("sweep --cotag runs on the emulated testbed, which needs root: {why}");

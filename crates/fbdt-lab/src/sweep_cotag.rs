@@ -35,6 +35,14 @@ pub struct Grid {
     pub duration_s: f64,
     pub scale: f64,
     pub traffic: Traffic,
+    /// Runs per scheme and point (seeds seed … seed + repeat − 1), interleaved: every scheme
+    /// once, then again (results written before: 1).
+    #[serde(default = "one")]
+    pub repeat: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl Grid {
@@ -67,11 +75,16 @@ impl Grid {
         if self.correlations.is_empty() || self.per.is_empty() || self.latency_ms.is_empty() {
             bail!("an empty axis");
         }
+        if !(1..=100).contains(&self.repeat) {
+            bail!("--repeat must be in 1..=100");
+        }
         Ok(())
     }
 }
 
-/// One scheme at one point.
+/// One scheme at one point: one run, or (with `repeat` > 1) its runs combined — faithful
+/// when most of its runs were, the figures then the means over the faithful runs only (over
+/// all runs when it is unfaithful), the runs themselves in `runs`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PointScheme {
     pub scheme: String,
@@ -88,12 +101,71 @@ pub struct PointScheme {
     pub tcp_retransmissions: Option<u64>,
     pub coding_overhead: Option<f64>,
     pub cohorts_failed: Option<u64>,
+    /// The seed of a single run (results written before: 0).
+    #[serde(default)]
+    pub seed: u64,
+    /// With `repeat` > 1: every run, in seed order (each with empty `runs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<PointScheme>,
 }
 
 impl PointScheme {
     /// The throughput the claims compare: burst throughput with bursts, else goodput.
     pub fn mbps(&self) -> f64 {
         self.burst_mbps.unwrap_or(self.goodput_mbps)
+    }
+
+    /// Faithful runs out of all runs.
+    pub fn faithful_runs(&self) -> (usize, usize) {
+        if self.runs.is_empty() {
+            (usize::from(self.faithful), 1)
+        } else {
+            (self.runs.iter().filter(|r| r.faithful).count(), self.runs.len())
+        }
+    }
+
+    /// Combines one scheme's runs at a point (see the type's doc).
+    fn combine(runs: Vec<PointScheme>) -> PointScheme {
+        if runs.len() == 1 {
+            return runs.into_iter().next().expect("one run");
+        }
+        let good = runs.iter().filter(|r| r.faithful).count();
+        let faithful = 2 * good > runs.len();
+        let counted: Vec<&PointScheme> = runs.iter().filter(|r| r.faithful || !faithful).collect();
+        let n = counted.len() as f64;
+        let mean = |f: &dyn Fn(&PointScheme) -> f64| counted.iter().map(|r| f(r)).sum::<f64>() / n;
+        let mean_opt = |f: &dyn Fn(&PointScheme) -> Option<f64>| -> Option<f64> {
+            let v: Vec<f64> = counted.iter().filter_map(|r| f(r)).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let mut link_utilisation: BTreeMap<String, f64> = BTreeMap::new();
+        for r in &counted {
+            for (path, u) in &r.link_utilisation {
+                *link_utilisation.entry(path.clone()).or_default() += u / n;
+            }
+        }
+        PointScheme {
+            scheme: runs[0].scheme.clone(),
+            faithful,
+            unfaithful_reasons: runs
+                .iter()
+                .filter(|r| !r.faithful)
+                .flat_map(|r| {
+                    r.unfaithful_reasons
+                        .iter()
+                        .map(move |why| format!("seed {}: {why}", r.seed))
+                })
+                .collect(),
+            goodput_mbps: mean(&|r| r.goodput_mbps),
+            burst_mbps: mean_opt(&|r| r.burst_mbps),
+            time_to_volume_s: mean_opt(&|r| r.time_to_volume_s),
+            link_utilisation,
+            tcp_retransmissions: mean_opt(&|r| r.tcp_retransmissions.map(|x| x as f64)).map(|x| x.round() as u64),
+            coding_overhead: mean_opt(&|r| r.coding_overhead),
+            cohorts_failed: mean_opt(&|r| r.cohorts_failed.map(|x| x as f64)).map(|x| x.round() as u64),
+            seed: runs[0].seed,
+            runs,
+        }
     }
 }
 
@@ -102,10 +174,12 @@ pub struct Point {
     pub correlation: String,
     pub per: f64,
     pub latency_ms: f64,
-    /// The host's 1-minute load average when the point finished.
+    /// The host's 1-minute load average when the point's runs finished (the largest over
+    /// the repetitions).
     pub load_avg: Option<f64>,
     pub capacity_mbps: f64,
     pub schemes: Vec<PointScheme>,
+    /// Every run of the point (all repetitions).
     pub fidelity: RunFidelity,
 }
 
@@ -346,7 +420,8 @@ pub fn run_grid(grid: &Grid, mut each: impl FnMut(&[Point]) -> Result<()>) -> Re
                 .flat_map(move |&per| grid.latency_ms.iter().map(move |&l| (c.clone(), per, l)))
         })
         .collect();
-    let ticks = (grid.duration_s / 0.1).round() as u64 * schemes.len() as u64 * cells.len() as u64;
+    let ticks =
+        (grid.duration_s / 0.1).round() as u64 * schemes.len() as u64 * cells.len() as u64 * u64::from(grid.repeat);
     let bar = crate::progress::bar(ticks);
     bar.set_style(
         ProgressStyle::with_template("{prefix} {msg:>16} [{bar:30}] {percent:>3}%, ETA {eta}")
@@ -355,86 +430,129 @@ pub fn run_grid(grid: &Grid, mut each: impl FnMut(&[Point]) -> Result<()>) -> Re
     );
     let mut points = Vec::new();
     for (i, (corr, per, lat)) in cells.iter().enumerate() {
-        bar.set_prefix(format!("[{}/{}] {corr} PER {per} {lat} ms", i + 1, cells.len()));
         let sc = point_scenario(corr, *per, *lat, grid.duration_s)?;
-        let choice = crate::emu_backend::ScaleChoice {
-            given: Some(grid.scale),
-            auto: false,
-        };
-        let run = crate::emu_backend::run(&sc, &schemes, choice, 1, grid.traffic, &bar)
-            .with_context(|| format!("point {corr}, PER {per}, {lat} ms"))?;
-        let point = Point {
+        let mut runs: Vec<Vec<PointScheme>> = schemes.iter().map(|_| Vec::new()).collect();
+        let mut entries = Vec::new();
+        let (mut load, mut capacity) = (None::<f64>, 0.0);
+        // One repetition at a time, every scheme in it: slow drifts of the host hit all alike.
+        for r in 0..grid.repeat {
+            bar.set_prefix(if grid.repeat > 1 {
+                format!("[{}/{}] {corr} PER {per} {lat} ms #{}", i + 1, cells.len(), r + 1)
+            } else {
+                format!("[{}/{}] {corr} PER {per} {lat} ms", i + 1, cells.len())
+            });
+            let mut one = sc.clone();
+            one.seed = sc.seed + u64::from(r);
+            let choice = crate::emu_backend::ScaleChoice {
+                given: Some(grid.scale),
+                auto: false,
+            };
+            let run = crate::emu_backend::run(&one, &schemes, choice, 1, grid.traffic, &bar)
+                .with_context(|| format!("point {corr}, PER {per}, {lat} ms, seed {}", one.seed))?;
+            for (k, res) in run.results.iter().enumerate() {
+                runs[k].push(scheme_run(res, &run.fidelity, one.seed));
+            }
+            capacity += run.capacity_mbps / f64::from(grid.repeat);
+            load = match (load, load_avg()) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            entries.extend(run.fidelity.runs);
+        }
+        let paths: Vec<String> = sc.paths.iter().map(|p| p.name.clone()).collect();
+        points.push(Point {
             correlation: corr.clone(),
             per: *per,
             latency_ms: *lat,
-            load_avg: load_avg(),
-            capacity_mbps: run.capacity_mbps,
-            schemes: run
-                .results
-                .iter()
-                .map(|r| PointScheme {
-                    scheme: r.scheme.clone(),
-                    faithful: run.fidelity.scheme_faithful(&r.scheme),
-                    unfaithful_reasons: run
-                        .fidelity
-                        .runs
-                        .iter()
-                        .filter(|e| e.scheme == r.scheme && !e.faithful)
-                        .flat_map(|e| e.reasons.iter().cloned())
-                        .collect(),
-                    goodput_mbps: r.goodput_mbps,
-                    burst_mbps: r.bursts.as_ref().map(|b| b.burst_mean_mbps),
-                    time_to_volume_s: r.bursts.as_ref().and_then(|b| b.time_to_volume_mean_s()),
-                    link_utilisation: r
-                        .bursts
-                        .as_ref()
-                        .map(|b| b.link_utilisation.clone())
-                        .unwrap_or_default(),
-                    tcp_retransmissions: r
-                        .bursts
-                        .as_ref()
-                        .and_then(|b| b.tcp_retransmissions)
-                        .or(r.cotag.as_ref().map(|c| c.tcp_retransmissions)),
-                    coding_overhead: r.cotag.as_ref().and_then(|c| c.coding_overhead),
-                    cohorts_failed: r
-                        .cotag
-                        .as_ref()
-                        .filter(|c| c.period_ms.is_some())
-                        .map(|c| c.cohorts_failed),
-                })
-                .collect(),
-            fidelity: run.fidelity,
-        };
-        points.push(point);
+            load_avg: load,
+            capacity_mbps: capacity,
+            schemes: runs.into_iter().map(PointScheme::combine).collect(),
+            fidelity: RunFidelity::from_runs(
+                &paths,
+                entries,
+                grid.scale,
+                &fbdt_emu::calibrate::ScaleSource::Given,
+                Vec::new(),
+            ),
+        });
         each(&points)?;
     }
     bar.finish_and_clear();
     Ok(points)
 }
 
+/// One scheme's result of one run at a point.
+fn scheme_run(r: &crate::report::SchemeResult, fidelity: &RunFidelity, seed: u64) -> PointScheme {
+    PointScheme {
+        scheme: r.scheme.clone(),
+        faithful: fidelity.scheme_faithful(&r.scheme),
+        unfaithful_reasons: fidelity
+            .runs
+            .iter()
+            .filter(|e| e.scheme == r.scheme && !e.faithful)
+            .flat_map(|e| e.reasons.iter().cloned())
+            .collect(),
+        goodput_mbps: r.goodput_mbps,
+        burst_mbps: r.bursts.as_ref().map(|b| b.burst_mean_mbps),
+        time_to_volume_s: r.bursts.as_ref().and_then(|b| b.time_to_volume_mean_s()),
+        link_utilisation: r
+            .bursts
+            .as_ref()
+            .map(|b| b.link_utilisation.clone())
+            .unwrap_or_default(),
+        tcp_retransmissions: r
+            .bursts
+            .as_ref()
+            .and_then(|b| b.tcp_retransmissions)
+            .or(r.cotag.as_ref().map(|c| c.tcp_retransmissions)),
+        coding_overhead: r.cotag.as_ref().and_then(|c| c.coding_overhead),
+        cohorts_failed: r
+            .cotag
+            .as_ref()
+            .filter(|c| c.period_ms.is_some())
+            .map(|c| c.cohorts_failed),
+        seed,
+        runs: Vec::new(),
+    }
+}
+
 /// The grid's table and the claims, as printed by the sweep and the paper section.
 pub fn describe(report: &GridReport) -> Vec<String> {
     let schemes = report.grid.schemes();
     let mut out = vec![format!(
-        "{:<5} {:>6} {:>6} {:>5}  {}   (Mbit/s, {}; * = unfaithful)",
+        "{:<5} {:>6} {:>6} {:>5}  {}   (Mbit/s, {}{}; * = unfaithful)",
         "corr",
         "PER",
         "lat ms",
         "load",
-        schemes.iter().map(|s| format!("{s:>12}")).collect::<String>(),
+        schemes.iter().map(|s| format!("{s:>14}")).collect::<String>(),
         match report.grid.traffic {
             Traffic::Bursts => "mean burst throughput",
             Traffic::Bulk => "goodput",
+        },
+        if report.grid.repeat > 1 {
+            format!(
+                ", mean of {} runs, unfaithful runs left out: (k/n) = k of n counted",
+                report.grid.repeat
+            )
+        } else {
+            String::new()
         }
     )];
     for p in &report.points {
         let cols: String = schemes
             .iter()
             .map(|s| {
-                p.get(s).map_or(format!("{:>12}", "-"), |r| {
+                p.get(s).map_or(format!("{:>14}", "-"), |r| {
+                    let (good, all) = r.faithful_runs();
+                    let left_out = if r.faithful && good < all {
+                        format!(" ({good}/{all})")
+                    } else {
+                        String::new()
+                    };
                     format!(
-                        "{:>12}",
-                        format!("{:.1}{}", r.mbps(), if r.faithful { "" } else { "*" })
+                        "{:>14}",
+                        format!("{:.1}{}{left_out}", r.mbps(), if r.faithful { "" } else { "*" })
                     )
                 })
             })
@@ -494,6 +612,8 @@ mod tests {
                     tcp_retransmissions: None,
                     coding_overhead: None,
                     cohorts_failed: None,
+                    seed: 0,
+                    runs: Vec::new(),
                 })
                 .collect(),
             fidelity: fid(),
@@ -577,5 +697,43 @@ mod tests {
         assert!(c[0].detail.contains("2 of 4"), "{}", c[0].detail);
         assert_eq!(c[2].verdict, Verdict::Pass, "{}", c[2].detail);
         assert_eq!((c[3].verdict, c[3].judged), (Verdict::Pass, 1), "{}", c[3].detail);
+    }
+
+    fn run(seed: u64, mbps: f64, faithful: bool) -> PointScheme {
+        PointScheme {
+            scheme: "dual-rr".into(),
+            faithful,
+            unfaithful_reasons: if faithful { Vec::new() } else { vec!["late".into()] },
+            goodput_mbps: mbps / 2.0,
+            burst_mbps: Some(mbps),
+            time_to_volume_s: None,
+            link_utilisation: BTreeMap::from([("ap1".to_string(), mbps / 100.0)]),
+            tcp_retransmissions: Some(seed * 10),
+            coding_overhead: None,
+            cohorts_failed: None,
+            seed,
+            runs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn repeated_runs_count_when_most_are_faithful_and_only_those_are_averaged() {
+        let c = PointScheme::combine(vec![run(1, 80.0, true), run(2, 20.0, false), run(3, 100.0, true)]);
+        assert!(c.faithful);
+        assert_eq!(c.faithful_runs(), (2, 3));
+        assert_eq!(c.mbps(), 90.0);
+        assert_eq!(c.goodput_mbps, 45.0);
+        assert_eq!(c.tcp_retransmissions, Some(20));
+        assert!((c.link_utilisation["ap1"] - 0.9).abs() < 1e-12);
+        assert_eq!(c.unfaithful_reasons, vec!["seed 2: late".to_string()]);
+        assert_eq!(c.runs.len(), 3);
+
+        let c = PointScheme::combine(vec![run(1, 80.0, true), run(2, 20.0, false)]);
+        assert!(!c.faithful, "one of two is not a majority");
+        assert_eq!(c.mbps(), 50.0, "an unfaithful cell shows the mean of all its runs");
+
+        let single = PointScheme::combine(vec![run(7, 33.0, true)]);
+        assert!(single.runs.is_empty());
+        assert_eq!((single.seed, single.faithful_runs()), (7, (1, 1)));
     }
 }
