@@ -243,11 +243,22 @@ pub struct GridReport {
 /// faithfully.
 fn beats(points: &[Point], rival: &str) -> Claim {
     let (mut wins, mut judged, mut unfaithful) = (0, 0, 0);
+    // With repetitions, the same seed is the same channel for both: paired runs say whether a
+    // win holds channel by channel, not only on the means.
+    let (mut paired_wins, mut paired) = (0, 0);
     for p in points {
         match (p.best_cotag(), p.faithful_mbps(rival)) {
             (Some(c), Some(r)) => {
                 judged += 1;
                 wins += usize::from(c.mbps() > r);
+                if let Some(rival_runs) = p.get(rival).map(|x| &x.runs) {
+                    for (a, b) in c.runs.iter().zip(rival_runs) {
+                        if a.faithful && b.faithful && a.seed == b.seed {
+                            paired += 1;
+                            paired_wins += usize::from(a.mbps() > b.mbps());
+                        }
+                    }
+                }
             }
             _ => unfaithful += 1,
         }
@@ -261,7 +272,14 @@ fn beats(points: &[Point], rival: &str) -> Claim {
         },
         judged,
         unfaithful,
-        detail: format!("COTAG ahead at {wins} of {judged} faithful points"),
+        detail: if paired > 0 {
+            format!(
+                "COTAG ahead at {wins} of {judged} faithful points; seed by seed (the same channel) \
+                 in {paired_wins} of {paired} paired faithful runs"
+            )
+        } else {
+            format!("COTAG ahead at {wins} of {judged} faithful points")
+        },
     }
 }
 
@@ -367,7 +385,9 @@ fn less_affected_by_latency(points: &[Point]) -> Claim {
         },
         judged,
         unfaithful,
-        detail: if judged == 0 {
+        detail: if lo == hi {
+            format!("one latency only ({lo} ms): nothing to compare")
+        } else if judged == 0 {
             format!("no (correlation, PER) cell with COTAG, dual-rr and MPTCP faithful at {lo} and {hi} ms")
         } else {
             format!("mean throughput kept at {hi} ms vs {lo} ms: COTAG {c:.2}, dual-rr {d:.2}, MPTCP {m:.2}")
@@ -731,6 +751,19 @@ mod tests {
         let c = PointScheme::combine(vec![run(1, 80.0, true), run(2, 20.0, false)]);
         assert!(!c.faithful, "one of two is not a majority");
         assert_eq!(c.mbps(), 50.0, "an unfaithful cell shows the mean of all its runs");
+
+        let cotag = |seed, mbps, faithful| PointScheme {
+            scheme: "cotag+T=1".into(),
+            ..run(seed, mbps, faithful)
+        };
+        let mut p = point("pos", 1.0, &[]);
+        p.schemes = vec![
+            PointScheme::combine(vec![cotag(1, 90.0, true), cotag(2, 50.0, true), cotag(3, 95.0, true)]),
+            PointScheme::combine(vec![run(1, 80.0, true), run(2, 60.0, true), run(3, 10.0, false)]),
+        ];
+        let c = beats(&[p], "dual-rr");
+        assert_eq!(c.verdict, Verdict::Pass, "{}", c.detail);
+        assert!(c.detail.ends_with("in 1 of 2 paired faithful runs"), "{}", c.detail);
 
         let single = PointScheme::combine(vec![run(7, 33.0, true)]);
         assert!(single.runs.is_empty());
