@@ -169,20 +169,26 @@ fn status_cell(st: Status) -> String {
 fn targets(h: &mut String, s: &Summary) {
     h.push_str(
         "<h2 id=\"targets\">Target checks</h2>\n<table><tr><th class=\"l\">scenario</th><th class=\"l\">target</th>\
-         <th>ours</th><th>paper</th><th>result</th></tr>\n",
+         <th>ours</th><th>paper</th><th>result</th><th class=\"l\">runs</th></tr>\n",
     );
     for c in &s.checks {
         let _ = writeln!(
             h,
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td>{}</tr>",
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td>{}<td class=\"l\">{}</td></tr>",
             escape(&c.scenario),
             escape(&c.target),
             num(c.value, 4),
             num(c.paper_value, 4),
-            status_cell(c.status)
+            status_cell(c.status),
+            escape(&c.runs_note().unwrap_or_default())
         );
     }
-    h.push_str("</table>\n<p>ours / paper = the ratio the target is about (threshold in the target).</p>\n");
+    h.push_str(
+        "</table>\n<p>ours / paper = the ratio the target is about (threshold in the target). With \
+         <code>--repeat</code>, ours is the ratio of the means and the last column the ratio run by \
+         run (same seed for every scheme); runs on both sides of the threshold mean the verdict is \
+         within run-to-run spread.</p>\n",
+    );
     if !s.failures.is_empty() {
         h.push_str("<h2>Failed runs</h2>\n");
         for f in &s.failures {

@@ -49,6 +49,11 @@ pub struct PaperArgs {
     /// Emulated runs: repeat a scenario whose runs were unfaithful at a lower scale.
     #[arg(long)]
     pub auto_scale: bool,
+    /// Runs per scheme in each scenario of the throughput suite (seeds seed …, interleaved):
+    /// the targets are judged on the means, and each target also shows its ratio seed by seed
+    /// and whether those runs fall on both sides of the threshold.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub repeat: u32,
     /// A text or markdown file of findings, shown verbatim in the report's notes section.
     #[arg(long)]
     pub notes: Option<PathBuf>,
@@ -181,9 +186,13 @@ pub fn run(args: PaperArgs) -> Result<()> {
 
     let started_at = SystemTime::now();
     let started = Instant::now();
-    let total_runs: usize = plan.iter().map(|p| p.schemes.len()).sum();
+    let repeat = args.repeat as usize;
+    let total_runs: usize = plan.iter().map(|p| p.schemes.len() * repeat).sum();
     // Work = traffic seconds; the ETA scales the wall time per traffic second so far.
-    let total_work: f64 = plan.iter().map(|p| p.duration_s * p.schemes.len() as f64).sum();
+    let total_work: f64 = plan
+        .iter()
+        .map(|p| p.duration_s * (p.schemes.len() * repeat) as f64)
+        .sum();
     eprintln!(
         "fbdt-lab paper: {} backend, {} scenarios, {total_runs} runs, {:.0} s of traffic → {}",
         backend_name(backend),
@@ -215,7 +224,7 @@ pub fn run(args: PaperArgs) -> Result<()> {
             schemes: p.schemes.clone(),
             duration: Some(p.duration_s),
             seed: None,
-            repeat: 1,
+            repeat: args.repeat,
             scale: args.scale,
             json: Some(out.join(format!("{}.json", p.name))),
             auto_scale: args.auto_scale,
@@ -233,8 +242,8 @@ pub fn run(args: PaperArgs) -> Result<()> {
                 });
             }
         }
-        done_runs += p.schemes.len();
-        done_work += p.duration_s * p.schemes.len() as f64;
+        done_runs += p.schemes.len() * repeat;
+        done_work += p.duration_s * (p.schemes.len() * repeat) as f64;
     }
 
     let workloads = if args.skip_workloads {
@@ -577,12 +586,13 @@ fn print_checks(s: &Summary) {
     );
     for c in &s.checks {
         println!(
-            "  {:<10} {:<16} {:<28} ours {:>6} paper {:>6}",
+            "  {:<10} {:<16} {:<28} ours {:>6} paper {:>6}{}",
             c.status.label(),
             c.scenario,
             c.target,
             c.value.map_or("-".into(), |v| format!("{v:.4}")),
-            c.paper_value.map_or("-".into(), |v| format!("{v:.4}"))
+            c.paper_value.map_or("-".into(), |v| format!("{v:.4}")),
+            c.runs_note().map_or(String::new(), |n| format!("  ({n})"))
         );
     }
     for f in &s.failures {

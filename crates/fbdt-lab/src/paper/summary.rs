@@ -94,6 +94,10 @@ pub struct ScenarioSummary {
     /// Why not: "scheme: reason" per unfaithful run.
     #[serde(default)]
     pub unfaithful: Vec<String>,
+    /// With `--repeat`: the ratios of each repetition (seed order; every scheme ran with the
+    /// same seeds, so a repetition is one channel for all of them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub run_ratios: Vec<Ratios>,
 }
 
 fn yes() -> bool {
@@ -175,6 +179,39 @@ pub struct Check {
     /// The same ratio from the paper's numbers, when it gives them.
     pub paper_value: Option<f64>,
     pub status: Status,
+    /// With `--repeat`: the same ratio in each repetition (seed order), where it can be
+    /// formed per run. `value` is the ratio of the means.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<f64>,
+}
+
+impl Check {
+    /// Repetitions on both sides of the threshold: the verdict is within run-to-run spread.
+    pub fn runs_straddle(&self) -> bool {
+        self.runs.iter().any(|&x| x >= self.threshold) && self.runs.iter().any(|&x| x < self.threshold)
+    }
+
+    /// "runs 0.981–1.012, on both sides of 1", for the terminal and the page.
+    pub fn runs_note(&self) -> Option<String> {
+        if self.runs.len() < 2 {
+            return None;
+        }
+        let (lo, hi) = self
+            .runs
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+                (lo.min(x), hi.max(x))
+            });
+        Some(format!(
+            "{} runs {lo:.3}–{hi:.3}{}",
+            self.runs.len(),
+            if self.runs_straddle() {
+                format!(", on both sides of {}", self.threshold)
+            } else {
+                String::new()
+            }
+        ))
+    }
 }
 
 /// The paper's number for a scheme. The `mptcp` entry is the paper's MPTCP, which our
@@ -240,7 +277,9 @@ pub fn scenario_summary(r: &RunReport, full: Option<&Scenario>, baseline: &str) 
         .flat_map(|f| f.runs.iter().filter(|e| !e.faithful))
         .map(|e| format!("{}: {}", e.scheme, e.reasons.join("; ")))
         .collect();
+    let run_ratios = per_run_ratios(r, baseline);
     ScenarioSummary {
+        run_ratios,
         faithful: unfaithful.is_empty()
             && r.fidelity.as_ref().is_none_or(|f| f.faithful)
             && r.results.iter().all(|x| x.faithful != Some(false)),
@@ -269,6 +308,39 @@ pub fn scenario_summary(r: &RunReport, full: Option<&Scenario>, baseline: &str) 
     }
 }
 
+/// The ratios of each repetition, paired by seed; empty for a single run.
+fn per_run_ratios(r: &RunReport, baseline: &str) -> Vec<Ratios> {
+    let by_seed = |scheme: &str, seed: u64| {
+        r.results
+            .iter()
+            .find(|x| x.scheme == scheme)
+            .and_then(|x| x.runs.iter().find(|run| run.seed == seed))
+            .map(|run| run.goodput_mbps)
+    };
+    let Some(fbdt) = r.results.iter().find(|x| x.scheme == "fbdt") else {
+        return Vec::new();
+    };
+    fbdt.runs
+        .iter()
+        .map(|run| {
+            let sum: Option<f64> = r
+                .scenario_def
+                .paths
+                .iter()
+                .map(|p| by_seed(&format!("tcp:{}", p.name), run.seed))
+                .sum();
+            let mut sc = r.scenario_def.clone();
+            sc.seed = run.seed;
+            let capacity = sc.schedule(r.scale).ok().map(|s| s.capacity_mbps());
+            Ratios {
+                fbdt_over_sum_standalone: ratio(Some(run.goodput_mbps), sum),
+                fbdt_over_mptcp: ratio(Some(run.goodput_mbps), by_seed(baseline, run.seed)),
+                fbdt_over_capacity: ratio(Some(run.goodput_mbps), capacity),
+            }
+        })
+        .collect()
+}
+
 /// The project's targets for one scenario: FBDT ≥ 0.95 × Σ standalone and ≥ MPTCP
 /// everywhere; ≥ 0.85 × capacity where a link comes and goes (blockage, mobility);
 /// ≥ 1.3 × MPTCP with loss on two of four links (rats4-loss2).
@@ -277,7 +349,19 @@ pub fn checks(s: &ScenarioSummary, baseline: &str) -> Vec<Check> {
     let tcp_unfaithful = s.schemes.iter().any(|x| x.scheme.starts_with("tcp:") && !x.faithful);
     let mut v = Vec::new();
     // `uses`: the target's ratio involves the standalone TCPs (Σ) / the MPTCP baseline.
-    let mut add = |target: &str, value: Option<f64>, threshold: f64, paper_value: Option<f64>, uses: (bool, bool)| {
+    let runs_of = |pick: fn(&Ratios) -> Option<f64>| -> Vec<f64> {
+        s.run_ratios
+            .iter()
+            .map(pick)
+            .collect::<Option<Vec<f64>>>()
+            .unwrap_or_default()
+    };
+    let mut add = |target: &str,
+                   value: Option<f64>,
+                   threshold: f64,
+                   paper_value: Option<f64>,
+                   uses: (bool, bool),
+                   runs: Vec<f64>| {
         let tainted = unfaithful("fbdt") || (uses.0 && tcp_unfaithful) || (uses.1 && unfaithful(baseline));
         let status = match value {
             Some(_) if tainted => Status::Unfaithful,
@@ -292,6 +376,7 @@ pub fn checks(s: &ScenarioSummary, baseline: &str) -> Vec<Check> {
             threshold,
             paper_value,
             status,
+            runs,
         });
     };
     let (ours, paper) = (&s.ratios, &s.paper.ratios);
@@ -301,6 +386,7 @@ pub fn checks(s: &ScenarioSummary, baseline: &str) -> Vec<Check> {
         0.95,
         paper.fbdt_over_sum_standalone,
         (true, false),
+        runs_of(|r| r.fbdt_over_sum_standalone),
     );
     add(
         "FBDT ≥ MPTCP",
@@ -308,6 +394,7 @@ pub fn checks(s: &ScenarioSummary, baseline: &str) -> Vec<Check> {
         1.0,
         paper.fbdt_over_mptcp,
         (false, true),
+        runs_of(|r| r.fbdt_over_mptcp),
     );
     if matches!(s.scenario.as_str(), "blockage" | "mobility") {
         add(
@@ -316,6 +403,7 @@ pub fn checks(s: &ScenarioSummary, baseline: &str) -> Vec<Check> {
             0.85,
             paper.fbdt_over_capacity,
             (false, false),
+            runs_of(|r| r.fbdt_over_capacity),
         );
     }
     if s.scenario == "rats4-loss2" {
@@ -325,6 +413,7 @@ pub fn checks(s: &ScenarioSummary, baseline: &str) -> Vec<Check> {
             1.3,
             paper.fbdt_over_mptcp,
             (false, true),
+            runs_of(|r| r.fbdt_over_mptcp),
         );
     }
     v
@@ -458,6 +547,48 @@ pub(crate) mod tests {
             started: "2025-01-01T00:00:00Z".into(),
             wall_s: 1.0,
         }
+    }
+
+    #[test]
+    fn repeated_runs_give_each_target_its_ratio_run_by_run() {
+        use crate::report::RunSummary;
+        let mut r = report("los", 0.2, 380.0, &[("fbdt", 300.0), ("mptcp", 300.0)]);
+        let runs = |v: &[f64]| -> Vec<RunSummary> {
+            v.iter()
+                .enumerate()
+                .map(|(i, &g)| RunSummary {
+                    seed: 1 + i as u64,
+                    goodput_mbps: g,
+                    redundant_bytes: 0,
+                })
+                .collect()
+        };
+        r.results[0].runs = runs(&[310.0, 290.0]);
+        r.results[1].runs = runs(&[300.0, 300.0]);
+        let s = scenario_summary(&r, None, "mptcp");
+        assert_eq!(s.run_ratios.len(), 2);
+        let c = checks(&s, "mptcp");
+        let parity = c.iter().find(|c| c.target == "FBDT ≥ MPTCP").unwrap();
+        assert_eq!(parity.status, Status::Pass, "the means are equal: 300 / 300");
+        assert!(close(parity.runs.first().copied(), 310.0 / 300.0));
+        assert!(close(parity.runs.get(1).copied(), 290.0 / 300.0));
+        assert!(parity.runs_straddle());
+        assert!(
+            parity.runs_note().unwrap().ends_with("on both sides of 1"),
+            "{:?}",
+            parity.runs_note()
+        );
+        // No tcp:* runs: no Σ per run, so that target carries none rather than a partial list.
+        let sum = c.iter().find(|c| c.target.contains("Σ")).unwrap();
+        assert!(sum.runs.is_empty());
+
+        // Seed 2 of MPTCP missing: its FBDT ≥ MPTCP ratio cannot be formed.
+        r.results[1].runs.pop();
+        let s = scenario_summary(&r, None, "mptcp");
+        let c = checks(&s, "mptcp");
+        let parity = c.iter().find(|c| c.target == "FBDT ≥ MPTCP").unwrap();
+        assert!(parity.runs.is_empty(), "a run without its pair drops the per-run list");
+        assert_eq!(parity.runs_note(), None);
     }
 
     fn close(a: Option<f64>, b: f64) -> bool {

@@ -426,6 +426,7 @@ fn check(target: String, found: Option<(f64, String)>, threshold: f64, paper: Op
             Some(v) if v >= threshold => Status::Pass,
             Some(_) => Status::Miss,
         },
+        runs: Vec::new(),
     }
 }
 
