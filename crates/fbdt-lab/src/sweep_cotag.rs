@@ -158,7 +158,11 @@ impl PointScheme {
                 .collect(),
             goodput_mbps: mean(&|r| r.goodput_mbps),
             burst_mbps: mean_opt(&|r| r.burst_mbps),
-            time_to_volume_s: mean_opt(&|r| r.time_to_volume_s),
+            // A run that never delivered the volume has no time to average in: none then.
+            time_to_volume_s: counted
+                .iter()
+                .all(|r| r.time_to_volume_s.is_some())
+                .then(|| mean(&|r| r.time_to_volume_s.unwrap_or_default())),
             link_utilisation,
             tcp_retransmissions: mean_opt(&|r| r.tcp_retransmissions.map(|x| x as f64)).map(|x| x.round() as u64),
             coding_overhead: mean_opt(&|r| r.coding_overhead),
@@ -744,9 +748,27 @@ mod tests {
         assert_eq!(c.mbps(), 90.0);
         assert_eq!(c.goodput_mbps, 45.0);
         assert_eq!(c.tcp_retransmissions, Some(20));
+        assert_eq!(c.time_to_volume_s, None, "no counted run delivered the volume");
         assert!((c.link_utilisation["ap1"] - 0.9).abs() < 1e-12);
         assert_eq!(c.unfaithful_reasons, vec!["seed 2: late".to_string()]);
         assert_eq!(c.runs.len(), 3);
+
+        let timed = |seed, t: Option<f64>, faithful| PointScheme {
+            time_to_volume_s: t,
+            ..run(seed, 50.0, faithful)
+        };
+        let c = PointScheme::combine(vec![
+            timed(1, Some(3.0), true),
+            timed(2, None, false),
+            timed(3, Some(4.0), true),
+        ]);
+        assert_eq!(c.time_to_volume_s, Some(3.5), "the unfaithful run is not counted");
+        let c = PointScheme::combine(vec![
+            timed(1, Some(3.0), true),
+            timed(2, None, true),
+            timed(3, Some(4.0), true),
+        ]);
+        assert_eq!(c.time_to_volume_s, None, "one counted run never delivered the volume");
 
         let c = PointScheme::combine(vec![run(1, 80.0, true), run(2, 20.0, false)]);
         assert!(!c.faithful, "one of two is not a majority");
