@@ -145,6 +145,7 @@ fn run_cotag(args: &SweepArgs) -> Result<()> {
         traffic: args.traffic,
         repeat: args.repeat,
     };
+    grid.check()?;
     if let Some(why) = fbdt_emu::skip_reason() {
         bail!("sweep --cotag runs on the emulated testbed, which needs root: {why}");
     }

@@ -54,7 +54,8 @@ impl Grid {
             .collect()
     }
 
-    fn check(&self) -> Result<()> {
+    /// Bad settings, said before anything runs.
+    pub fn check(&self) -> Result<()> {
         for c in &self.correlations {
             if !CORRELATIONS.contains(&c.as_str()) {
                 bail!("correlation `{c}`: expected one of {}", CORRELATIONS.join(", "));

@@ -179,3 +179,35 @@ fn bad_input_fails_clearly_before_running() {
     // Nothing ran for any of them.
     assert!(!out.join("los.json").exists());
 }
+
+#[test]
+fn repetitions_out_of_range_are_refused_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o");
+    let paper = lab()
+        .args([
+            "paper",
+            "--backend",
+            "sim",
+            "--quick",
+            "--scenarios",
+            "los",
+            "--repeat",
+            "0",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&paper.stderr);
+    assert!(!paper.status.success() && stderr.contains("--repeat"), "{stderr}");
+    assert!(!out.exists());
+    for n in ["0", "101"] {
+        let sweep = lab().args(["sweep", "--cotag", "--repeat", n]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&sweep.stderr);
+        assert!(
+            !sweep.status.success() && stderr.contains("--repeat must be in 1..=100"),
+            "{n}: {stderr}"
+        );
+    }
+}
