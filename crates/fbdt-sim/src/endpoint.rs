@@ -102,6 +102,9 @@ pub struct FbdtEnd {
     send_limit: Option<u64>,
     /// The core's send buffer (`Config::send_buffer`): what its `send_room` is left of.
     send_buffer: u64,
+    /// Bytes of the write the application was woken for that are still to go: decided once
+    /// per write, so that how a payload mode splits it into slices changes nothing.
+    write_budget: u64,
     scratch: Vec<u8>,
     payload: Payload,
     /// Shared mode: the frame being made (header inline, payload slices).
@@ -138,6 +141,7 @@ impl FbdtEnd {
             app_limit: u64::MAX,
             send_limit: None,
             send_buffer,
+            write_budget: 0,
             scratch: match payload {
                 Payload::Exact => vec![0; APP_CHUNK],
                 Payload::Shared => Vec::new(),
@@ -190,8 +194,11 @@ impl SimEndpoint for FbdtEnd {
                 }
                 let mut allowed = left.min(self.app_limit.saturating_sub(self.offset));
                 if let Some(sndbuf) = self.send_limit {
-                    let queued = self.send_buffer.saturating_sub(self.conn.send_room() as u64);
-                    allowed = allowed.min(crate::sndbuf::writable(sndbuf, queued));
+                    if self.write_budget == 0 {
+                        let queued = self.send_buffer.saturating_sub(self.conn.send_room() as u64);
+                        self.write_budget = crate::sndbuf::writable(sndbuf, queued).min(APP_CHUNK as u64);
+                    }
+                    allowed = allowed.min(self.write_budget);
                 }
                 let n = self
                     .conn
@@ -213,6 +220,7 @@ impl SimEndpoint for FbdtEnd {
                     }
                 };
                 self.offset += took as u64;
+                self.write_budget = self.write_budget.saturating_sub(took as u64);
                 if took < n {
                     return Ok(0);
                 }
