@@ -33,7 +33,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = PathModel::Pipe)]
     pub model: PathModel,
     /// Comma-separated schemes: fbdt[+budget=MS][+window=auto|paper|64k][+limit=F][+rto=F][+seg=N][+rcvbuf=N],
-    /// tcp:<path>, mp:<minrtt|blest|ecf|rr|redundant|fixed=R|amuse|musher>[+rcvbuf=N]
+    /// tcp:<path>, mp:<minrtt|kernel|blest|ecf|rr|redundant|fixed=R|amuse|musher>[+rcvbuf=N]
     /// [+seg=N][+reinject=on|off][+gain=F]; mp:fixed=A..B/S expands to one scheme per R.
     /// Default: fbdt and tcp:<every path>.
     #[arg(long, value_delimiter = ',')]

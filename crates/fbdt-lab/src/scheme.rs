@@ -338,6 +338,7 @@ mod tests {
             ("mp:fixed=77", SchedulerKind::Fixed(77)),
             ("mp:amuse", SchedulerKind::Amuse),
             ("mp:musher", SchedulerKind::Musher),
+            ("mp:kernel", SchedulerKind::Kernel),
         ] {
             match parse(name, &s, 1).unwrap() {
                 Scheme::Fbdt(c, _) => assert_eq!(c.meta_config().unwrap().scheduler, kind),

@@ -62,6 +62,9 @@ pub trait SimEndpoint {
     /// Server: the application may write its stream only up to `bytes` (a workload's
     /// requests so far); unlimited until called. Ignored by the client.
     fn set_app_limit(&mut self, _bytes: u64) {}
+    /// Server: the kernel-like send buffer the application's writes must fit in (bytes
+    /// written and not yet acknowledged at the stream level; `crate::sndbuf`).
+    fn set_send_limit(&mut self, _bytes: u64) {}
     /// A driver hint (scan announcements); ignored by default.
     fn path_hint(&mut self, _path: usize, _hint: Hint) {}
     fn stats(&self) -> Option<ConnectionStats>;
@@ -95,6 +98,13 @@ pub struct FbdtEnd {
     limit: Option<u64>,
     /// Server: the application writes no further than this yet (`set_app_limit`).
     app_limit: u64,
+    /// Server: a kernel-like send buffer (`set_send_limit`), `None` = only the core's own.
+    send_limit: Option<u64>,
+    /// The core's send buffer (`Config::send_buffer`): what its `send_room` is left of.
+    send_buffer: u64,
+    /// Bytes of the write the application was woken for that are still to go: decided once
+    /// per write, so that how a payload mode splits it into slices changes nothing.
+    write_budget: u64,
     scratch: Vec<u8>,
     payload: Payload,
     /// Shared mode: the frame being made (header inline, payload slices).
@@ -114,6 +124,7 @@ impl FbdtEnd {
         payload: Payload,
         now: Instant,
     ) -> Result<Self, EndpointError> {
+        let send_buffer = cfg.send_buffer as u64;
         let mut conn = match side {
             Side::Server => Connection::server(cfg),
             Side::Client => Connection::client(cfg),
@@ -128,6 +139,9 @@ impl FbdtEnd {
             offset: 0,
             limit,
             app_limit: u64::MAX,
+            send_limit: None,
+            send_buffer,
+            write_budget: 0,
             scratch: match payload {
                 Payload::Exact => vec![0; APP_CHUNK],
                 Payload::Shared => Vec::new(),
@@ -178,7 +192,14 @@ impl SimEndpoint for FbdtEnd {
                     self.conn.finish();
                     return Ok(0);
                 }
-                let allowed = left.min(self.app_limit.saturating_sub(self.offset));
+                let mut allowed = left.min(self.app_limit.saturating_sub(self.offset));
+                if let Some(sndbuf) = self.send_limit {
+                    if self.write_budget == 0 {
+                        let queued = self.send_buffer.saturating_sub(self.conn.send_room() as u64);
+                        self.write_budget = crate::sndbuf::writable(sndbuf, queued).min(APP_CHUNK as u64);
+                    }
+                    allowed = allowed.min(self.write_budget);
+                }
                 let n = self
                     .conn
                     .send_room()
@@ -199,6 +220,7 @@ impl SimEndpoint for FbdtEnd {
                     }
                 };
                 self.offset += took as u64;
+                self.write_budget = self.write_budget.saturating_sub(took as u64);
                 if took < n {
                     return Ok(0);
                 }
@@ -272,6 +294,10 @@ impl SimEndpoint for FbdtEnd {
 
     fn set_app_limit(&mut self, bytes: u64) {
         self.app_limit = bytes;
+    }
+
+    fn set_send_limit(&mut self, bytes: u64) {
+        self.send_limit = Some(bytes);
     }
 
     fn is_done(&self) -> bool {

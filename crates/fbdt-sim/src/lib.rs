@@ -11,6 +11,7 @@ pub mod link;
 pub mod pattern;
 mod run;
 mod sim;
+mod sndbuf;
 pub mod tcp;
 
 pub use endpoint::EndpointError;

@@ -15,6 +15,7 @@ use fbdt_scenario::{PathTimeline, Schedule};
 use crate::endpoint::{FbdtEnd, Side, SimEndpoint, TcpEnd};
 use crate::link::{Chunk, Link};
 use crate::run::{PathModel, PathReset, SimError, SimOutcome, SimParams, SimScheme, DEFAULT_QUEUE_BYTES};
+use crate::sndbuf::MetaSndbuf;
 use crate::tcp::TcpParams;
 
 fn at(t_s: f64) -> Instant {
@@ -125,6 +126,9 @@ pub struct Sim<'a> {
     spare: Vec<Chunk>,
     /// First transmissions (server) joined with in-order deliveries (client).
     delay: DelayJoin,
+    /// The meta layer under the TCP model: the kernel MPTCP socket's send buffer, which
+    /// bounds the bytes written and not yet DATA_ACKed (`crate::sndbuf`).
+    sndbuf: Option<MetaSndbuf>,
     out: SimOutcome,
 }
 
@@ -225,6 +229,12 @@ impl<'a> Sim<'a> {
         let sample = at(params.sample_interval_s).as_micros().max(1);
         let reset_at = resets.iter().map(|r| at(r.at_s)).collect();
         let timeouts = [server.timeout(), client.timeout()];
+        let sndbuf = match scheme {
+            SimScheme::Fbdt(cfg) if cfg.meta_config().is_some() && params.model == PathModel::Tcp => {
+                Some(MetaSndbuf::new(n, params.congestion_control))
+            }
+            _ => None,
+        };
         Ok(Sim {
             schedule,
             scheme,
@@ -246,6 +256,7 @@ impl<'a> Sim<'a> {
             buf: Chunk::default(),
             spare: Vec::new(),
             delay: DelayJoin::new(),
+            sndbuf,
             out: SimOutcome {
                 duration_s: schedule.duration_s,
                 ..SimOutcome::default()
@@ -301,6 +312,16 @@ impl<'a> Sim<'a> {
                 source,
             }
         };
+        if let Some(b) = self.sndbuf.as_mut() {
+            // The subflows' buffers grow with their windows as ACKs free space
+            // (`tcp_new_space`); the application then writes into their sum.
+            for (i, p) in self.paths.iter().enumerate() {
+                if let Some(t) = p.data.tcp_info() {
+                    b.saw_cwnd(i, t.cwnd_bytes);
+                }
+            }
+            self.server.set_send_limit(b.bytes());
+        }
         self.server.run_app(now).map_err(fail(Side::Server))?;
         let got = self.client.run_app(now).map_err(fail(Side::Client))?;
         self.out.bytes_delivered += got;

@@ -122,3 +122,45 @@ fn min_rtt_over_tcp_subflows_uses_both_paths() {
         assert!(carried > 0.7 * offered, "path {i}: {carried} of {offered} bytes");
     }
 }
+
+/// Kernel MPTCP behind a 1 s-RTT subflow (the testbed's `tc-delay-wigig`): Linux's default
+/// scheduler hands the slow subflow data whenever its queue is empty, every byte on it holds
+/// the cumulative DATA_ACK back for a second, and the MPTCP socket's send buffer (the sum of
+/// the subflows' autotuned buffers, a few cwnds each) fills with unacknowledged bytes: the
+/// stream moves about one buffer per second. FBDT over the same TCP-level paths is not held
+/// (its per-path connections are acknowledged each on its own), nor is minRTT (it never
+/// uses the slow path while the fast one has room), nor the same scheduler over ideal pipes
+/// with the testbed's 64 MiB buffers (no kernel send buffer there).
+#[test]
+fn kernel_mptcp_is_held_back_by_its_send_buffer_behind_a_one_second_subflow() {
+    let path = |name: &str, rate_mbps: f64, delay_ms: f64| PathTimeline {
+        name: name.into(),
+        steps: vec![Step {
+            rate_mbps,
+            delay_ms,
+            ..step(0.0, 0.0, 0.0)
+        }],
+        radio: None,
+    };
+    let s = Schedule {
+        duration_s: 6.0,
+        scale: 1.0,
+        paths: vec![path("wifi", 300.0, 2.0), path("slow", 300.0, 500.0)],
+    };
+    let g = |scheme: SimScheme, model| run(&s, &scheme, &params(model), |_| {}).unwrap().goodput_mbps;
+    let kernel = g(SimScheme::mptcp(fbdt_core::SchedulerKind::Kernel), PathModel::Tcp);
+    let minrtt = g(SimScheme::mptcp(fbdt_core::SchedulerKind::MinRtt), PathModel::Tcp);
+    let fbdt = g(SimScheme::Fbdt(Config::default()), PathModel::Tcp);
+    let wifi = g(SimScheme::Tcp(0), PathModel::Tcp);
+    let mut big = Config::meta(fbdt_core::SchedulerKind::Kernel);
+    (big.send_buffer, big.recv_buffer) = (64 << 20, 64 << 20);
+    let kernel_pipe = g(SimScheme::Fbdt(big), PathModel::Pipe);
+    assert!(wifi > 250.0, "wifi alone {wifi}");
+    assert!(kernel < 0.5 * wifi, "kernel MPTCP {kernel}, wifi alone {wifi}");
+    assert!(fbdt > 0.9 * wifi, "fbdt {fbdt}, wifi alone {wifi}");
+    assert!(minrtt > 0.9 * wifi, "minrtt {minrtt}, wifi alone {wifi}");
+    assert!(
+        kernel_pipe > 2.0 * kernel,
+        "kernel over pipes {kernel_pipe}, over TCP {kernel}"
+    );
+}

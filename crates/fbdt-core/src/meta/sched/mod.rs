@@ -6,6 +6,7 @@ mod amuse;
 mod blest;
 mod ecf;
 mod fixed;
+mod kernel;
 mod minrtt;
 mod musher;
 mod redundant;
@@ -15,6 +16,7 @@ pub use amuse::Amuse;
 pub use blest::Blest;
 pub use ecf::Ecf;
 pub use fixed::{FixedRatio, RatioPattern};
+pub use kernel::Kernel;
 pub use minrtt::MinRtt;
 pub use musher::{Musher, MusherParams};
 pub use redundant::Redundant;
@@ -129,6 +131,8 @@ pub enum SchedulerKind {
     Fixed(u8),
     Amuse,
     Musher,
+    /// Upstream Linux MPTCP's default (`kernel.rs`).
+    Kernel,
 }
 
 impl SchedulerKind {
@@ -141,6 +145,7 @@ impl SchedulerKind {
             "redundant" => SchedulerKind::Redundant,
             "amuse" => SchedulerKind::Amuse,
             "musher" => SchedulerKind::Musher,
+            "kernel" => SchedulerKind::Kernel,
             _ => {
                 let r: u8 = name.strip_prefix("fixed=")?.parse().ok()?;
                 (r <= 100).then_some(SchedulerKind::Fixed(r))?
@@ -158,6 +163,7 @@ impl SchedulerKind {
             SchedulerKind::Fixed(r) => Box::new(FixedRatio::new(*r)),
             SchedulerKind::Amuse => Box::new(Amuse::default()),
             SchedulerKind::Musher => Box::new(Musher::new(musher.clone(), now)),
+            SchedulerKind::Kernel => Box::new(Kernel::default()),
         }
     }
 }

@@ -1,0 +1,102 @@
+//! Linux's upstream MPTCP default scheduler (v5.19+, `mptcp_subflow_get_send` in
+//! net/mptcp/protocol.c), the one the testbed's kernel (6.18) runs — not minRTT.
+//!
+//! Its rule: among the active subflows pick the one whose queued bytes would drain soonest
+//! at its pacing rate (`linger_time = sk_wmem_queued << 32 / avg_pacing_rate`; ties to the
+//! first subflow), then send on it only if its send buffer has room
+//! (`sk_stream_memory_free`) — not its congestion window: bytes beyond the window wait in
+//! the subflow's send queue. So a subflow with an empty queue is picked whatever its round
+//! trip: on the testbed's `tc-delay-wigig` the 1 s-RTT WiGig subflow was handed data every
+//! time its queue ran dry (1 MB in 10 s), and each such byte held the cumulative DATA_ACK
+//! back for a second (crates/fbdt-sim/src/sndbuf.rs says what that costs).
+//!
+//! The subflow's send buffer is `tcp_sndbuf_expand`'s (net/ipv4/tcp_input.c): it grows, never
+//! shrinks, to 2 × max(cwnd in segments, TCP_INIT_CWND = 10) × per_mss, per_mss = 2304 bytes
+//! for a 1448-byte MSS (the testbed showed 46 080 bytes at cwnd 10). The pacing rate is taken
+//! as cwnd / srtt (Linux multiplies it by 2 in slow start and 1.2 after, the same for every
+//! subflow in the same phase; the kernel also averages it over bursts).
+//!
+//! Not modelled: the 64 KB send burst (`MPTCP_SEND_BURST_SIZE`: a picked subflow keeps
+//! being used for up to 64 KB; the meta layer decides per segment), backup subflows.
+
+use super::{PathView, Scheduler, View};
+use crate::path::PathId;
+
+const MSS: u64 = 1448;
+const PER_MSS: u64 = 2304;
+const TCP_INIT_CWND: u64 = 10;
+
+#[derive(Default)]
+pub struct Kernel {
+    /// Each subflow's send buffer so far (bytes), by path index.
+    sndbuf: Vec<u64>,
+}
+
+/// Seconds `p`'s queued bytes take at its pacing rate (an unknown rate drains at once).
+fn linger_s(p: &PathView) -> f64 {
+    if p.in_flight == 0 || p.srtt_s <= 0.0 || p.cwnd == 0 {
+        return 0.0;
+    }
+    p.in_flight as f64 * p.srtt_s / p.cwnd as f64
+}
+
+impl Kernel {
+    fn sndbuf(&mut self, p: &PathView) -> u64 {
+        let i = p.id.index();
+        if self.sndbuf.len() <= i {
+            self.sndbuf.resize(i + 1, 2 * TCP_INIT_CWND * PER_MSS);
+        }
+        let want = 2 * (p.cwnd / MSS).max(TCP_INIT_CWND) * PER_MSS;
+        self.sndbuf[i] = self.sndbuf[i].max(want);
+        self.sndbuf[i]
+    }
+}
+
+impl Scheduler for Kernel {
+    fn select(&mut self, v: &View<'_>) -> Option<PathId> {
+        let mut best: Option<(&PathView, f64)> = None;
+        for p in v.paths.iter().filter(|p| p.usable) {
+            let l = linger_s(p);
+            if best.is_none_or(|(_, b)| l < b) {
+                best = Some((p, l));
+            }
+        }
+        let (p, _) = best?;
+        let room = self.sndbuf(p);
+        (p.in_flight < room).then_some(p.id)
+    }
+
+    /// Upstream MPTCP re-sends data on another subflow only when a subflow's retransmission
+    /// timer fires (`__mptcp_retrans`), never opportunistically when the window blocks.
+    fn reinject_default(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::{path, view};
+    use super::*;
+
+    #[test]
+    fn an_idle_slow_subflow_is_picked_over_a_busy_fast_one() {
+        let paths = [path(0, 4.0, 1_000_000, 500_000), path(1, 1000.0, 14_480, 0)];
+        assert_eq!(
+            Kernel::default().select(&view(&paths, 1 << 20, 1 << 20)),
+            Some(PathId(1))
+        );
+    }
+
+    #[test]
+    fn the_least_lingering_subflow_wins_and_needs_send_buffer_room() {
+        // 500 kB over 1 MB/4 ms lingers 2 ms; 20 kB over 14.5 kB/s lingers > 1 s.
+        let paths = [path(0, 4.0, 1_000_000, 500_000), path(1, 1000.0, 14_480, 20_000)];
+        assert_eq!(
+            Kernel::default().select(&view(&paths, 1 << 20, 1 << 20)),
+            Some(PathId(0))
+        );
+        // A full send buffer (2 × 690 segments × 2304 bytes) stops it; no fallback.
+        let paths = [path(0, 4.0, 1_000_000, 3_200_000), path(1, 1000.0, 14_480, 20_000_000)];
+        assert_eq!(Kernel::default().select(&view(&paths, 1 << 20, 1 << 20)), None);
+    }
+}
