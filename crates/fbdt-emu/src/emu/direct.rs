@@ -486,8 +486,8 @@ impl Batcher {
 }
 
 /// Monotonic-clock conversion for `epoll_pwait2`'s relative timeout.
-fn timeout(until: Option<Instant>, now: Instant) -> libc::timespec {
-    let d = until.map_or(IDLE_WAKE, |u| u.saturating_duration_since(now).min(IDLE_WAKE));
+fn timeout(until: Option<Instant>, now: Instant, idle: Duration) -> libc::timespec {
+    let d = until.map_or(idle, |u| u.saturating_duration_since(now).min(idle));
     libc::timespec {
         tv_sec: d.as_secs() as libc::time_t,
         tv_nsec: d.subsec_nanos() as libc::c_long,
@@ -613,8 +613,15 @@ impl Loop {
         let mut per_port: Vec<Vec<Frame>> = (0..fds.len()).map(|_| Vec::new()).collect();
         let mut spare: Vec<Frame> = Vec::new();
         let mut next: Option<Instant> = None;
+        // With rings, a lost wake-up (see below) is found at the next wake-up; an idle loop
+        // wakes every block timeout so that is never long.
+        let idle = if self.ports.iter().any(|p| p.ring.is_some()) {
+            Duration::from_millis(u64::from(ring::RETIRE_MS))
+        } else {
+            IDLE_WAKE
+        };
         while !self.stop.load(Ordering::Relaxed) {
-            let ts = timeout(next, Instant::now());
+            let ts = timeout(next, Instant::now(), idle);
             // SAFETY: events has room for every registered fd; ts is a valid timespec.
             let n = unsafe {
                 libc::epoll_pwait2(
@@ -643,27 +650,8 @@ impl Loop {
                     continue;
                 }
                 let lane = self.ports[token].feeds;
-                if let Some(ring) = &mut self.ports[token].ring {
-                    // Each frame is timed by the kernel's receive stamp: the time it waited
-                    // in its block counts against the path's delay, as on the wire.
-                    let clock = stamps.get_or_insert_with(|| StampClock::new(now));
-                    let (lanes, pool) = (&mut self.lanes, &mut self.pool);
-                    ring.drain(BATCH * BATCHES_PER_WAKE, |rf| {
-                        // As `Batcher::receive`: whole unicast frames that fit a buffer.
-                        let unicast = rf.pkttype == libc::PACKET_HOST || rf.pkttype == libc::PACKET_OTHERHOST;
-                        if rf.truncated || !unicast || rf.data.len() <= ETH || rf.data.len() > pool.size {
-                            return;
-                        }
-                        let mut buf = pool.take();
-                        buf[..rf.data.len()].copy_from_slice(rf.data);
-                        let f = Frame {
-                            buf,
-                            len: rf.data.len(),
-                        };
-                        if let Err(f) = lanes[lane].arrive(f, clock.arrival(rf.stamp)) {
-                            spare.push(f);
-                        }
-                    });
+                if self.ports[token].ring.is_some() {
+                    // Read below, with every ring's.
                     continue;
                 }
                 // Read what is there, up to a bound so a flood on one socket cannot hold
@@ -679,6 +667,37 @@ impl Loop {
                         break;
                     }
                 }
+            }
+            // Rings are looked at on every wake-up, whatever epoll said: the kernel signals a
+            // handed-over block before it moves on to the next, so a poll in between finds
+            // no block ready and the wake-up is lost (the frame would wait for the socket's
+            // next block). One load per ring finds it instead.
+            for port in &mut self.ports {
+                let lane = port.feeds;
+                let Some(ring) = &mut port.ring else { continue };
+                if !ring.ready() {
+                    continue;
+                }
+                // Each frame is timed by the kernel's receive stamp: the time it waited in
+                // its block counts against the path's delay, as on the wire.
+                let clock = stamps.get_or_insert_with(|| StampClock::new(now));
+                let (lanes, pool) = (&mut self.lanes, &mut self.pool);
+                ring.drain(BATCH * BATCHES_PER_WAKE, |rf| {
+                    // As `Batcher::receive`: whole unicast frames that fit a buffer.
+                    let unicast = rf.pkttype == libc::PACKET_HOST || rf.pkttype == libc::PACKET_OTHERHOST;
+                    if rf.truncated || !unicast || rf.data.len() <= ETH || rf.data.len() > pool.size {
+                        return;
+                    }
+                    let mut buf = pool.take();
+                    buf[..rf.data.len()].copy_from_slice(rf.data);
+                    let f = Frame {
+                        buf,
+                        len: rf.data.len(),
+                    };
+                    if let Err(f) = lanes[lane].arrive(f, clock.arrival(rf.stamp)) {
+                        spare.push(f);
+                    }
+                });
             }
             // Stages, then writes; repeat while writing took long enough for more to fall due.
             loop {
