@@ -932,8 +932,9 @@ mod tests {
                 ring_frame: Some(mtu as usize + 18),
                 qdisc_bypass: false,
             };
-            // A small ring (64 blocks of 64 KiB), so the test also wraps around it.
-            let (_rx_fd, ring) = open_port(ifindex("ringb"), Some(4 << 20), mode).unwrap();
+            // A small ring: 32 blocks of 32 KiB. Every burst below is read before the next is
+            // sent, so each ends a block: 94 bursts go round the ring almost three times.
+            let (_rx_fd, ring) = open_port(ifindex("ringb"), Some(1 << 20), mode).unwrap();
             let mut ring = ring.expect("a ring was asked for");
             let (tx, _) = open_port(ifindex("ringa"), None, PortMode::default()).unwrap();
             let send = |f: &[u8]| {
