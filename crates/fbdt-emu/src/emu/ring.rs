@@ -54,7 +54,7 @@ pub(super) struct RingFrame<'a> {
     pub pkttype: u8,
     /// The frame was cut short by the block (`tp_snaplen < tp_len`).
     pub truncated: bool,
-    /// The kernel's receive timestamp (CLOCK_REALTIME).
+    /// The kernel's stamp: CLOCK_REALTIME, or CLOCK_MONOTONIC for a sender's departure time.
     pub stamp: Option<Duration>,
 }
 
@@ -198,9 +198,10 @@ impl RxRing {
                 // SAFETY: [start, start + len) lies inside this block (clamped above), which
                 // stays ours until the status is written back after this loop.
                 let data = unsafe { std::slice::from_raw_parts(self.base.add(block + start), len) };
-                // The skb's receive stamp (TP_STATUS_TS_SOFTWARE) or, if it had none, the
-                // real time at which the kernel wrote the frame into the block: either way
-                // CLOCK_REALTIME (af_packet does not pass on a sender's mono delivery time).
+                // The skb's stamp (TP_STATUS_TS_SOFTWARE) or, if it had none, the real time at
+                // which the kernel wrote the frame into the block. A TCP sender's skb carries
+                // its departure time on CLOCK_MONOTONIC, which survives the veth: the
+                // stamp may be on either clock (`StampClock` tells them apart).
                 let stamp = Some(Duration::new(u64::from(hdr.tp_sec), hdr.tp_nsec));
                 take(RingFrame {
                     data,
@@ -229,30 +230,54 @@ impl Drop for RxRing {
     }
 }
 
-/// Converts the kernel's receive stamps (CLOCK_REALTIME) to `Instant`s of one wake-up.
+fn clock_now(clock: libc::clockid_t) -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Converts the kernel's stamps to `Instant`s of one wake-up.
 pub(super) struct StampClock {
     now: Instant,
+    /// CLOCK_REALTIME and CLOCK_MONOTONIC (the clock of `Instant`) at about `now`.
     real_now: Duration,
+    mono_now: Duration,
 }
+
+/// Stamps older than this are not trusted (a clock step), nor any from the future beyond
+/// [`AHEAD`].
+const STALE: Duration = Duration::from_millis(100);
+/// A sender's departure time may lie a little ahead of when the frame is read (pacing).
+const AHEAD: Duration = Duration::from_millis(1);
 
 impl StampClock {
     pub(super) fn new(now: Instant) -> Self {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: clock_gettime writes one timespec we own.
-        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
         Self {
             now,
-            real_now: Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32),
+            real_now: clock_now(libc::CLOCK_REALTIME),
+            mono_now: clock_now(libc::CLOCK_MONOTONIC),
         }
     }
 
-    /// When a frame stamped `stamp` arrived, as an `Instant` no later than the wake-up. A
-    /// stamp that is not recent real time (a clock step, or a stamp the sender's stack set
-    /// on another clock) falls back to the wake-up, as `recvmmsg` frames are timed.
+    /// How long ago `stamp` was on a clock that reads `clock_now` now, if recent.
+    fn age(stamp: Duration, clock_now: Duration) -> Option<Duration> {
+        match clock_now.checked_sub(stamp) {
+            Some(age) if age < STALE => Some(age),
+            Some(_) => None,
+            None if stamp - clock_now <= AHEAD => Some(Duration::ZERO),
+            None => None,
+        }
+    }
+
+    /// When a frame stamped `stamp` arrived, as an `Instant` no later than the wake-up. The
+    /// two clocks are decades apart, so a stamp is recent on at most one of them; one that
+    /// is recent on neither falls back to the wake-up, as `recvmmsg` frames are timed.
     pub(super) fn arrival(&self, stamp: Option<Duration>) -> Instant {
-        match stamp.and_then(|s| self.real_now.checked_sub(s)) {
-            Some(age) if age < Duration::from_millis(100) => self.now.checked_sub(age).unwrap_or(self.now),
-            _ => self.now,
+        let age = stamp.and_then(|s| Self::age(s, self.real_now).or_else(|| Self::age(s, self.mono_now)));
+        match age {
+            Some(age) => self.now.checked_sub(age).unwrap_or(self.now),
+            None => self.now,
         }
     }
 }
@@ -282,8 +307,14 @@ mod tests {
             now - Duration::from_micros(300)
         );
         assert_eq!(c.arrival(None), now);
+        // A sender's departure time on the monotonic clock.
+        assert_eq!(
+            c.arrival(Some(c.mono_now - Duration::from_micros(700))),
+            now - Duration::from_micros(700)
+        );
         // From the future (the clock stepped back) or long ago: the wake-up.
         assert_eq!(c.arrival(Some(c.real_now + Duration::from_millis(5))), now);
+        assert_eq!(c.arrival(Some(c.mono_now - Duration::from_secs(5))), now);
         assert_eq!(c.arrival(Some(Duration::from_secs(5))), now);
     }
 }
