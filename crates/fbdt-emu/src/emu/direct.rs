@@ -932,8 +932,8 @@ mod tests {
                 ring_frame: Some(mtu as usize + 18),
                 qdisc_bypass: false,
             };
-            // A small ring: 32 blocks of 32 KiB. Every burst below is read before the next is
-            // sent, so each ends a block: 94 bursts go round the ring almost three times.
+            // A small ring, 1 MiB: the 6000 frames below take over 5 MB of slots, so the
+            // test goes round it several times.
             let (_rx_fd, ring) = open_port(ifindex("ringb"), Some(1 << 20), mode).unwrap();
             let mut ring = ring.expect("a ring was asked for");
             let (tx, _) = open_port(ifindex("ringa"), None, PortMode::default()).unwrap();
