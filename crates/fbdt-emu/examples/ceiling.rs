@@ -1,6 +1,8 @@
 //! Measures the emulator's rate ceiling on this machine: one TCP over one path at a list of
 //! rates, and kernel MPTCP over two equal paths (aggregate = the same list).
-//! `cargo run --release -p fbdt-emu --example ceiling -- [--datapath D] [--threads N] [--mtu M] [--secs S] [--steer] 200 400 600`
+//! `cargo run --release -p fbdt-emu --example ceiling -- [--datapath D] [--threads N] [--mtu M] [--secs S] [--steer] [--ring] [--qdisc-bypass] 200 400 600`
+//! (`--ring`: the direct datapath receives through a TPACKET_V3 ring; `--qdisc-bypass`:
+//! its sockets write past the qdisc layer.)
 //! Unlike `fbdt-lab bench emu` it runs on a busy host too: the fidelity columns say what
 //! the monitors saw (share of packets ≥ 1 ms late, emulator CPU).
 
@@ -28,23 +30,28 @@ fn main() -> anyhow::Result<()> {
         }
         None => Datapath::default(),
     };
-    let steer_receive = match args.iter().position(|a| a == "--steer") {
+    let mut flag = |name: &str| match args.iter().position(|a| a == name) {
         Some(i) => {
             args.remove(i);
             true
         }
         None => false,
     };
+    let steer_receive = flag("--steer");
+    let packet_rx_ring = flag("--ring");
+    let qdisc_bypass = flag("--qdisc-bypass");
     let rates: Vec<f64> = args.iter().map(|a| a.parse().unwrap()).collect();
     let opts = TestbedOptions {
         emu_threads: threads,
         mtu,
         datapath,
         steer_receive,
+        packet_rx_ring,
+        qdisc_bypass,
         ..Default::default()
     };
     println!(
-        "datapath={datapath} threads={threads} mtu={mtu} secs={secs} steer={steer_receive} cores={}",
+        "datapath={datapath} threads={threads} mtu={mtu} secs={secs} steer={steer_receive} ring={packet_rx_ring} qdisc_bypass={qdisc_bypass} cores={}",
         fbdt_emu::scenario::cores()
     );
     println!(

@@ -584,5 +584,6 @@ fn subject_of(unscaled: &TestbedSpec, opts: &TestbedOptions) -> Subject {
         emu_threads: opts.emu_threads,
         datapath: opts.datapath,
         receive_steered: opts.receive_steered(),
+        packet_rx_ring: opts.datapath == crate::testbed::Datapath::Direct && opts.packet_rx_ring,
     }
 }

@@ -59,6 +59,10 @@ pub struct Subject {
     /// ([`crate::TestbedOptions::steer_receive`]); entries from before it were without.
     #[serde(default)]
     pub receive_steered: bool,
+    /// `direct` received through a TPACKET_V3 ring ([`crate::TestbedOptions::packet_rx_ring`]);
+    /// entries from before it were without.
+    #[serde(default)]
+    pub packet_rx_ring: bool,
 }
 
 /// The datapath of cache entries written before there was a choice.
@@ -73,6 +77,7 @@ impl Subject {
             && self.emu_threads == o.emu_threads
             && self.datapath == o.datapath
             && self.receive_steered == o.receive_steered
+            && self.packet_rx_ring == o.packet_rx_ring
             && (self.peak_total_mbps - o.peak_total_mbps).abs() <= 0.1 * self.peak_total_mbps.max(o.peak_total_mbps)
     }
 }
@@ -242,6 +247,7 @@ mod tests {
             emu_threads: 1,
             datapath: crate::testbed::Datapath::Rattan,
             receive_steered: false,
+            packet_rx_ring: false,
         }
     }
 
@@ -293,6 +299,12 @@ mod tests {
             ..subject()
         };
         assert!(c.lookup(&here, &steered).is_none());
+        // So does another receive path.
+        let ring = Subject {
+            packet_rx_ring: true,
+            ..subject()
+        };
+        assert!(c.lookup(&here, &ring).is_none());
         // A shortened run of the same scenario (peak within 10%) hits; another scenario misses.
         let short = Subject {
             peak_total_mbps: 1900.0,

@@ -519,6 +519,27 @@ fn direct_follows_a_rate_step() {
     rate_step_on(&direct());
 }
 
+/// `direct` reading through its TPACKET_V3 ring: the same rate step and an MPTCP download
+/// over two paths (lone handshake frames wait for their block's timer).
+#[test]
+fn direct_ring_follows_a_rate_step() {
+    let _g = root_or_skip!();
+    rate_step_on(&direct_ring());
+}
+
+#[test]
+fn direct_ring_carries_mptcp_over_both_paths() {
+    let _g = root_or_skip!();
+    mptcp_on(&direct_ring());
+}
+
+fn direct_ring() -> TestbedOptions {
+    TestbedOptions {
+        packet_rx_ring: true,
+        ..direct()
+    }
+}
+
 fn rate_step_on(opts: &TestbedOptions) {
     // One TCP download at 40 Mbit/s, then the rate steps down to 10: what the kernel's rate
     // stage delivered follows the configured rate within the monitors' tolerance.

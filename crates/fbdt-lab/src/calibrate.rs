@@ -38,6 +38,37 @@ pub struct CalibrateArgs {
     /// emulator not pinned): the direct datapath as it was before steering.
     #[arg(long)]
     pub no_steer: bool,
+    #[command(flatten)]
+    pub sockets: SocketArgs,
+}
+
+/// The `direct` datapath's socket options under measurement (hidden switches of
+/// `calibrate` and `bench emu`; docs/testbed.md, limits).
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct SocketArgs {
+    /// direct: receive through a TPACKET_V3 ring (PACKET_RX_RING) instead of recvmmsg.
+    #[arg(long, hide = true, conflicts_with = "no_ring")]
+    pub ring: bool,
+    /// direct: receive with recvmmsg even where the ring is the default.
+    #[arg(long, hide = true)]
+    pub no_ring: bool,
+    /// direct: PACKET_QDISC_BYPASS on the emulator's sockets.
+    #[arg(long, hide = true)]
+    pub qdisc_bypass: bool,
+}
+
+impl SocketArgs {
+    fn apply(self, o: &mut TestbedOptions) {
+        if self.ring {
+            o.packet_rx_ring = true;
+        }
+        if self.no_ring {
+            o.packet_rx_ring = false;
+        }
+        if self.qdisc_bypass {
+            o.qdisc_bypass = true;
+        }
+    }
 }
 
 fn options(emu_threads: usize, mtu: u32, datapath: Option<Datapath>, no_steer: bool) -> Result<TestbedOptions> {
@@ -62,7 +93,8 @@ pub fn run_calibrate(args: CalibrateArgs) -> Result<()> {
     if !(args.secs.is_finite() && args.secs > 0.0 && args.secs <= 600.0) {
         bail!("--secs must be in (0, 600], got {}", args.secs);
     }
-    let opts = options(args.emu_threads, args.mtu, args.datapath, args.no_steer)?;
+    let mut opts = options(args.emu_threads, args.mtu, args.datapath, args.no_steer)?;
+    args.sockets.apply(&mut opts);
     if let Some(why) = fbdt_emu::skip_reason() {
         bail!("calibrate builds a testbed: {why}");
     }
@@ -171,6 +203,8 @@ pub struct BenchArgs {
     /// emulator not pinned): the direct datapath as it was before steering.
     #[arg(long)]
     pub no_steer: bool,
+    #[command(flatten)]
+    pub sockets: SocketArgs,
 }
 
 #[derive(Debug, Serialize)]
@@ -197,6 +231,10 @@ struct Bench {
     datapath: Datapath,
     /// The endpoints' receive work steered off the emulator's core (`--no-steer`: false).
     receive_steered: bool,
+    /// direct: received through a TPACKET_V3 ring (`--ring`) rather than recvmmsg.
+    packet_rx_ring: bool,
+    /// direct: PACKET_QDISC_BYPASS on the emulator's sockets (`--qdisc-bypass`).
+    qdisc_bypass: bool,
     rows: Vec<BenchRow>,
 }
 
@@ -227,6 +265,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
         }
         for &mtu in &args.mtu {
             let mut opts = options(args.emu_threads, mtu, args.datapath, args.no_steer)?;
+            args.sockets.apply(&mut opts);
             if args.untuned {
                 opts.emu_rt_priority = None;
                 opts.packet_socket_buffer = None;
@@ -247,13 +286,15 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 Ok(search) => {
                     let agg = search.scale * spec.peak_total_mbps();
                     println!(
-                        "{n} paths, MTU {mtu}, {}{}: {agg:.0} Mbit/s aggregate ({} probes, {:.0} s)",
+                        "{n} paths, MTU {mtu}, {}{}{}{}: {agg:.0} Mbit/s aggregate ({} probes, {:.0} s)",
                         opts.datapath,
                         if opts.receive_steered() {
                             " (receive steered)"
                         } else {
                             ""
                         },
+                        if opts.packet_rx_ring { " (rx ring)" } else { "" },
+                        if opts.qdisc_bypass { " (qdisc bypass)" } else { "" },
                         search.probes.len(),
                         search.took_s
                     );
@@ -290,6 +331,16 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
         untuned: args.untuned,
         datapath: args.datapath.unwrap_or(TestbedOptions::default().datapath),
         receive_steered: options(args.emu_threads, 1500, args.datapath, args.no_steer)?.receive_steered(),
+        packet_rx_ring: {
+            let mut o = TestbedOptions::default();
+            args.sockets.apply(&mut o);
+            o.packet_rx_ring
+        },
+        qdisc_bypass: {
+            let mut o = TestbedOptions::default();
+            args.sockets.apply(&mut o);
+            o.qdisc_bypass
+        },
         rows,
     };
     println!("load average before {} after {}", b.loadavg_before, b.loadavg_after);

@@ -50,6 +50,7 @@ use crate::{
 mod direct;
 mod host_io;
 mod path_control;
+mod ring;
 
 pub use host_io::{allowed_cpus, emulator_cpu, endpoint_cpus, endpoint_rps_mask, PacketStats, PACKET_SOCKET_BUFFER};
 use host_io::{close_fds, grow_socket_buffers, packet_socket_fds, pin_to_emulator_cpu, set_realtime};
@@ -504,7 +505,12 @@ fn run_direct(
             control.apply(&p.initial, opts.loss_both_directions)?;
             controls.push(control);
         }
-        let (lp, running) = direct::prepare(&ve, setups, opts.mtu, opts.packet_socket_buffer, wake)?;
+        let mode = direct::PortMode {
+            // The largest frame: the MTU, its Ethernet header and a VLAN tag to spare.
+            ring_frame: opts.packet_rx_ring.then_some(opts.mtu as usize + 18),
+            qdisc_bypass: opts.qdisc_bypass,
+        };
+        let (lp, running) = direct::prepare(&ve, setups, opts.mtu, opts.packet_socket_buffer, mode, wake)?;
         Ok::<_, Error>((lp, running, controls))
     })();
     let (lp, running, controls) = match prepared {

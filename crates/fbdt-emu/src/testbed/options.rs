@@ -90,6 +90,13 @@ pub struct TestbedOptions {
     /// stack's softirq work in the context of whoever wrote the frame — the emulator — and
     /// the frames behind the batch wait (docs/testbed.md, limits).
     pub steer_receive: bool,
+    /// `direct` only: receive through a TPACKET_V3 ring mapped into the emulator
+    /// (`PACKET_RX_RING`, 1 ms block timeout) instead of `recvmmsg`; frames are timed by the
+    /// kernel's receive stamp. Measured against `recvmmsg` in docs/testbed.md (limits).
+    pub packet_rx_ring: bool,
+    /// `direct` only: `PACKET_QDISC_BYPASS` on the emulator's sockets (written frames skip
+    /// the veth's qdisc layer). Measured in docs/testbed.md (limits).
+    pub qdisc_bypass: bool,
 }
 
 impl Default for TestbedOptions {
@@ -104,6 +111,8 @@ impl Default for TestbedOptions {
             mtu: 1500,
             tcp_buffer_max: Some(64 << 20),
             steer_receive: true,
+            packet_rx_ring: false,
+            qdisc_bypass: false,
         }
     }
 }
