@@ -31,14 +31,10 @@
 //! (`tcp_mem`), which can shrink buffers; the subflows' own send queues (the meta layer
 //! hands a subflow only what its window takes).
 
+use fbdt_core::meta::sched::subflow_sndbuf;
+
 use crate::tcp::CongestionControl;
 
-/// The segment size the model's TCP assumes (a 1500-byte MTU with timestamps).
-const MSS: u64 = 1448;
-/// `per_mss` of `tcp_sndbuf_expand` for that MSS (see the module comment).
-const PER_MSS: u64 = 2304;
-/// `TCP_INIT_CWND` (include/net/tcp.h).
-const TCP_INIT_CWND: u64 = 10;
 /// `tcp_wmem[0]`, the kernel's default, which `__mptcp_sync_sndbuf` starts the sum from.
 const TCP_WMEM_MIN: u64 = 4096;
 /// `tcp_wmem[2]` on the testbed (fbdt-emu's `TestbedOptions::tcp_buffer_max`, 64 MiB).
@@ -61,15 +57,14 @@ impl MetaSndbuf {
             CongestionControl::Bbr => 3,
         };
         MetaSndbuf {
-            subflow: vec![expand * TCP_INIT_CWND * PER_MSS; paths],
+            subflow: vec![subflow_sndbuf(0, expand); paths],
             expand,
         }
     }
 
     /// The subflow on `path` has a congestion window of `cwnd_bytes`.
     pub fn saw_cwnd(&mut self, path: usize, cwnd_bytes: u64) {
-        let segs = (cwnd_bytes / MSS).max(TCP_INIT_CWND);
-        let want = (self.expand * segs * PER_MSS).min(TCP_WMEM_MAX);
+        let want = subflow_sndbuf(cwnd_bytes, self.expand).min(TCP_WMEM_MAX);
         if let Some(b) = self.subflow.get_mut(path) {
             *b = (*b).max(want);
         }
@@ -96,6 +91,9 @@ pub(crate) fn writable(sndbuf: u64, queued: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The model's segment size (a 1500-byte MTU with timestamps).
+    const MSS: u64 = 1448;
 
     #[test]
     fn matches_what_the_testbed_kernel_showed() {

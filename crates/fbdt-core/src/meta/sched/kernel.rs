@@ -26,6 +26,13 @@ const MSS: u64 = 1448;
 const PER_MSS: u64 = 2304;
 const TCP_INIT_CWND: u64 = 10;
 
+/// A subflow's `sk_sndbuf` for a congestion window of `cwnd_bytes` under
+/// `tcp_sndbuf_expand` (see the module comment): `expand` (2 for Cubic, 3 for BBR) ×
+/// max(cwnd in segments, TCP_INIT_CWND) × per_mss, uncapped. The kernel only ever grows it.
+pub fn subflow_sndbuf(cwnd_bytes: u64, expand: u64) -> u64 {
+    expand * (cwnd_bytes / MSS).max(TCP_INIT_CWND) * PER_MSS
+}
+
 #[derive(Default)]
 pub struct Kernel {
     /// Each subflow's send buffer so far (bytes), by path index.
@@ -44,10 +51,9 @@ impl Kernel {
     fn sndbuf(&mut self, p: &PathView) -> u64 {
         let i = p.id.index();
         if self.sndbuf.len() <= i {
-            self.sndbuf.resize(i + 1, 2 * TCP_INIT_CWND * PER_MSS);
+            self.sndbuf.resize(i + 1, subflow_sndbuf(0, 2));
         }
-        let want = 2 * (p.cwnd / MSS).max(TCP_INIT_CWND) * PER_MSS;
-        self.sndbuf[i] = self.sndbuf[i].max(want);
+        self.sndbuf[i] = self.sndbuf[i].max(subflow_sndbuf(p.cwnd, 2));
         self.sndbuf[i]
     }
 }

@@ -7,6 +7,7 @@ mod blest;
 mod ecf;
 mod fixed;
 mod kernel;
+pub use kernel::subflow_sndbuf;
 mod minrtt;
 mod musher;
 mod redundant;
