@@ -1,8 +1,8 @@
 //! Measures the emulator's rate ceiling on this machine: one TCP over one path at a list of
 //! rates, and kernel MPTCP over two equal paths (aggregate = the same list).
-//! `cargo run --release -p fbdt-emu --example ceiling -- [--datapath D] [--threads N] [--mtu M] [--secs S] [--steer] [--ring] [--qdisc-bypass] 200 400 600`
+//! `cargo run --release -p fbdt-emu --example ceiling -- [--datapath D] [--threads N] [--mtu M] [--secs S] [--steer] [--ring] [--qdisc-bypass] [--gso-units] 200 400 600`
 //! (`--ring`: the direct datapath receives through a TPACKET_V3 ring; `--qdisc-bypass`:
-//! its sockets write past the qdisc layer.)
+//! its sockets write past the qdisc layer; `--gso-units`: TSO super-packets pass whole.)
 //! Unlike `fbdt-lab bench emu` it runs on a busy host too: the fidelity columns say what
 //! the monitors saw (share of packets ≥ 1 ms late, emulator CPU).
 
@@ -40,6 +40,8 @@ fn main() -> anyhow::Result<()> {
     let steer_receive = flag("--steer");
     let packet_rx_ring = flag("--ring");
     let qdisc_bypass = flag("--qdisc-bypass");
+    // GSO units of at most 250 µs at each path's rate (the lab's `--gso-units` default).
+    let gso_unit_airtime_us = flag("--gso-units").then_some(250);
     let rates: Vec<f64> = args.iter().map(|a| a.parse().unwrap()).collect();
     let opts = TestbedOptions {
         emu_threads: threads,
@@ -48,10 +50,11 @@ fn main() -> anyhow::Result<()> {
         steer_receive,
         packet_rx_ring,
         qdisc_bypass,
+        gso_unit_airtime_us,
         ..Default::default()
     };
     println!(
-        "datapath={datapath} threads={threads} mtu={mtu} secs={secs} steer={steer_receive} ring={packet_rx_ring} qdisc_bypass={qdisc_bypass} cores={}",
+        "datapath={datapath} threads={threads} mtu={mtu} secs={secs} steer={steer_receive} ring={packet_rx_ring} qdisc_bypass={qdisc_bypass} gso_units={gso_unit_airtime_us:?} cores={}",
         fbdt_emu::scenario::cores()
     );
     println!(

@@ -63,6 +63,10 @@ pub struct Subject {
     /// entries from before it were without.
     #[serde(default)]
     pub packet_rx_ring: bool,
+    /// `direct` with GSO units of this airtime, µs ([`crate::TestbedOptions::gso_unit_airtime_us`]);
+    /// entries from before it were without.
+    #[serde(default)]
+    pub gso_unit_airtime_us: Option<u32>,
 }
 
 /// The datapath of cache entries written before there was a choice.
@@ -78,6 +82,7 @@ impl Subject {
             && self.datapath == o.datapath
             && self.receive_steered == o.receive_steered
             && self.packet_rx_ring == o.packet_rx_ring
+            && self.gso_unit_airtime_us == o.gso_unit_airtime_us
             && (self.peak_total_mbps - o.peak_total_mbps).abs() <= 0.1 * self.peak_total_mbps.max(o.peak_total_mbps)
     }
 }
@@ -248,6 +253,7 @@ mod tests {
             datapath: crate::testbed::Datapath::Rattan,
             receive_steered: false,
             packet_rx_ring: false,
+            gso_unit_airtime_us: None,
         }
     }
 
@@ -268,7 +274,7 @@ mod tests {
         assert!(c.entries.is_empty());
         c.insert(here.clone(), subject(), 0.15, 30.0);
         c.save(&path).unwrap();
-        let c = ScaleCache::load(&path).unwrap();
+        let mut c = ScaleCache::load(&path).unwrap();
         assert_eq!(c.lookup(&here, &subject()).map(|e| e.scale), Some(0.15));
         // A faster CPU, more cores, a new kernel, another MTU: each is a miss.
         let cpu = HostKey {
@@ -305,6 +311,17 @@ mod tests {
             ..subject()
         };
         assert!(c.lookup(&here, &ring).is_none());
+        // And GSO units, or units of another airtime.
+        let units = |us| Subject {
+            gso_unit_airtime_us: Some(us),
+            ..subject()
+        };
+        assert!(c.lookup(&here, &units(250)).is_none());
+        let mut with_units = ScaleCache::default();
+        with_units.insert(here.clone(), units(250), 0.5, 30.0);
+        assert!(with_units.lookup(&here, &units(250)).is_some());
+        assert!(with_units.lookup(&here, &units(100)).is_none());
+        assert!(with_units.lookup(&here, &subject()).is_none());
         // A shortened run of the same scenario (peak within 10%) hits; another scenario misses.
         let short = Subject {
             peak_total_mbps: 1900.0,
@@ -317,7 +334,6 @@ mod tests {
         };
         assert!(c.lookup(&here, &other).is_none());
         // Re-calibrating replaces the entry.
-        let mut c = c;
         c.insert(here.clone(), subject(), 0.12, 25.0);
         assert_eq!(c.entries.len(), 1);
         assert_eq!(c.lookup(&here, &subject()).map(|e| e.scale), Some(0.12));

@@ -49,13 +49,15 @@ pub struct LatenessSnapshot {
 }
 
 impl Lateness {
-    pub(crate) fn record(&self, late_us: u64, l3_bytes: u64) {
-        self.packets.fetch_add(1, Ordering::Relaxed);
+    /// `packets` frames of `l3_bytes` in all released `late_us` late (a GSO unit is as many
+    /// packets as it has segments).
+    pub(crate) fn record(&self, late_us: u64, l3_bytes: u64, packets: u64) {
+        self.packets.fetch_add(packets, Ordering::Relaxed);
         self.bytes.fetch_add(l3_bytes, Ordering::Relaxed);
         self.sum_us.fetch_add(late_us, Ordering::Relaxed);
         self.max_us.fetch_max(late_us, Ordering::Relaxed);
         let b = BUCKETS_US.iter().position(|&e| late_us < e).unwrap_or(BUCKETS_US.len());
-        self.hist[b].fetch_add(1, Ordering::Relaxed);
+        self.hist[b].fetch_add(packets, Ordering::Relaxed);
     }
 
     pub fn snapshot(&self) -> LatenessSnapshot {
@@ -176,8 +178,11 @@ impl<P: Packet + Send + Sync> Egress<P> for ProbeEgress<P> {
             }
         };
         let late = now.saturating_duration_since(start);
-        self.counters
-            .record(late.as_micros().min(u128::from(u64::MAX)) as u64, p.l3_length() as u64);
+        self.counters.record(
+            late.as_micros().min(u128::from(u64::MAX)) as u64,
+            p.l3_length() as u64,
+            1,
+        );
         Some(p)
     }
 }
@@ -242,10 +247,10 @@ mod tests {
     fn histogram_quantiles_and_shares() {
         let l = Lateness::default();
         for _ in 0..98 {
-            l.record(10, 1500);
+            l.record(10, 1500, 1);
         }
-        l.record(1_500, 1500);
-        l.record(30_000, 1500);
+        l.record(1_500, 1500, 1);
+        l.record(30_000, 1500, 1);
         let s = l.snapshot().since(&LatenessSnapshot::default());
         assert_eq!(s.packets, 100);
         assert_eq!(s.quantile_us(0.5), 50);

@@ -651,3 +651,84 @@ fn radio_on(opts: &TestbedOptions) {
     // The server → client direction woke twice; nothing went the other way.
     assert_eq!(tb.path_counters().unwrap()[0].radio_wakeups, [2, 0]);
 }
+
+/// GSO units through `direct`: a TCP stream over a lossy path arrives byte for byte, in units
+/// larger than the MTU (so they passed whole), with lost segments repaired by TCP as on a
+/// per-packet link.
+#[test]
+fn direct_gso_units_carry_a_lossy_tcp_stream_intact() {
+    let _g = root_or_skip!();
+    // 2 ms of airtime at 200 Mbit/s: units up to 50 kB.
+    let opts = TestbedOptions {
+        gso_unit_airtime_us: Some(2000),
+        ..direct()
+    };
+    let tb = Testbed::start(&spec(vec![PathPlan::constant("lossy", 200.0, 2.0, 0.01)]), &opts).unwrap();
+    let ns_names = names(&tb);
+    tb.play().unwrap();
+    let p = tb.paths()[0].clone();
+    let listener = tb
+        .run_in(Side::Server, || std::net::TcpListener::bind((p.server_ip, 0)).unwrap())
+        .unwrap();
+    let at = listener.local_addr().unwrap();
+    let client = tb
+        .run_in(Side::Client, || std::net::TcpStream::connect(at).unwrap())
+        .unwrap();
+    let (mut server, _) = listener.accept().unwrap();
+    let byte = |i: u64| (i.wrapping_mul(2_654_435_761) >> 11) as u8;
+    const TOTAL: u64 = 24 << 20;
+    let retrans_before = ns::tcp_retransmitted_segments(tb.netns(Side::Server)).unwrap();
+    let before = tb.path_counters().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut buf = vec![0u8; 64 << 10];
+        let mut off = 0u64;
+        while off < TOTAL {
+            let n = buf.len().min((TOTAL - off) as usize);
+            for (k, b) in buf[..n].iter_mut().enumerate() {
+                *b = byte(off + k as u64);
+            }
+            server.write_all(&buf[..n]).unwrap();
+            off += n as u64;
+        }
+    });
+    let started = Instant::now();
+    let mut client = client;
+    client.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut off = 0u64;
+    while off < TOTAL {
+        use std::io::Read;
+        let n = client.read(&mut buf).expect("the stream keeps coming");
+        assert!(n > 0, "closed at {off} of {TOTAL}");
+        for (k, b) in buf[..n].iter().enumerate() {
+            assert_eq!(*b, byte(off + k as u64), "byte {}", off + k as u64);
+        }
+        off += n as u64;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    writer.join().unwrap();
+    let after = tb.path_counters().unwrap();
+    let retrans = ns::tcp_retransmitted_segments(tb.netns(Side::Server)).unwrap() - retrans_before;
+    let rx = after[0].client.rx_bytes - before[0].client.rx_bytes;
+    let pk = after[0].client.rx_packets - before[0].client.rx_packets;
+    let segments = TOTAL / 1448;
+    eprintln!(
+        "gso units: {TOTAL} bytes intact in {secs:.2} s ({:.0} Mbit/s); client rx {rx} bytes in {pk} frames ({} per frame); {retrans} segments retransmitted of ≈ {segments}",
+        TOTAL as f64 * 8.0 / secs / 1e6,
+        rx / pk.max(1)
+    );
+    assert!(
+        rx / pk.max(1) > 3000,
+        "units arrived whole: {} bytes per frame",
+        rx / pk.max(1)
+    );
+    // 1 % of segments lost, each repaired at least once (a lost retransmission twice).
+    let share = retrans as f64 / segments as f64;
+    assert!(
+        (0.005..0.03).contains(&share),
+        "retransmitted {share:.4} of the segments"
+    );
+    drop(tb);
+    assert_gone(&ns_names);
+}

@@ -55,6 +55,12 @@ pub struct SocketArgs {
     /// direct: PACKET_QDISC_BYPASS on the emulator's sockets.
     #[arg(long, hide = true)]
     pub qdisc_bypass: bool,
+    /// direct: let the endpoints' TSO super-packets through the emulator whole, each at most
+    /// US µs on its path at the path's peak rate (queue, loss and lateness stay per packet;
+    /// docs/testbed.md, limits).
+    #[arg(long, value_name = "US", num_args = 0..=1, default_missing_value = "250",
+          value_parser = clap::value_parser!(u32).range(1..=100_000), conflicts_with = "ring")]
+    pub gso_units: Option<u32>,
 }
 
 impl SocketArgs {
@@ -67,6 +73,9 @@ impl SocketArgs {
         }
         if self.qdisc_bypass {
             o.qdisc_bypass = true;
+        }
+        if let Some(us) = self.gso_units {
+            o.gso_unit_airtime_us = Some(us);
         }
     }
 }
@@ -235,6 +244,8 @@ struct Bench {
     packet_rx_ring: bool,
     /// direct: PACKET_QDISC_BYPASS on the emulator's sockets (`--qdisc-bypass`).
     qdisc_bypass: bool,
+    /// direct: GSO units of at most this airtime, µs (`--gso-units`); null: MTU frames.
+    gso_unit_airtime_us: Option<u32>,
     rows: Vec<BenchRow>,
 }
 
@@ -286,7 +297,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 Ok(search) => {
                     let agg = search.scale * spec.peak_total_mbps();
                     println!(
-                        "{n} paths, MTU {mtu}, {}{}{}{}: {agg:.0} Mbit/s aggregate ({} probes, {:.0} s)",
+                        "{n} paths, MTU {mtu}, {}{}{}{}{}: {agg:.0} Mbit/s aggregate ({} probes, {:.0} s)",
                         opts.datapath,
                         if opts.receive_steered() {
                             " (receive steered)"
@@ -295,6 +306,8 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                         },
                         if opts.packet_rx_ring { " (rx ring)" } else { "" },
                         if opts.qdisc_bypass { " (qdisc bypass)" } else { "" },
+                        opts.gso_unit_airtime_us
+                            .map_or(String::new(), |us| format!(" (GSO units ≤ {us} µs)")),
                         search.probes.len(),
                         search.took_s
                     );
@@ -341,6 +354,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             args.sockets.apply(&mut o);
             o.qdisc_bypass
         },
+        gso_unit_airtime_us: args.sockets.gso_units,
         rows,
     };
     println!("load average before {} after {}", b.loadavg_before, b.loadavg_after);

@@ -26,6 +26,7 @@ use std::{
 
 use rand010::{rngs::StdRng, RngExt, SeedableRng};
 
+use super::offload::{self, VnetHdr, VNET_HDR_LEN};
 use super::ring::{self, RxRing, StampClock};
 use super::*;
 use crate::radio::RadioClock;
@@ -141,6 +142,9 @@ pub(super) struct PortMode {
     /// `PACKET_QDISC_BYPASS`: written frames go straight to the veth's transmit routine,
     /// skipping the (noqueue) qdisc layer.
     pub qdisc_bypass: bool,
+    /// `PACKET_VNET_HDR`: frames are read and written with their `virtio_net_hdr`, so GSO
+    /// units pass whole ([`super::offload`]).
+    pub vnet_hdr: bool,
 }
 
 /// `PACKET_QDISC_BYPASS` (linux/if_packet.h, Linux ≥ 3.14).
@@ -171,6 +175,11 @@ fn open_port(ifindex: u32, buffer: Option<i32>, mode: PortMode) -> Result<(Owned
     }
     if let Some(bytes) = buffer {
         grow_socket_buffers(raw, bytes);
+    }
+    if mode.vnet_hdr {
+        if let Err(e) = host_io::set_int_option(raw, libc::SOL_PACKET, offload::PACKET_VNET_HDR, 1) {
+            return Err(Error::Emulator(format!("PACKET_VNET_HDR: {e}")));
+        }
     }
     if mode.qdisc_bypass {
         if let Err(e) = host_io::set_int_option(raw, libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1) {
@@ -215,11 +224,51 @@ fn open_port(ifindex: u32, buffer: Option<i32>, mode: PortMode) -> Result<(Owned
 struct Frame {
     buf: Box<[u8]>,
     len: usize,
+    /// Where the Ethernet frame starts: after the `virtio_net_hdr`, if the socket has one.
+    head: usize,
+    /// Packets and wire bytes it stands for.
+    unit: offload::Unit,
 }
 
 impl Frame {
+    fn new(buf: Box<[u8]>, len: usize, head: usize) -> Self {
+        let unit = if head == 0 {
+            offload::Unit {
+                segments: 1,
+                wire_l3: len.saturating_sub(ETH) as u64,
+            }
+        } else {
+            offload::unit(&VnetHdr::read(&buf[..head]), &buf[head..len])
+        };
+        Self { buf, len, head, unit }
+    }
+
+    /// IP bytes on the wire (every segment's headers, for a GSO unit).
     fn l3(&self) -> u64 {
-        self.len.saturating_sub(ETH) as u64
+        self.unit.wire_l3
+    }
+
+    fn segments(&self) -> usize {
+        self.unit.segments as usize
+    }
+
+    fn eth_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.head..self.len]
+    }
+
+    /// A GSO unit that can be cut into its segments.
+    fn divisible(&self) -> bool {
+        self.unit.segments > 1 && offload::can_segment(&VnetHdr::read(&self.buf), &self.buf[self.head..self.len])
+    }
+
+    /// The segments `keep` says to keep, as frames of their own.
+    fn split(&self, pool: &mut Pool, keep: impl FnMut(u32) -> bool, mut out: impl FnMut(Frame)) {
+        let hdr = VnetHdr::read(&self.buf);
+        offload::segment_ipv4_tcp(&hdr, &self.buf[self.head..self.len], keep, |seg| {
+            let mut buf = pool.take_for(seg.len());
+            buf[..seg.len()].copy_from_slice(seg);
+            out(Frame::new(buf, seg.len(), VNET_HDR_LEN));
+        });
     }
 }
 
@@ -240,7 +289,9 @@ struct Lane {
     radio: Option<RadioClock>,
     radio_rate_bps: Arc<AtomicU64>,
     wakeups: Arc<AtomicU64>,
+    /// The drop-tail queue's size and content, in packets (a GSO unit counts its segments).
     queue_limit: usize,
+    queued: usize,
     /// The rate stage: frames waiting for the link, the head in service.
     waiting: VecDeque<Timed>,
     /// When the head finishes on the link, and the rate it was timed at.
@@ -251,6 +302,8 @@ struct Lane {
     last_release: Instant,
     generation: u64,
     rng: StdRng,
+    /// Scratch: which segments of the frame being released are lost.
+    lost: Vec<bool>,
     lateness: Arc<Lateness>,
 }
 
@@ -263,11 +316,36 @@ impl Lane {
         self.knobs.rate_bps[self.dir].load(Ordering::Relaxed)
     }
 
-    /// A frame read at `now` enters the lane; false if the queue was full (dropped).
-    fn arrive(&mut self, frame: Frame, now: Instant) -> Result<(), Frame> {
-        if self.waiting.len() >= self.queue_limit {
+    /// Addresses a frame to the lane's far end and queues it for writing.
+    fn emit(&self, mut frame: Frame, out: &mut Vec<(usize, Frame)>) {
+        let eth = frame.eth_mut();
+        eth[..6].copy_from_slice(&self.macs[1]);
+        eth[6..12].copy_from_slice(&self.macs[0]);
+        out.push((self.out_port, frame));
+    }
+
+    /// A frame read at `now` enters the lane; given back if the queue was full (dropped). Of
+    /// a GSO unit only the segments that fit are queued, as a drop-tail queue of packets
+    /// would (the unit is given back once they are taken out).
+    fn arrive(&mut self, frame: Frame, now: Instant, pool: &mut Pool) -> Result<(), Frame> {
+        let room = self.queue_limit.saturating_sub(self.queued);
+        if room == 0 {
             return Err(frame);
         }
+        if frame.segments() > room {
+            if !frame.divisible() {
+                return Err(frame);
+            }
+            let mut parts = Vec::with_capacity(room);
+            frame.split(pool, |i| (i as usize) < room, |f| parts.push(f));
+            for part in parts {
+                if let Err(f) = self.arrive(part, now, pool) {
+                    pool.give(f.buf);
+                }
+            }
+            return Err(frame);
+        }
+        self.queued += frame.segments();
         let at = match &mut self.radio {
             Some(r) => {
                 let rate = self.radio_rate_bps.load(Ordering::Relaxed);
@@ -301,7 +379,13 @@ impl Lane {
 
     /// Moves everything due by `now` through the stages; frames to send go to `out`,
     /// dropped frames to `spare`. Returns when the lane is next due.
-    fn advance(&mut self, now: Instant, out: &mut Vec<(usize, Frame)>, spare: &mut Vec<Frame>) -> Option<Instant> {
+    fn advance(
+        &mut self,
+        now: Instant,
+        out: &mut Vec<(usize, Frame)>,
+        spare: &mut Vec<Frame>,
+        pool: &mut Pool,
+    ) -> Option<Instant> {
         self.retime(now);
         loop {
             let (done, _) = match self.head_done {
@@ -319,6 +403,7 @@ impl Lane {
                 break;
             }
             let head = self.waiting.pop_front().expect("a head is in service");
+            self.queued -= head.frame.segments();
             self.head_done = None;
             self.link_free = done;
             let delay = Duration::from_nanos(self.knobs.delay_ns.load(Ordering::Relaxed));
@@ -331,18 +416,32 @@ impl Lane {
         }
         let loss = f64::from_bits(self.knobs.loss[self.dir].load(Ordering::Relaxed));
         while self.line.front().is_some_and(|t| t.at <= now) {
-            let Timed { mut frame, at } = self.line.pop_front().expect("checked");
-            self.lateness.record((now - at).as_micros() as u64, frame.l3());
-            if loss > 0.0 && self.rng.random::<f64>() < loss {
-                spare.push(frame);
-                continue;
+            let Timed { frame, at } = self.line.pop_front().expect("checked");
+            self.lateness
+                .record((now - at).as_micros() as u64, frame.l3(), frame.segments() as u64);
+            if loss > 0.0 {
+                // Loss is per packet: a unit that loses a segment goes on as its survivors.
+                let n = frame.segments();
+                self.lost.clear();
+                for _ in 0..n {
+                    let l = self.rng.random::<f64>() < loss;
+                    self.lost.push(l);
+                }
+                if self.lost.contains(&true) {
+                    if n > 1 && frame.divisible() {
+                        let lost = &self.lost;
+                        frame.split(pool, |i| !lost[i as usize], |f| self.emit(f, out));
+                    }
+                    spare.push(frame);
+                    continue;
+                }
             }
-            frame.buf[..6].copy_from_slice(&self.macs[1]);
-            frame.buf[6..12].copy_from_slice(&self.macs[0]);
-            out.push((self.out_port, frame));
+            self.emit(frame, out);
         }
         let line = self.line.front().map(|t| t.at);
         let link = self.head_done.map(|(d, _)| d);
+        // (A unit whose segments are all lost is spare above; one that cannot be cut is lost
+        // whole — only units of a kind the testbed never makes, see `offload::unit`.)
         match (line, link) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -350,22 +449,52 @@ impl Lane {
     }
 }
 
-/// Buffers for received frames, reused.
+/// Buffers for received frames, reused, in two sizes: `size` fits the largest frame read
+/// (a GSO unit with GSO units on, else an MTU frame) and `small` an MTU frame with its
+/// header. A short frame read into a large buffer is copied into a small one, so a queue of
+/// ACKs does not hold 64 KB per packet.
 struct Pool {
     size: usize,
+    small: usize,
     free: Vec<Box<[u8]>>,
+    free_small: Vec<Box<[u8]>>,
 }
 
 impl Pool {
+    fn new(size: usize, small: usize) -> Self {
+        Self {
+            size,
+            small: small.min(size),
+            free: Vec::new(),
+            free_small: Vec::new(),
+        }
+    }
+
     fn take(&mut self) -> Box<[u8]> {
         self.free
             .pop()
             .unwrap_or_else(|| vec![0u8; self.size].into_boxed_slice())
     }
+
+    /// A buffer for `len` bytes, small when it fits.
+    fn take_for(&mut self, len: usize) -> Box<[u8]> {
+        if len > self.small {
+            return self.take();
+        }
+        self.free_small
+            .pop()
+            .unwrap_or_else(|| vec![0u8; self.small].into_boxed_slice())
+    }
+
     fn give(&mut self, b: Box<[u8]>) {
         // Keep enough for a few batches; the rest are in flight in the lanes.
-        if self.free.len() < 8 * BATCH {
-            self.free.push(b);
+        let list = if b.len() == self.size {
+            &mut self.free
+        } else {
+            &mut self.free_small
+        };
+        if list.len() < 8 * BATCH {
+            list.push(b);
         }
     }
 }
@@ -393,8 +522,15 @@ impl Batcher {
         }
     }
 
-    /// Reads up to [`BATCH`] frames; calls `take` with each unicast frame that fits.
-    fn receive(&mut self, fd: i32, pool: &mut Pool, mut take: impl FnMut(Frame)) -> std::io::Result<usize> {
+    /// Reads up to [`BATCH`] frames; calls `take` with each unicast frame that fits (`head`:
+    /// the bytes of `virtio_net_hdr` in front of each, 0 without).
+    fn receive(
+        &mut self,
+        fd: i32,
+        head: usize,
+        pool: &mut Pool,
+        mut take: impl FnMut(Frame, &mut Pool),
+    ) -> std::io::Result<usize> {
         for i in 0..BATCH {
             self.iov[i] = libc::iovec {
                 iov_base: self.bufs[i].as_mut_ptr() as *mut libc::c_void,
@@ -431,9 +567,15 @@ impl Batcher {
             // As rattan: only frames addressed to a host pass (broadcast and multicast stay
             // in their namespace; neighbours are static).
             let unicast = kind == libc::PACKET_HOST || kind == libc::PACKET_OTHERHOST;
-            if whole && unicast && len > ETH {
-                let buf = std::mem::replace(&mut self.bufs[i], pool.take());
-                take(Frame { buf, len });
+            if whole && unicast && len > head + ETH {
+                let buf = if len <= pool.small && pool.small < pool.size {
+                    let mut b = pool.take_for(len);
+                    b[..len].copy_from_slice(&self.bufs[i][..len]);
+                    b
+                } else {
+                    std::mem::replace(&mut self.bufs[i], pool.take())
+                };
+                take(Frame::new(buf, len, head), pool);
             }
         }
         Ok(n)
@@ -530,6 +672,7 @@ pub(super) fn prepare(
                 radio_rate_bps: p.radio_rate_bps.clone(),
                 wakeups: p.radio_wakeups[dir].clone(),
                 queue_limit: p.queue_packets.max(1),
+                queued: 0,
                 waiting: VecDeque::new(),
                 head_done: None,
                 link_free: start,
@@ -537,6 +680,7 @@ pub(super) fn prepare(
                 last_release: start,
                 generation: u64::MAX,
                 rng: StdRng::seed_from_u64(p.seeds[dir]),
+                lost: Vec::new(),
                 lateness: p.lateness[dir].clone(),
             });
         }
@@ -550,16 +694,17 @@ pub(super) fn prepare(
         packet_fds,
         send_drops: send_drops.clone(),
     };
-    // Room for the largest frame of the MTU with its header (and a VLAN tag to spare).
-    let pool = Pool {
-        size: mtu as usize + ETH + 4,
-        free: Vec::new(),
-    };
+    // Room for the largest frame of the MTU with its header (and a VLAN tag to spare), or
+    // for the largest GSO unit (an IP packet of 64 KB) with its `virtio_net_hdr`.
+    let head = if mode.vnet_hdr { VNET_HDR_LEN } else { 0 };
+    let small = head + mtu as usize + ETH + 4;
+    let pool = Pool::new(if mode.vnet_hdr { head + 65_535 + ETH + 4 } else { small }, small);
     Ok((
         Loop {
             ports,
             lanes,
             pool,
+            head,
             wake,
             stop,
             send_drops,
@@ -573,6 +718,8 @@ pub(super) struct Loop {
     ports: Vec<Port>,
     lanes: Vec<Lane>,
     pool: Pool,
+    /// Bytes of `virtio_net_hdr` in front of every frame read and written.
+    head: usize,
     wake: Arc<OwnedFd>,
     stop: Arc<AtomicBool>,
     send_drops: Arc<AtomicU64>,
@@ -658,8 +805,8 @@ impl Loop {
                 // back the releases: a level-triggered fd with frames left wakes us again.
                 for _ in 0..BATCHES_PER_WAKE {
                     let (lanes, pool) = (&mut self.lanes, &mut self.pool);
-                    let got = batcher.receive(fds[token], pool, |f| {
-                        if let Err(f) = lanes[lane].arrive(f, now) {
+                    let got = batcher.receive(fds[token], self.head, pool, |f, pool| {
+                        if let Err(f) = lanes[lane].arrive(f, now, pool) {
                             spare.push(f);
                         }
                     });
@@ -690,11 +837,8 @@ impl Loop {
                     }
                     let mut buf = pool.take();
                     buf[..rf.data.len()].copy_from_slice(rf.data);
-                    let f = Frame {
-                        buf,
-                        len: rf.data.len(),
-                    };
-                    if let Err(f) = lanes[lane].arrive(f, clock.arrival(rf.stamp)) {
+                    let f = Frame::new(buf, rf.data.len(), 0);
+                    if let Err(f) = lanes[lane].arrive(f, clock.arrival(rf.stamp), pool) {
                         spare.push(f);
                     }
                 });
@@ -704,7 +848,7 @@ impl Loop {
                 let now = Instant::now();
                 next = None;
                 for lane in &mut self.lanes {
-                    if let Some(t) = lane.advance(now, &mut out, &mut spare) {
+                    if let Some(t) = lane.advance(now, &mut out, &mut spare, &mut self.pool) {
                         next = Some(next.map_or(t, |n: Instant| n.min(t)));
                     }
                 }
@@ -756,6 +900,7 @@ mod tests {
             radio_rate_bps: Arc::new(AtomicU64::new(rate_bps)),
             wakeups: Arc::default(),
             queue_limit: queue,
+            queued: 0,
             waiting: VecDeque::new(),
             head_done: None,
             link_free: t0,
@@ -763,16 +908,18 @@ mod tests {
             last_release: t0,
             generation: u64::MAX,
             rng: StdRng::seed_from_u64(1),
+            lost: Vec::new(),
             lateness: Arc::default(),
         }
     }
 
     /// A frame of `l3` IP bytes.
     fn frame(l3: usize) -> Frame {
-        Frame {
-            buf: vec![0u8; l3 + ETH].into_boxed_slice(),
-            len: l3 + ETH,
-        }
+        Frame::new(vec![0u8; l3 + ETH].into_boxed_slice(), l3 + ETH, 0)
+    }
+
+    fn pool() -> Pool {
+        Pool::new(1 << 17, 2048)
     }
 
     /// Runs the lane at every `step` from `from` to `to`; the instants at which frames left.
@@ -780,7 +927,7 @@ mod tests {
         let (mut out, mut spare, mut left) = (Vec::new(), Vec::new(), Vec::new());
         let mut t = from;
         while t <= to {
-            l.advance(t, &mut out, &mut spare);
+            l.advance(t, &mut out, &mut spare, &mut pool());
             left.extend(out.drain(..).map(|_| t));
             t += step;
         }
@@ -793,19 +940,22 @@ mod tests {
         // 12 Mbit/s: 1500 IP bytes take 1 ms on the link; 5 ms delay.
         let mut l = lane(12_000_000, 5 * MS, 100, t0);
         for _ in 0..3 {
-            assert!(l.arrive(frame(1500), t0).is_ok());
+            assert!(l.arrive(frame(1500), t0, &mut pool()).is_ok());
         }
         let (mut out, mut spare) = (Vec::new(), Vec::new());
         // Due at 6, 7 and 8 ms (logical times, whenever the loop runs).
-        assert_eq!(l.advance(t0 + 5 * MS, &mut out, &mut spare), Some(t0 + 6 * MS));
+        assert_eq!(
+            l.advance(t0 + 5 * MS, &mut out, &mut spare, &mut pool()),
+            Some(t0 + 6 * MS)
+        );
         assert!(out.is_empty());
-        l.advance(t0 + 7 * MS, &mut out, &mut spare);
+        l.advance(t0 + 7 * MS, &mut out, &mut spare, &mut pool());
         assert_eq!(out.len(), 2);
         let (_, f) = &out[0];
         assert_eq!(&f.buf[..6], &[3; 6], "destination: the peer");
         assert_eq!(&f.buf[6..12], &[2; 6], "source: the emulator's veth");
         // Released late by the loop: the lateness probe sees it, the schedule does not move.
-        assert_eq!(l.advance(t0 + 20 * MS, &mut out, &mut spare), None);
+        assert_eq!(l.advance(t0 + 20 * MS, &mut out, &mut spare, &mut pool()), None);
         assert_eq!(out.len(), 3);
         let late = l.lateness.snapshot();
         assert_eq!((late.packets, late.max_us), (3, 12_000));
@@ -815,9 +965,9 @@ mod tests {
     fn a_full_queue_drops_the_newcomer() {
         let t0 = Instant::now();
         let mut l = lane(12_000_000, MS, 2, t0);
-        assert!(l.arrive(frame(1500), t0).is_ok());
-        assert!(l.arrive(frame(1500), t0).is_ok());
-        assert!(l.arrive(frame(1500), t0).is_err());
+        assert!(l.arrive(frame(1500), t0, &mut pool()).is_ok());
+        assert!(l.arrive(frame(1500), t0, &mut pool()).is_ok());
+        assert!(l.arrive(frame(1500), t0, &mut pool()).is_err());
     }
 
     #[test]
@@ -825,7 +975,7 @@ mod tests {
         let t0 = Instant::now();
         // A scan: the hold rate (1 kbit/s) would keep a 1500-byte frame 12 s on the link.
         let mut l = lane(1_000, Duration::ZERO, 10, t0);
-        assert!(l.arrive(frame(1500), t0).is_ok());
+        assert!(l.arrive(frame(1500), t0, &mut pool()).is_ok());
         let left = drive(&mut l, t0, t0 + 100 * MS, MS);
         assert!(left.is_empty());
         // Back up at 12 Mbit/s after 100 ms: the remaining bits go at the new rate (< 1 ms).
@@ -838,14 +988,14 @@ mod tests {
     fn a_shorter_delay_never_reorders() {
         let t0 = Instant::now();
         let mut l = lane(1_000_000_000, 50 * MS, 10, t0);
-        assert!(l.arrive(frame(100), t0).is_ok());
+        assert!(l.arrive(frame(100), t0, &mut pool()).is_ok());
         let (mut out, mut spare) = (Vec::new(), Vec::new());
-        l.advance(t0 + MS, &mut out, &mut spare);
+        l.advance(t0 + MS, &mut out, &mut spare, &mut pool());
         l.knobs.set([1_000_000_000; 2], 5 * MS, [0.0; 2]);
-        assert!(l.arrive(frame(100), t0 + 2 * MS).is_ok());
+        assert!(l.arrive(frame(100), t0 + 2 * MS, &mut pool()).is_ok());
         // The second would be due at 7 ms but waits for the first (50 ms): FIFO, like a link.
         assert_eq!(
-            l.advance(t0 + 10 * MS, &mut out, &mut spare),
+            l.advance(t0 + 10 * MS, &mut out, &mut spare, &mut pool()),
             Some(t0 + 50 * MS + Duration::from_nanos(800))
         );
         assert!(out.is_empty());
@@ -930,7 +1080,7 @@ mod tests {
         let (waits, got) = crate::ns::run_in(&ns.0, || {
             let mode = PortMode {
                 ring_frame: Some(mtu as usize + 18),
-                qdisc_bypass: false,
+                ..PortMode::default()
             };
             // A small ring, 1 MiB: the 6000 frames below take over 5 MB of slots, so the
             // test goes round it several times.
@@ -1012,16 +1162,82 @@ mod tests {
         assert!(waits[waits.len() / 2] < Duration::from_millis(10), "{waits:?}");
     }
 
+    /// A GSO unit of `segments` × 1448 payload bytes, read with its `virtio_net_hdr`.
+    fn unit(segments: usize) -> Frame {
+        let eth = offload::tcp_frame(segments * 1448, 1, 0x18);
+        let mut buf = vec![0u8; VNET_HDR_LEN + eth.len()];
+        offload::gso(1448).write(&mut buf);
+        buf[VNET_HDR_LEN..].copy_from_slice(&eth);
+        let len = buf.len();
+        Frame::new(buf.into_boxed_slice(), len, VNET_HDR_LEN)
+    }
+
+    #[test]
+    fn a_unit_takes_its_segments_airtime_and_queue_room() {
+        let t0 = Instant::now();
+        // 12 Mbit/s: four segments of 1448 + 52 header bytes (6000 IP bytes) take 4 ms.
+        let mut l = lane(12_000_000, 5 * MS, 10, t0);
+        let mut p = pool();
+        assert!(l.arrive(unit(4), t0, &mut p).is_ok());
+        assert_eq!(l.queued, 4);
+        // Six more packets fit: a unit of eight is cut and its first six queued.
+        let whole = l
+            .arrive(unit(8), t0, &mut p)
+            .expect_err("the unit itself is not queued");
+        assert_eq!(whole.segments(), 8);
+        assert_eq!(l.queued, 10);
+        assert_eq!(l.waiting.len(), 7);
+        assert!(l.arrive(frame(100), t0, &mut p).is_err(), "full");
+        let (mut out, mut spare) = (Vec::new(), Vec::new());
+        assert_eq!(l.advance(t0 + 8 * MS, &mut out, &mut spare, &mut p), Some(t0 + 9 * MS));
+        assert!(
+            out.is_empty(),
+            "the unit leaves the link whole, at 4 ms, and arrives at 9 ms"
+        );
+        l.advance(t0 + 9 * MS, &mut out, &mut spare, &mut p);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].1.segments(), 4);
+        assert_eq!(l.queued, 1, "the six segments behind it took 1 ms each from 4 ms on");
+        let late = l.lateness.snapshot();
+        assert_eq!((late.packets, late.bytes), (4, 6000), "counted as its four packets");
+    }
+
+    #[test]
+    fn loss_cuts_a_unit_into_its_surviving_segments() {
+        let t0 = Instant::now();
+        let mut l = lane(10_000_000_000, Duration::ZERO, 100_000, t0);
+        l.knobs.set([10_000_000_000; 2], Duration::ZERO, [0.05, 0.0]);
+        let mut p = pool();
+        for _ in 0..1000 {
+            assert!(l.arrive(unit(10), t0, &mut p).is_ok());
+        }
+        let (mut out, mut spare) = (Vec::new(), Vec::new());
+        l.advance(t0 + 100 * MS, &mut out, &mut spare, &mut p);
+        let delivered: usize = out.iter().map(|(_, f)| f.segments()).sum();
+        let whole = out.iter().filter(|(_, f)| f.segments() == 10).count();
+        assert!(out.iter().all(|(_, f)| f.segments() == 10 || f.segments() == 1));
+        let lost = 1.0 - delivered as f64 / 10_000.0;
+        assert!((0.04..0.06).contains(&lost), "{lost}");
+        // A unit survives whole with probability 0.95^10 ≈ 0.60.
+        assert!((550..650).contains(&whole), "{whole}");
+        // Every surviving segment carries its own 1448 bytes and its own headers.
+        for (_, f) in out.iter().filter(|(_, f)| f.segments() == 1) {
+            assert_eq!(f.l3(), 1500);
+            assert_eq!(&f.buf[f.head..f.head + 6], &[3; 6], "addressed like any frame");
+        }
+        assert_eq!(l.lateness.snapshot().packets, 10_000);
+    }
+
     #[test]
     fn loss_drops_its_share_at_release() {
         let t0 = Instant::now();
         let mut l = lane(10_000_000_000, Duration::ZERO, 10_000, t0);
         l.knobs.set([10_000_000_000; 2], Duration::ZERO, [0.05, 0.0]);
         for _ in 0..10_000 {
-            assert!(l.arrive(frame(100), t0).is_ok());
+            assert!(l.arrive(frame(100), t0, &mut pool()).is_ok());
         }
         let (mut out, mut spare) = (Vec::new(), Vec::new());
-        l.advance(t0 + 10 * MS, &mut out, &mut spare);
+        l.advance(t0 + 10 * MS, &mut out, &mut spare, &mut pool());
         assert_eq!(out.len() + spare.len(), 10_000);
         let lost = spare.len() as f64 / 10_000.0;
         assert!((0.04..0.06).contains(&lost), "{lost}");

@@ -97,6 +97,12 @@ pub struct TestbedOptions {
     /// `direct` only: `PACKET_QDISC_BYPASS` on the emulator's sockets (written frames skip
     /// the veth's qdisc layer). Measured in docs/testbed.md (limits).
     pub qdisc_bypass: bool,
+    /// `direct` only: the endpoints' TSO super-packets (GSO units) pass the emulator whole,
+    /// each at most this many µs long on its path at the path's peak rate (the endpoints'
+    /// `gso_max_size`, 2 segments to 64 KB); queue, loss and lateness stay per packet.
+    /// `None` (the default): every frame is one MTU packet. See `emu::offload` and
+    /// docs/testbed.md (limits).
+    pub gso_unit_airtime_us: Option<u32>,
 }
 
 impl Default for TestbedOptions {
@@ -113,6 +119,7 @@ impl Default for TestbedOptions {
             steer_receive: true,
             packet_rx_ring: false,
             qdisc_bypass: false,
+            gso_unit_airtime_us: None,
         }
     }
 }

@@ -23,6 +23,12 @@ fn fmt_mac(m: &[u8; 6]) -> String {
 
 impl Testbed {
     pub(super) fn setup(&mut self, k: u32) -> Result<()> {
+        if self.opts.gso_unit_airtime_us.is_some() && self.opts.datapath != Datapath::Direct {
+            return Err(Error::Emulator(format!(
+                "GSO units need the direct datapath, not {}",
+                self.opts.datapath
+            )));
+        }
         for name in [&self.client_ns, &self.emu_ns, &self.server_ns] {
             if ns::exists(name) {
                 return Err(Error::NamespaceExists(name.clone()));
@@ -101,6 +107,9 @@ impl Testbed {
             }
             for dev in [&pair.emu_c, &pair.emu_s] {
                 ns::ip(Some(&self.emu_ns), &["link", "set", "dev", dev, "mtu", &mtu])?;
+            }
+            if let Some(us) = self.opts.gso_unit_airtime_us {
+                self.enable_gso_units(pi, pair, us)?;
             }
             // ARP cannot cross the emulator (it forwards unicast only): static neighbours.
             let (c, s) = (pi.client_ip.to_string(), pi.server_ip.to_string());
@@ -282,5 +291,31 @@ impl Emulator {
         let v = std::mem::take(&mut self.paths);
         *slot = Some(self);
         v
+    }
+}
+
+impl Testbed {
+    /// Lets path `pi`'s TSO super-packets through the emulator whole: segmentation offload on
+    /// all four veth ends (an end without it would cut units in software), and the endpoints'
+    /// units no longer on the link than `airtime_us` at the path's peak rate.
+    fn enable_gso_units(&self, pi: &PathInfo, pair: &PairSpec, airtime_us: u32) -> Result<()> {
+        use crate::emu::offload;
+        let peak = self.spec.paths[pi.index]
+            .steps
+            .iter()
+            .map(|s| s.rate_mbps)
+            .fold(0.0, f64::max);
+        let unit = offload::unit_bytes(peak, std::time::Duration::from_micros(airtime_us.into()), self.opts.mtu);
+        for (ns_name, dev) in [(&self.client_ns, &pi.client_if), (&self.server_ns, &pi.server_if)] {
+            ns::run_in(ns_name, || offload::enable_segmentation_offload(dev))??;
+            ns::ip(
+                Some(ns_name),
+                &["link", "set", "dev", dev, "gso_max_size", &unit.to_string()],
+            )?;
+        }
+        for dev in [&pair.emu_c, &pair.emu_s] {
+            ns::run_in(&self.emu_ns, || offload::enable_segmentation_offload(dev))??;
+        }
+        Ok(())
     }
 }
