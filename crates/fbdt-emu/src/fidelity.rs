@@ -92,6 +92,9 @@ pub struct Fidelity {
     /// The endpoints' receive work was steered off the emulator's core
     /// ([`crate::TestbedOptions::steer_receive`]).
     pub receive_steered: bool,
+    /// GSO units of at most this airtime, µs ([`crate::TestbedOptions::gso_unit_airtime_us`]);
+    /// `None`: one MTU packet per frame.
+    pub gso_unit_airtime_us: Option<u32>,
     /// Why not, one line per monitor out of tolerance.
     pub reasons: Vec<String>,
     pub secs: f64,
@@ -330,6 +333,7 @@ pub(crate) fn assess(a: &Mark, b: &Mark, paths: &[PathInput], tol: &Tolerances, 
     let mut f = Fidelity {
         datapath: String::new(),
         receive_steered: false,
+        gso_unit_airtime_us: None,
         faithful: true,
         reasons: Vec::new(),
         secs,
@@ -418,6 +422,7 @@ mod tests {
             faithful: true,
             datapath: "rattan".into(),
             receive_steered: false,
+            gso_unit_airtime_us: None,
             reasons: Vec::new(),
             secs: 1.0,
             packets: 1000,

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
-use fbdt_emu::{Side, Testbed, TestbedOptions};
+use fbdt_emu::{Side, Testbed};
 use fbdt_scenario::Scenario;
 use indicatif::ProgressBar;
 use rand::{RngCore, SeedableRng};
@@ -665,7 +665,7 @@ pub fn run(args: AppArgs) -> Result<()> {
         App::CurlSocks | App::CurlHttp | App::Transparent => {}
     }
 
-    let mut tb = Testbed::start(&spec, &TestbedOptions::default()).context("starting the testbed")?;
+    let mut tb = Testbed::start(&spec, &crate::emu_backend::testbed_options()).context("starting the testbed")?;
     let paths = tb.paths().to_vec();
     let server0 = paths[0].server_ip;
     let client0 = paths[0].client_ip;

@@ -55,12 +55,6 @@ pub struct SocketArgs {
     /// direct: PACKET_QDISC_BYPASS on the emulator's sockets.
     #[arg(long, hide = true)]
     pub qdisc_bypass: bool,
-    /// direct: let the endpoints' TSO super-packets through the emulator whole, each at most
-    /// US µs on its path at the path's peak rate (queue, loss and lateness stay per packet;
-    /// docs/testbed.md, limits).
-    #[arg(long, value_name = "US", num_args = 0..=1, default_missing_value = "250",
-          value_parser = clap::value_parser!(u32).range(1..=100_000), conflicts_with = "ring")]
-    pub gso_units: Option<u32>,
 }
 
 impl SocketArgs {
@@ -74,9 +68,6 @@ impl SocketArgs {
         if self.qdisc_bypass {
             o.qdisc_bypass = true;
         }
-        if let Some(us) = self.gso_units {
-            o.gso_unit_airtime_us = Some(us);
-        }
     }
 }
 
@@ -87,7 +78,7 @@ fn options(emu_threads: usize, mtu: u32, datapath: Option<Datapath>, no_steer: b
     if !(576..=65_535).contains(&mtu) {
         bail!("--mtu must be in 576..=65535, got {mtu}");
     }
-    let d = TestbedOptions::default();
+    let d = crate::emu_backend::testbed_options();
     Ok(TestbedOptions {
         emu_threads,
         mtu,
@@ -354,7 +345,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             args.sockets.apply(&mut o);
             o.qdisc_bypass
         },
-        gso_unit_airtime_us: args.sockets.gso_units,
+        gso_unit_airtime_us: crate::emu_backend::testbed_options().gso_unit_airtime_us,
         rows,
     };
     println!("load average before {} after {}", b.loadavg_before, b.loadavg_after);

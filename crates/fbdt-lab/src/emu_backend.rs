@@ -21,6 +21,18 @@ use crate::emu_fidelity::{RunEntry, RunFidelity};
 use crate::report::{percentile, Counters, DelayPool, RunSummary, Sample, SchemeResult};
 use crate::scheme::{self, Encryption, Scheme};
 
+/// The testbed options of every emulated run of this process: the defaults, with what the
+/// command line changed (`--gso-units`), set once before the command runs.
+static TESTBED_OPTIONS: std::sync::OnceLock<TestbedOptions> = std::sync::OnceLock::new();
+
+pub(crate) fn set_testbed_options(o: TestbedOptions) {
+    let _ = TESTBED_OPTIONS.set(o);
+}
+
+pub(crate) fn testbed_options() -> TestbedOptions {
+    TESTBED_OPTIONS.get().cloned().unwrap_or_default()
+}
+
 /// What the emulated runs produced.
 pub struct EmuRun {
     pub scale: f64,
@@ -78,7 +90,7 @@ pub(crate) fn scale_of(scenario: &Scenario, given: Option<f64>, bar: &ProgressBa
         return Ok((s, ScaleSource::Given));
     }
     let unscaled = fbdt_emu::spec_from_schedule(scenario, &scenario.schedule(1.0)?)?;
-    let opts = TestbedOptions::default();
+    let opts = testbed_options();
     let found = bar.suspend(|| fbdt_emu::calibrate::scale_for(&unscaled, &opts, false, true));
     let (s, src, search) = match found {
         Ok(x) => x,
@@ -149,7 +161,7 @@ pub fn run(
             let measured_here = matches!(source, ScaleSource::Cached | ScaleSource::Measured);
             if faithful && !rejected.is_empty() && measured_here {
                 let unscaled = fbdt_emu::spec_from_schedule(scenario, &scenario.schedule(1.0)?)?;
-                fbdt_emu::calibrate::remember_lower_scale(&unscaled, &TestbedOptions::default(), scale)?;
+                fbdt_emu::calibrate::remember_lower_scale(&unscaled, &testbed_options(), scale)?;
                 bar.println(format!("{}: this host's cached scale is now {scale}", scenario.name));
             }
             let fidelity = RunFidelity::from_runs(&paths, std::mem::take(&mut out.1), scale, &source, rejected);
@@ -241,7 +253,7 @@ fn run_one(
     let ticks = (scenario.duration_s / 0.1).round() as u64;
     let transport = transport(name, scenario)?;
     let base = bar.position();
-    let mut tb = Testbed::start(spec, &TestbedOptions::default()).context("starting the testbed")?;
+    let mut tb = Testbed::start(spec, &testbed_options()).context("starting the testbed")?;
     let before = tb.path_counters()?;
     tb.play()?;
     let played = WallClock::now();
@@ -261,7 +273,7 @@ fn run_one(
             (t, None, delay)
         }
         (Traffic::Bulk, Transport::Session(mut core, encryption)) => {
-            buffer_parity(name, &mut core, TestbedOptions::default().tcp_buffer_max);
+            buffer_parity(name, &mut core, testbed_options().tcp_buffer_max);
             let net = NetConfig {
                 core: *core,
                 ..NetConfig::default()
@@ -365,7 +377,7 @@ fn run_bursts(
     let (net, ends) = match &transport {
         Transport::Session(core, encryption) => {
             let mut core = core.clone();
-            buffer_parity(name, &mut core, TestbedOptions::default().tcp_buffer_max);
+            buffer_parity(name, &mut core, testbed_options().tcp_buffer_max);
             if !name.contains("+sndbuf=") {
                 core.send_buffer = core.send_buffer.min(crate::emu_bursts::FBDT_BURST_SEND_BUFFER);
             }

@@ -27,6 +27,10 @@ pub struct RunEntry {
     /// before: false).
     #[serde(default)]
     pub receive_steered: bool,
+    /// GSO units of at most this airtime, µs (`--gso-units`); null: MTU packets (and in
+    /// results written before).
+    #[serde(default)]
+    pub gso_unit_airtime_us: Option<u32>,
     pub reasons: Vec<String>,
     pub emulator_late_share: f64,
     pub emulator_late_p99_ms: f64,
@@ -56,6 +60,9 @@ pub struct RunFidelity {
     /// The endpoints' receive work was steered off the emulator's core, as in the runs.
     #[serde(default)]
     pub receive_steered: bool,
+    /// GSO units of at most this airtime, µs, as in the runs; null: MTU packets.
+    #[serde(default)]
+    pub gso_unit_airtime_us: Option<u32>,
     /// Worst (largest) over the runs.
     pub emulator_late_share: f64,
     pub emulator_late_p99_ms: f64,
@@ -99,6 +106,7 @@ impl RunEntry {
             faithful: f.faithful,
             datapath: f.datapath.clone(),
             receive_steered: f.receive_steered,
+            gso_unit_airtime_us: f.gso_unit_airtime_us,
             reasons: f.reasons.clone(),
             emulator_late_share: f.emulator_late_share,
             emulator_late_p99_ms: f.emulator_late_p99_ms,
@@ -129,6 +137,7 @@ impl RunFidelity {
             faithful: runs.iter().all(|r| r.faithful),
             datapath: runs.first().map(|r| r.datapath.clone()).unwrap_or_default(),
             receive_steered: runs.first().is_some_and(|r| r.receive_steered),
+            gso_unit_airtime_us: runs.first().and_then(|r| r.gso_unit_airtime_us),
             emulator_late_share: max(|r| r.emulator_late_share),
             emulator_late_p99_ms: max(|r| r.emulator_late_p99_ms),
             emulator_cpu: max(|r| r.emulator_cpu),

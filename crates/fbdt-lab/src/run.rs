@@ -356,9 +356,12 @@ fn print_table(r: &RunReport) {
         r.duration_s,
         r.seed,
         r.scale,
-        r.fidelity
-            .as_ref()
-            .map_or(String::new(), |f| format!(" {}", f.scale_source)),
+        r.fidelity.as_ref().map_or(String::new(), |f| {
+            let units = f
+                .gso_unit_airtime_us
+                .map_or(String::new(), |us| format!(", GSO units ≤ {us} µs"));
+            format!(" {}{units}", f.scale_source)
+        }),
         r.congestion_control,
         r.capacity_mbps,
         r.sum_standalone_mbps

@@ -136,6 +136,14 @@ fn what_was_run(h: &mut String, s: &Summary) {
         ("MPTCP baseline", r.baseline.clone()),
         ("scale", scales.join(", ")),
         ("scale chosen by", r.scale_sources.join("; ")),
+        (
+            "emulator frames",
+            match r.gso_unit_airtime_us {
+                Some(us) => format!("GSO units of ≤ {us} µs (--gso-units)"),
+                None if r.scale_sources.is_empty() => "—".into(),
+                None => "one MTU packet each".into(),
+            },
+        ),
         ("congestion control", r.congestion_control.join(", ")),
         ("machine", format!("{} cores, kernel {}", r.cores, r.kernel)),
         ("git revision", r.git_revision.clone()),

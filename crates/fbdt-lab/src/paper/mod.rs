@@ -491,6 +491,9 @@ fn run_info(args: &PaperArgs, backend: Backend, reports: &[RunReport], at: Syste
         baseline: suite::baseline(backend).into(),
         scales,
         scale_sources,
+        gso_unit_airtime_us: reports
+            .iter()
+            .find_map(|r| r.fidelity.as_ref().and_then(|f| f.gso_unit_airtime_us)),
         congestion_control: ccs,
         cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
         // What `uname -r` prints.

@@ -21,6 +21,10 @@ pub struct RunInfo {
     /// Emulated runs: where each scenario's scale came from ("los: 0.12 measured").
     #[serde(default)]
     pub scale_sources: Vec<String>,
+    /// Emulated runs through GSO units of at most this airtime, µs (`--gso-units`); null:
+    /// one MTU packet per frame (and in summaries written before).
+    #[serde(default)]
+    pub gso_unit_airtime_us: Option<u32>,
     pub congestion_control: Vec<String>,
     pub cores: usize,
     pub kernel: String,
@@ -539,6 +543,7 @@ pub(crate) mod tests {
             baseline: baseline.into(),
             scales: vec![0.2],
             scale_sources: Vec::new(),
+            gso_unit_airtime_us: None,
             congestion_control: vec!["cubic".into()],
             cores: 2,
             kernel: "6.1.0".into(),

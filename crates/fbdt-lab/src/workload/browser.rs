@@ -27,7 +27,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use fbdt_emu::{Side, Testbed, TestbedOptions};
+use fbdt_emu::{Side, Testbed};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -1059,7 +1059,7 @@ pub(super) fn on_testbed<T>(
     sc.seed = seed;
     let schedule = sc.schedule(setup.scale)?;
     let spec = fbdt_emu::spec_from_schedule(&sc, &schedule)?;
-    let mut tb = Testbed::start(&spec, &TestbedOptions::default()).context("starting the testbed")?;
+    let mut tb = Testbed::start(&spec, &crate::emu_backend::testbed_options()).context("starting the testbed")?;
     tb.play()?;
     let mut children = Children(Vec::new());
     let result = body(&tb, &mut children);

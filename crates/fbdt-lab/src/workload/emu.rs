@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use fbdt_emu::perf::Proto;
-use fbdt_emu::{Side, Testbed, TestbedOptions, TestbedSpec};
+use fbdt_emu::{Side, Testbed, TestbedSpec};
 use fbdt_net::{LocalBind, NetConfig, PathSpec};
 use fbdt_scenario::Scenario;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -48,12 +48,16 @@ pub fn drive(
     app: &mut dyn Application,
 ) -> Result<EmuOutcome> {
     let transport = crate::emu_backend::transport(scheme_name, scenario)?;
-    let mut tb = Testbed::start(spec, &TestbedOptions::default()).context("starting the testbed")?;
+    let mut tb = Testbed::start(spec, &crate::emu_backend::testbed_options()).context("starting the testbed")?;
     tb.play()?;
     let records = match transport {
         Transport::Kernel(proto, path) => over_kernel_socket(&tb, proto, path, max_s, app),
         Transport::Session(mut core, encryption) => {
-            crate::emu_backend::buffer_parity(scheme_name, &mut core, TestbedOptions::default().tcp_buffer_max);
+            crate::emu_backend::buffer_parity(
+                scheme_name,
+                &mut core,
+                crate::emu_backend::testbed_options().tcp_buffer_max,
+            );
             let net = NetConfig {
                 core: *core,
                 ..NetConfig::default()
