@@ -280,12 +280,18 @@ pub(crate) fn enable_segmentation_offload(dev: &str) -> Result<()> {
     Ok(())
 }
 
-/// The endpoints' `gso_max_size` for a path: a unit at most `airtime` long at the path's
-/// peak rate, at least two segments (one would be per-packet emulation), at most 64 KB (the
-/// veth's default ceiling).
-pub(crate) fn unit_bytes(peak_mbps: f64, airtime: std::time::Duration, mtu: u32) -> u32 {
-    let bytes = peak_mbps * 1e6 / 8.0 * airtime.as_secs_f64();
-    (bytes as u32).clamp(2 * mtu, 65_536)
+/// Room TCP keeps below `gso_max_size` for headers when it sizes a unit (Linux
+/// `tcp_xmit_size_goal`: `gso_max_size - 1 - MAX_TCP_HEADER`, and `MAX_TCP_HEADER` is
+/// `L1_CACHE_ALIGN(128 + MAX_HEADER)`, 320 on x86-64).
+const TCP_SIZE_GOAL_MARGIN: u32 = 1 + 320;
+
+/// The endpoints' `gso_max_size` for a path: a unit's payload at most `airtime` long at the
+/// path's peak rate, so the time grain is bounded — where that is less than two segments
+/// TCP sends single segments (per-packet emulation, whose cost is no problem at such rates)
+/// — and at most 64 KB (the veth's default ceiling).
+pub(crate) fn gso_max_size(peak_mbps: f64, airtime: std::time::Duration, mtu: u32) -> u32 {
+    let payload = (peak_mbps * 1e6 / 8.0 * airtime.as_secs_f64()) as u32;
+    payload.saturating_add(TCP_SIZE_GOAL_MARGIN).clamp(mtu, 65_536)
 }
 
 /// A TCP/IPv4 frame (10.0.0.1 → 10.0.0.2, 12 bytes of TCP options) with `payload` bytes,
@@ -428,8 +434,11 @@ mod tests {
     #[test]
     fn unit_size_follows_the_airtime_within_its_bounds() {
         let us = std::time::Duration::from_micros;
-        assert_eq!(unit_bytes(2000.0, us(100), 1500), 25_000);
-        assert_eq!(unit_bytes(100.0, us(100), 1500), 3000, "at least two segments");
-        assert_eq!(unit_bytes(10_000.0, us(250), 1500), 65_536, "the veth's ceiling");
+        // 2 Gbit/s for 100 µs: 25 000 payload bytes (17 segments of 1448).
+        assert_eq!(gso_max_size(2000.0, us(100), 1500), 25_000 + TCP_SIZE_GOAL_MARGIN);
+        // 100 Mbit/s for 100 µs is 1250 bytes, less than a segment: TCP sends single ones.
+        assert_eq!(gso_max_size(100.0, us(100), 1500), 1250 + TCP_SIZE_GOAL_MARGIN);
+        assert_eq!(gso_max_size(1.0, us(100), 1500), 1500, "never below the MTU");
+        assert_eq!(gso_max_size(10_000.0, us(250), 1500), 65_536, "the veth's ceiling");
     }
 }

@@ -297,7 +297,7 @@ impl Emulator {
 impl Testbed {
     /// Lets path `pi`'s TSO super-packets through the emulator whole: segmentation offload on
     /// all four veth ends (an end without it would cut units in software), and the endpoints'
-    /// units no longer on the link than `airtime_us` at the path's peak rate.
+    /// units' payload no longer on the link than `airtime_us` at the path's peak rate.
     fn enable_gso_units(&self, pi: &PathInfo, pair: &PairSpec, airtime_us: u32) -> Result<()> {
         use crate::emu::offload;
         let peak = self.spec.paths[pi.index]
@@ -305,7 +305,7 @@ impl Testbed {
             .iter()
             .map(|s| s.rate_mbps)
             .fold(0.0, f64::max);
-        let unit = offload::unit_bytes(peak, std::time::Duration::from_micros(airtime_us.into()), self.opts.mtu);
+        let unit = offload::gso_max_size(peak, std::time::Duration::from_micros(airtime_us.into()), self.opts.mtu);
         for (ns_name, dev) in [(&self.client_ns, &pi.client_if), (&self.server_ns, &pi.server_if)] {
             ns::run_in(ns_name, || offload::enable_segmentation_offload(dev))??;
             ns::ip(
