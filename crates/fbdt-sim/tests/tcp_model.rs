@@ -164,3 +164,67 @@ fn kernel_mptcp_is_held_back_by_its_send_buffer_behind_a_one_second_subflow() {
         "kernel over pipes {kernel_pipe}, over TCP {kernel}"
     );
 }
+
+/// `blockage` (WiGig down 2 s of every 4): a lone TCP on WiGig backs its retransmission
+/// timer off through each outage (expiries at rto·(2^k − 1) after it began, rto = srtt +
+/// 200 ms) and stays silent after the path returns until the next expiry. Its goodput is
+/// bounded by the rate times the up time less those silences — the shortest silence any
+/// srtt between the base round trip and the base plus a full bottleneck queue gives — and
+/// is well below what the path offers (the pipe, which resumes at once, gets that).
+#[test]
+fn a_lone_tcp_over_blockage_loses_the_back_off_after_each_outage() {
+    let mut scenario = fbdt_scenario::Scenario::load("blockage").unwrap();
+    scenario.duration_s = 10.0;
+    let s = scenario.schedule(1.0).unwrap();
+    let wigig = s.paths.iter().position(|p| p.name == "wigig").unwrap();
+    let steps = &s.paths[wigig].steps;
+    let rate_mbps = steps.iter().map(|st| st.rate_mbps).fold(0.0, f64::max);
+    let base_rtt_s = 2.0 * steps[0].delay_ms / 1e3;
+    let queue_s = 1000.0 * 1500.0 * 8.0 / (rate_mbps * 1e6);
+    // Outages (rate 0) that end within the run.
+    let mut outages = Vec::new();
+    for (k, st) in steps.iter().enumerate() {
+        if st.rate_mbps == 0.0 {
+            let end = steps.get(k + 1).map_or(s.duration_s, |n| n.t_s);
+            if end < s.duration_s {
+                outages.push((st.t_s, end));
+            }
+        }
+    }
+    assert!(outages.len() >= 2, "{outages:?}");
+    let silence = |start: f64, end: f64, rto: f64| {
+        let mut fire = start + rto;
+        let mut interval = rto;
+        while fire < end {
+            interval *= 2.0;
+            fire += interval;
+        }
+        fire - end
+    };
+    let min_silence = |start: f64, end: f64| {
+        (0..=100)
+            .map(|i| {
+                let srtt = base_rtt_s + queue_s * i as f64 / 100.0;
+                silence(start, end, srtt + fbdt_sim::tcp::RTO_MIN_S)
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let down: f64 = outages.iter().map(|(a, b)| b - a).sum::<f64>()
+        + steps
+            .iter()
+            .filter(|st| st.rate_mbps == 0.0 && st.t_s >= outages.last().unwrap().1)
+            .map(|st| s.duration_s - st.t_s)
+            .sum::<f64>();
+    let silent: f64 = outages.iter().map(|&(a, b)| min_silence(a, b)).sum();
+    let offered = rate_mbps * (s.duration_s - down) / s.duration_s;
+    let bound = rate_mbps * (s.duration_s - down - silent) / s.duration_s;
+    let g = |model| {
+        run(&s, &SimScheme::Tcp(wigig), &params(model), |_| {})
+            .unwrap()
+            .goodput_mbps
+    };
+    let (tcp, pipe) = (g(PathModel::Tcp), g(PathModel::Pipe));
+    assert!(silent > 0.5 * outages.len() as f64, "silences {silent} s");
+    assert!(tcp <= bound, "lone TCP {tcp} Mbit/s, bound {bound} (offered {offered})");
+    assert!(pipe > 0.95 * offered, "pipe {pipe} Mbit/s, offered {offered}");
+}
