@@ -590,6 +590,25 @@ impl Link {
         self.in_flight.pop_front().map(|(_, c)| c)
     }
 
+    /// The TCP model's connection is stalled at `now`: its path is down, or it waits for a
+    /// (backed-off) retransmission timer. Never for a pipe.
+    pub fn tcp_stalled(&self, now: Instant) -> bool {
+        self.tcp
+            .as_ref()
+            .is_some_and(|t| !self.up || t.stalled_until_s > secs(now))
+    }
+
+    /// A fresh TCP connection replaces this one: everything queued or in flight is
+    /// dropped ([`Link::flush`]) and the TCP model starts over (initial window, no timer).
+    pub fn replace_connection(&mut self) {
+        self.flush();
+        // Nothing of the old connection's is ahead of the new one's bytes.
+        self.last_arrival = Instant::ZERO;
+        if let Some(t) = &mut self.tcp {
+            t.fresh();
+        }
+    }
+
     /// Drops everything queued or in flight (the connection was reset).
     pub fn flush(&mut self) {
         self.backlog.clear();

@@ -309,6 +309,20 @@ impl TcpState {
         (self.srtt_s.unwrap_or(RTO_MIN_S * 5.0) + RTO_MIN_S).min(RTO_MAX_S)
     }
 
+    /// A fresh connection in place of this one (the runtime replaced a stalled one):
+    /// initial window, no RTT sample, no timer pending. The loss draws and counters go on.
+    pub fn fresh(&mut self) {
+        self.cwnd = INITIAL_WINDOW_SEGMENTS * self.mss;
+        self.ssthresh = f64::INFINITY;
+        self.w_max = 0.0;
+        self.epoch_s = 0.0;
+        self.recovery_until_s = 0.0;
+        self.srtt_s = None;
+        self.stalled_until_s = 0.0;
+        self.down_at_s = None;
+        self.timed_out_at_s = f64::NEG_INFINITY;
+    }
+
     pub fn went_down(&mut self, t_s: f64) {
         self.down_at_s.get_or_insert(t_s);
     }

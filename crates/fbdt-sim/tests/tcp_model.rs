@@ -228,3 +228,48 @@ fn a_lone_tcp_over_blockage_loses_the_back_off_after_each_outage() {
     assert!(tcp <= bound, "lone TCP {tcp} Mbit/s, bound {bound} (offered {offered})");
     assert!(pipe > 0.95 * offered, "pipe {pipe} Mbit/s, offered {offered}");
 }
+
+/// FBDT's runtime replaces a stalled connection with a fresh one (fbdt-net's probe: a SYN
+/// every 300 ms from the core's stall report; docs/runtime.md), so after each blockage
+/// WiGig carries FBDT's data again within a probe period and a round trip, while a lone
+/// TCP on WiGig is still silent, waiting for its backed-off retransmission timer.
+#[test]
+fn fbdt_replaces_the_stalled_connection_after_a_blockage() {
+    let mut scenario = fbdt_scenario::Scenario::load("blockage").unwrap();
+    scenario.duration_s = 10.0;
+    let s = scenario.schedule(1.0).unwrap();
+    let wigig = s.paths.iter().position(|p| p.name == "wigig").unwrap();
+    let wifi = 1 - wigig;
+    let wifi_mbps = s.paths[wifi].steps[0].rate_mbps;
+    let steps = &s.paths[wigig].steps;
+    let wigig_mbps = steps.iter().map(|st| st.rate_mbps).fold(0.0, f64::max);
+    // The path's returns, each followed by at least a second up.
+    let returns: Vec<f64> = steps
+        .windows(2)
+        .filter(|w| w[0].rate_mbps == 0.0 && w[1].rate_mbps > 0.0 && w[1].t_s + 1.0 <= s.duration_s)
+        .map(|w| w[1].t_s)
+        .collect();
+    assert!(!returns.is_empty());
+    let series = |scheme: SimScheme| run(&s, &scheme, &params(PathModel::Tcp), |_| {}).unwrap().series;
+    let fbdt = series(SimScheme::Fbdt(Config::default()));
+    let lone = series(SimScheme::Tcp(wigig));
+    // Mean goodput over (from, to] of the 0.1 s samples.
+    let mean = |series: &[(f64, f64)], from: f64, to: f64| {
+        let v: Vec<f64> = series
+            .iter()
+            .filter(|(t, _)| *t > from + 1e-9 && *t <= to + 1e-9)
+            .map(|(_, m)| *m)
+            .collect();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    for &up in &returns {
+        // A probe period and a round trip later the fresh connection is in use.
+        let (from, to) = (up + 0.4, up + 0.9);
+        let f = mean(&fbdt, from, to);
+        assert!(
+            f > wifi_mbps + 0.5 * wigig_mbps,
+            "FBDT {f} Mbit/s after the return at {up} s"
+        );
+        assert_eq!(mean(&lone, from, to), 0.0, "a lone TCP resumed at once after {up} s");
+    }
+}
