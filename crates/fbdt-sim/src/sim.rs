@@ -4,9 +4,10 @@
 //! tie-break order, so a run repeats bit for bit.
 //!
 //! One step, in this order: path resets, schedule changes and scan notices, links moved
-//! to `now`, reconnects, FBDT's stalled-connection probes (TCP model); arrivals (data direction, then reverse; path order); due timers
-//! (server, then client); the applications; TCP_INFO-like reports; each endpoint fills
-//! every path's room (server first); protocol events; goodput samples.
+//! to `now`, reconnects, FBDT's stalled-connection probes (TCP model); arrivals (data
+//! direction, then reverse; path order); due timers (server, then client); the
+//! applications; TCP_INFO-like reports; each endpoint fills every path's room (server
+//! first); protocol events; goodput samples.
 
 use fbdt_core::delay_probe::DelayJoin;
 use fbdt_core::{Duration, Event, Hint, Instant, PathStats};
