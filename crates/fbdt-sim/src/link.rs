@@ -599,13 +599,21 @@ impl Link {
     }
 
     /// A fresh TCP connection replaces this one: everything queued or in flight is
-    /// dropped ([`Link::flush`]) and the TCP model starts over (initial window, no timer).
+    /// dropped ([`Link::flush`]) and the TCP model starts over ([`Link::new_connection`]).
     pub fn replace_connection(&mut self) {
         self.flush();
-        // Nothing of the old connection's is ahead of the new one's bytes.
-        self.last_arrival = Instant::ZERO;
+        self.new_connection();
+    }
+
+    /// The TCP model's connection is a new one (a reconnect after a reset or failure, or a
+    /// replacement): initial window, no RTT sample, no timer pending, nothing of the old
+    /// connection's ahead of its bytes. Nothing changes for a pipe.
+    pub fn new_connection(&mut self) {
         if let Some(t) = &mut self.tcp {
             t.fresh();
+            if self.in_flight.is_empty() {
+                self.last_arrival = Instant::ZERO;
+            }
         }
     }
 

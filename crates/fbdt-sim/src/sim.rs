@@ -477,6 +477,7 @@ impl<'a> Sim<'a> {
             let p = &mut self.paths[r.path];
             p.flush();
             p.reconnect = None;
+            p.probe = None;
             self.server.path_down(r.path, now);
             self.client.path_down(r.path, now);
             self.out.log.push(format!("{now} path{} killed", r.path));
@@ -537,6 +538,10 @@ impl<'a> Sim<'a> {
                 }
                 Some(Some(t)) if t <= now => {
                     p.reconnect = None;
+                    // A new connection: under the TCP model it starts afresh, not with
+                    // the dead one's window and backed-off timer.
+                    p.data.new_connection();
+                    p.reverse.new_connection();
                     server.path_up(i, now);
                     client.path_up(i, now);
                     self.out.log.push(format!("{now} path{i} reconnected"));
@@ -562,6 +567,11 @@ impl<'a> Sim<'a> {
         let now = self.now;
         for (i, p) in self.paths.iter_mut().enumerate() {
             let Some(mut pr) = p.probe else { continue };
+            if p.reconnect.is_some() {
+                // Torn down and reconnecting anyway: the probe has nothing to replace.
+                p.probe = None;
+                continue;
+            }
             let stalled = p.data.tcp_stalled(now);
             if let Some(t) = pr.connects_at.filter(|&t| t <= now) {
                 debug_assert!(t <= now);
@@ -666,6 +676,7 @@ impl<'a> Sim<'a> {
                 if let Some(ps) = self.paths.get_mut(i) {
                     ps.flush();
                     ps.reconnect = Some(None);
+                    ps.probe = None;
                 }
                 self.server.path_down(i, now);
                 self.client.path_down(i, now);

@@ -273,3 +273,41 @@ fn fbdt_replaces_the_stalled_connection_after_a_blockage() {
         assert_eq!(mean(&lone, from, to), 0.0, "a lone TCP resumed at once after {up} s");
     }
 }
+
+/// A connection killed while its probe is under way (a reset during an outage) reconnects
+/// once, not twice: the probe is dropped with the connection, and the transfer (long
+/// enough to need the path after it returns) completes.
+#[test]
+fn a_reset_during_a_probe_reconnects_once_and_delivers_everything() {
+    let path = |name: &str, steps: Vec<Step>| PathTimeline {
+        name: name.into(),
+        steps,
+        radio: None,
+    };
+    let s = Schedule {
+        duration_s: 8.0,
+        scale: 1.0,
+        paths: vec![
+            path("a", vec![step(0.0, 100.0, 0.0)]),
+            path(
+                "b",
+                vec![step(0.0, 100.0, 0.0), step(1.0, 0.0, 0.0), step(3.0, 100.0, 0.0)],
+            ),
+        ],
+    };
+    let p = SimParams {
+        transfer_bytes: Some(80_000_000),
+        path_resets: vec![fbdt_sim::PathReset {
+            at_s: 1.5,
+            path: 1,
+            reconnect_after_s: Some(0.05),
+        }],
+        ..params(PathModel::Tcp)
+    };
+    let out = run(&s, &SimScheme::Fbdt(Config::default()), &p, |_| {}).unwrap();
+    assert_eq!(out.bytes_delivered, 80_000_000);
+    assert!(out.completed_at_s.is_some());
+    let reconnects = out.log.iter().filter(|l| l.contains("path1 reconnected")).count();
+    let replaced = out.log.iter().filter(|l| l.contains("path1 replaced")).count();
+    assert_eq!((reconnects, replaced), (1, 0), "{:#?}", out.log);
+}
