@@ -151,9 +151,13 @@ struct Unacked {
     /// When the ACK arrives (s).
     ack_s: f64,
     len: usize,
-    sent_s: f64,
+    /// Its round trip as measured (a retransmitted chunk's: the one it would have had;
+    /// Linux takes no sample from a retransmission, Karn).
+    rtt_s: f64,
     /// It was lost and retransmitted.
     lost: bool,
+    /// Its repair took a retransmission timeout.
+    timed_out: bool,
 }
 
 /// What the TCP-level model reports (TCP_INFO-like).
@@ -371,7 +375,7 @@ impl Link {
                 self.window_bytes -= u.len as u64;
                 if let Some(tcp) = &mut self.tcp {
                     let base_rtt = 2.0 * self.delay_s;
-                    tcp.on_ack(u.ack_s, u.len, u.ack_s - u.sent_s, u.lost, self.rate * base_rtt);
+                    tcp.on_ack_repaired(u.ack_s, u.len, u.rtt_s, u.lost, u.timed_out, self.rate * base_rtt);
                 }
             }
             if !self.up || self.rate <= 0.0 || self.backlog.is_empty() {
@@ -419,24 +423,52 @@ impl Link {
             let len = chunk.len();
             let base_rtt = 2.0 * self.delay_s;
             // The pipe: one delay to arrive, one round trip to be acknowledged. The TCP
-            // model adds the bottleneck queue's delay and, for a lost chunk, the round trip
-            // of its fast retransmit to the arrival; the loss is detected (duplicate ACKs)
-            // when the chunk's ACK was due.
-            let (queue_s, retransmit_s, lost) = match &mut self.tcp {
-                None => (0.0, 0.0, false),
+            // model adds the bottleneck queue's delay; a lost chunk arrives when its
+            // retransmission does, which depends on how the loss is found (fast
+            // retransmit, RACK, a loss probe or the retransmission timer:
+            // `TcpState::repair`), and holds back everything after it (in-order delivery).
+            let mss = self.params.mss as f64;
+            let window_segments = ((self.window_limit() as f64 / mss).floor() as u32).max(1);
+            let backlog_segments = (self.backlog_bytes as f64 / mss).ceil() as u32;
+            let (queue_s, repair) = match &mut self.tcp {
+                None => (0.0, None),
                 Some(tcp) => {
                     let (queue_s, overflow) = tcp.queue((self.window_bytes + len as u64) as f64, self.rate, base_rtt);
-                    let lost = tcp.lost(len, self.loss, overflow);
-                    (queue_s, if lost { base_rtt + queue_s } else { 0.0 }, lost)
+                    let repair = tcp.lost(len, self.loss, overflow).map(|after| {
+                        // Segments sent after the lost one within its round trip: the
+                        // rest of the window (SACKs clock out new ones, limited transmit),
+                        // or what there is to send.
+                        let follow = (window_segments - 1).min(after.saturating_add(backlog_segments));
+                        let r = tcp.repair(finish, base_rtt + queue_s, base_rtt, follow, window_segments, self.loss);
+                        (r, follow)
+                    });
+                    (queue_s, repair)
                 }
             };
-            let arrival = instant_ceil(finish + self.delay_s + queue_s + retransmit_s).max(self.last_arrival);
+            let acked_s = finish + base_rtt + queue_s;
+            let (arrival_s, ack_s, lost, timed_out) = match repair {
+                None => (finish + self.delay_s + queue_s, acked_s, false, false),
+                Some((r, follow)) => {
+                    // The window moves on at the chunk's own ACK time while later
+                    // segments' SACKs keep the ACK clock running; with nothing after it,
+                    // or behind a timeout, the window waits for the retransmission.
+                    let held = follow == 0 || r.timeouts > 0;
+                    (
+                        r.resend_s + self.delay_s + queue_s,
+                        if held { r.resend_s.max(acked_s) } else { acked_s },
+                        true,
+                        r.timeouts > 0,
+                    )
+                }
+            };
+            let arrival = instant_ceil(arrival_s).max(self.last_arrival);
             self.last_arrival = arrival;
             self.window.push_back(Unacked {
-                ack_s: finish + base_rtt + queue_s,
+                ack_s,
                 len,
-                sent_s: finish,
+                rtt_s: acked_s - finish,
                 lost,
+                timed_out,
             });
             self.window_bytes += len as u64;
             self.in_flight.push_back((arrival, chunk));
@@ -556,6 +588,33 @@ impl Link {
             return None;
         }
         self.in_flight.pop_front().map(|(_, c)| c)
+    }
+
+    /// The TCP model's connection is stalled at `now`: its path is down, or it waits for a
+    /// (backed-off) retransmission timer. Never for a pipe.
+    pub fn tcp_stalled(&self, now: Instant) -> bool {
+        self.tcp
+            .as_ref()
+            .is_some_and(|t| !self.up || t.stalled_until_s > secs(now))
+    }
+
+    /// A fresh TCP connection replaces this one: everything queued or in flight is
+    /// dropped ([`Link::flush`]) and the TCP model starts over ([`Link::new_connection`]).
+    pub fn replace_connection(&mut self) {
+        self.flush();
+        self.new_connection();
+    }
+
+    /// The TCP model's connection is a new one (a reconnect after a reset or failure, or a
+    /// replacement): initial window, no RTT sample, no timer pending, nothing of the old
+    /// connection's ahead of its bytes. Nothing changes for a pipe.
+    pub fn new_connection(&mut self) {
+        if let Some(t) = &mut self.tcp {
+            t.fresh();
+            if self.in_flight.is_empty() {
+                self.last_arrival = Instant::ZERO;
+            }
+        }
     }
 
     /// Drops everything queued or in flight (the connection was reset).

@@ -4,9 +4,10 @@
 //! tie-break order, so a run repeats bit for bit.
 //!
 //! One step, in this order: path resets, schedule changes and scan notices, links moved
-//! to `now`, reconnects; arrivals (data direction, then reverse; path order); due timers
-//! (server, then client); the applications; TCP_INFO-like reports; each endpoint fills
-//! every path's room (server first); protocol events; goodput samples.
+//! to `now`, reconnects, FBDT's stalled-connection probes (TCP model); arrivals (data
+//! direction, then reverse; path order); due timers (server, then client); the
+//! applications; TCP_INFO-like reports; each endpoint fills every path's room (server
+//! first); protocol events; goodput samples.
 
 use fbdt_core::delay_probe::DelayJoin;
 use fbdt_core::{Duration, Event, Hint, Instant, PathStats};
@@ -22,6 +23,17 @@ fn at(t_s: f64) -> Instant {
     Instant::from_micros((t_s * 1e6).round().max(0.0) as u64)
 }
 
+/// A probe for a stalled path (fbdt-net's, docs/runtime.md): SYNs every
+/// [`PROBE_PERIOD_S`] until one connects.
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    next_syn: Instant,
+    connects_at: Option<Instant>,
+}
+
+/// fbdt-net's probe SYN period (and each attempt's give-up time), docs/runtime.md.
+const PROBE_PERIOD_S: f64 = 0.3;
+
 struct PathSim {
     data: Link,
     reverse: Link,
@@ -30,6 +42,9 @@ struct PathSim {
     reconnect: Option<Option<Instant>>,
     /// Delay before reconnecting set by a [`PathReset`]; one RTT when unset.
     reconnect_delay_s: Option<f64>,
+    /// FBDT's runtime probing a stalled connection ([`Sim::probe`]): the next SYN, and
+    /// when the one that got through completes its handshake.
+    probe: Option<Probe>,
     /// TCP_INFO-like view given to the endpoints. Frozen while the path is down: a TCP
     /// stack keeps its last srtt/cwnd through an outage until its RTO fires.
     reported: PathStats,
@@ -129,6 +144,9 @@ pub struct Sim<'a> {
     /// The meta layer under the TCP model: the kernel MPTCP socket's send buffer, which
     /// bounds the bytes written and not yet DATA_ACKed (`crate::sndbuf`).
     sndbuf: Option<MetaSndbuf>,
+    /// FBDT under the TCP model: a stalled connection is replaced by a fresh one, as
+    /// fbdt-net does ([`Sim::probe`]).
+    replaces_stalled: bool,
     out: SimOutcome,
 }
 
@@ -208,6 +226,7 @@ impl<'a> Sim<'a> {
                     next_step: 1,
                     reconnect: None,
                     reconnect_delay_s: None,
+                    probe: None,
                     reported: PathStats::default(),
                     reported_for: None,
                     next_scan_notice: 1,
@@ -235,7 +254,10 @@ impl<'a> Sim<'a> {
             }
             _ => None,
         };
+        let replaces_stalled =
+            matches!(scheme, SimScheme::Fbdt(cfg) if cfg.meta_config().is_none()) && params.model == PathModel::Tcp;
         Ok(Sim {
+            replaces_stalled,
             schedule,
             scheme,
             params,
@@ -298,6 +320,7 @@ impl<'a> Sim<'a> {
         self.out.steps += 1;
         self.apply_resets();
         self.apply_schedule();
+        self.probe();
         self.deliver()?;
         if self.timeouts[0].is_some_and(|t| t <= now) {
             self.server.on_timeout(now);
@@ -370,6 +393,7 @@ impl<'a> Sim<'a> {
                 p.step_at.get(p.next_step).copied(),
                 p.scan_notice.map(|(_, t)| t),
                 p.reconnect.flatten(),
+                p.probe.map(|pr| pr.connects_at.unwrap_or(pr.next_syn)),
             ]
         });
         let others = [
@@ -453,6 +477,7 @@ impl<'a> Sim<'a> {
             let p = &mut self.paths[r.path];
             p.flush();
             p.reconnect = None;
+            p.probe = None;
             self.server.path_down(r.path, now);
             self.client.path_down(r.path, now);
             self.out.log.push(format!("{now} path{} killed", r.path));
@@ -513,11 +538,67 @@ impl<'a> Sim<'a> {
                 }
                 Some(Some(t)) if t <= now => {
                     p.reconnect = None;
+                    // A new connection: under the TCP model it starts afresh, not with
+                    // the dead one's window and backed-off timer.
+                    p.data.new_connection();
+                    p.reverse.new_connection();
                     server.path_up(i, now);
                     client.path_up(i, now);
                     self.out.log.push(format!("{now} path{i} reconnected"));
                 }
                 _ => {}
+            }
+        }
+    }
+
+    /// FBDT's runtime replacing a stalled TCP connection (fbdt-net, `fbdt_core::path_policy`,
+    /// docs/runtime.md), under the TCP model: from the core's stall report on, a SYN
+    /// every [`PROBE_PERIOD_S`]; one sent while the path is up connects one round trip
+    /// later, and if the old connection is still stalled then (its path down or its
+    /// backed-off retransmission timer pending) the fresh one takes the path over — the
+    /// core re-sends what the old one held. The probe is dropped once the old connection
+    /// works again. The SYN's own loss, the JOIN's extra round trip (the core's own
+    /// exchange on the new connection) and the 4·srtt/300 ms TCP-silence trigger (the
+    /// core's report comes first) are not modelled separately.
+    fn probe(&mut self) {
+        if !self.replaces_stalled {
+            return;
+        }
+        let now = self.now;
+        for (i, p) in self.paths.iter_mut().enumerate() {
+            let Some(mut pr) = p.probe else { continue };
+            if p.reconnect.is_some() {
+                // Torn down and reconnecting anyway: the probe has nothing to replace.
+                p.probe = None;
+                continue;
+            }
+            let stalled = p.data.tcp_stalled(now);
+            if let Some(t) = pr.connects_at.filter(|&t| t <= now) {
+                debug_assert!(t <= now);
+                p.probe = None;
+                if stalled && p.data.is_up() {
+                    p.data.replace_connection();
+                    p.reverse.replace_connection();
+                    self.server.path_down(i, now);
+                    self.client.path_down(i, now);
+                    self.server.path_up(i, now);
+                    self.client.path_up(i, now);
+                    self.out
+                        .log
+                        .push(format!("{now} path{i} replaced by a fresh connection"));
+                }
+                continue;
+            }
+            if pr.connects_at.is_none() && pr.next_syn <= now {
+                if !stalled {
+                    p.probe = None;
+                    continue;
+                }
+                if p.data.is_up() {
+                    pr.connects_at = Some(now + Duration::from_secs_f64(2.0 * p.data.delay_s()));
+                }
+                pr.next_syn = now + Duration::from_secs_f64(PROBE_PERIOD_S);
+                p.probe = Some(pr);
             }
         }
     }
@@ -582,11 +663,20 @@ impl<'a> Sim<'a> {
             .collect();
         for (side, e) in events {
             self.out.log.push(format!("{now} {side} {e:?}"));
+            if let (Event::PathStalled(p), true) = (&e, self.replaces_stalled) {
+                if let Some(ps) = self.paths.get_mut(p.index()).filter(|ps| ps.probe.is_none()) {
+                    ps.probe = Some(Probe {
+                        next_syn: now,
+                        connects_at: None,
+                    });
+                }
+            }
             if let Event::PathFailed(p) = e {
                 let i = p.index();
                 if let Some(ps) = self.paths.get_mut(i) {
                     ps.flush();
                     ps.reconnect = Some(None);
+                    ps.probe = None;
                 }
                 self.server.path_down(i, now);
                 self.client.path_down(i, now);

@@ -13,9 +13,22 @@
 //!   (C = 0.4, β = 0.7, RFC 8312) or, for `bbr`, a BBR-like mode: slow-start up to
 //!   2 × the estimated BDP, which it then holds, ignoring random loss;
 //! - loss: each segment is lost with the scenario's loss probability (seeded, per link) or
-//!   when the bottleneck queue overflows; a lost chunk arrives one RTT late (fast
-//!   retransmit) and holds back everything after it (in-order delivery); the window is
-//!   reduced once per round trip (fast recovery);
+//!   when the bottleneck queue overflows; a lost chunk holds back everything after it
+//!   (in-order delivery) until its retransmission arrives, and when that is depends on the
+//!   window, as in Linux ([`TcpState::repair`]): with at least `tcp_reordering` (3) segments
+//!   sent after the lost one within its round trip (the window's others; SACKs keep the ACK
+//!   clock running) it is fast-retransmitted when its ACK was due (one round trip); with
+//!   one or two, RACK marks it lost min_rtt / 4 later (`tcp_rack_reo_wnd`); with none (a
+//!   tail, or a window of one segment) the tail-loss probe fires at 2·srtt + 2 ms
+//!   (`tcp_schedule_loss_probe`; + `TCP_RTO_MIN` instead of 2 ms when it is the only
+//!   packet out) unless the retransmission timer (srtt + 200 ms) comes first, which then
+//!   repairs it. A retransmission is one segment and lost with the path's probability; a
+//!   lost one is found only by the retransmission timer, re-armed when it was sent and
+//!   doubled at each expiry (Linux's RACK finds some earlier; not modelled). A timeout
+//!   restarts the window from one segment in slow start (`tcp_enter_loss`); a repair
+//!   without one reduces it once per round trip (fast recovery, Cubic's β). While a loss
+//!   waits for its probe or timer with nothing after it, or behind a timeout, the window
+//!   does not move (the sender sends nothing new); otherwise later segments' SACKs free it;
 //! - outages: nothing is acknowledged while the path is down; the retransmission timer
 //!   fires at RTO = srtt + 200 ms after the last ACK and backs off exponentially (each
 //!   interval doubled, capped at 120 s, as Linux caps it). Transmission resumes only when a
@@ -24,8 +37,10 @@
 //! - TCP_INFO-like reports: srtt (with queueing delay), cwnd and the delivery rate.
 //!
 //! Not modelled: individual segments and SACK scoreboards (a chunk is lost or not as a
-//! whole), receive-window autotuning's ramp (the window is at its maximum at once),
-//! delayed ACKs, pacing inside an RTT, spurious RTOs, the ACK direction's own losses, and
+//! whole; only its first lost segment's position is drawn, to count the segments after
+//! it), RACK's detection of lost retransmissions, spurious-retransmission undo, PRR's
+//! sending during recovery (the window of a timed-out chunk is held), receive-window
+//! autotuning's ramp (the window is at its maximum at once), delayed ACKs, pacing inside an RTT, spurious RTOs, the ACK direction's own losses, and
 //! competing flows on the bottleneck (the paths' queues are each one connection's).
 
 /// Congestion control as the scenario names it.
@@ -59,9 +74,23 @@ pub struct TcpParams {
 
 pub const RTO_MIN_S: f64 = 0.2;
 pub const RTO_MAX_S: f64 = 120.0;
+/// Linux's `TCP_TIMEOUT_MIN` (2 jiffies; 2 ms at HZ = 1000), added to a loss probe's 2·srtt.
+pub const TCP_TIMEOUT_MIN_S: f64 = 0.002;
+/// Segments past a hole that make fast retransmit: `tcp_reordering`'s default,
+/// `TCP_FASTRETRANS_THRESH`.
+pub const DUPTHRESH: u32 = 3;
 const INITIAL_WINDOW_SEGMENTS: f64 = 10.0;
 const CUBIC_C: f64 = 0.4;
 const CUBIC_BETA: f64 = 0.7;
+
+/// How a lost chunk is repaired ([`TcpState::repair`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Repair {
+    /// When the retransmission that gets through leaves the sender (s).
+    pub resend_s: f64,
+    /// Retransmission timeouts it took (0: fast retransmit, RACK or a loss probe).
+    pub timeouts: u32,
+}
 
 pub(crate) struct TcpState {
     params: TcpParams,
@@ -81,6 +110,8 @@ pub(crate) struct TcpState {
     rng: u64,
     pub losses: u64,
     pub timeouts: u64,
+    /// The last retransmission timeout that restarted the window (s).
+    timed_out_at_s: f64,
 }
 
 impl TcpState {
@@ -100,6 +131,7 @@ impl TcpState {
             down_at_s: None,
             losses: 0,
             timeouts: 0,
+            timed_out_at_s: f64::NEG_INFINITY,
         }
     }
 
@@ -131,24 +163,118 @@ impl TcpState {
     }
 
     /// Decides whether a chunk of `len` bytes is lost (random loss `p` per segment, or a
-    /// queue overflow).
-    pub fn lost(&mut self, len: usize, p: f64, overflow: bool) -> bool {
+    /// queue overflow): `Some(k)` when it is, `k` being how many of its segments follow
+    /// the first lost one (they can raise duplicate ACKs / SACKs for it). One draw: the
+    /// first lost segment's index is the draw's geometric quantile, so a lossless chunk
+    /// draws exactly as before.
+    pub fn lost(&mut self, len: usize, p: f64, overflow: bool) -> Option<u32> {
+        let segments = (len as f64 / self.mss).ceil().max(1.0);
         if overflow {
-            return true;
+            // The queue's tail drops the chunk from its first segment on.
+            return Some(segments as u32 - 1);
         }
         if p <= 0.0 {
-            return false;
+            return None;
         }
-        let segments = (len as f64 / self.mss).ceil().max(1.0);
-        self.uniform() < 1.0 - (1.0 - p).powf(segments)
+        let u = self.uniform();
+        if u >= 1.0 - (1.0 - p).powf(segments) {
+            return None;
+        }
+        // P(first loss at j) ∝ (1 − p)^j · p: j = ⌊ln(1 − u) / ln(1 − p)⌋ < segments.
+        let first = ((1.0 - u).ln() / (1.0 - p).ln()).floor().clamp(0.0, segments - 1.0);
+        Some((segments - 1.0 - first) as u32)
+    }
+
+    /// How a chunk lost at `sent_s` is repaired, the way Linux finds the loss (see the
+    /// module doc): `follow` segments were sent after the lost one within its round trip
+    /// (the window's others, or what there was to send), `window_segments` is the
+    /// congestion window in segments, `rtt_s` the chunk's round trip (queueing included),
+    /// `min_rtt_s` the path's base round trip, `p` the path's loss per segment (each
+    /// retransmission is one segment and is lost with it).
+    pub fn repair(
+        &mut self,
+        sent_s: f64,
+        rtt_s: f64,
+        min_rtt_s: f64,
+        follow: u32,
+        window_segments: u32,
+        p: f64,
+    ) -> Repair {
+        let srtt = self.srtt_s.unwrap_or(rtt_s);
+        let mut rto = self.rto_s();
+        let mut timeouts = 0;
+        let mut resend_s = if follow >= DUPTHRESH {
+            // Fast retransmit: `tcp_reordering` (TCP_FASTRETRANS_THRESH = 3) SACKed
+            // segments past the hole; RACK's reordering window is then zero
+            // (`tcp_rack_reo_wnd`): marked lost when their ACKs arrive.
+            sent_s + rtt_s
+        } else if follow >= 1 {
+            // Fewer SACKed segments than `tcp_reordering`: RACK waits its reordering
+            // window, min_rtt / 4 (`tcp_rack_reo_wnd`, the REO timer), past the later
+            // segment's ACK before it marks the hole lost.
+            sent_s + rtt_s + min_rtt_s / 4.0
+        } else {
+            // Nothing follows it (a tail, or a window of one segment): the tail-loss
+            // probe (`tcp_schedule_loss_probe`) at 2·srtt + TCP_TIMEOUT_MIN (2 jiffies,
+            // 2 ms at HZ = 1000), or 2·srtt + TCP_RTO_MIN when it is the only packet
+            // out (a delayed ACK may be pending), unless the RTO comes first.
+            let extra = if window_segments > 1 {
+                TCP_TIMEOUT_MIN_S
+            } else {
+                RTO_MIN_S
+            };
+            let pto = 2.0 * srtt + extra;
+            if pto < rto {
+                sent_s + pto
+            } else {
+                timeouts += 1;
+                let t = sent_s + rto;
+                rto = (2.0 * rto).min(RTO_MAX_S);
+                t
+            }
+        };
+        // A retransmission is lost as any segment is. Found only by the RTO (re-armed when
+        // the retransmission leaves, `tcp_xmit_retransmit_queue`), doubled at each
+        // expiry (`tcp_retransmit_timer`: icsk_backoff++). Linux's RACK can also find a
+        // lost retransmission from later segments' SACKs; not modelled (the windows where
+        // it matters here are a few segments, with little sent after it).
+        while p > 0.0 && self.uniform() < p {
+            timeouts += 1;
+            resend_s += rto;
+            rto = (2.0 * rto).min(RTO_MAX_S);
+        }
+        self.timeouts += timeouts as u64;
+        Repair { resend_s, timeouts }
     }
 
     /// An ACK for `len` bytes at `t_s` that measured round trip `rtt_s`; `lost` when the
-    /// chunk had to be retransmitted (its loss is detected now). `bdp` is the path's base
-    /// bandwidth-delay product.
+    /// chunk had to be retransmitted (its loss is detected now), `timed_out` when that
+    /// took a retransmission timeout (the window restarts from one segment, `tcp_enter_loss`).
+    /// `bdp` is the path's base bandwidth-delay product.
     pub fn on_ack(&mut self, t_s: f64, len: usize, rtt_s: f64, lost: bool, bdp: f64) {
+        self.on_ack_repaired(t_s, len, rtt_s, lost, false, bdp)
+    }
+
+    pub fn on_ack_repaired(&mut self, t_s: f64, len: usize, rtt_s: f64, lost: bool, timed_out: bool, bdp: f64) {
         self.srtt_s = Some(self.srtt_s.map_or(rtt_s, |s| 0.875 * s + 0.125 * rtt_s));
         let bbr = self.params.cc == CongestionControl::Bbr;
+        if timed_out {
+            // `tcp_enter_loss`: ssthresh from the congestion control (Cubic: β · cwnd),
+            // cwnd one segment, slow start from the retransmission on.
+            self.losses += 1;
+            self.ssthresh = (self.cwnd * CUBIC_BETA).max(2.0 * self.mss);
+            self.w_max = self.cwnd;
+            self.cwnd = self.mss;
+            self.epoch_s = t_s;
+            self.recovery_until_s = t_s + self.srtt_s.unwrap_or(rtt_s);
+            self.timed_out_at_s = t_s;
+            return;
+        }
+        if t_s < self.timed_out_at_s {
+            // SACKed before the timeout (delivered then, acknowledged cumulatively now):
+            // no growth from it (Linux counts a segment's delivery once).
+            return;
+        }
         if lost && !bbr && t_s >= self.recovery_until_s {
             self.losses += 1;
             self.w_max = self.cwnd;
@@ -181,6 +307,20 @@ impl TcpState {
     /// The retransmission timeout now (Linux: srtt + max(4·rttvar, 200 ms) ≈ srtt + 200 ms).
     fn rto_s(&self) -> f64 {
         (self.srtt_s.unwrap_or(RTO_MIN_S * 5.0) + RTO_MIN_S).min(RTO_MAX_S)
+    }
+
+    /// A fresh connection in place of this one (the runtime replaced a stalled one):
+    /// initial window, no RTT sample, no timer pending. The loss draws and counters go on.
+    pub fn fresh(&mut self) {
+        self.cwnd = INITIAL_WINDOW_SEGMENTS * self.mss;
+        self.ssthresh = f64::INFINITY;
+        self.w_max = 0.0;
+        self.epoch_s = 0.0;
+        self.recovery_until_s = 0.0;
+        self.srtt_s = None;
+        self.stalled_until_s = 0.0;
+        self.down_at_s = None;
+        self.timed_out_at_s = f64::NEG_INFINITY;
     }
 
     pub fn went_down(&mut self, t_s: f64) {
@@ -274,5 +414,85 @@ mod tests {
         }
         assert_eq!(s.cwnd, 2e6);
         assert_eq!(s.losses, 0);
+    }
+
+    /// With enough segments after the hole for fast retransmit the loss costs one round
+    /// trip; with a window of one segment nothing can signal it and the retransmission
+    /// timer (≥ 200 ms) repairs it; in between RACK's reordering window, min_rtt / 4.
+    #[test]
+    fn repair_depends_on_the_window() {
+        let mut s = state(CongestionControl::Cubic);
+        s.on_ack(0.0, 1448, 0.002, false, 1e9);
+        let rtt = 0.002;
+        let large = s.repair(1.0, rtt, rtt, 19, 20, 0.0);
+        assert!((large.resend_s - (1.0 + rtt)).abs() < 1e-12, "{large:?}");
+        assert_eq!(large.timeouts, 0);
+        let rack = s.repair(1.0, rtt, rtt, 1, 2, 0.0);
+        assert!((rack.resend_s - (1.0 + 1.25 * rtt)).abs() < 1e-12, "{rack:?}");
+        let one = s.repair(1.0, rtt, rtt, 0, 1, 0.0);
+        assert!(one.resend_s - 1.0 >= RTO_MIN_S, "{one:?}");
+        assert_eq!(one.timeouts, 1);
+        // A tail loss in a larger window: the loss probe at 2·srtt + 2 ms, well before
+        // the RTO.
+        let tail = s.repair(1.0, rtt, rtt, 0, 8, 0.0);
+        assert!(
+            (tail.resend_s - (1.0 + 2.0 * rtt + TCP_TIMEOUT_MIN_S)).abs() < 1e-12,
+            "{tail:?}"
+        );
+        assert_eq!(tail.timeouts, 0);
+    }
+
+    /// A lost retransmission is found by the RTO, and each further loss doubles it:
+    /// after k timeouts the retransmission that gets through leaves rto·(2^k − 1) after
+    /// the first one.
+    #[test]
+    fn a_lost_retransmission_backs_off() {
+        let mut s = state(CongestionControl::Cubic);
+        s.on_ack(0.0, 1448, 0.002, false, 1e9);
+        let rto = s.rto_s();
+        let mut seen = [0u32; 4];
+        for _ in 0..400 {
+            let r = s.repair(1.0, 0.002, 0.002, 10, 20, 0.5);
+            let k = r.timeouts;
+            let expected = 1.002 + rto * (2f64.powi(k as i32) - 1.0);
+            assert!((r.resend_s - expected).abs() < 1e-9, "{r:?}, expected {expected}");
+            seen[(k as usize).min(3)] += 1;
+        }
+        // Half the retransmissions are lost: every depth occurs.
+        assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
+    }
+
+    /// The first lost segment's position follows from the same draw: the segments after
+    /// it are between 0 and the chunk's segments − 1, and a chunk that loses none draws
+    /// as before.
+    #[test]
+    fn a_lost_chunk_says_how_many_segments_follow_the_hole() {
+        let mut s = state(CongestionControl::Cubic);
+        let mut lost = 0;
+        for _ in 0..2000 {
+            if let Some(after) = s.lost(16 * 1024, 0.05, false) {
+                assert!(after <= 11, "{after}");
+                lost += 1;
+            }
+        }
+        // 1 − 0.95^12 ≈ 46 % of 12-segment chunks.
+        assert!((800..1050).contains(&lost), "{lost}");
+        assert_eq!(s.lost(16 * 1024, 0.0, true), Some(11));
+    }
+
+    /// After a retransmission timeout the window restarts from one segment; chunks SACKed
+    /// before it (acknowledged cumulatively after) do not grow it again.
+    #[test]
+    fn a_timeout_restarts_from_one_segment() {
+        let mut s = state(CongestionControl::Cubic);
+        s.on_ack(0.0, 100_000, 0.002, false, 1e9);
+        let before = s.cwnd;
+        s.on_ack_repaired(0.5, 16_384, 0.002, true, true, 1e9);
+        assert_eq!(s.cwnd, 1448.0);
+        assert!((s.ssthresh - before * CUBIC_BETA).abs() < 1e-6);
+        s.on_ack(0.3, 16_384, 0.002, false, 1e9);
+        assert_eq!(s.cwnd, 1448.0);
+        s.on_ack(0.6, 1448, 0.002, false, 1e9);
+        assert_eq!(s.cwnd, 2.0 * 1448.0);
     }
 }

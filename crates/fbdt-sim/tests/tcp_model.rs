@@ -164,3 +164,150 @@ fn kernel_mptcp_is_held_back_by_its_send_buffer_behind_a_one_second_subflow() {
         "kernel over pipes {kernel_pipe}, over TCP {kernel}"
     );
 }
+
+/// `blockage` (WiGig down 2 s of every 4): a lone TCP on WiGig backs its retransmission
+/// timer off through each outage (expiries at rto·(2^k − 1) after it began, rto = srtt +
+/// 200 ms) and stays silent after the path returns until the next expiry. Its goodput is
+/// bounded by the rate times the up time less those silences — the shortest silence any
+/// srtt between the base round trip and the base plus a full bottleneck queue gives — and
+/// is well below what the path offers (the pipe, which resumes at once, gets that).
+#[test]
+fn a_lone_tcp_over_blockage_loses_the_back_off_after_each_outage() {
+    let mut scenario = fbdt_scenario::Scenario::load("blockage").unwrap();
+    scenario.duration_s = 10.0;
+    let s = scenario.schedule(1.0).unwrap();
+    let wigig = s.paths.iter().position(|p| p.name == "wigig").unwrap();
+    let steps = &s.paths[wigig].steps;
+    let rate_mbps = steps.iter().map(|st| st.rate_mbps).fold(0.0, f64::max);
+    let base_rtt_s = 2.0 * steps[0].delay_ms / 1e3;
+    let queue_s = 1000.0 * 1500.0 * 8.0 / (rate_mbps * 1e6);
+    // Outages (rate 0) that end within the run.
+    let mut outages = Vec::new();
+    for (k, st) in steps.iter().enumerate() {
+        if st.rate_mbps == 0.0 {
+            let end = steps.get(k + 1).map_or(s.duration_s, |n| n.t_s);
+            if end < s.duration_s {
+                outages.push((st.t_s, end));
+            }
+        }
+    }
+    assert!(outages.len() >= 2, "{outages:?}");
+    let silence = |start: f64, end: f64, rto: f64| {
+        let mut fire = start + rto;
+        let mut interval = rto;
+        while fire < end {
+            interval *= 2.0;
+            fire += interval;
+        }
+        fire - end
+    };
+    let min_silence = |start: f64, end: f64| {
+        (0..=100)
+            .map(|i| {
+                let srtt = base_rtt_s + queue_s * i as f64 / 100.0;
+                silence(start, end, srtt + fbdt_sim::tcp::RTO_MIN_S)
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let down: f64 = outages.iter().map(|(a, b)| b - a).sum::<f64>()
+        + steps
+            .iter()
+            .filter(|st| st.rate_mbps == 0.0 && st.t_s >= outages.last().unwrap().1)
+            .map(|st| s.duration_s - st.t_s)
+            .sum::<f64>();
+    let silent: f64 = outages.iter().map(|&(a, b)| min_silence(a, b)).sum();
+    let offered = rate_mbps * (s.duration_s - down) / s.duration_s;
+    let bound = rate_mbps * (s.duration_s - down - silent) / s.duration_s;
+    let g = |model| {
+        run(&s, &SimScheme::Tcp(wigig), &params(model), |_| {})
+            .unwrap()
+            .goodput_mbps
+    };
+    let (tcp, pipe) = (g(PathModel::Tcp), g(PathModel::Pipe));
+    assert!(silent > 0.5 * outages.len() as f64, "silences {silent} s");
+    assert!(tcp <= bound, "lone TCP {tcp} Mbit/s, bound {bound} (offered {offered})");
+    assert!(pipe > 0.95 * offered, "pipe {pipe} Mbit/s, offered {offered}");
+}
+
+/// FBDT's runtime replaces a stalled connection with a fresh one (fbdt-net's probe: a SYN
+/// every 300 ms from the core's stall report; docs/runtime.md), so after each blockage
+/// WiGig carries FBDT's data again within a probe period and a round trip, while a lone
+/// TCP on WiGig is still silent, waiting for its backed-off retransmission timer.
+#[test]
+fn fbdt_replaces_the_stalled_connection_after_a_blockage() {
+    let mut scenario = fbdt_scenario::Scenario::load("blockage").unwrap();
+    scenario.duration_s = 10.0;
+    let s = scenario.schedule(1.0).unwrap();
+    let wigig = s.paths.iter().position(|p| p.name == "wigig").unwrap();
+    let wifi = 1 - wigig;
+    let wifi_mbps = s.paths[wifi].steps[0].rate_mbps;
+    let steps = &s.paths[wigig].steps;
+    let wigig_mbps = steps.iter().map(|st| st.rate_mbps).fold(0.0, f64::max);
+    // The path's returns, each followed by at least a second up.
+    let returns: Vec<f64> = steps
+        .windows(2)
+        .filter(|w| w[0].rate_mbps == 0.0 && w[1].rate_mbps > 0.0 && w[1].t_s + 1.0 <= s.duration_s)
+        .map(|w| w[1].t_s)
+        .collect();
+    assert!(!returns.is_empty());
+    let series = |scheme: SimScheme| run(&s, &scheme, &params(PathModel::Tcp), |_| {}).unwrap().series;
+    let fbdt = series(SimScheme::Fbdt(Config::default()));
+    let lone = series(SimScheme::Tcp(wigig));
+    // Mean goodput over (from, to] of the 0.1 s samples.
+    let mean = |series: &[(f64, f64)], from: f64, to: f64| {
+        let v: Vec<f64> = series
+            .iter()
+            .filter(|(t, _)| *t > from + 1e-9 && *t <= to + 1e-9)
+            .map(|(_, m)| *m)
+            .collect();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    for &up in &returns {
+        // A probe period and a round trip later the fresh connection is in use.
+        let (from, to) = (up + 0.4, up + 0.9);
+        let f = mean(&fbdt, from, to);
+        assert!(
+            f > wifi_mbps + 0.5 * wigig_mbps,
+            "FBDT {f} Mbit/s after the return at {up} s"
+        );
+        assert_eq!(mean(&lone, from, to), 0.0, "a lone TCP resumed at once after {up} s");
+    }
+}
+
+/// A connection killed while its probe is under way (a reset during an outage) reconnects
+/// once, not twice: the probe is dropped with the connection, and the transfer (long
+/// enough to need the path after it returns) completes.
+#[test]
+fn a_reset_during_a_probe_reconnects_once_and_delivers_everything() {
+    let path = |name: &str, steps: Vec<Step>| PathTimeline {
+        name: name.into(),
+        steps,
+        radio: None,
+    };
+    let s = Schedule {
+        duration_s: 8.0,
+        scale: 1.0,
+        paths: vec![
+            path("a", vec![step(0.0, 100.0, 0.0)]),
+            path(
+                "b",
+                vec![step(0.0, 100.0, 0.0), step(1.0, 0.0, 0.0), step(3.0, 100.0, 0.0)],
+            ),
+        ],
+    };
+    let p = SimParams {
+        transfer_bytes: Some(80_000_000),
+        path_resets: vec![fbdt_sim::PathReset {
+            at_s: 1.5,
+            path: 1,
+            reconnect_after_s: Some(0.05),
+        }],
+        ..params(PathModel::Tcp)
+    };
+    let out = run(&s, &SimScheme::Fbdt(Config::default()), &p, |_| {}).unwrap();
+    assert_eq!(out.bytes_delivered, 80_000_000);
+    assert!(out.completed_at_s.is_some());
+    let reconnects = out.log.iter().filter(|l| l.contains("path1 reconnected")).count();
+    let replaced = out.log.iter().filter(|l| l.contains("path1 replaced")).count();
+    assert_eq!((reconnects, replaced), (1, 0), "{:#?}", out.log);
+}
