@@ -171,13 +171,32 @@ impl FbdtSender {
         Some((first, rate))
     }
 
-    /// Unsent segments with an index below `idx`, in every window.
+    /// Unsent segments with an index below `idx`, in every window: a window wholly
+    /// below `idx` by its count (`Window::unsent`), only the one `idx` falls in lane by
+    /// lane.
     fn unsent_below(&self, idx: u64) -> u64 {
+        let in_lanes = |w: &super::super::layout::Window| -> u64 {
+            w.lanes
+                .iter()
+                .map(|l| l.backward.min(idx).saturating_sub(l.forward))
+                .sum()
+        };
         self.windows
             .iter()
             .take_while(|w| w.seg_lo < idx)
-            .flat_map(|w| &w.lanes)
-            .map(|l| l.backward.min(idx).saturating_sub(l.forward))
+            .map(|w| {
+                if w.seg_hi <= idx {
+                    debug_assert_eq!(
+                        w.unsent,
+                        in_lanes(w),
+                        "window {} lost count of its unsent segments",
+                        w.id
+                    );
+                    w.unsent
+                } else {
+                    in_lanes(w)
+                }
+            })
             .sum()
     }
 }

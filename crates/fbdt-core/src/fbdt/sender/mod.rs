@@ -251,6 +251,8 @@ impl FbdtSender {
         }
     }
 
+    // Inline: every poll and input calls it, and the path almost always exists.
+    #[inline]
     fn ensure_path(&mut self, p: PathId) {
         while self.paths.len() <= p.index() {
             self.changes += 1;
