@@ -148,6 +148,12 @@ pub struct Link {
     /// while nothing it depends on changed (every change but the clock's clears it; an
     /// answer that depended on the clock is not kept).
     next_memo: Cell<Option<(bool, Option<Instant>)>>,
+    /// The pipe's head is serialising (up, no stall, window open) and ends at this time
+    /// (s), as `advance` worked it out when it last stopped: until a call reaches it, a
+    /// call only takes the ACKs due and moves the clock (`advance`'s first round, with
+    /// nothing else that could differ). Cleared by anything that changes the head, the
+    /// rate or a stall.
+    cruise: Option<f64>,
 }
 
 /// A serialised chunk awaiting its ACK.
@@ -195,6 +201,7 @@ impl Link {
             waking_until_s: None,
             lazy_until: Instant::ZERO,
             next_memo: Cell::new(None),
+            cruise: None,
         }
     }
 
@@ -334,6 +341,7 @@ impl Link {
     /// Applies a schedule step at `now` (call `advance(now)` first). `rate_mbps` 0 = outage.
     pub fn set(&mut self, now: Instant, rate_mbps: f64, delay_ms: f64, loss: f64) {
         self.next_memo.set(None);
+        self.cruise = None;
         self.clock = self.clock.max(secs(now));
         // The head goes on from here at the new rate.
         if let Some(from) = self.head_from.take() {
@@ -377,6 +385,21 @@ impl Link {
         // The pipe keeps its exact comparison, plus the one case rounding used to leave
         // pending: an ACK `next_event` announced for `now` (before, a certain livelock).
         let ack_due = |ack_s: f64| ack_s <= due_s || instant_ceil(ack_s) <= now;
+        if let Some(finish) = self.cruise {
+            // The loop's first round while the head is still serialising: nothing but the
+            // ACKs due can change (a push queues behind the head; a wake-up or a stall
+            // needs an empty backlog or a full window; `set` and `flush` clear this).
+            while self.window.front().is_some_and(|u| u.ack_s <= self.clock) {
+                self.next_memo.set(None);
+                let u = self.window.pop_front().expect("checked");
+                self.window_bytes -= u.len as u64;
+            }
+            if finish > now_s + EPSILON_S {
+                self.clock = self.clock.max(now_s);
+                return;
+            }
+        }
+        self.cruise = None;
         loop {
             while self.window.front().is_some_and(|u| u.ack_s <= self.clock) {
                 self.next_memo.set(None);
@@ -419,9 +442,12 @@ impl Link {
             if finish > now_s + EPSILON_S {
                 if self.tcp.is_some() {
                     self.head_done += (now_s - from) * rate;
-                } else if self.head_from.is_none() {
-                    self.next_memo.set(None);
-                    self.head_from = Some(from);
+                } else {
+                    if self.head_from.is_none() {
+                        self.next_memo.set(None);
+                        self.head_from = Some(from);
+                    }
+                    self.cruise = Some(finish);
                 }
                 break;
             }
@@ -609,6 +635,7 @@ impl Link {
     /// Drops everything queued or in flight (the connection was reset).
     pub fn flush(&mut self) {
         self.next_memo.set(None);
+        self.cruise = None;
         self.backlog.clear();
         self.backlog_bytes = 0;
         self.head_done = 0.0;
