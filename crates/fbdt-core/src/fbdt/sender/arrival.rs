@@ -171,33 +171,39 @@ impl FbdtSender {
         Some((first, rate))
     }
 
-    /// Unsent segments with an index below `idx`, in every window: a window wholly
-    /// below `idx` by its count (`Window::unsent`), only the one `idx` falls in lane by
-    /// lane.
+    /// Unsent segments with an index below `idx`, in every window: all of them
+    /// (`FbdtSender::unsent`) less those at or above `idx`, counted from the newest
+    /// window down — a window wholly above by its count (`Window::unsent`), the one `idx`
+    /// falls in lane by lane. The windows below, mostly handed out long ago and waiting
+    /// for their ACKs, are not walked.
     fn unsent_below(&self, idx: u64) -> u64 {
-        let in_lanes = |w: &super::super::layout::Window| -> u64 {
-            w.lanes
+        let mut above = 0;
+        for w in self.windows.iter().rev() {
+            if w.seg_lo >= idx {
+                above += w.unsent;
+                continue;
+            }
+            if w.seg_hi > idx {
+                above += w
+                    .lanes
+                    .iter()
+                    .map(|l| l.backward.saturating_sub(l.forward.max(idx)))
+                    .sum::<u64>();
+            }
+            break;
+        }
+        let below = self.unsent - above;
+        debug_assert_eq!(
+            below,
+            self.windows
                 .iter()
+                .take_while(|w| w.seg_lo < idx)
+                .flat_map(|w| &w.lanes)
                 .map(|l| l.backward.min(idx).saturating_sub(l.forward))
-                .sum()
-        };
-        self.windows
-            .iter()
-            .take_while(|w| w.seg_lo < idx)
-            .map(|w| {
-                if w.seg_hi <= idx {
-                    debug_assert_eq!(
-                        w.unsent,
-                        in_lanes(w),
-                        "window {} lost count of its unsent segments",
-                        w.id
-                    );
-                    w.unsent
-                } else {
-                    in_lanes(w)
-                }
-            })
-            .sum()
+                .sum::<u64>(),
+            "the unsent counts went wrong"
+        );
+        below
     }
 }
 

@@ -187,6 +187,8 @@ pub struct FbdtSender {
     segs: VecDeque<Seg>,
     seg_base: u64,
     windows: VecDeque<Window>,
+    /// Unsent segments in all windows: the sum of their `Window::unsent`.
+    unsent: u64,
     next_window_id: u32,
     /// The peer's flow-control limit: never send a byte at or past this offset.
     right_edge: u64,
@@ -232,6 +234,7 @@ impl FbdtSender {
             segs: VecDeque::new(),
             seg_base: 0,
             windows: VecDeque::new(),
+            unsent: 0,
             next_window_id: 0,
             right_edge: peer_recv_buffer,
             paths: Vec::new(),

@@ -124,6 +124,7 @@ impl FbdtSender {
         let taken = w.lanes[next.at.lane].take(next.at.end);
         debug_assert_eq!(taken, Some(next.idx));
         w.unsent -= 1;
+        self.unsent -= 1;
         if !w.has_unsent() {
             // The pointers met: from now on its copies may be sent redundantly.
             w.handed_out_at = Some(now);

@@ -203,6 +203,7 @@ impl FbdtSender {
         let ranked = self.ranked_paths(requester, excluded, now);
         let (lanes, ends) = initial_layout(seg_lo, seg_hi - seg_lo, &ranked);
         let unsent = lanes.iter().map(|l| l.remaining()).sum();
+        self.unsent += unsent;
         self.windows.push_back(Window {
             id,
             seg_lo,
