@@ -114,7 +114,13 @@ struct PathTx {
     est: PathEstimate,
     /// The last poll of this path found nothing to send and changed nothing.
     idle: Option<IdlePoll>,
+    /// The path's arrival estimate and drain rate, and the `changes` they are for
+    /// (`FbdtSender::estimates`).
+    estimates: Cell<Option<Estimates>>,
 }
+
+/// A path's arrival estimate and drain rate (s, bytes/s), and the `changes` they are for.
+type Estimates = (u64, Option<f64>, Option<f64>);
 
 /// A poll that sent nothing and changed nothing: the next poll of the path sends nothing
 /// either while the sender is unchanged (`changes`), the driver offers less than
@@ -158,6 +164,7 @@ impl PathTx {
             stalled: false,
             est: PathEstimate::new(),
             idle: None,
+            estimates: Cell::new(None),
         }
     }
     fn in_flight(&self) -> u64 {
