@@ -130,6 +130,11 @@ impl DelayProbe {
         }
     }
 
+    /// Whether `take_sent` or `take_delivered` would yield anything.
+    pub fn has_marks(&self) -> bool {
+        !self.sent.is_empty() || !self.delivered.is_empty()
+    }
+
     /// First transmissions marked since the last call.
     pub fn take_sent(&mut self) -> impl Iterator<Item = DelayMark> + '_ {
         self.sent.drain(..)

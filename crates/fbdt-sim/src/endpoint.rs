@@ -48,8 +48,9 @@ pub trait SimEndpoint {
     /// Runs the application: the server writes what fits, the client reads and checks
     /// everything available. Returns bytes the application received in order.
     fn run_app(&mut self, now: Instant) -> Result<u64, EndpointError>;
-    /// Protocol events worth logging, with path resets the simulator must carry out.
-    fn take_events(&mut self) -> Vec<Event>;
+    /// Appends the protocol events worth logging, with path resets the simulator must
+    /// carry out, to `out` (a buffer the simulator reuses: most steps have none).
+    fn take_events(&mut self, out: &mut Vec<Event>);
     fn path_down(&mut self, path: usize, now: Instant);
     fn path_up(&mut self, path: usize, now: Instant);
     /// What the path's TCP connection would report in TCP_INFO.
@@ -259,8 +260,8 @@ impl SimEndpoint for FbdtEnd {
         }
     }
 
-    fn take_events(&mut self) -> Vec<Event> {
-        std::iter::from_fn(|| self.conn.poll_event()).collect()
+    fn take_events(&mut self, out: &mut Vec<Event>) {
+        out.extend(std::iter::from_fn(|| self.conn.poll_event()));
     }
 
     fn path_down(&mut self, path: usize, now: Instant) {
@@ -362,6 +363,10 @@ fn frame_to_chunk(frame: &FrameBuf, out: &mut Chunk) {
 }
 
 fn take_marks(p: &mut DelayProbe, join: &mut DelayJoin) {
+    // Most steps mark nothing: no drains set up for them.
+    if !p.has_marks() {
+        return;
+    }
     p.take_sent().for_each(|m| join.sent(m));
     p.take_delivered().for_each(|m| join.delivered(m));
 }
@@ -480,9 +485,7 @@ impl SimEndpoint for TcpEnd {
         Ok(std::mem::take(&mut self.pending))
     }
 
-    fn take_events(&mut self) -> Vec<Event> {
-        Vec::new()
-    }
+    fn take_events(&mut self, _out: &mut Vec<Event>) {}
 
     fn path_down(&mut self, _path: usize, _now: Instant) {}
     fn path_up(&mut self, _path: usize, _now: Instant) {}

@@ -19,6 +19,7 @@
 //!   was serialised for its idle timeout; a chunk queued on an idle, sleeping link waits the
 //!   wake-up time before serialisation starts. A link starts asleep.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 use bytes::Bytes;
@@ -143,6 +144,16 @@ pub struct Link {
     /// A pipe that need not wake the simulator at chunk ends before this instant
     /// ([`Link::lazy`], [`Link::set_lazy_until`]); zero: at every chunk's end.
     lazy_until: Instant,
+    /// The pipe's last `next_event` answer and whether the pipe was lazy then: the same
+    /// while nothing it depends on changed (every change but the clock's clears it; an
+    /// answer that depended on the clock is not kept).
+    next_memo: Cell<Option<(bool, Option<Instant>)>>,
+    /// The pipe's head is serialising (up, no stall, window open) and ends at this time
+    /// (s), as `advance` worked it out when it last stopped: until a call reaches it, a
+    /// call only takes the ACKs due and moves the clock (`advance`'s first round, with
+    /// nothing else that could differ). Cleared by anything that changes the head, the
+    /// rate or a stall.
+    cruise: Option<f64>,
 }
 
 /// A serialised chunk awaiting its ACK.
@@ -193,6 +204,8 @@ impl Link {
             last_sent_s: f64::NEG_INFINITY,
             waking_until_s: None,
             lazy_until: Instant::ZERO,
+            next_memo: Cell::new(None),
+            cruise: None,
         }
     }
 
@@ -215,7 +228,11 @@ impl Link {
     /// all of them): the data direction's sender would not use more room before then
     /// unless an input (a step of its own) comes first (`SimEndpoint::room_wanted_from`).
     pub fn set_lazy_until(&mut self, until: Option<Instant>) {
-        self.lazy_until = until.unwrap_or(ALWAYS);
+        let until = until.unwrap_or(ALWAYS);
+        if until != self.lazy_until {
+            self.lazy_until = until;
+            self.next_memo.set(None);
+        }
     }
 
     /// A link whose sender runs the TCP-level model ([`crate::tcp`]).
@@ -312,6 +329,7 @@ impl Link {
     /// Queues a chunk (call `advance(now)` first: an idle radio's sleep is judged at the
     /// link's clock).
     pub fn push(&mut self, chunk: Chunk) {
+        self.next_memo.set(None);
         if let Some((idle_timeout_s, wake_s)) = self.radio {
             let idle = self.backlog.is_empty() && self.waking_until_s.is_none_or(|w| w <= self.clock);
             if idle && self.clock - self.last_sent_s >= idle_timeout_s {
@@ -326,6 +344,8 @@ impl Link {
 
     /// Applies a schedule step at `now` (call `advance(now)` first). `rate_mbps` 0 = outage.
     pub fn set(&mut self, now: Instant, rate_mbps: f64, delay_ms: f64, loss: f64) {
+        self.next_memo.set(None);
+        self.cruise = None;
         self.clock = self.clock.max(secs(now));
         // The head goes on from here at the new rate.
         if let Some(from) = self.head_from.take() {
@@ -369,8 +389,24 @@ impl Link {
         // The pipe keeps its exact comparison, plus the one case rounding used to leave
         // pending: an ACK `next_event` announced for `now` (before, a certain livelock).
         let ack_due = |ack_s: f64| ack_s <= due_s || instant_ceil(ack_s) <= now;
+        if let Some(finish) = self.cruise {
+            // The loop's first round while the head is still serialising: nothing but the
+            // ACKs due can change (a push queues behind the head; a wake-up or a stall
+            // needs an empty backlog or a full window; `set` and `flush` clear this).
+            while self.window.front().is_some_and(|u| u.ack_s <= self.clock) {
+                self.next_memo.set(None);
+                let u = self.window.pop_front().expect("checked");
+                self.window_bytes -= u.len as u64;
+            }
+            if finish > now_s + EPSILON_S {
+                self.clock = self.clock.max(now_s);
+                return;
+            }
+        }
+        self.cruise = None;
         loop {
             while self.window.front().is_some_and(|u| u.ack_s <= self.clock) {
+                self.next_memo.set(None);
                 let u = self.window.pop_front().expect("checked");
                 self.window_bytes -= u.len as u64;
                 if let Some(tcp) = &mut self.tcp {
@@ -384,6 +420,7 @@ impl Link {
             if let Some(until) = self.stalled_until() {
                 debug_assert!(self.head_from.is_none(), "a stall in the middle of a pipe's chunk");
                 if until <= due_s {
+                    self.next_memo.set(None);
                     self.clock = until;
                     continue;
                 }
@@ -396,6 +433,7 @@ impl Link {
                 );
                 match self.window.front() {
                     Some(u) if ack_due(u.ack_s) => {
+                        self.next_memo.set(None);
                         self.clock = self.clock.max(u.ack_s);
                         continue;
                     }
@@ -409,10 +447,15 @@ impl Link {
                 if self.tcp.is_some() {
                     self.head_done += (now_s - from) * rate;
                 } else {
-                    self.head_from = Some(from);
+                    if self.head_from.is_none() {
+                        self.next_memo.set(None);
+                        self.head_from = Some(from);
+                    }
+                    self.cruise = Some(finish);
                 }
                 break;
             }
+            self.next_memo.set(None);
             self.clock = finish;
             self.last_sent_s = finish;
             let chunk = self.backlog.pop_front().expect("non-empty");
@@ -485,7 +528,37 @@ impl Link {
 
     /// The next time something happens on this link (a chunk finishes serialising, the
     /// window opens, or a chunk arrives), if anything is pending.
+    ///
+    /// The simulator asks every link at every step, and most links did not change since
+    /// the last step but for their clock: a pipe keeps its answer until something it
+    /// depends on changes (`next_memo`). Not the clock alone: `advance` serialises to
+    /// the same instants however often it is called, a stall's end and a window's ACK are
+    /// instants of their own, and laziness (which depends on the clock) is checked anew.
+    /// Only an answer worked out from the clock (a head that has not started) is not
+    /// kept. Debug builds work it out anyway and check it agrees.
     pub fn next_event(&self) -> Option<Instant> {
+        if self.tcp.is_some() {
+            return self.work_out_next_event();
+        }
+        let lazy = self.is_lazy();
+        if let Some((was_lazy, next)) = self.next_memo.get().filter(|&(l, _)| l == lazy) {
+            debug_assert_eq!(
+                (was_lazy, next),
+                (lazy, self.work_out_next_event()),
+                "a pipe's next event changed with no change noted"
+            );
+            return next;
+        }
+        let next = self.work_out_next_event();
+        let from_clock = self.up && !self.backlog.is_empty() && self.head_from.is_none();
+        if !from_clock {
+            self.next_memo.set(Some((lazy, next)));
+        }
+        next
+    }
+
+    /// [`Link::next_event`], worked out.
+    fn work_out_next_event(&self) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         let mut consider = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
         if self.up {
@@ -570,7 +643,22 @@ impl Link {
     fn first_end_from(&self, at: Instant) -> Option<Instant> {
         // ceil(x) ≥ n ⟺ x > n − 1: no rounding per chunk (`ceil` is a library call).
         let below = at.as_micros().saturating_sub(1) as f64;
-        let mut end = self.head_end(self.head_from.unwrap_or(self.clock), self.rate);
+        let from = self.head_from.unwrap_or(self.clock);
+        let end = self.head_end(from, self.rate);
+        // Mostly `at` (a redundancy deadline) lies beyond the whole backlog: the summed
+        // ends then stay below it, which the backlog's total shows without the walk —
+        // with a margin of 0.1 µs, far above the rounding of a few dozen sums.
+        let last = from + (self.backlog_bytes as f64 - self.head_done) / self.rate;
+        if at != Instant::ZERO && (last - EPSILON_S) * 1e6 + 0.1 <= below {
+            debug_assert_eq!(self.first_end_walked(at, end), None, "the backlog ends before {at}");
+            return None;
+        }
+        self.first_end_walked(at, end)
+    }
+
+    /// [`Link::first_end_from`] by walking the backlog from the head's `end`.
+    fn first_end_walked(&self, at: Instant, mut end: f64) -> Option<Instant> {
+        let below = at.as_micros().saturating_sub(1) as f64;
         let mut rest = self.backlog.iter().skip(1);
         loop {
             if (end - EPSILON_S) * 1e6 > below || at == Instant::ZERO {
@@ -587,6 +675,7 @@ impl Link {
         if !self.up || self.in_flight.front().is_none_or(|&(t, _)| t > now) {
             return None;
         }
+        self.next_memo.set(None);
         self.in_flight.pop_front().map(|(_, c)| c)
     }
 
@@ -619,6 +708,8 @@ impl Link {
 
     /// Drops everything queued or in flight (the connection was reset).
     pub fn flush(&mut self) {
+        self.next_memo.set(None);
+        self.cruise = None;
         self.backlog.clear();
         self.backlog_bytes = 0;
         self.head_done = 0.0;

@@ -147,6 +147,8 @@ pub struct Sim<'a> {
     /// FBDT under the TCP model: a stalled connection is replaced by a fresh one, as
     /// fbdt-net does ([`Sim::probe`]).
     replaces_stalled: bool,
+    /// Both endpoints' events of the current step (`handle_events`), kept for reuse.
+    events: Vec<Event>,
     out: SimOutcome,
 }
 
@@ -279,6 +281,7 @@ impl<'a> Sim<'a> {
             spare: Vec::new(),
             delay: DelayJoin::new(),
             sndbuf,
+            events: Vec::new(),
             out: SimOutcome {
                 duration_s: schedule.duration_s,
                 ..SimOutcome::default()
@@ -386,25 +389,25 @@ impl<'a> Sim<'a> {
     /// link's next event, schedule step, scan notice and reconnect, both endpoints'
     /// timers and the next reset. Never earlier than `now` unless something is still due.
     pub fn next_wake(&self) -> Instant {
-        let paths = self.paths.iter().flat_map(|p| {
-            [
-                p.data.next_event(),
-                p.reverse.next_event(),
-                p.step_at.get(p.next_step).copied(),
-                p.scan_notice.map(|(_, t)| t),
-                p.reconnect.flatten(),
-                p.probe.map(|pr| pr.connects_at.unwrap_or(pr.next_syn)),
-            ]
-        });
-        let others = [
-            self.timeouts[0],
-            self.timeouts[1],
-            self.reset_at.get(self.next_reset).copied(),
-        ];
-        paths
-            .chain(others)
-            .flatten()
-            .fold(self.end.min(self.next_sample), Instant::min)
+        // A plain loop: this runs at every step.
+        let mut next = self.end.min(self.next_sample);
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = next.min(t);
+            }
+        };
+        for p in &self.paths {
+            consider(p.data.next_event());
+            consider(p.reverse.next_event());
+            consider(p.step_at.get(p.next_step).copied());
+            consider(p.scan_notice.map(|(_, t)| t));
+            consider(p.reconnect.flatten());
+            consider(p.probe.map(|pr| pr.connects_at.unwrap_or(pr.next_syn)));
+        }
+        consider(self.timeouts[0]);
+        consider(self.timeouts[1]);
+        consider(self.reset_at.get(self.next_reset).copied());
+        next
     }
 
     /// Jumps to [`Sim::next_wake`]; fails after `max_steps_at_one_instant` steps in a row
@@ -657,11 +660,13 @@ impl<'a> Sim<'a> {
     /// sides and reconnects once its link is up.
     fn handle_events(&mut self) {
         let now = self.now;
-        let server = self.server.take_events().into_iter().map(|e| ("server", e));
-        let events: Vec<(&str, Event)> = server
-            .chain(self.client.take_events().into_iter().map(|e| ("client", e)))
-            .collect();
-        for (side, e) in events {
+        // Into buffers kept across steps: most steps have no event.
+        let mut events = std::mem::take(&mut self.events);
+        self.server.take_events(&mut events);
+        let from_server = events.len();
+        self.client.take_events(&mut events);
+        for (k, e) in events.drain(..).enumerate() {
+            let side = if k < from_server { "server" } else { "client" };
             self.out.log.push(format!("{now} {side} {e:?}"));
             if let (Event::PathStalled(p), true) = (&e, self.replaces_stalled) {
                 if let Some(ps) = self.paths.get_mut(p.index()).filter(|ps| ps.probe.is_none()) {
@@ -682,6 +687,7 @@ impl<'a> Sim<'a> {
                 self.client.path_down(i, now);
             }
         }
+        self.events = events;
     }
 
     /// Closes every sample interval that ended by `now` (none past the run's end).

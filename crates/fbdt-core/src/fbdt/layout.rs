@@ -78,6 +78,10 @@ pub(super) struct Window {
     pub off_lo: u64,
     pub off_hi: u64,
     pub lanes: Vec<Lane>,
+    /// Unsent segments left in all lanes: the sum of their `remaining`, kept as segments
+    /// are handed out (a split keeps it), so that `unsent_below` need not walk the lanes
+    /// of every window at every poll.
+    pub unsent: u64,
     /// When the last unsent segment was handed to a path (the pointers met).
     pub handed_out_at: Option<Instant>,
     /// Segments not yet acknowledged.

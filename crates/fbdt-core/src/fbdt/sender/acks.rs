@@ -140,7 +140,8 @@ impl FbdtSender {
             .front()
             .is_some_and(|w| w.unacked == 0 && w.seg_hi <= self.seg_base)
         {
-            self.windows.pop_front();
+            let w = self.windows.pop_front().expect("checked");
+            debug_assert_eq!(w.unsent, 0, "an acknowledged window with unsent segments");
         }
         self.stats.bytes_acked = self.una;
     }

@@ -26,7 +26,26 @@ impl FbdtSender {
     }
 
     fn drain_rate(&self, p: PathId) -> Option<f64> {
-        self.paths[p.index()].est.drain_rate_bps()
+        self.estimates(p).1
+    }
+
+    /// `p`'s [`FbdtSender::arrival_in`] and drain rate, worked out once per change of the
+    /// sender's state (`changes`: every input and every poll that sent or changed
+    /// something), not at every arrival check of every poll. Debug builds work them out
+    /// anyway and check they agree.
+    fn estimates(&self, p: PathId) -> (Option<f64>, Option<f64>) {
+        let t = &self.paths[p.index()];
+        if let Some((changes, arrival, drain)) = t.estimates.get().filter(|e| e.0 == self.changes) {
+            debug_assert_eq!(
+                (changes, arrival, drain),
+                (self.changes, self.work_out_arrival(p), t.est.drain_rate_bps()),
+                "a path's estimates changed with no change counted"
+            );
+            return (arrival, drain);
+        }
+        let (arrival, drain) = (self.work_out_arrival(p), t.est.drain_rate_bps());
+        t.estimates.set(Some((self.changes, arrival, drain)));
+        (arrival, drain)
     }
 
     /// Seconds until a byte handed to `p` now reaches the receiver: the bytes ahead of it
@@ -36,11 +55,16 @@ impl FbdtSender {
     /// byte takes the one-way delay (the direction that only carries requests never
     /// measures one).
     pub(super) fn arrival_in(&self, p: PathId) -> Option<f64> {
+        self.estimates(p).0
+    }
+
+    /// [`FbdtSender::arrival_in`], worked out.
+    fn work_out_arrival(&self, p: PathId) -> Option<f64> {
         let t = &self.paths[p.index()];
         let base = t.est.base_rtt().as_secs_f64();
         let ahead = match t.in_flight() {
             0 => 0.0,
-            bytes => bytes as f64 / self.drain_rate(p)?,
+            bytes => bytes as f64 / t.est.drain_rate_bps()?,
         };
         Some(ahead.max(base) - base / 2.0)
     }
@@ -171,14 +195,39 @@ impl FbdtSender {
         Some((first, rate))
     }
 
-    /// Unsent segments with an index below `idx`, in every window.
+    /// Unsent segments with an index below `idx`, in every window: all of them
+    /// (`FbdtSender::unsent`) less those at or above `idx`, counted from the newest
+    /// window down — a window wholly above by its count (`Window::unsent`), the one `idx`
+    /// falls in lane by lane. The windows below, mostly handed out long ago and waiting
+    /// for their ACKs, are not walked.
     fn unsent_below(&self, idx: u64) -> u64 {
-        self.windows
-            .iter()
-            .take_while(|w| w.seg_lo < idx)
-            .flat_map(|w| &w.lanes)
-            .map(|l| l.backward.min(idx).saturating_sub(l.forward))
-            .sum()
+        let mut above = 0;
+        for w in self.windows.iter().rev() {
+            if w.seg_lo >= idx {
+                above += w.unsent;
+                continue;
+            }
+            if w.seg_hi > idx {
+                above += w
+                    .lanes
+                    .iter()
+                    .map(|l| l.backward.saturating_sub(l.forward.max(idx)))
+                    .sum::<u64>();
+            }
+            break;
+        }
+        let below = self.unsent - above;
+        debug_assert_eq!(
+            below,
+            self.windows
+                .iter()
+                .take_while(|w| w.seg_lo < idx)
+                .flat_map(|w| &w.lanes)
+                .map(|l| l.backward.min(idx).saturating_sub(l.forward))
+                .sum::<u64>(),
+            "the unsent counts went wrong"
+        );
+        below
     }
 }
 

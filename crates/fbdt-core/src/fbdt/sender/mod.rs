@@ -114,7 +114,13 @@ struct PathTx {
     est: PathEstimate,
     /// The last poll of this path found nothing to send and changed nothing.
     idle: Option<IdlePoll>,
+    /// The path's arrival estimate and drain rate, and the `changes` they are for
+    /// (`FbdtSender::estimates`).
+    estimates: Cell<Option<Estimates>>,
 }
+
+/// A path's arrival estimate and drain rate (s, bytes/s), and the `changes` they are for.
+type Estimates = (u64, Option<f64>, Option<f64>);
 
 /// A poll that sent nothing and changed nothing: the next poll of the path sends nothing
 /// either while the sender is unchanged (`changes`), the driver offers less than
@@ -158,6 +164,7 @@ impl PathTx {
             stalled: false,
             est: PathEstimate::new(),
             idle: None,
+            estimates: Cell::new(None),
         }
     }
     fn in_flight(&self) -> u64 {
@@ -187,6 +194,8 @@ pub struct FbdtSender {
     segs: VecDeque<Seg>,
     seg_base: u64,
     windows: VecDeque<Window>,
+    /// Unsent segments in all windows: the sum of their `Window::unsent`.
+    unsent: u64,
     next_window_id: u32,
     /// The peer's flow-control limit: never send a byte at or past this offset.
     right_edge: u64,
@@ -232,6 +241,7 @@ impl FbdtSender {
             segs: VecDeque::new(),
             seg_base: 0,
             windows: VecDeque::new(),
+            unsent: 0,
             next_window_id: 0,
             right_edge: peer_recv_buffer,
             paths: Vec::new(),
@@ -251,6 +261,8 @@ impl FbdtSender {
         }
     }
 
+    // Inline: every poll and input calls it, and the path almost always exists.
+    #[inline]
     fn ensure_path(&mut self, p: PathId) {
         while self.paths.len() <= p.index() {
             self.changes += 1;

@@ -123,6 +123,8 @@ impl FbdtSender {
         let w = &mut self.windows[next.pos];
         let taken = w.lanes[next.at.lane].take(next.at.end);
         debug_assert_eq!(taken, Some(next.idx));
+        w.unsent -= 1;
+        self.unsent -= 1;
         if !w.has_unsent() {
             // The pointers met: from now on its copies may be sent redundantly.
             w.handed_out_at = Some(now);

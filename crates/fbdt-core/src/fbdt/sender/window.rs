@@ -202,6 +202,8 @@ impl FbdtSender {
         let excluded = (!with_requester).then_some(requester);
         let ranked = self.ranked_paths(requester, excluded, now);
         let (lanes, ends) = initial_layout(seg_lo, seg_hi - seg_lo, &ranked);
+        let unsent = lanes.iter().map(|l| l.remaining()).sum();
+        self.unsent += unsent;
         self.windows.push_back(Window {
             id,
             seg_lo,
@@ -209,6 +211,7 @@ impl FbdtSender {
             off_lo,
             off_hi: end,
             lanes,
+            unsent,
             handed_out_at: None,
             unacked: seg_hi - seg_lo,
             scan_from: seg_lo,
