@@ -1,8 +1,9 @@
 //! Measures the emulator's rate ceiling on this machine: one TCP over one path at a list of
 //! rates, and kernel MPTCP over two equal paths (aggregate = the same list).
-//! `cargo run --release -p fbdt-emu --example ceiling -- [--datapath D] [--threads N] [--mtu M] [--secs S] [--steer] [--ring] [--qdisc-bypass] [--gso-units] 200 400 600`
+//! `cargo run --release -p fbdt-emu --example ceiling -- [--datapath D] [--threads N] [--mtu M] [--secs S] [--steer] [--ring] [--qdisc-bypass] [--mtu-frames] 200 400 600`
 //! (`--ring`: the direct datapath receives through a TPACKET_V3 ring; `--qdisc-bypass`:
-//! its sockets write past the qdisc layer; `--gso-units`: TSO super-packets pass whole.)
+//! its sockets write past the qdisc layer; `--mtu-frames`: one MTU packet per frame instead
+//! of GSO units.)
 //! Unlike `fbdt-lab bench emu` it runs on a busy host too: the fidelity columns say what
 //! the monitors saw (share of packets ≥ 1 ms late, emulator CPU).
 
@@ -40,8 +41,8 @@ fn main() -> anyhow::Result<()> {
     let steer_receive = flag("--steer");
     let packet_rx_ring = flag("--ring");
     let qdisc_bypass = flag("--qdisc-bypass");
-    // GSO units of at most 250 µs at each path's rate (the lab's `--gso-units` default).
-    let gso_unit_airtime_us = flag("--gso-units").then_some(250);
+    // One MTU packet per frame instead of GSO units (the lab's `--gso-units 0`).
+    let gso_unit_airtime_us = (!flag("--mtu-frames")).then_some(fbdt_emu::DEFAULT_GSO_UNIT_AIRTIME_US);
     let rates: Vec<f64> = args.iter().map(|a| a.parse().unwrap()).collect();
     let opts = TestbedOptions {
         emu_threads: threads,

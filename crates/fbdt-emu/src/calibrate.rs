@@ -585,8 +585,6 @@ fn subject_of(unscaled: &TestbedSpec, opts: &TestbedOptions) -> Subject {
         datapath: opts.datapath,
         receive_steered: opts.receive_steered(),
         packet_rx_ring: opts.datapath == crate::testbed::Datapath::Direct && opts.packet_rx_ring,
-        gso_unit_airtime_us: opts
-            .gso_unit_airtime_us
-            .filter(|_| opts.datapath == crate::testbed::Datapath::Direct),
+        gso_unit_airtime_us: opts.gso_units(),
     }
 }

@@ -39,7 +39,10 @@ pub use hostcache::{HostKey, ScaleCache};
 pub use ns::IfCounters;
 pub use scenario::{default_scale, load_spec, spec_from_schedule};
 pub use spec::{LinkMode, PathPlan, PathStep, TestbedSpec};
-pub use testbed::{AppliedStep, Datapath, PathCounters, PathInfo, Side, Testbed, TestbedOptions, NS_PREFIX};
+pub use testbed::{
+    AppliedStep, Datapath, PathCounters, PathInfo, Side, Testbed, TestbedOptions, DEFAULT_GSO_UNIT_AIRTIME_US,
+    NS_PREFIX,
+};
 
 /// Why root tests must be skipped here, if they must (not root / no CAP_NET_ADMIN / no `ip`).
 pub fn skip_reason() -> Option<String> {

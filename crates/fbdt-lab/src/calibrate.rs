@@ -297,8 +297,8 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                         },
                         if opts.packet_rx_ring { " (rx ring)" } else { "" },
                         if opts.qdisc_bypass { " (qdisc bypass)" } else { "" },
-                        opts.gso_unit_airtime_us
-                            .map_or(String::new(), |us| format!(" (GSO units ≤ {us} µs)")),
+                        opts.gso_units()
+                            .map_or(" (MTU frames)".to_string(), |us| format!(" (GSO units ≤ {us} µs)")),
                         search.probes.len(),
                         search.took_s
                     );
@@ -345,7 +345,11 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             args.sockets.apply(&mut o);
             o.qdisc_bypass
         },
-        gso_unit_airtime_us: crate::emu_backend::testbed_options().gso_unit_airtime_us,
+        gso_unit_airtime_us: {
+            let mut o = options(args.emu_threads, 1500, args.datapath, args.no_steer)?;
+            args.sockets.apply(&mut o);
+            o.gso_units()
+        },
         rows,
     };
     println!("load average before {} after {}", b.loadavg_before, b.loadavg_after);

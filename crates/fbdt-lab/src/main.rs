@@ -26,11 +26,11 @@ use clap::{Parser, Subcommand};
 #[command(name = "fbdt-lab", version, about = "Run FBDT and its baselines over the papers' multi-radio scenarios", long_about = None,
     after_help = "Examples:\n  fbdt-lab scenarios\n  sudo fbdt-lab paper --quick\n  fbdt-lab run mobility --schemes fbdt,tcp:wifi,tcp:wigig --json mobility.json\n  fbdt-lab run blockage --schemes fbdt+rto=0,fbdt+rto=1,fbdt+window=paper --duration 10\n  fbdt-lab run my-scenario.toml --repeat 3\n  sudo fbdt-lab calibrate los --json calibration.json\n  fbdt-lab jpoc fairness --json fairness.json --plot fairness.png")]
 struct Cli {
-    /// Emulated testbed (direct datapath): let the endpoints' TSO super-packets through the
-    /// emulator whole, each at most US µs on its path at the path's peak rate — several times
-    /// the rate ceiling at a coarser time grain; queue, loss and lateness stay per packet
-    /// (docs/testbed.md, limits). Off by default: one MTU packet per frame.
-    #[arg(long, global = true, value_name = "US", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    /// Emulated testbed (direct datapath): the endpoints' TSO super-packets pass the emulator
+    /// whole, each at most US µs on its path at the path's peak rate (default 250) — several
+    /// times the rate ceiling of one MTU packet per frame, at that time grain; queue, loss and
+    /// lateness stay per packet (docs/testbed.md, limits). 0: one MTU packet per frame.
+    #[arg(long, global = true, value_name = "US", value_parser = clap::value_parser!(u32).range(0..=100_000))]
     gso_units: Option<u32>,
     #[command(subcommand)]
     command: Command,
@@ -91,9 +91,14 @@ fn main() {
 
 fn real_main() -> Result<()> {
     let cli = Cli::parse();
+    let defaults = fbdt_emu::TestbedOptions::default();
     emu_backend::set_testbed_options(fbdt_emu::TestbedOptions {
-        gso_unit_airtime_us: cli.gso_units,
-        ..Default::default()
+        gso_unit_airtime_us: match cli.gso_units {
+            None => defaults.gso_unit_airtime_us,
+            Some(0) => None,
+            Some(us) => Some(us),
+        },
+        ..defaults
     });
     match cli.command {
         Command::Run(args) => run::run(args).map(|_| ()),

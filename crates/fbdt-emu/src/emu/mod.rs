@@ -510,13 +510,8 @@ fn run_direct(
             // The largest frame: the MTU, its Ethernet header and a VLAN tag to spare.
             ring_frame: opts.packet_rx_ring.then_some(opts.mtu as usize + 18),
             qdisc_bypass: opts.qdisc_bypass,
-            vnet_hdr: opts.gso_unit_airtime_us.is_some(),
+            vnet_hdr: opts.gso_units().is_some(),
         };
-        if mode.vnet_hdr && mode.ring_frame.is_some() {
-            return Err(Error::Emulator(
-                "GSO units and the receive ring cannot be combined (the ring reads MTU frames)".into(),
-            ));
-        }
         let (lp, running) = direct::prepare(&ve, setups, opts.mtu, opts.packet_socket_buffer, mode, wake)?;
         Ok::<_, Error>((lp, running, controls))
     })();

@@ -24,7 +24,7 @@ mod monitor;
 mod options;
 mod setup;
 
-pub use options::{Datapath, TestbedOptions};
+pub use options::{Datapath, TestbedOptions, DEFAULT_GSO_UNIT_AIRTIME_US};
 use setup::{emu_client_dev, valid_ifname};
 
 /// Common prefix of every namespace this crate creates: `fbdt-<pid>-<n>-{cli,emu,srv}`.

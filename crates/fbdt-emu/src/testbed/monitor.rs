@@ -85,7 +85,7 @@ impl Testbed {
         let mut f = fidelity::assess(&a, &b, &paths, tol, &endpoint_cpus);
         f.datapath = self.opts.datapath.name().into();
         f.receive_steered = self.opts.receive_steered();
-        f.gso_unit_airtime_us = self.opts.gso_unit_airtime_us;
+        f.gso_unit_airtime_us = self.opts.gso_units();
         f
     }
 }

@@ -23,12 +23,6 @@ fn fmt_mac(m: &[u8; 6]) -> String {
 
 impl Testbed {
     pub(super) fn setup(&mut self, k: u32) -> Result<()> {
-        if self.opts.gso_unit_airtime_us.is_some() && self.opts.datapath != Datapath::Direct {
-            return Err(Error::Emulator(format!(
-                "GSO units need the direct datapath, not {}",
-                self.opts.datapath
-            )));
-        }
         for name in [&self.client_ns, &self.emu_ns, &self.server_ns] {
             if ns::exists(name) {
                 return Err(Error::NamespaceExists(name.clone()));
@@ -108,7 +102,7 @@ impl Testbed {
             for dev in [&pair.emu_c, &pair.emu_s] {
                 ns::ip(Some(&self.emu_ns), &["link", "set", "dev", dev, "mtu", &mtu])?;
             }
-            if let Some(us) = self.opts.gso_unit_airtime_us {
+            if let Some(us) = self.opts.gso_units() {
                 self.enable_gso_units(pi, pair, us)?;
             }
             // ARP cannot cross the emulator (it forwards unicast only): static neighbours.
