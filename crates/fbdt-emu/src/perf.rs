@@ -93,6 +93,28 @@ pub struct Transfer {
     pub series: Vec<(f64, u64)>,
 }
 
+impl Transfer {
+    /// Bytes received by `t_s`, interpolated between the samples around it (a reader's
+    /// samples fall a little after their 100-ms marks; the last one before the end may
+    /// fall just past it). Everything, if the series ends before `t_s`.
+    pub fn bytes_by(&self, t_s: f64) -> u64 {
+        bytes_by(&self.series, t_s)
+    }
+}
+
+/// [`Transfer::bytes_by`] over any cumulative `(t_s, bytes)` series, sorted by time.
+pub fn bytes_by(series: &[(f64, u64)], t_s: f64) -> u64 {
+    let after = series.partition_point(|&(t, _)| t <= t_s);
+    match (after.checked_sub(1).map(|i| series[i]), series.get(after)) {
+        (None, _) => 0,
+        (Some((_, b)), None) => b,
+        (Some((t0, b0)), Some(&(t1, b1))) => {
+            let share = if t1 > t0 { (t_s - t0) / (t1 - t0) } else { 0.0 };
+            b0 + (b1.saturating_sub(b0) as f64 * share).round() as u64
+        }
+    }
+}
+
 /// The server (at `server` path's server address) sends for `secs` seconds to a client
 /// bound to `client` path's address; returns what the client received. `progress` is
 /// called about once a second with (elapsed s, Mbit/s over the last second).
@@ -301,4 +323,44 @@ pub fn connect_rtt_ms(tb: &Testbed, path: usize, n: usize) -> Result<f64> {
     let _ = acceptor.join();
     v.sort_by(f64::total_cmp);
     Ok(v[v.len() / 2])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 100 MB/s sampled every 100 ms, each sample `late_s` after its mark.
+    fn steady(late_s: f64) -> Vec<(f64, u64)> {
+        let mut s = vec![(0.0, 0)];
+        for k in 1..=101u64 {
+            let t = k as f64 * 0.1 + late_s;
+            s.push((t, (t * 1e8) as u64));
+        }
+        s
+    }
+
+    #[test]
+    fn bytes_by_the_end_count_the_last_interval_whatever_the_sample_lateness() {
+        // Samples on their marks (the kernel reader) and 0.4 ms late (FBDT's reader, whose
+        // last sample before 10 s then lies past it): both give 10 s of bytes.
+        for late in [0.0, 0.0004, 0.03] {
+            let b = bytes_by(&steady(late), 10.0);
+            assert!((b as f64 - 1e9).abs() <= 1.0, "late {late}: {b}");
+        }
+        // The rule it replaces, the last sample at or before the end, lost an interval.
+        let late = steady(0.0004);
+        let old = late.iter().take_while(|&&(t, _)| t <= 10.0 + 1e-6).last().unwrap().1;
+        assert!(old < 991_000_000, "{old}");
+    }
+
+    #[test]
+    fn bytes_by_interpolates_inside_and_holds_outside_the_series() {
+        let s = [(0.0, 0), (0.1, 1000), (0.2, 1000), (0.3, 4000)];
+        assert_eq!(bytes_by(&s, 0.05), 500);
+        assert_eq!(bytes_by(&s, 0.15), 1000, "nothing arrived in that interval");
+        assert_eq!(bytes_by(&s, 0.25), 2500);
+        assert_eq!(bytes_by(&s, 9.0), 4000, "everything, after the last sample");
+        assert_eq!(bytes_by(&s, -1.0), 0);
+        assert_eq!(bytes_by(&[], 1.0), 0);
+    }
 }

@@ -225,11 +225,9 @@ async fn receive(
     let (bytes, secs_total) = (total.bytes, total.secs);
     series.push((secs_total, bytes));
     let _ = tokio::time::timeout(Duration::from_millis(500), wr.shutdown()).await;
-    let in_time = series
-        .iter()
-        .take_while(|&&(t, _)| t <= secs + 1e-6)
-        .last()
-        .map_or(0, |&(_, b)| b);
+    // At the duration exactly (fbdt_emu::perf::bytes_by): the samples fall a little after
+    // their marks, so the last one before the end may be just past it.
+    let in_time = fbdt_emu::perf::bytes_by(&series, secs);
     if bytes == 0 {
         bail!(
             "no data arrived ({})",
