@@ -325,6 +325,9 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             rows.push(row);
         }
     }
+    // The options the rows were measured with (their MTU aside), for the report's header.
+    let mut measured = options(args.emu_threads, 1500, args.datapath, args.no_steer)?;
+    args.sockets.apply(&mut measured);
     let b = Bench {
         host: fbdt_emu::HostKey::current(),
         loadavg_before,
@@ -334,22 +337,10 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
         emu_threads: args.emu_threads,
         untuned: args.untuned,
         datapath: args.datapath.unwrap_or(TestbedOptions::default().datapath),
-        receive_steered: options(args.emu_threads, 1500, args.datapath, args.no_steer)?.receive_steered(),
-        packet_rx_ring: {
-            let mut o = TestbedOptions::default();
-            args.sockets.apply(&mut o);
-            o.packet_rx_ring
-        },
-        qdisc_bypass: {
-            let mut o = TestbedOptions::default();
-            args.sockets.apply(&mut o);
-            o.qdisc_bypass
-        },
-        gso_unit_airtime_us: {
-            let mut o = options(args.emu_threads, 1500, args.datapath, args.no_steer)?;
-            args.sockets.apply(&mut o);
-            o.gso_units()
-        },
+        receive_steered: measured.receive_steered(),
+        packet_rx_ring: measured.packet_rx_ring,
+        qdisc_bypass: measured.qdisc_bypass,
+        gso_unit_airtime_us: measured.gso_units(),
         rows,
     };
     println!("load average before {} after {}", b.loadavg_before, b.loadavg_after);
