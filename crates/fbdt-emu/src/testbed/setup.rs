@@ -294,11 +294,7 @@ impl Testbed {
     /// units' payload no longer on the link than `airtime_us` at the path's peak rate.
     fn enable_gso_units(&self, pi: &PathInfo, pair: &PairSpec, airtime_us: u32) -> Result<()> {
         use crate::emu::offload;
-        let peak = self.spec.paths[pi.index]
-            .steps
-            .iter()
-            .map(|s| s.rate_mbps)
-            .fold(0.0, f64::max);
+        let peak = self.spec.paths[pi.index].peak_rate_mbps();
         let unit = offload::gso_max_size(peak, std::time::Duration::from_micros(airtime_us.into()), self.opts.mtu);
         for (ns_name, dev) in [(&self.client_ns, &pi.client_if), (&self.server_ns, &pi.server_if)] {
             ns::run_in(ns_name, || offload::enable_segmentation_offload(dev))??;
