@@ -235,6 +235,18 @@ fn results(h: &mut String, s: &Summary) {
                  no target counts them): {}</td></tr>",
                 escape(&sc.unfaithful.join(" | "))
             );
+        } else if !sc.left_out_seeds.is_empty() {
+            let _ = writeln!(
+                h,
+                "<tr class=\"sc\"><td class=\"l\" colspan=\"12\">Repetitions left out as unfaithful \
+                 (seeds {}; every figure and target here is over the others): {}</td></tr>",
+                sc.left_out_seeds
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                escape(&sc.unfaithful.join(" | "))
+            );
         }
         for x in &sc.schemes {
             let _ = writeln!(

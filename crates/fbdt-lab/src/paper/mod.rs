@@ -51,7 +51,8 @@ pub struct PaperArgs {
     pub auto_scale: bool,
     /// Runs per scheme in each scenario of the throughput suite (seeds seed …, interleaved):
     /// the targets are judged on the means, and each target also shows its ratio seed by seed
-    /// and whether those runs fall on both sides of the threshold.
+    /// and whether those runs fall on both sides of the threshold. On the testbed, when most
+    /// repetitions were faithful, the others are left out whole.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub repeat: u32,
     /// A text or markdown file of findings, shown verbatim in the report's notes section.
@@ -596,6 +597,18 @@ fn print_checks(s: &Summary) {
             c.value.map_or("-".into(), |v| format!("{v:.4}")),
             c.paper_value.map_or("-".into(), |v| format!("{v:.4}")),
             c.runs_note().map_or(String::new(), |n| format!("  ({n})"))
+        );
+    }
+    for sc in s.scenarios.iter().filter(|sc| !sc.left_out_seeds.is_empty()) {
+        println!(
+            "  {}: repetition (seed) {} left out as unfaithful, judged on the others ({})",
+            sc.scenario,
+            sc.left_out_seeds
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            sc.unfaithful.join("; ")
         );
     }
     for f in &s.failures {
