@@ -35,6 +35,9 @@ pub struct BenchSimArgs {
     /// `exact` (every byte generated, copied and compared: the old cost, side by side).
     #[arg(long, value_delimiter = ',', default_value = "shared")]
     pub payload: Vec<String>,
+    /// The pipe model's time grain in µs for its rows (0: exact; as `fbdt-lab run --grain`).
+    #[arg(long, default_value_t = 0)]
+    pub grain: u64,
     /// Runs per case; the fastest is reported (the least disturbed by other load).
     #[arg(long, default_value_t = 1)]
     pub runs: u32,
@@ -55,6 +58,8 @@ pub struct BenchReport {
 #[derive(Debug, Serialize)]
 pub struct BenchResult {
     pub model: String,
+    /// The pipe's time grain in µs (0: exact; the TCP model has none).
+    pub grain_us: u64,
     /// How payload bytes travelled (`shared` or `exact`, see `fbdt_sim::Payload`).
     pub payload: String,
     pub scenario: String,
@@ -94,6 +99,14 @@ fn bench_sim(args: BenchSimArgs) -> Result<()> {
             other => bail!("unknown payload mode `{other}` (known: shared, exact)"),
         })
         .collect::<Result<Vec<_>>>()?;
+    crate::run::check_grain(fbdt_sim::PathModel::Pipe, args.grain)?;
+    let grain = |model| {
+        if model == fbdt_sim::PathModel::Pipe {
+            args.grain
+        } else {
+            0
+        }
+    };
     let loadavg_before = loadavg();
     let mut results = Vec::new();
     for name in &args.scenarios {
@@ -104,7 +117,7 @@ fn bench_sim(args: BenchSimArgs) -> Result<()> {
             for (payload_name, payload) in &payloads {
                 let params = fbdt_sim::SimParams {
                     payload: *payload,
-                    ..crate::run::sim_params(&scenario, model)
+                    ..crate::run::sim_params(&scenario, model, grain(model))
                 };
                 for s in &args.schemes {
                     let sim_scheme = scheme::parse(s, &scenario, scenario.seed)?.into_sim()?;
@@ -120,6 +133,7 @@ fn bench_sim(args: BenchSimArgs) -> Result<()> {
                     let out = last.expect("runs ≥ 1");
                     let r = BenchResult {
                         model: model.to_string(),
+                        grain_us: grain(model),
                         payload: payload_name.clone(),
                         scenario: scenario.name.clone(),
                         scheme: s.clone(),
@@ -131,8 +145,20 @@ fn bench_sim(args: BenchSimArgs) -> Result<()> {
                         goodput_mbps: out.goodput_mbps,
                     };
                     eprintln!(
-                        "{:<5} {:<6} {:<16} {:<12} {:>8.1}x real time ({:.3} s wall, {} steps, {:.1} Mbit/s)",
-                        r.model, r.payload, r.scenario, r.scheme, r.realtime_factor, r.wall_s, r.steps, r.goodput_mbps
+                        "{:<5} {:<6} {:<16} {:<12} {:>8.1}x real time ({:.3} s wall, {} steps, {:.1} Mbit/s){}",
+                        r.model,
+                        r.payload,
+                        r.scenario,
+                        r.scheme,
+                        r.realtime_factor,
+                        r.wall_s,
+                        r.steps,
+                        r.goodput_mbps,
+                        if r.grain_us > 0 {
+                            format!(", grain {} µs", r.grain_us)
+                        } else {
+                            String::new()
+                        }
                     );
                     results.push(r);
                 }
@@ -168,6 +194,7 @@ mod tests {
             duration: Some(0.3),
             payload: payload.iter().map(|s| s.to_string()).collect(),
             runs: 1,
+            grain: 0,
             json: Some(Some(json)),
         }
     }

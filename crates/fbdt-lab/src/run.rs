@@ -32,6 +32,12 @@ pub struct RunArgs {
     /// loss recovery, RTO back-off, bottleneck queue; see docs/simulator.md).
     #[arg(long, default_value_t = PathModel::Pipe)]
     pub model: PathModel,
+    /// The pipe model's time grain in µs (0: exact, the default): every arrival is handed
+    /// over at the next multiple of it, so arrivals within one grain share a step — never
+    /// early, less than a grain late, bytes exact. Faster, at the cost of delays up to a
+    /// grain longer (docs/simulator.md, "Speed"). Not with `--model tcp`.
+    #[arg(long, default_value_t = 0)]
+    pub grain: u64,
     /// Comma-separated schemes: fbdt[+budget=MS][+window=auto|paper|64k][+limit=F][+rto=F][+seg=N][+rcvbuf=N],
     /// tcp:<path>, mp:<minrtt|kernel|blest|ecf|rr|redundant|fixed=R|amuse|musher>[+rcvbuf=N]
     /// [+seg=N][+reinject=on|off][+gain=F]; mp:fixed=A..B/S expands to one scheme per R.
@@ -101,7 +107,8 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
         scheme::parse(n, &scenario, seed)?.into_sim()?;
     }
     let first = scenario.schedule(scale)?;
-    let params = sim_params(&scenario, args.model);
+    check_grain(args.model, args.grain)?;
+    let params = sim_params(&scenario, args.model, args.grain);
     let ticks_per_run = (scenario.duration_s / params.sample_interval_s).round() as u64;
     let bar = crate::progress::bar(ticks_per_run * names.len() as u64 * u64::from(args.repeat));
     bar.set_style(
@@ -209,6 +216,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
         ("max_window_bytes".to_string(), params.link.max_window_bytes as f64),
         ("mss".to_string(), params.link.mss as f64),
         ("sample_interval_s".to_string(), params.sample_interval_s),
+        ("grain_us".to_string(), params.link.grain_us as f64),
     ]));
     let capacity_mbps = first.capacity_mbps();
     publish(
@@ -235,11 +243,26 @@ pub fn set_duration(scenario: &mut Scenario, duration: Option<f64>) -> Result<()
     Ok(())
 }
 
+/// A time grain is the pipe model's (`--grain`).
+pub fn check_grain(model: PathModel, grain_us: u64) -> Result<()> {
+    if grain_us > 0 && model != PathModel::Pipe {
+        bail!("--grain is the pipe model's (the TCP model's arrivals stay exact)");
+    }
+    if grain_us > 1_000_000 {
+        bail!("--grain must be at most 1 000 000 µs, got {grain_us}");
+    }
+    Ok(())
+}
+
 /// The simulator's parameters for `scenario` under `model`: the TCP model takes the
-/// scenario's congestion control, queues and seed.
-pub fn sim_params(scenario: &Scenario, model: PathModel) -> SimParams {
+/// scenario's congestion control, queues and seed; the pipe its time grain in µs.
+pub fn sim_params(scenario: &Scenario, model: PathModel, grain_us: u64) -> SimParams {
     SimParams {
         model,
+        link: fbdt_sim::LinkParams {
+            grain_us,
+            ..fbdt_sim::LinkParams::default()
+        },
         congestion_control: fbdt_sim::CongestionControl::from_name(&scenario.congestion_control),
         queue_bytes: scenario
             .paths
@@ -350,12 +373,18 @@ pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Resu
 
 fn print_table(r: &RunReport) {
     println!(
-        "scenario {} ({} backend, {:.1} s, seed {}, scale {}{}, {}): capacity {:.1} Mbit/s{}",
+        "scenario {} ({} backend, {:.1} s, seed {}, scale {}{}{}, {}): capacity {:.1} Mbit/s{}",
         r.scenario,
         r.backend,
         r.duration_s,
         r.seed,
         r.scale,
+        r.meta
+            .sim
+            .as_ref()
+            .and_then(|m| m.get("grain_us"))
+            .filter(|&&g| g > 0.0)
+            .map_or(String::new(), |g| format!(", grain {g} µs")),
         r.fidelity.as_ref().map_or(String::new(), |f| {
             let units = f
                 .gso_unit_airtime_us

@@ -69,6 +69,12 @@ pub struct SweepArgs {
     pub traffic: crate::emu_bursts::Traffic,
     #[arg(long, default_value_t = PathModel::Pipe)]
     pub model: PathModel,
+    /// The pipe model's time grain in µs (0: exact, the default): every arrival is handed
+    /// over at the next multiple of it, so arrivals within one grain share a step — never
+    /// early, less than a grain late, bytes exact. Faster, at the cost of delays up to a
+    /// grain longer (docs/simulator.md, "Speed"). Not with `--model tcp`.
+    #[arg(long, default_value_t = 0)]
+    pub grain: u64,
     /// Seconds to run (default: the scenario's duration).
     #[arg(long)]
     pub duration: Option<f64>,
@@ -92,6 +98,8 @@ struct SweepPoint {
 struct SweepReport {
     scenario: String,
     model: String,
+    /// The pipe's time grain in µs (0: exact).
+    grain_us: u64,
     over: Param,
     duration_s: f64,
     jobs: usize,
@@ -182,6 +190,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
     let (Some(scenario_arg), Some(over), Some(values_arg)) = (&args.scenario, args.over, &args.values) else {
         bail!("sweep needs a scenario, --over and --values (or --cotag)");
     };
+    crate::run::check_grain(args.model, args.grain)?;
     let values = parse_values(values_arg).context("--values")?;
     if values.is_empty() {
         bail!("--values is empty");
@@ -224,7 +233,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
             Param::Scale => *value,
         };
         let schedule = sc.schedule(scale)?;
-        let params = crate::run::sim_params(&sc, args.model);
+        let params = crate::run::sim_params(&sc, args.model, args.grain);
         let sim_scheme = scheme::parse(name, &sc, sc.seed)?.into_sim()?;
         let started = WallClock::now();
         let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |_| {})
@@ -251,6 +260,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
     let report = SweepReport {
         scenario: scenario.name.clone(),
         model: args.model.to_string(),
+        grain_us: args.grain,
         over,
         duration_s: scenario.duration_s,
         jobs,

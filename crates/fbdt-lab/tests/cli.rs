@@ -69,6 +69,53 @@ fn run_writes_the_stable_json_fields() {
     assert!((from_bytes - fbdt["goodput_mbps"].as_f64().unwrap()).abs() < 1e-6);
 }
 
+/// The pipe's time grain is explicit: named in the run header and the JSON, refused under
+/// the TCP model; every byte still arrives checked (the run fails otherwise).
+#[test]
+fn a_time_grain_is_named_in_the_header_and_the_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |grain: &str, json: &std::path::Path| {
+        lab()
+            .args(["run", "los", "--schemes", "fbdt", "--duration", "1", "--grain", grain])
+            .arg("--json")
+            .arg(json)
+            .output()
+            .unwrap()
+    };
+    let (exact, grained) = (dir.path().join("g0.json"), dir.path().join("g250.json"));
+    let out0 = run("0", &exact);
+    let out = run("250", &grained);
+    assert!(
+        out0.status.success() && out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let header = |o: &std::process::Output| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(header(&out).contains("grain 250 µs"), "{}", header(&out));
+    assert!(!header(&out0).contains("grain"), "{}", header(&out0));
+    let read = |p: &std::path::Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    let (v0, v) = (read(&exact), read(&grained));
+    assert_eq!(v0["meta"]["sim"]["grain_us"], 0.0);
+    assert_eq!(v["meta"]["sim"]["grain_us"], 250.0);
+    let bytes = |v: &serde_json::Value| v["results"][0]["bytes_delivered"].as_u64().unwrap();
+    assert!(bytes(&v) > 0 && bytes(&v0) > 0);
+
+    let refused = lab()
+        .args(["run", "los", "--model", "tcp", "--duration", "1", "--grain", "250"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--grain"));
+}
+
 #[test]
 fn bad_input_gets_a_clear_message_and_a_failing_exit() {
     let cases: &[(&[&str], &str)] = &[

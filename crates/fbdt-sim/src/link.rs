@@ -36,6 +36,14 @@ pub struct LinkParams {
     pub max_window_bytes: u64,
     /// Segment size for the loss-limited rate.
     pub mss: usize,
+    /// The pipe's time grain in µs (0: none): a chunk arrives at the first multiple of
+    /// the grain at or after its exact arrival, so every link's arrivals within one grain
+    /// are handed over in one step — never early, less than a grain late, bytes and order
+    /// unchanged. The simulator's cost grows with steps; an arrival (data or ACK) is one
+    /// each without a grain. Like the testbed's GSO units (250 µs), it trades timing
+    /// resolution for speed; it moves delay distributions by up to the grain (measured in
+    /// docs/simulator.md, "Speed"). The TCP model ignores it.
+    pub grain_us: u64,
 }
 
 impl Default for LinkParams {
@@ -45,6 +53,7 @@ impl Default for LinkParams {
             // Linux's default tcp_rmem/tcp_wmem maximum (net.ipv4.tcp_rmem[2] = 6 MiB).
             max_window_bytes: 6 * 1024 * 1024,
             mss: 1448,
+            grain_us: 0,
         }
     }
 }
@@ -71,6 +80,14 @@ const ALWAYS: Instant = Instant::from_micros(u64::MAX);
 
 fn instant_ceil(s: f64) -> Instant {
     Instant::from_micros((s * 1e6).ceil().max(0.0) as u64)
+}
+
+/// `t` rounded up to a multiple of `grain_us` µs (0: `t` itself).
+fn grained(t: Instant, grain_us: u64) -> Instant {
+    if grain_us <= 1 {
+        return t;
+    }
+    Instant::from_micros(t.as_micros().div_ceil(grain_us) * grain_us)
 }
 
 /// One frame on a link: inline bytes (a header, a control frame, a copied payload) and a
@@ -119,7 +136,13 @@ pub struct Link {
     /// then change nothing). The TCP model's rate moves with every ACK: it folds the
     /// progress in at each call instead and leaves this `None`.
     head_from: Option<f64>,
-    in_flight: VecDeque<(Instant, Chunk)>,
+    /// Chunks on their way: when each arrives (on the grain) and when it would arrive
+    /// without one.
+    in_flight: VecDeque<(Instant, Instant, Chunk)>,
+    /// Chunks at the head of `in_flight` that arrive although the path is down: with a
+    /// grain, those that would have arrived before the outage began without one (the bound:
+    /// less than a grain late), released at its start.
+    released: usize,
     /// Serialised bytes awaiting their TCP-level ACK.
     window: VecDeque<Unacked>,
     window_bytes: u64,
@@ -130,6 +153,8 @@ pub struct Link {
     /// Time (s) up to which serialisation has been computed.
     clock: f64,
     last_arrival: Instant,
+    /// `last_arrival` without the grain.
+    last_exact: Instant,
     pub bytes_serialised: u64,
     /// Loss probability per segment now (the TCP model draws from it).
     loss: f64,
@@ -190,6 +215,7 @@ impl Link {
             head_done: 0.0,
             head_from: None,
             in_flight: VecDeque::new(),
+            released: 0,
             window: VecDeque::new(),
             window_bytes: 0,
             rate: 0.0,
@@ -197,6 +223,7 @@ impl Link {
             up: false,
             clock: 0.0,
             last_arrival: Instant::ZERO,
+            last_exact: Instant::ZERO,
             bytes_serialised: 0,
             loss: 0.0,
             tcp: None,
@@ -354,6 +381,16 @@ impl Link {
         self.delay_s = delay_ms / 1e3;
         let was_up = self.up;
         self.up = rate_mbps > 0.0;
+        self.released = 0;
+        if was_up && !self.up && self.params.grain_us > 1 && self.tcp.is_none() {
+            // On the grain, a chunk that would have arrived before the outage without one
+            // must not wait it out (it would be late by the outage, not by less than a
+            // grain): it arrives now. Without a grain there is none (arrived is arrived).
+            self.released = self.in_flight.iter().take_while(|&&(_, exact, _)| exact < now).count();
+            for (t, _, _) in self.in_flight.iter_mut().take(self.released) {
+                *t = now;
+            }
+        }
         let raw = rate_mbps * 1e6 / 8.0;
         self.loss = loss;
         if let Some(tcp) = &mut self.tcp {
@@ -365,10 +402,11 @@ impl Link {
                     // What was in flight was lost in the outage: it is retransmitted when
                     // transmission resumes.
                     let again = instant_ceil(resume + self.delay_s);
-                    for (t, _) in &mut self.in_flight {
+                    for (t, _, _) in &mut self.in_flight {
                         *t = (*t).max(again);
                     }
                     self.last_arrival = self.last_arrival.max(again);
+                    self.last_exact = self.last_exact.max(again);
                     self.window.clear();
                     self.window_bytes = 0;
                 }
@@ -504,7 +542,10 @@ impl Link {
                     )
                 }
             };
-            let arrival = instant_ceil(arrival_s).max(self.last_arrival);
+            // In order: never before the one ahead, with the grain or without it.
+            let exact = instant_ceil(arrival_s).max(self.last_exact);
+            let arrival = self.grained(exact).max(self.last_arrival);
+            self.last_exact = exact;
             self.last_arrival = arrival;
             self.window.push_back(Unacked {
                 ack_s,
@@ -514,9 +555,18 @@ impl Link {
                 timed_out,
             });
             self.window_bytes += len as u64;
-            self.in_flight.push_back((arrival, chunk));
+            self.in_flight.push_back((arrival, exact, chunk));
         }
         self.clock = self.clock.max(now_s);
+    }
+
+    /// An arrival instant on the pipe's grain ([`LinkParams::grain_us`]); the TCP model's
+    /// arrivals stay exact.
+    fn grained(&self, t: Instant) -> Instant {
+        match self.tcp {
+            None => grained(t, self.params.grain_us),
+            Some(_) => t,
+        }
     }
 
     /// When the backlog's head finishes serialising at `rate`, having serialised
@@ -562,7 +612,7 @@ impl Link {
         let mut next: Option<Instant> = None;
         let mut consider = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
         if self.up {
-            if let Some(&(t, _)) = self.in_flight.front() {
+            if let Some(&(t, _, _)) = self.in_flight.front() {
                 consider(t);
             }
             if !self.backlog.is_empty() {
@@ -609,9 +659,10 @@ impl Link {
         // direction keeps its wake a rounding early (a step where nothing happens), which
         // leaves its runs as they were.
         let arrival = if self.lazy_until == ALWAYS {
-            instant_ceil(head_end + self.delay_s - EPSILON_S)
+            self.grained(instant_ceil(head_end + self.delay_s - EPSILON_S))
         } else {
-            instant_ceil(head_end + self.delay_s).max(self.last_arrival)
+            self.grained(instant_ceil(head_end + self.delay_s))
+                .max(self.last_arrival)
         };
         let low = (self.params.backlog_bytes as f64 * LOW_WATER) as usize;
         if self.backlog_bytes <= low {
@@ -672,11 +723,18 @@ impl Link {
 
     /// The next chunk that has arrived by `now`, in order. Nothing arrives while down.
     pub fn pop_arrival(&mut self, now: Instant) -> Option<Chunk> {
-        if !self.up || self.in_flight.front().is_none_or(|&(t, _)| t > now) {
+        if !self.up {
+            if self.released == 0 {
+                return None;
+            }
+            self.released -= 1;
+            return self.in_flight.pop_front().map(|(_, _, c)| c);
+        }
+        if self.in_flight.front().is_none_or(|&(t, _, _)| t > now) {
             return None;
         }
         self.next_memo.set(None);
-        self.in_flight.pop_front().map(|(_, c)| c)
+        self.in_flight.pop_front().map(|(_, _, c)| c)
     }
 
     /// The TCP model's connection is stalled at `now`: its path is down, or it waits for a
@@ -702,6 +760,7 @@ impl Link {
             t.fresh();
             if self.in_flight.is_empty() {
                 self.last_arrival = Instant::ZERO;
+                self.last_exact = Instant::ZERO;
             }
         }
     }
@@ -715,6 +774,7 @@ impl Link {
         self.head_done = 0.0;
         self.head_from = None;
         self.in_flight.clear();
+        self.released = 0;
         self.window.clear();
         self.window_bytes = 0;
     }
@@ -726,6 +786,14 @@ mod tests {
 
     fn at_ms(ms: u64) -> Instant {
         Instant::from_micros(ms * 1000)
+    }
+
+    /// The sooner of the link's next event and the test's own.
+    fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn drain(link: &mut Link, until: Instant) -> Vec<(Instant, usize)> {
@@ -779,6 +847,67 @@ mod tests {
         assert_eq!(arrivals(true), arrivals(false));
     }
 
+    /// The time grain's bound: every chunk arrives at a multiple of the grain, never before
+    /// its exact arrival and less than a grain after it, in order, every byte — through rate
+    /// changes and an outage (held chunks arrive when the path returns, as without a grain).
+    #[test]
+    fn a_grain_delays_each_arrival_by_less_than_a_grain_and_never_advances_one() {
+        let arrivals = |grain_us: u64| {
+            let mut l = Link::new(LinkParams {
+                grain_us,
+                ..LinkParams::default()
+            });
+            l.set(Instant::ZERO, 1403.7, 1.3, 0.0);
+            for k in 0..40 {
+                l.push(vec![0; 16_397 + 131 * k].into());
+            }
+            // Rate changes at 1 ms and 2.5 ms, an outage from 3.1 ms to 7.0 ms.
+            let steps = [(1000, 480.0), (2500, 1800.0), (3100, 0.0), (7000, 900.0)];
+            let mut steps = steps.iter().peekable();
+            let mut got = Vec::new();
+            let mut now = Instant::ZERO;
+            loop {
+                let step_at = steps.peek().map(|&&(us, _)| Instant::from_micros(us));
+                let Some(next) = earliest(l.next_event(), step_at) else {
+                    return got;
+                };
+                now = now.max(next);
+                l.advance(now);
+                if step_at == Some(now) {
+                    let &(_, mbps) = steps.next().expect("peeked");
+                    l.set(now, mbps, 1.3, 0.0);
+                }
+                while let Some(c) = l.pop_arrival(now) {
+                    got.push((now.as_micros(), c.len()));
+                }
+            }
+        };
+        let exact = arrivals(0);
+        assert_eq!(exact.len(), 40);
+        for grain in [1, 7, 100, 250, 1000] {
+            let grained = arrivals(grain);
+            assert_eq!(grained.len(), exact.len(), "grain {grain}");
+            for (&(g, glen), &(e, elen)) in grained.iter().zip(&exact) {
+                assert_eq!(glen, elen, "grain {grain}: order and bytes unchanged");
+                assert!(g >= e, "grain {grain}: a chunk arrived early ({g} < {e} µs)");
+                assert!(
+                    g < e + grain.max(1),
+                    "grain {grain}: {g} µs is a grain or more after {e} µs"
+                );
+                // On the grid, except at the outage's edges: a chunk due before it began
+                // (without the grain) arrives as it begins; one held through it arrives
+                // when the path returns, with or without a grain.
+                assert!(
+                    g % grain == 0 || g == 3100 || g == 7000,
+                    "grain {grain}: {g} µs is off the grid"
+                );
+            }
+        }
+        // A grain merges arrivals: fewer distinct instants.
+        let instants = |v: &[(u64, usize)]| v.iter().map(|a| a.0).collect::<std::collections::BTreeSet<_>>().len();
+        assert!(instants(&arrivals(250)) < instants(&exact));
+    }
+
     #[test]
     fn outage_holds_data_until_the_path_returns() {
         let mut l = Link::new(LinkParams::default());
@@ -827,12 +956,8 @@ mod tests {
         let mut pending = pushes_ms.iter().copied().peekable();
         loop {
             let push_at = pending.peek().map(|&ms| at_ms(ms));
-            let next = match (l.next_event(), push_at) {
-                (Some(a), Some(b)) => a.min(b),
-                (a, b) => match a.or(b) {
-                    Some(t) => t,
-                    None => return got,
-                },
+            let Some(next) = earliest(l.next_event(), push_at) else {
+                return got;
             };
             now = now.max(next);
             l.advance(now);

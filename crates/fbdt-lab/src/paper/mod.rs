@@ -222,6 +222,8 @@ pub fn run(args: PaperArgs) -> Result<()> {
             scenario: p.arg.clone(),
             backend,
             model: args.model,
+            // The paper suite keeps the exact pipe (its figures are the reference).
+            grain: 0,
             schemes: p.schemes.clone(),
             duration: Some(p.duration_s),
             seed: None,

@@ -252,7 +252,7 @@ impl Setup {
             Backend::Sim => {
                 let params = SimParams {
                     seed,
-                    ..crate::run::sim_params(&sc, self.model)
+                    ..crate::run::sim_params(&sc, self.model, 0)
                 };
                 let scheme: SimScheme = scheme::parse(scheme_name, &sc, seed)?.into_sim()?;
                 let delay = driver::request_delay_s(&schedule, &scheme);
