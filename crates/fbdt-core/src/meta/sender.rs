@@ -39,10 +39,9 @@ struct MetaPath {
     /// Retransmission timer: armed while data is in flight.
     rto_at: Option<Instant>,
     backoff: u32,
-    /// Potentially failed: an RTO expired without progress; no new data until cleared.
+    /// Potentially failed: an RTO expired without progress; no new data until the subflow
+    /// makes progress again.
     pf: bool,
-    /// Progress seen since the path became pf.
-    pf_progress: bool,
     /// Paused for an announced scan (scan-aware schedulers).
     scan_paused: bool,
     /// Congestion window after an opportunistic-reinjection penalty, regrowing by one MSS
@@ -64,7 +63,6 @@ impl MetaPath {
             rto_at: None,
             backoff: 0,
             pf: false,
-            pf_progress: false,
             scan_paused: false,
             penalised_cwnd: None,
             last_penalty: None,
@@ -329,7 +327,6 @@ impl MetaSender {
             self.segs.clear();
             self.reinject_q.clear();
         }
-        let blockage_aware = self.sched.blockage_aware();
         for (i, rx) in ack.path_rx.iter().enumerate().take(self.paths.len()) {
             let rto_base = {
                 let p = &self.paths[i];
@@ -350,17 +347,16 @@ impl MetaSender {
             if let Some(pc) = p.penalised_cwnd.as_mut() {
                 *pc += MSS * delivered / pc.max(MSS);
             }
-            if p.pf {
-                p.pf_progress = true;
-                if blockage_aware {
-                    p.pf = false;
-                    p.backoff = 0;
-                }
-            }
-            if !p.pf {
-                p.backoff = 0;
-                p.rto_at = (p.in_flight() > 0).then(|| now + rto_base);
-            }
+            // Something got through: the subflow works again, and takes new data at once.
+            // Both kernels do this on the first sign of life, not at a later timer: the
+            // out-of-tree MPTCP clears `pf` on any valid packet (`mptcp_data_ack`), upstream
+            // clears `stale` as soon as the subflow's `rcv_tstamp` moves
+            // (`mptcp_subflow_active`). Waiting for the meta layer's own backed-off timer
+            // instead stacked a second back-off on the subflow's TCP one (blockage under the
+            // TCP-level model: silent from 2 s to 9.7 s).
+            p.pf = false;
+            p.backoff = 0;
+            p.rto_at = (p.in_flight() > 0).then(|| now + rto_base);
         }
         // A penalised window that regrew to the driver's cwnd is no longer a cap.
         for i in 0..self.paths.len() {
@@ -586,17 +582,6 @@ impl SchemeSender for MetaSender {
             if !p.up || p.rto_at.is_none_or(|t| t > now) {
                 continue;
             }
-            if p.pf && p.pf_progress {
-                // The backed-off retransmission got through: usable again.
-                let p = &mut self.paths[i];
-                p.pf = false;
-                p.pf_progress = false;
-                p.backoff = 0;
-                let rto = self.rto(&self.paths[i]);
-                let p = &mut self.paths[i];
-                p.rto_at = (p.in_flight() > 0).then(|| now + rto);
-                continue;
-            }
             if p.in_flight() == 0 && !p.pf {
                 self.paths[i].rto_at = None;
                 continue;
@@ -605,7 +590,6 @@ impl SchemeSender for MetaSender {
             // back off.
             if !self.paths[i].pf {
                 self.paths[i].pf = true;
-                self.paths[i].pf_progress = false;
                 self.stats.path_stalls += 1;
                 self.queue_reinjection_of(PathId(i as u8));
             }
@@ -693,5 +677,42 @@ mod tests {
         assert_eq!(s.paths[1].in_flight(), new);
         s.on_data_ack(PathId(0), &late(1, new / 2), Instant::ZERO).unwrap();
         assert_eq!(s.paths[1].rx, new / 2);
+    }
+
+    fn ack(data_ack: u64, rx: [u64; 2]) -> DataAck {
+        DataAck {
+            data_ack,
+            window: 1 << 24,
+            fin: false,
+            path_rx: rx.iter().map(|&bytes| PathRx { epoch: 0, bytes }).collect(),
+        }
+    }
+
+    /// A subflow that timed out (potentially failed) takes new data again as soon as
+    /// anything it carried is reported received — as both kernels clear `pf`/`stale` on the
+    /// first sign of life — not at the meta layer's next backed-off expiry, which under the
+    /// TCP-level model came seconds after the subflow's own TCP had resumed.
+    #[test]
+    fn a_failed_subflow_is_usable_again_once_it_makes_progress() {
+        let mut s = sender();
+        s.write(&vec![7u8; 4_000_000]);
+        let sent = send_on(&mut s, PathId(1), 64 * 1024);
+        assert!(sent > 0);
+        // Its timer expires with nothing delivered: potentially failed, no new data.
+        let t = s.poll_timeout().expect("a timer runs while data is out");
+        s.handle_timeout(t);
+        assert!(s.paths[1].pf);
+        assert_eq!(send_on(&mut s, PathId(1), 16 * 1024), 0);
+        // Backed off: the next expiry is later than the first.
+        let next = s.paths[1].rto_at.unwrap();
+        assert!(next.saturating_since(t) > t.saturating_since(Instant::ZERO));
+        // Part of what it held arrives (its TCP resumed) well before that expiry.
+        s.on_data_ack(PathId(0), &ack(16 * 1024, [0, 16 * 1024]), t + Duration::from_millis(1))
+            .unwrap();
+        assert!(!s.paths[1].pf, "progress ends the potentially-failed state at once");
+        assert!(
+            send_on(&mut s, PathId(1), 16 * 1024) > 0,
+            "and the subflow takes new data"
+        );
     }
 }

@@ -100,11 +100,6 @@ pub trait Scheduler {
     fn reinject_default(&self) -> bool {
         true
     }
-    /// BLOCKAGE handling: a subflow that makes progress again after a timeout is usable at
-    /// once instead of at its backed-off retransmission timer.
-    fn blockage_aware(&self) -> bool {
-        false
-    }
     /// SCAN handling: a subflow announced to scan gets no new segments until the scan ends.
     fn scan_aware(&self) -> bool {
         false
