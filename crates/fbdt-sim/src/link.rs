@@ -519,8 +519,9 @@ impl Link {
                         // Segments sent after the lost one within its round trip: the
                         // rest of the window (SACKs clock out new ones, limited transmit),
                         // or what there is to send.
-                        let follow = (window_segments - 1).min(after.saturating_add(backlog_segments));
-                        let r = tcp.repair(finish, base_rtt + queue_s, base_rtt, follow, window_segments, self.loss);
+                        let window = tcp.window_at_segment(window_segments, len, after);
+                        let follow = (window - 1).min(after.saturating_add(backlog_segments));
+                        let r = tcp.repair(finish, base_rtt + queue_s, base_rtt, follow, window, self.loss);
                         (r, follow)
                     });
                     (queue_s, repair)

@@ -185,6 +185,26 @@ impl TcpState {
         Some((segments - 1.0 - first) as u32)
     }
 
+    /// The congestion window (segments) when a chunk's segment that has `after` more of
+    /// its `len` bytes' segments behind it leaves, the chunk's first segment having left
+    /// with a window of `first` segments. A chunk is larger than a small window: a real
+    /// sender sends its later segments as ACKs of the earlier ones come back, and in slow
+    /// start each ACKed segment opens the window by one (`tcp_slow_start`), so the k-th
+    /// segment leaves with about `first` + k/2 — up to ssthresh. After a timeout (window
+    /// one segment) a loss late in a 16 KiB chunk therefore has segments after it to raise
+    /// SACKs, as it would on Linux, instead of always waiting for the retransmission
+    /// timer. In congestion avoidance (and BBR's held window) the window stays `first`.
+    pub fn window_at_segment(&self, first: u32, len: usize, after: u32) -> u32 {
+        let segments = (len as f64 / self.mss).ceil().max(1.0) as u32;
+        let index = segments.saturating_sub(1).saturating_sub(after);
+        let slow_start = self.params.cc != CongestionControl::Bbr && self.cwnd < self.ssthresh;
+        if !slow_start {
+            return first;
+        }
+        let cap = (self.ssthresh / self.mss).floor().max(f64::from(first));
+        (f64::from(first + index / 2)).min(cap) as u32
+    }
+
     /// How a chunk lost at `sent_s` is repaired, the way Linux finds the loss (see the
     /// module doc): `follow` segments were sent after the lost one within its round trip
     /// (the window's others, or what there was to send), `window_segments` is the
@@ -494,5 +514,30 @@ mod tests {
         assert_eq!(s.cwnd, 1448.0);
         s.on_ack(0.6, 1448, 0.002, false, 1e9);
         assert_eq!(s.cwnd, 2.0 * 1448.0);
+    }
+
+    /// A 16 KiB chunk (12 segments) sent with a window of one segment after a timeout:
+    /// in slow start its later segments leave with a larger window, so a loss among them
+    /// has segments after it (RACK or fast retransmit), while a loss of its first segment
+    /// is still a lone packet (the retransmission timer). Congestion avoidance keeps the
+    /// window it began with.
+    #[test]
+    fn a_chunk_larger_than_the_window_opens_it_in_slow_start() {
+        let mut s = state(CongestionControl::Cubic);
+        s.on_ack(0.0, 100_000, 0.002, false, 1e9);
+        s.on_ack_repaired(0.5, 16_384, 0.002, true, true, 1e9);
+        assert_eq!(s.cwnd, 1448.0, "window of one segment after the timeout");
+        let ssthresh = (s.ssthresh / 1448.0).floor() as u32;
+        assert!(ssthresh >= 6);
+        // First segment lost: 11 follow it, but it left alone.
+        assert_eq!(s.window_at_segment(1, 16_384, 11), 1);
+        // Last segment lost: it left with about 1 + 11/2 segments.
+        assert_eq!(s.window_at_segment(1, 16_384, 0), 6);
+        // Four segments of the backlog follow it within its round trip.
+        let r = s.repair(1.0, 0.002, 0.002, 4, 6, 0.0);
+        assert_eq!(r.timeouts, 0, "found by RACK, not the timer");
+        // Congestion avoidance: no growth within the chunk.
+        s.cwnd = s.ssthresh;
+        assert_eq!(s.window_at_segment(3, 16_384, 0), 3);
     }
 }

@@ -17,6 +17,9 @@ const MSS: f64 = 1448.0;
 /// Allowance before the driver reports a cwnd: Linux's initial window, 10 × MSS, rounded up
 /// to whole meta segments by `has_space` (an idle path always takes one).
 const INITIAL_CWND: u64 = 10 * 1448;
+/// Upstream MPTCP's `net.mptcp.stale_loss_cnt` default: a subflow with data outstanding that
+/// received nothing over more than this many MPTCP-level retransmission intervals is stale.
+const STALE_LOSS_CNT: u32 = 4;
 
 #[derive(Clone, Copy, Debug)]
 struct Seg {
@@ -39,10 +42,14 @@ struct MetaPath {
     /// Retransmission timer: armed while data is in flight.
     rto_at: Option<Instant>,
     backoff: u32,
-    /// Potentially failed: an RTO expired without progress; no new data until cleared.
+    /// Potentially failed (out-of-tree MPTCP's `pf`) or stale (upstream's): no new data
+    /// until the subflow makes progress again.
     pf: bool,
-    /// Progress seen since the path became pf.
-    pf_progress: bool,
+    /// Upstream's stale accounting (`mptcp_pm_subflow_chk_stale`): MPTCP-level
+    /// retransmission intervals this subflow had data outstanding and received nothing, and
+    /// its delivered-byte counter when the count began (the kernel compares `rcv_tstamp`).
+    stale_count: u32,
+    stale_rx: u64,
     /// Paused for an announced scan (scan-aware schedulers).
     scan_paused: bool,
     /// Congestion window after an opportunistic-reinjection penalty, regrowing by one MSS
@@ -64,7 +71,8 @@ impl MetaPath {
             rto_at: None,
             backoff: 0,
             pf: false,
-            pf_progress: false,
+            stale_count: 0,
+            stale_rx: 0,
             scan_paused: false,
             penalised_cwnd: None,
             last_penalty: None,
@@ -98,6 +106,13 @@ pub struct MetaSender {
     segs: BTreeMap<u64, Seg>,
     /// Segments to send again on another path (RTO expiry, dead path).
     reinject_q: BTreeSet<u64>,
+    /// Upstream MPTCP's recovery (`Scheduler::upstream_recovery`): one MPTCP-level
+    /// retransmission timer instead of a timer per subflow.
+    upstream: bool,
+    /// The MPTCP-level retransmission timer (`mptcp_reset_rtx_timer`).
+    rtx_at: Option<Instant>,
+    /// The segment that timer chose to send again, and the idle subflow it goes on.
+    rtx_pending: Option<(PathId, u64)>,
     paths: Vec<MetaPath>,
     views: Vec<PathView>,
     stats: SenderStats,
@@ -107,6 +122,7 @@ impl MetaSender {
     pub fn new(cfg: &MetaConfig, params: StreamParams, now: Instant) -> Self {
         let sched = cfg.scheduler.build(&cfg.musher, now);
         let reinject = cfg.reinject.unwrap_or_else(|| sched.reinject_default());
+        let upstream = sched.upstream_recovery();
         MetaSender {
             cfg: cfg.clone(),
             seg_size: params.segment_size as u64,
@@ -123,6 +139,9 @@ impl MetaSender {
             edge: 0,
             segs: BTreeMap::new(),
             reinject_q: BTreeSet::new(),
+            upstream,
+            rtx_at: None,
+            rtx_pending: None,
             paths: Vec::new(),
             views: Vec::new(),
             stats: SenderStats::default(),
@@ -195,16 +214,23 @@ impl MetaSender {
         if let Some(s) = self.segs.get_mut(&dsn) {
             s.mask |= path.bit();
         }
-        let rto = {
-            let p = &self.paths[path.index()];
-            (p.in_flight() == 0 && !p.pf).then(|| self.rto(p))
-        };
-        let p = &mut self.paths[path.index()];
-        if let Some(rto) = rto {
-            p.rto_at = Some(now + rto);
+        if !self.upstream {
+            let rto = {
+                let p = &self.paths[path.index()];
+                (p.in_flight() == 0 && !p.pf).then(|| self.rto(p))
+            };
+            if let Some(rto) = rto {
+                self.paths[path.index()].rto_at = Some(now + rto);
+            }
         }
+        let p = &mut self.paths[path.index()];
         p.sent += u64::from(seg.len);
         self.stats.per_path_bytes_sent[path.index()] += u64::from(seg.len);
+        if self.upstream && self.rtx_at.is_none() {
+            // `__mptcp_push_pending`: the MPTCP-level timer runs while data is out (its
+            // interval counts the segment just handed over).
+            self.rtx_at = Some(now + self.rtx_interval());
+        }
         MpData::OVERHEAD + seg.len as usize
     }
 
@@ -280,6 +306,114 @@ impl MetaSender {
         n
     }
 
+    /// Upstream's MPTCP-level retransmission interval (`__mptcp_set_timeout`): the longest
+    /// subflow retransmission timeout among the active subflows with data out that are not
+    /// counting towards stale (`mptcp_timeout_from_subflow`), or `TCP_RTO_MIN` if there is
+    /// none. The meta layer does not see a subflow's timer, so it takes Linux's RTO for a
+    /// steady round trip, srtt + `TCP_RTO_MIN`, without the subflow's own back-off.
+    fn rtx_interval(&self) -> Duration {
+        let rto_min = self.cfg.rto_min.as_secs_f64();
+        let longest = self
+            .paths
+            .iter()
+            .filter(|p| p.up && !p.pf && p.stale_count == 0 && p.in_flight() > 0)
+            .map(|p| p.srtt_s() + rto_min)
+            .fold(rto_min, f64::max);
+        Duration::from_secs_f64(longest.min(self.cfg.rto_max.as_secs_f64()))
+    }
+
+    /// Upstream's MPTCP-level retransmission timer fired (`mptcp_retransmit_timer` →
+    /// `__mptcp_retrans`). Every subflow with data outstanding counts one more interval
+    /// without progress, and one that received nothing over more than `STALE_LOSS_CNT` of
+    /// them becomes stale — while another subflow is doing better — and its data is sent
+    /// again elsewhere (`mptcp_pm_subflow_chk_stale`, `__mptcp_retransmit_pending_data`).
+    /// The oldest unacknowledged segment goes again on a subflow with nothing outstanding
+    /// (`mptcp_subflow_get_retrans`: upstream never queues a retransmission behind data the
+    /// subflow still holds), if there is one.
+    fn mptcp_retrans(&mut self, now: Instant) {
+        if self.snd_una == self.snd_nxt && self.snd_nxt == self.write_end {
+            self.rtx_at = None;
+            return;
+        }
+        let mut idle = None;
+        for i in 0..self.paths.len() {
+            let p = &self.paths[i];
+            if !p.up {
+                continue;
+            }
+            if p.in_flight() == 0 {
+                if idle.is_none() && !p.pf && !p.scan_paused {
+                    idle = Some(PathId(i as u8));
+                }
+                continue;
+            }
+            self.chk_stale(i);
+        }
+        if let Some(path) = idle {
+            if let Some((&dsn, seg)) = self.segs.iter().next() {
+                if seg.mask & path.bit() == 0 {
+                    self.rtx_pending = Some((path, dsn));
+                }
+            }
+        }
+        self.rtx_at = Some(now + self.rtx_interval());
+    }
+
+    /// One MPTCP-level retransmission interval passed with path `i` holding data.
+    fn chk_stale(&mut self, i: usize) {
+        let p = &mut self.paths[i];
+        if p.stale_count == 0 {
+            p.stale_count = 1;
+            p.stale_rx = p.rx;
+            return;
+        }
+        if p.rx != p.stale_rx {
+            p.stale_count = 0;
+            p.pf = false;
+            return;
+        }
+        p.stale_count += 1;
+        if p.pf || p.stale_count <= STALE_LOSS_CNT {
+            return;
+        }
+        // Stale only if another subflow is usable and doing better (`stale_count` below
+        // stale_loss_cnt − 1): the last working subflow is never given up.
+        let better = (STALE_LOSS_CNT - 1).max(1);
+        let other = self
+            .paths
+            .iter()
+            .enumerate()
+            .any(|(j, q)| j != i && q.up && !q.pf && !q.scan_paused && q.stale_count < better);
+        if other {
+            self.paths[i].pf = true;
+            self.stats.path_stalls += 1;
+            self.queue_reinjection_of(PathId(i as u8));
+        }
+    }
+
+    /// The segment the MPTCP-level timer chose, on the idle subflow it chose.
+    fn send_rtx_pending(&mut self, path: PathId, room: usize, now: Instant, out: &mut impl FrameOut) -> usize {
+        let Some((q, dsn)) = self.rtx_pending else { return 0 };
+        if q != path {
+            return 0;
+        }
+        let Some(seg) = self.segs.get(&dsn).copied() else {
+            // Acknowledged meanwhile.
+            self.rtx_pending = None;
+            return 0;
+        };
+        if MpData::OVERHEAD + seg.len as usize > room {
+            return 0;
+        }
+        self.rtx_pending = None;
+        if !self.space(path) {
+            return 0;
+        }
+        let n = self.emit(path, dsn, now, out);
+        self.stats.redundant_bytes_sent += u64::from(seg.len);
+        n
+    }
+
     fn queue_reinjection_of(&mut self, path: PathId) {
         let bit = path.bit();
         for (&d, s) in &self.segs {
@@ -322,6 +456,12 @@ impl MetaSender {
             for p in &mut self.paths {
                 p.red_next = p.red_next.max(ack.data_ack);
             }
+            if self.upstream {
+                // `__mptcp_clean_una`: progress restarts the MPTCP-level timer; it stops
+                // once everything written is acknowledged.
+                self.rtx_at =
+                    (self.snd_una < self.snd_nxt || self.snd_nxt < self.write_end).then(|| now + self.rtx_interval());
+            }
         }
         self.edge = self.edge.max(ack.data_ack + u64::from(ack.window));
         if ack.fin && self.fin_sent && ack.data_ack == self.write_end {
@@ -329,7 +469,7 @@ impl MetaSender {
             self.segs.clear();
             self.reinject_q.clear();
         }
-        let blockage_aware = self.sched.blockage_aware();
+        let upstream = self.upstream;
         for (i, rx) in ack.path_rx.iter().enumerate().take(self.paths.len()) {
             let rto_base = {
                 let p = &self.paths[i];
@@ -350,14 +490,15 @@ impl MetaSender {
             if let Some(pc) = p.penalised_cwnd.as_mut() {
                 *pc += MSS * delivered / pc.max(MSS);
             }
-            if p.pf {
-                p.pf_progress = true;
-                if blockage_aware {
-                    p.pf = false;
-                    p.backoff = 0;
-                }
-            }
-            if !p.pf {
+            // Something got through: the subflow works again, and takes new data at once.
+            // Both kernels do this on the first sign of life, not at a later timer: the
+            // out-of-tree MPTCP clears `pf` on any valid packet (`mptcp_data_ack`), upstream
+            // clears `stale` as soon as the subflow's `rcv_tstamp` moves
+            // (`mptcp_subflow_active`). Waiting for the meta layer's own backed-off timer
+            // instead stacked a second back-off on the subflow's TCP one (blockage under the
+            // TCP-level model: silent from 2 s to 9.7 s).
+            p.pf = false;
+            if !upstream {
                 p.backoff = 0;
                 p.rto_at = (p.in_flight() > 0).then(|| now + rto_base);
             }
@@ -425,6 +566,10 @@ impl MetaSender {
     fn transmit(&mut self, path: PathId, room: usize, now: Instant, out: &mut impl FrameOut) -> usize {
         if self.paths.get(path.index()).is_none_or(|p| !p.up) {
             return 0;
+        }
+        let n = self.send_rtx_pending(path, room, now, out);
+        if n > 0 {
+            return n;
         }
         let n = self.reinject_from_queue(path, room, now, out);
         if n > 0 {
@@ -542,6 +687,9 @@ impl SchemeSender for MetaSender {
         }
         p.up = false;
         p.rto_at = None;
+        if self.rtx_pending.is_some_and(|(q, _)| q == path) {
+            self.rtx_pending = None;
+        }
         self.queue_reinjection_of(path);
         // The copies it carried are gone: other paths may carry them now.
         let bit = path.bit();
@@ -573,7 +721,13 @@ impl SchemeSender for MetaSender {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        let rto = self.paths.iter().filter(|p| p.up).filter_map(|p| p.rto_at).min();
+        let rto = self
+            .paths
+            .iter()
+            .filter(|p| p.up)
+            .filter_map(|p| p.rto_at)
+            .chain(self.rtx_at)
+            .min();
         match (rto, self.sched.next_tick()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -581,20 +735,12 @@ impl SchemeSender for MetaSender {
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        if self.rtx_at.is_some_and(|t| t <= now) {
+            self.mptcp_retrans(now);
+        }
         for i in 0..self.paths.len() {
             let p = &self.paths[i];
             if !p.up || p.rto_at.is_none_or(|t| t > now) {
-                continue;
-            }
-            if p.pf && p.pf_progress {
-                // The backed-off retransmission got through: usable again.
-                let p = &mut self.paths[i];
-                p.pf = false;
-                p.pf_progress = false;
-                p.backoff = 0;
-                let rto = self.rto(&self.paths[i]);
-                let p = &mut self.paths[i];
-                p.rto_at = (p.in_flight() > 0).then(|| now + rto);
                 continue;
             }
             if p.in_flight() == 0 && !p.pf {
@@ -605,7 +751,6 @@ impl SchemeSender for MetaSender {
             // back off.
             if !self.paths[i].pf {
                 self.paths[i].pf = true;
-                self.paths[i].pf_progress = false;
                 self.stats.path_stalls += 1;
                 self.queue_reinjection_of(PathId(i as u8));
             }
@@ -633,7 +778,11 @@ mod tests {
     use crate::{Config, SchedulerKind};
 
     fn sender() -> MetaSender {
-        let cfg = Config::meta(SchedulerKind::MinRtt);
+        sender_with(SchedulerKind::MinRtt)
+    }
+
+    fn sender_with(kind: SchedulerKind) -> MetaSender {
+        let cfg = Config::meta(kind);
         let mut s = MetaSender::new(cfg.meta_config().unwrap(), cfg.stream_params(), Instant::ZERO);
         s.set_peer_recv_buffer(1 << 24);
         // Path 1 is the faster one: minRTT gives it the new data.
@@ -693,5 +842,128 @@ mod tests {
         assert_eq!(s.paths[1].in_flight(), new);
         s.on_data_ack(PathId(0), &late(1, new / 2), Instant::ZERO).unwrap();
         assert_eq!(s.paths[1].rx, new / 2);
+    }
+
+    fn ack(data_ack: u64, rx: [u64; 2]) -> DataAck {
+        DataAck {
+            data_ack,
+            window: 1 << 24,
+            fin: false,
+            path_rx: rx.iter().map(|&bytes| PathRx { epoch: 0, bytes }).collect(),
+        }
+    }
+
+    fn at(ms: u64) -> Instant {
+        Instant::ZERO + Duration::from_millis(ms)
+    }
+
+    /// A subflow that timed out (potentially failed) takes new data again as soon as
+    /// anything it carried is reported received — as both kernels clear `pf`/`stale` on the
+    /// first sign of life — not at the meta layer's next backed-off expiry, which under the
+    /// TCP-level model came seconds after the subflow's own TCP had resumed.
+    #[test]
+    fn a_failed_subflow_is_usable_again_once_it_makes_progress() {
+        let mut s = sender();
+        s.write(&vec![7u8; 4_000_000]);
+        let sent = send_on(&mut s, PathId(1), 64 * 1024);
+        assert!(sent > 0);
+        // Its timer expires with nothing delivered: potentially failed, no new data.
+        let t = s.poll_timeout().expect("a timer runs while data is out");
+        s.handle_timeout(t);
+        assert!(s.paths[1].pf);
+        assert_eq!(send_on(&mut s, PathId(1), 16 * 1024), 0);
+        // Backed off: the next expiry is later than the first.
+        let next = s.paths[1].rto_at.unwrap();
+        assert!(next.saturating_since(t) > t.saturating_since(Instant::ZERO));
+        // Part of what it held arrives (its TCP resumed) well before that expiry.
+        s.on_data_ack(PathId(0), &ack(16 * 1024, [0, 16 * 1024]), t + Duration::from_millis(1))
+            .unwrap();
+        assert!(!s.paths[1].pf, "progress ends the potentially-failed state at once");
+        assert!(
+            send_on(&mut s, PathId(1), 16 * 1024) > 0,
+            "and the subflow takes new data"
+        );
+    }
+
+    /// `mp:kernel` recovers as upstream: no timer per subflow; one MPTCP-level timer whose
+    /// expiry sends the oldest unacknowledged segment again on a subflow with nothing
+    /// outstanding, and never on one that still holds data.
+    #[test]
+    fn upstream_retransmits_the_oldest_segment_on_an_idle_subflow() {
+        let mut s = sender_with(SchedulerKind::Kernel);
+        s.write(&vec![7u8; 400_000]);
+        // Path 0 carries the oldest segment; path 1 one after it.
+        let mut out = Vec::new();
+        assert!(s.poll_transmit(PathId(0), 20_000, Instant::ZERO, &mut out) > 0);
+        assert!(s.poll_transmit(PathId(1), 20_000, Instant::ZERO, &mut out) > 0);
+        assert!(s.paths.iter().all(|p| p.rto_at.is_none()), "no per-subflow timer");
+        let seg = s.seg_size;
+        // Path 1's segment arrives; path 0's does not: the DATA_ACK stays at 0.
+        s.on_data_ack(PathId(1), &ack(0, [0, seg]), at(10)).unwrap();
+        let t = s.poll_timeout().unwrap();
+        // srtt 50 ms on path 0 + TCP_RTO_MIN, from the first send.
+        assert_eq!(t, at(250));
+        s.handle_timeout(t);
+        let redundant = s.stats.redundant_bytes_sent;
+        // Path 0 still holds data: it gets no retransmission.
+        let mut out0 = Vec::new();
+        s.poll_transmit(PathId(0), 20_000, t, &mut out0);
+        assert_eq!(s.stats.redundant_bytes_sent, redundant);
+        // Idle path 1 sends the oldest segment (DSN 0) again.
+        let mut out1 = Vec::new();
+        assert!(s.poll_transmit(PathId(1), 20_000, t, &mut out1) > 0);
+        assert_eq!(s.stats.redundant_bytes_sent, redundant + seg);
+        assert_eq!(s.segs[&0].mask, 0b11);
+    }
+
+    /// Upstream's stale subflow: one that received nothing over more than
+    /// `stale_loss_cnt` (4) MPTCP-level intervals while another subflow works gets no new
+    /// data and its data goes elsewhere; it is active again as soon as it delivers anything.
+    /// The last working subflow is never made stale.
+    #[test]
+    fn upstream_marks_a_silent_subflow_stale_until_it_delivers() {
+        let mut s = sender_with(SchedulerKind::Kernel);
+        s.write(&vec![7u8; 4_000_000]);
+        let mut out = Vec::new();
+        assert!(s.poll_transmit(PathId(0), 20_000, Instant::ZERO, &mut out) > 0);
+        let seg = s.seg_size;
+        let mut now = Instant::ZERO;
+        let mut delivered1 = 0;
+        for _ in 0..STALE_LOSS_CNT {
+            // Path 1 keeps delivering (and always holds a segment); path 0 delivers nothing.
+            let mut o = Vec::new();
+            s.poll_transmit(PathId(1), 20_000, now, &mut o);
+            now = s.poll_timeout().unwrap();
+            delivered1 = s.paths[1].sent - seg;
+            s.on_data_ack(PathId(1), &ack(0, [0, delivered1]), now).unwrap();
+            s.handle_timeout(now);
+            assert!(!s.paths[0].pf, "not stale after {} intervals", s.paths[0].stale_count);
+        }
+        let mut o = Vec::new();
+        s.poll_transmit(PathId(1), 20_000, now, &mut o);
+        now = s.poll_timeout().unwrap();
+        s.handle_timeout(now);
+        assert!(s.paths[0].pf, "stale after more than stale_loss_cnt intervals");
+        assert_eq!(s.stats.path_stalls, 1);
+        assert!(s.reinject_q.contains(&0), "its data goes on another subflow");
+        // It delivers: active again at once.
+        s.on_data_ack(PathId(1), &ack(0, [seg, delivered1]), now).unwrap();
+        assert!(!s.paths[0].pf);
+
+        // Alone (the other subflow silent too), a subflow is never made stale.
+        let mut s = sender_with(SchedulerKind::Kernel);
+        s.write(&vec![7u8; 400_000]);
+        for p in [PathId(0), PathId(1)] {
+            let mut o = Vec::new();
+            assert!(s.poll_transmit(p, 20_000, Instant::ZERO, &mut o) > 0);
+        }
+        for _ in 0..20 {
+            let t = s.poll_timeout().unwrap();
+            s.handle_timeout(t);
+        }
+        assert!(
+            s.paths.iter().all(|p| !p.pf),
+            "no subflow is doing better: none is stale"
+        );
     }
 }

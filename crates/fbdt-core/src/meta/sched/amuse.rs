@@ -45,9 +45,6 @@ impl Scheduler for Amuse {
     fn reinject_default(&self) -> bool {
         false
     }
-    fn blockage_aware(&self) -> bool {
-        true
-    }
     fn scan_aware(&self) -> bool {
         true
     }

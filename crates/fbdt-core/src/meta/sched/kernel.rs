@@ -77,6 +77,11 @@ impl Scheduler for Kernel {
     fn reinject_default(&self) -> bool {
         false
     }
+
+    /// The MPTCP-level retransmission timer and stale subflows, as upstream.
+    fn upstream_recovery(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

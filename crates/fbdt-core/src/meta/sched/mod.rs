@@ -100,9 +100,12 @@ pub trait Scheduler {
     fn reinject_default(&self) -> bool {
         true
     }
-    /// BLOCKAGE handling: a subflow that makes progress again after a timeout is usable at
-    /// once instead of at its backed-off retransmission timer.
-    fn blockage_aware(&self) -> bool {
+    /// Upstream Linux MPTCP's recovery instead of the out-of-tree kernel's: one MPTCP-level
+    /// retransmission timer that re-sends the oldest unacknowledged data on an idle subflow
+    /// and marks a subflow stale after `stale_loss_cnt` intervals without progress
+    /// (meta/sender.rs `mptcp_retrans`), not a retransmission timer per subflow whose first
+    /// expiry marks the subflow potentially failed and re-sends all it holds.
+    fn upstream_recovery(&self) -> bool {
         false
     }
     /// SCAN handling: a subflow announced to scan gets no new segments until the scan ends.

@@ -1,6 +1,7 @@
 //! MuSher ([M] sec. IV, Algorithm 1): a ratio scheduler (the FixedRatio pattern) whose
-//! ratio r is searched for online, plus SCAN and BLOCKAGE handling (the meta layer asks
-//! `scan_aware` / `blockage_aware`).
+//! ratio r is searched for online, plus SCAN handling (the meta layer asks `scan_aware`);
+//! BLOCKAGE handling — a subflow usable again as soon as it makes progress — is the meta
+//! layer's rule for every scheduler, as in both kernels (meta/sender.rs `on_data_ack`).
 //!
 //! Every τ2 the monitor takes one sample: total throughput (Σ bytes the receiver got on each
 //! subflow over τ2, from the DATA_ACK counters) and each subflow's send-queue occupancy
@@ -353,9 +354,6 @@ impl Scheduler for Musher {
     }
     fn on_sent(&mut self, _path: PathId, len: u64) {
         self.pattern.advance(len);
-    }
-    fn blockage_aware(&self) -> bool {
-        true
     }
     fn scan_aware(&self) -> bool {
         true
