@@ -297,8 +297,10 @@ fn files_over_the_testbed_complete_on_every_kind_of_scheme() {
 /// Real pages in a real browser (root, chromium, python3): msn at a small scale, served
 /// over HTTP/1.1 and HTTP/2 and loaded by headless Chromium through fbdt proxy/serve and
 /// straight over WiFi. Every object arrives with its size over the version asked for (the
-/// tool fails the load otherwise, and the JSON says so again), the browser's load time is
-/// positive and its first paint comes no later than the load event.
+/// tool fails the load otherwise, and the JSON says so again), the browser's load time and
+/// first paint are positive and DOMContentLoaded comes no later than the load event. (Not
+/// "first paint before the load event": Paint Timing stamps a paint when its frame is
+/// presented, which can follow `loadEventEnd` — 212 ms against 204.9 in one of eight runs.)
 #[test]
 fn chromium_loads_every_object_of_a_page_through_fbdt_and_one_radio() {
     if let Some(why) = fbdt_emu::skip_reason() {
@@ -353,9 +355,10 @@ fn chromium_loads_every_object_of_a_page_through_fbdt_and_one_radio() {
             assert_eq!(l["protocol"], protocol);
             let plt = l["plt_ms"].as_f64().unwrap();
             let fcp = l["fcp_ms"].as_f64().unwrap();
+            let dcl = l["dom_content_loaded_ms"].as_f64().unwrap();
             assert!(
-                plt > 0.0 && fcp > 0.0 && fcp <= plt,
-                "{}: fcp {fcp} plt {plt}",
+                plt > 0.0 && fcp > 0.0 && dcl > 0.0 && dcl <= plt,
+                "{}: fcp {fcp} dcl {dcl} plt {plt}",
                 r["scheme"]
             );
             let requests = l["requests"].as_array().unwrap();
