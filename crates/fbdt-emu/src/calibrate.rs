@@ -523,34 +523,30 @@ fn search_scale(
     let mut run = |s: f64, probes: &mut Vec<Probe>| -> Result<bool> {
         let mut p = take(s)?;
         // The hypervisor taking the CPU says nothing about what the host can emulate: a
-        // probe it spoiled is taken again (bounded), not counted as the edge.
-        for _ in 0..STEAL_RETRIES {
-            if p.pass || !p.stolen() {
-                break;
-            }
+        // probe it spoiled is taken again (bounded), not counted as the edge; any other
+        // failure is taken once more before it counts.
+        let (mut stolen, mut confirmed) = (0, 0);
+        while !p.pass {
+            let (what, pause) = match (p.stolen(), confirmed) {
+                (true, 0) if stolen < STEAL_RETRIES => {
+                    stolen += 1;
+                    ("spoiled by hypervisor steal", steal_pause)
+                }
+                (false, c) if c < CONFIRM_RETRIES => {
+                    confirmed += 1;
+                    ("not faithful once", Duration::ZERO)
+                }
+                _ => break,
+            };
             if progress {
                 eprintln!(
-                    "calibrate {}: scale {s:.4} spoiled by hypervisor steal ({}); probing it again",
+                    "calibrate {}: scale {s:.4} {what} ({}); probing it again before it counts",
                     unscaled.name,
                     p.why.join(" | ")
                 );
             }
             probes.push(p);
-            std::thread::sleep(steal_pause);
-            p = take(s)?;
-        }
-        for _ in 0..CONFIRM_RETRIES {
-            if p.pass || p.stolen() {
-                break;
-            }
-            if progress {
-                eprintln!(
-                    "calibrate {}: scale {s:.4} not faithful once ({}); probing it again before it counts",
-                    unscaled.name,
-                    p.why.join(" | ")
-                );
-            }
-            probes.push(p);
+            std::thread::sleep(pause);
             p = take(s)?;
         }
         if progress {
