@@ -109,6 +109,8 @@ pub struct MetaSender {
     /// Upstream MPTCP's recovery (`Scheduler::upstream_recovery`): one MPTCP-level
     /// retransmission timer instead of a timer per subflow.
     upstream: bool,
+    /// `Scheduler::queues_past_cwnd`: the window does not limit new data.
+    queues_past_cwnd: bool,
     /// The MPTCP-level retransmission timer (`mptcp_reset_rtx_timer`).
     rtx_at: Option<Instant>,
     /// The segment that timer chose to send again, and the idle subflow it goes on.
@@ -123,6 +125,7 @@ impl MetaSender {
         let sched = cfg.scheduler.build(&cfg.musher, now);
         let reinject = cfg.reinject.unwrap_or_else(|| sched.reinject_default());
         let upstream = sched.upstream_recovery();
+        let queues_past_cwnd = sched.queues_past_cwnd();
         MetaSender {
             cfg: cfg.clone(),
             seg_size: params.segment_size as u64,
@@ -140,6 +143,7 @@ impl MetaSender {
             segs: BTreeMap::new(),
             reinject_q: BTreeSet::new(),
             upstream,
+            queues_past_cwnd,
             rtx_at: None,
             rtx_pending: None,
             paths: Vec::new(),
@@ -236,7 +240,9 @@ impl MetaSender {
 
     fn space(&self, path: PathId) -> bool {
         let p = &self.paths[path.index()];
-        p.up && !p.pf && !p.scan_paused && (p.in_flight() == 0 || p.in_flight() + self.seg_size <= self.allowance(p))
+        p.up && !p.pf
+            && !p.scan_paused
+            && (self.queues_past_cwnd || p.in_flight() == 0 || p.in_flight() + self.seg_size <= self.allowance(p))
     }
 
     /// The next new segment's length, if one may be sent (window and data permitting).
@@ -855,6 +861,36 @@ mod tests {
 
     fn at(ms: u64) -> Instant {
         Instant::ZERO + Duration::from_millis(ms)
+    }
+
+    /// `mp:kernel` hands a subflow data past its congestion window, up to the send buffer
+    /// `tcp_sndbuf_expand` gives it (the bytes wait in the subflow's send queue, as upstream
+    /// MPTCP's scheduler only asks `sk_stream_memory_free`); minRTT stops at the window.
+    #[test]
+    fn the_kernel_scheduler_fills_a_subflow_past_its_window_up_to_its_send_buffer() {
+        let cwnd = 64 * 1024;
+        let sent_with = |kind| {
+            let mut s = sender_with(kind);
+            s.path_down(PathId(0), Instant::ZERO);
+            let stats = PathStats {
+                srtt: Some(Duration::from_millis(5)),
+                cwnd_bytes: Some(cwnd),
+                ..PathStats::default()
+            };
+            s.path_stats(PathId(1), stats);
+            s.write(&vec![7u8; 4_000_000]);
+            let sent = send_on(&mut s, PathId(1), 4_000_000);
+            (sent, s.allowance(&s.paths[1]), s.seg_size)
+        };
+        let (minrtt, allowance, seg) = sent_with(SchedulerKind::MinRtt);
+        assert_eq!(minrtt, allowance, "minRTT: the window (cwnd + cwnd_extra)");
+        let (kernel, _, _) = sent_with(SchedulerKind::Kernel);
+        let sndbuf = crate::meta::sched::subflow_sndbuf(allowance, 2);
+        assert!(sndbuf > 3 * allowance);
+        assert!(
+            (sndbuf..sndbuf + seg).contains(&kernel),
+            "mp:kernel: up to the send buffer ({kernel} of {sndbuf})"
+        );
     }
 
     /// A subflow that timed out (potentially failed) takes new data again as soon as

@@ -82,6 +82,11 @@ impl Scheduler for Kernel {
     fn upstream_recovery(&self) -> bool {
         true
     }
+
+    /// `select` checks the subflow's send buffer itself.
+    fn queues_past_cwnd(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

@@ -108,6 +108,15 @@ pub trait Scheduler {
     fn upstream_recovery(&self) -> bool {
         false
     }
+    /// The scheduler bounds what a subflow holds by its send buffer, not its congestion
+    /// window: bytes past the window wait in the subflow's send queue. Upstream MPTCP hands
+    /// data to the subflow it picks whenever `sk_stream_memory_free` allows; the meta
+    /// layer's window check (`cwnd + cwnd_extra`) would stop a subflow at about one round
+    /// trip of queue, so the least-lingering rule could never let a short-RTT subflow's
+    /// queue grow past a longer-RTT subflow's round trip, and the longer one starved.
+    fn queues_past_cwnd(&self) -> bool {
+        false
+    }
     /// SCAN handling: a subflow announced to scan gets no new segments until the scan ends.
     fn scan_aware(&self) -> bool {
         false
