@@ -120,7 +120,7 @@ fn bench_sim(args: BenchSimArgs) -> Result<()> {
                     ..crate::run::sim_params(&scenario, model, grain(model))
                 };
                 for s in &args.schemes {
-                    let sim_scheme = scheme::parse(s, &scenario, scenario.seed)?.into_sim()?;
+                    let sim_scheme = scheme::parse_sim(s, &scenario, scenario.seed)?;
                     let mut best = f64::INFINITY;
                     let mut last = None;
                     for _ in 0..args.runs {

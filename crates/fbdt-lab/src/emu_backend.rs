@@ -273,7 +273,7 @@ fn run_one(
             (t, None, delay)
         }
         (Traffic::Bulk, Transport::Session(mut core, encryption)) => {
-            buffer_parity(name, &mut core, testbed_options().tcp_buffer_max);
+            scheme::buffer_parity(name, &mut core, testbed_options().tcp_buffer_max);
             let net = NetConfig {
                 core: *core,
                 ..NetConfig::default()
@@ -375,7 +375,7 @@ fn run_bursts(
     let (net, ends) = match &transport {
         Transport::Session(core, encryption) => {
             let mut core = core.clone();
-            buffer_parity(name, &mut core, testbed_options().tcp_buffer_max);
+            scheme::buffer_parity(name, &mut core, testbed_options().tcp_buffer_max);
             if !name.contains("+sndbuf=") {
                 core.send_buffer = core.send_buffer.min(crate::emu_bursts::FBDT_BURST_SEND_BUFFER);
             }
@@ -409,23 +409,6 @@ fn run_bursts(
         run,
         cotag: Some(counters),
     })
-}
-
-/// On the testbed every kernel socket may grow its buffers to `tcp_buffer_max` — kernel
-/// MPTCP's one receive buffer included. FBDT's reorder and send buffers and the `mp:*` meta
-/// layer's shared receive buffer get the same ceiling, unless the scheme names its own
-/// (`+rcvbuf=`, `+sndbuf=`). (32 MiB, FBDT's library default, filled up on four bloated
-/// paths and triggered needless rescues: 3–5% redundant bytes in `rats4`.)
-pub(crate) fn buffer_parity(name: &str, core: &mut fbdt_core::Config, kernel_max: Option<u64>) {
-    let Some(max) = kernel_max.and_then(|m| usize::try_from(m).ok()) else {
-        return;
-    };
-    if !name.contains("+rcvbuf=") {
-        core.recv_buffer = max;
-    }
-    if !name.contains("+sndbuf=") {
-        core.send_buffer = max;
-    }
 }
 
 /// Means over the repetitions (goodput), pooled one-second samples (percentiles), sums

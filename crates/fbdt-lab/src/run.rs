@@ -104,7 +104,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
     }
     // Parse every scheme before running any, so a typo fails fast.
     for n in &names {
-        scheme::parse(n, &scenario, seed)?.into_sim()?;
+        scheme::parse_sim(n, &scenario, seed)?;
     }
     let first = scenario.schedule(scale)?;
     check_grain(args.model, args.grain)?;
@@ -158,7 +158,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
                 seed: run_seed,
                 ..params.clone()
             };
-            let sim_scheme = scheme::parse(name, &sc, run_seed)?.into_sim()?;
+            let sim_scheme = scheme::parse_sim(name, &sc, run_seed)?;
             let base = bar.position();
             let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |t| {
                 bar.set_position(base + (t / params.sample_interval_s).round() as u64)
@@ -256,11 +256,26 @@ pub fn check_grain(model: PathModel, grain_us: u64) -> Result<()> {
 
 /// The simulator's parameters for `scenario` under `model`: the TCP model takes the
 /// scenario's congestion control, queues and seed; the pipe its time grain in µs.
+/// Each path's largest TCP window. The TCP-level model grows its windows as the testbed's
+/// kernels do, so it gets the testbed's ceiling (`tcp_rmem`/`tcp_wmem` set to
+/// `TestbedOptions::tcp_buffer_max`, 64 MiB). The ideal pipe has no slow start — its window
+/// is the bandwidth-delay product from the first byte — so it keeps Linux's default 6 MiB:
+/// at 64 MiB `tc-delay-wigig`'s 1 s WiGig would carry 537 Mbit/s at once, where a real
+/// TCP reaches 4 Mbit/s in 10 s.
+fn tcp_window_max(model: PathModel) -> u64 {
+    let default = fbdt_sim::LinkParams::default().max_window_bytes;
+    match model {
+        PathModel::Tcp => crate::emu_backend::testbed_options().tcp_buffer_max.unwrap_or(default),
+        PathModel::Pipe => default,
+    }
+}
+
 pub fn sim_params(scenario: &Scenario, model: PathModel, grain_us: u64) -> SimParams {
     SimParams {
         model,
         link: fbdt_sim::LinkParams {
             grain_us,
+            max_window_bytes: tcp_window_max(model),
             ..fbdt_sim::LinkParams::default()
         },
         congestion_control: fbdt_sim::CongestionControl::from_name(&scenario.congestion_control),

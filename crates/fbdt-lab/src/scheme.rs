@@ -74,6 +74,35 @@ impl Scheme {
     }
 }
 
+/// `name` as the simulator runs it: with the testbed's buffer ceilings ([`buffer_parity`]),
+/// so that a scheme is the same configuration on both backends. (With the library's 6 MiB
+/// meta receive buffer, `mp:kernel` stalled on its shared window in `rats4` at the
+/// testbed's scale, where the testbed's kernel MPTCP grew its buffer and did not.)
+pub fn parse_sim(name: &str, scenario: &Scenario, seed: u64) -> Result<SimScheme> {
+    let mut parsed = parse(name, scenario, seed)?;
+    if let Scheme::Fbdt(cfg, _) = &mut parsed {
+        buffer_parity(name, cfg, crate::emu_backend::testbed_options().tcp_buffer_max);
+    }
+    parsed.into_sim()
+}
+
+/// On the testbed every kernel socket may grow its buffers to `tcp_buffer_max` — kernel
+/// MPTCP's one receive buffer included. FBDT's reorder and send buffers and the `mp:*` meta
+/// layer's shared receive buffer get the same ceiling, unless the scheme names its own
+/// (`+rcvbuf=`, `+sndbuf=`), on both backends ([`parse_sim`]). (32 MiB, FBDT's library default, filled up on four bloated
+/// paths and triggered needless rescues: 3–5% redundant bytes in `rats4`.)
+pub(crate) fn buffer_parity(name: &str, core: &mut fbdt_core::Config, kernel_max: Option<u64>) {
+    let Some(max) = kernel_max.and_then(|m| usize::try_from(m).ok()) else {
+        return;
+    };
+    if !name.contains("+rcvbuf=") {
+        core.recv_buffer = max;
+    }
+    if !name.contains("+sndbuf=") {
+        core.send_buffer = max;
+    }
+}
+
 /// Parses `"fbdt+rto=0.5+window=64k"`, `"tcp:wifi"`, … against the scenario's paths.
 pub fn parse(name: &str, scenario: &Scenario, seed: u64) -> Result<Scheme> {
     let name = name.trim();
@@ -324,6 +353,37 @@ mod tests {
         assert!(err("mp:bogus").contains("unknown scheduler"));
         assert!(err("mp:fixed=101").contains("unknown scheduler"));
         assert!(err("mp:minrtt+window=1").contains("unknown option"));
+    }
+
+    /// The simulator runs a scheme with the testbed's buffer ceilings, as the testbed does,
+    /// unless the scheme names its own.
+    #[test]
+    fn the_simulator_gets_the_testbeds_buffer_ceilings() {
+        let s = scenario();
+        let max = crate::emu_backend::testbed_options().tcp_buffer_max.unwrap() as usize;
+        let buffers = |n: &str| match parse_sim(n, &s, 1).unwrap() {
+            fbdt_sim::SimScheme::Fbdt(c) => (c.recv_buffer, c.send_buffer),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(buffers("fbdt"), (max, max));
+        assert_eq!(buffers("mp:kernel"), (max, max));
+        assert_eq!(buffers("mp:kernel+rcvbuf=2m"), (2 << 20, max));
+        assert_eq!(buffers("fbdt+sndbuf=8m"), (max, 8 << 20));
+        assert!(matches!(
+            parse_sim("tcp:wifi", &s, 1).unwrap(),
+            fbdt_sim::SimScheme::Tcp(0)
+        ));
+        let window = |m| crate::run::sim_params(&s, m, 0).link.max_window_bytes;
+        assert_eq!(
+            window(fbdt_sim::PathModel::Tcp),
+            max as u64,
+            "the TCP model's windows too"
+        );
+        assert_eq!(
+            window(fbdt_sim::PathModel::Pipe),
+            6 << 20,
+            "the ideal pipe keeps Linux's default"
+        );
     }
 
     #[test]

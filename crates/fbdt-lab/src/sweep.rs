@@ -205,7 +205,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
         }
     }
     for s in &args.schemes {
-        scheme::parse(s, &scenario, scenario.seed)?.into_sim()?;
+        scheme::parse_sim(s, &scenario, scenario.seed)?;
     }
     let jobs = args
         .jobs
@@ -234,7 +234,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
         };
         let schedule = sc.schedule(scale)?;
         let params = crate::run::sim_params(&sc, args.model, args.grain);
-        let sim_scheme = scheme::parse(name, &sc, sc.seed)?.into_sim()?;
+        let sim_scheme = scheme::parse_sim(name, &sc, sc.seed)?;
         let started = WallClock::now();
         let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |_| {})
             .with_context(|| format!("scheme {name}, {:?} {value}", over))?;

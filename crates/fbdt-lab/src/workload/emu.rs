@@ -53,7 +53,7 @@ pub fn drive(
     let records = match transport {
         Transport::Kernel(proto, path) => over_kernel_socket(&tb, proto, path, max_s, app),
         Transport::Session(mut core, encryption) => {
-            crate::emu_backend::buffer_parity(
+            crate::scheme::buffer_parity(
                 scheme_name,
                 &mut core,
                 crate::emu_backend::testbed_options().tcp_buffer_max,

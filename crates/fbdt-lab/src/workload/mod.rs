@@ -254,7 +254,7 @@ impl Setup {
                     seed,
                     ..crate::run::sim_params(&sc, self.model, 0)
                 };
-                let scheme: SimScheme = scheme::parse(scheme_name, &sc, seed)?.into_sim()?;
+                let scheme: SimScheme = scheme::parse_sim(scheme_name, &sc, seed)?;
                 let delay = driver::request_delay_s(&schedule, &scheme);
                 driver::drive(&schedule, &scheme, &params, delay, app)
             }
