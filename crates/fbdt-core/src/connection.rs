@@ -341,6 +341,12 @@ impl Connection {
         self.sender.path_stats(path, stats);
     }
 
+    /// The driver holds the application's writes to a send buffer of `bytes`
+    /// (`SchemeSender::set_send_limit`): the simulator's model of kernel MPTCP's.
+    pub fn set_send_limit(&mut self, bytes: u64) {
+        self.sender.set_send_limit(bytes);
+    }
+
     /// From when `poll_transmit` on `path` could return a frame given more room than it was
     /// last offered, unless an input (`handle_*`, `path_*`, a write or read, a timeout)
     /// comes first; `None`: not before an input. Until then a driver need not poll the

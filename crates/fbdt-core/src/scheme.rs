@@ -88,6 +88,10 @@ pub trait SchemeSender: Send {
     fn scheduler_ratio(&self) -> Option<u8> {
         None
     }
+    /// The driver holds the application's writes to a send buffer of `bytes` counted from
+    /// the oldest unacknowledged byte (a kernel-like socket buffer, tighter than the
+    /// scheme's own); schemes that react to a blocked writer read it.
+    fn set_send_limit(&mut self, _bytes: u64) {}
 }
 
 /// Receives one byte stream from N paths and delivers it in order.

@@ -299,6 +299,7 @@ impl SimEndpoint for FbdtEnd {
 
     fn set_send_limit(&mut self, bytes: u64) {
         self.send_limit = Some(bytes);
+        self.conn.set_send_limit(bytes);
     }
 
     fn is_done(&self) -> bool {

@@ -111,6 +111,9 @@ pub struct MetaSender {
     upstream: bool,
     /// `Scheduler::queues_past_cwnd`: the window does not limit new data.
     queues_past_cwnd: bool,
+    /// The send buffer the driver holds the application's writes to, if tighter than
+    /// `send_buffer` (`SchemeSender::set_send_limit`).
+    send_limit: Option<u64>,
     /// The MPTCP-level retransmission timer (`mptcp_reset_rtx_timer`).
     rtx_at: Option<Instant>,
     /// The segment that timer chose to send again, and the idle subflow it goes on.
@@ -144,6 +147,7 @@ impl MetaSender {
             reinject_q: BTreeSet::new(),
             upstream,
             queues_past_cwnd,
+            send_limit: None,
             rtx_at: None,
             rtx_pending: None,
             paths: Vec::new(),
@@ -262,6 +266,17 @@ impl MetaSender {
     fn window_blocked(&self) -> bool {
         let unsent = self.write_end - self.snd_nxt;
         unsent > 0 && self.snd_nxt + unsent.min(self.seg_size) > self.edge
+    }
+
+    /// The out-of-tree kernel's second trigger for opportunistic reinjection
+    /// (`__mptcp_next_segment`): nothing left to send while the application waits on a full
+    /// send buffer (`SOCK_NOSPACE` with free space below half the queued bytes,
+    /// `sk_stream_min_wspace`). The head segment's DATA_ACK, held by a slow subflow, is then
+    /// what frees the buffer — as a blocked receive window is in the first trigger.
+    fn send_buffer_blocked(&self) -> bool {
+        let limit = self.send_limit.map_or(self.send_buffer, |l| l.min(self.send_buffer));
+        let queued = self.write_end - self.snd_una;
+        !self.finished && queued > 0 && self.write_end == self.snd_nxt && limit.saturating_sub(queued) < queued / 2
     }
 
     /// Sends the head-of-window segment again on `path` and penalises the slower paths
@@ -591,6 +606,9 @@ impl MetaSender {
             }
             return 0;
         }
+        if self.reinject && self.send_buffer_blocked() && self.space(path) {
+            return self.opportunistic_reinject(path, room, now, out);
+        }
         if self.next_len().is_none() {
             return 0;
         }
@@ -621,6 +639,10 @@ impl SchemeSender for MetaSender {
     /// The scheduler's current ratio (ratio schedulers).
     fn scheduler_ratio(&self) -> Option<u8> {
         self.sched.ratio()
+    }
+
+    fn set_send_limit(&mut self, bytes: u64) {
+        self.send_limit = Some(bytes);
     }
 
     /// A driver hint (scan announcements): scan-aware schedulers pause the path.
@@ -891,6 +913,36 @@ mod tests {
             (sndbuf..sndbuf + seg).contains(&kernel),
             "mp:kernel: up to the send buffer ({kernel} of {sndbuf})"
         );
+    }
+
+    /// minRTT (the out-of-tree kernel) re-sends the head segment on a fast subflow when
+    /// everything written is out and the application waits on a full send buffer — the
+    /// kernel's `SOCK_NOSPACE` trigger — not only when the receive window blocks.
+    #[test]
+    fn a_writer_blocked_on_the_send_buffer_triggers_opportunistic_reinjection() {
+        let limit = 200_000;
+        let resent_with = |send_limit: u64| {
+            let mut s = sender();
+            s.set_send_limit(send_limit);
+            s.write(&vec![7u8; limit as usize]);
+            // The head segment goes on slow path 0 (path 1 not up yet), the rest on path 1.
+            s.path_down(PathId(1), Instant::ZERO);
+            let mut out = Vec::new();
+            assert!(s.poll_transmit(PathId(0), 20_000, Instant::ZERO, &mut out) > 0);
+            s.set_path_epoch(PathId(1), 1);
+            s.path_up(PathId(1), Instant::ZERO);
+            let rest = limit - s.seg_size;
+            assert_eq!(send_on(&mut s, PathId(1), rest as usize), rest);
+            assert_eq!(s.snd_nxt, s.write_end, "everything written is out");
+            let before = s.stats.redundant_bytes_sent;
+            let mut out = Vec::new();
+            s.poll_transmit(PathId(1), 20_000, at(1), &mut out);
+            (s.stats.redundant_bytes_sent - before, s.segs[&0].mask)
+        };
+        let (resent, mask) = resent_with(limit);
+        assert!(resent > 0, "the head segment goes again on the fast subflow");
+        assert_eq!(mask, 0b11);
+        assert_eq!(resent_with(4 * limit).0, 0, "a writer with room left is not blocked");
     }
 
     /// A subflow that timed out (potentially failed) takes new data again as soon as
