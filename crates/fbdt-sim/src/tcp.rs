@@ -10,8 +10,9 @@
 //!
 //! Modelled:
 //! - slow start (initial window 10 segments) up to ssthresh, then Cubic growth
-//!   (C = 0.4, β = 0.7, RFC 8312) or, for `bbr`, a BBR-like mode: slow-start up to
-//!   2 × the estimated BDP, which it then holds, ignoring random loss;
+//!   (C = 0.4, β = 0.7, RFC 8312, never below its Reno-friendly window: 0.53 segment per
+//!   round trip) or, for `bbr`, a BBR-like mode: slow-start up to 2 × the estimated BDP,
+//!   which it then holds, ignoring random loss;
 //! - loss: each segment is lost with the scenario's loss probability (seeded, per link) or
 //!   when the bottleneck queue overflows; a lost chunk holds back everything after it
 //!   (in-order delivery) until its retransmission arrives, and when that is depends on the
@@ -22,11 +23,16 @@
 //!   tail, or a window of one segment) the tail-loss probe fires at 2·srtt + 2 ms
 //!   (`tcp_schedule_loss_probe`; + `TCP_RTO_MIN` instead of 2 ms when it is the only
 //!   packet out) unless the retransmission timer (srtt + 200 ms) comes first, which then
-//!   repairs it. A retransmission is one segment and lost with the path's probability; a
-//!   lost one is found only by the retransmission timer, re-armed when it was sent and
-//!   doubled at each expiry (Linux's RACK finds some earlier; not modelled). A timeout
-//!   restarts the window from one segment in slow start (`tcp_enter_loss`); a repair
-//!   without one reduces it once per round trip (fast recovery, Cubic's β). While a loss
+//!   repairs it. A retransmission is one segment and lost with the path's probability. A
+//!   lost one is found by RACK one round trip after it left when a segment sent after it
+//!   gets through, and something is sent after it only when SACKs keep coming once
+//!   recovery began (PRR clocks out about one segment per SACK): fast retransmit with
+//!   more than `tcp_reordering` segments behind the hole. Otherwise (the retransmission
+//!   went alone: RACK's timer, a loss probe, or a timeout found the loss) only the
+//!   retransmission timer finds it, re-armed when it was sent and doubled at each
+//!   expiry. A timeout restarts the window from one segment in slow start
+//!   (`tcp_enter_loss`); a repair without one reduces it once per round trip (fast
+//!   recovery, Cubic's β). While a loss
 //!   waits for its probe or timer with nothing after it, or behind a timeout, the window
 //!   does not move (the sender sends nothing new); otherwise later segments' SACKs free it;
 //! - outages: nothing is acknowledged while the path is down; the retransmission timer
@@ -38,9 +44,11 @@
 //!
 //! Not modelled: individual segments and SACK scoreboards (a chunk is lost or not as a
 //! whole; only its first lost segment's position is drawn, to count the segments after
-//! it), RACK's detection of lost retransmissions, spurious-retransmission undo, PRR's
-//! sending during recovery (the window of a timed-out chunk is held), receive-window
-//! autotuning's ramp (the window is at its maximum at once), delayed ACKs, pacing inside an RTT, spurious RTOs, the ACK direction's own losses, and
+//! it; a chunk's later lost segments are repaired with its first, their retransmissions
+//! not drawn), PRR's pacing of the window during recovery (only whether it sends after a
+//! retransmission; the window of a timed-out chunk is held), spurious-retransmission
+//! undo, receive-window autotuning's ramp (the window is at its maximum at once), delayed
+//! ACKs, pacing inside an RTT, spurious RTOs, the ACK direction's own losses, and
 //! competing flows on the bottleneck (the paths' queues are each one connection's).
 
 /// Congestion control as the scenario names it.
@@ -82,6 +90,8 @@ pub const DUPTHRESH: u32 = 3;
 const INITIAL_WINDOW_SEGMENTS: f64 = 10.0;
 const CUBIC_C: f64 = 0.4;
 const CUBIC_BETA: f64 = 0.7;
+/// Segments per round trip an AIMD flow with Cubic's β adds to be as fair as Reno.
+const RENO_FRIENDLY: f64 = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA);
 
 /// How a lost chunk is repaired ([`TcpState::repair`]).
 #[derive(Clone, Copy, Debug)]
@@ -253,12 +263,27 @@ impl TcpState {
                 t
             }
         };
-        // A retransmission is lost as any segment is. Found only by the RTO (re-armed when
-        // the retransmission leaves, `tcp_xmit_retransmit_queue`), doubled at each
-        // expiry (`tcp_retransmit_timer`: icsk_backoff++). Linux's RACK can also find a
-        // lost retransmission from later segments' SACKs; not modelled (the windows where
-        // it matters here are a few segments, with little sent after it).
+        // A retransmission is lost as any segment is. RACK marks it lost when a segment
+        // sent after it is SACKed (`tcp_rack_detect_loss` compares send times, so a
+        // retransmission counts from when it left), with no reordering window in
+        // recovery (`tcp_rack_reo_wnd`): one round trip after it left. Something is sent
+        // after it only when SACKs keep arriving once recovery has begun: PRR
+        // (`tcp_cwnd_reduction`) sends about one segment per segment newly delivered, the
+        // retransmission first. That is so when fast retransmit found the loss at the
+        // third SACK with more segments out behind it (`follow` > 3); when RACK's timer
+        // or a loss probe found it, the segments after the hole were all SACKed already
+        // and the retransmission leaves alone. And the segment sent after it must itself
+        // get through. Otherwise only the retransmission timer finds it (re-armed when
+        // the retransmission leaves, `tcp_xmit_retransmit_queue`), doubled at each expiry
+        // (`tcp_retransmit_timer`: icsk_backoff++); after a timeout the window is one
+        // segment (`tcp_enter_loss`, no loss probe outside the Open state), so a
+        // retransmission lost then is always found by the backed-off timer.
+        let clocked = follow > DUPTHRESH;
         while p > 0.0 && self.uniform() < p {
+            if clocked && timeouts == 0 && self.uniform() >= p {
+                resend_s += rtt_s;
+                continue;
+            }
             timeouts += 1;
             resend_s += rto;
             rto = (2.0 * rto).min(RTO_MAX_S);
@@ -318,8 +343,12 @@ impl TcpState {
             let k = (self.w_max * (1.0 - CUBIC_BETA) / self.mss / CUBIC_C).cbrt();
             let t = t_s - self.epoch_s;
             let target = (CUBIC_C * (t - k).powi(3)) * self.mss + self.w_max;
-            // Never faster than slow start, never below Reno's additive increase.
-            let reno = self.cwnd + self.mss * acked / self.cwnd;
+            // Never faster than slow start, never below the Reno-friendly window Cubic
+            // keeps (`tcp_friendliness`, RFC 8312 §4.2): an AIMD flow with Cubic's β
+            // grows by 3(1 − β)/(1 + β) ≈ 0.53 segment per round trip, not Reno's one.
+            // It is what a small window grows by: the cubic curve is flat for K
+            // seconds (1.4 s from a w_max of 4 segments), a lossy path's whole epoch.
+            let reno = self.cwnd + RENO_FRIENDLY * self.mss * acked / self.cwnd;
             self.cwnd = target.clamp(reno, self.cwnd + acked);
         }
     }
@@ -436,6 +465,29 @@ mod tests {
         assert_eq!(s.losses, 0);
     }
 
+    /// In congestion avoidance with a window too small for the cubic curve to move (its
+    /// K is seconds), the window grows at the Reno-friendly rate: 3(1 − β)/(1 + β)
+    /// ≈ 0.53 segment per round trip's worth of ACKs.
+    #[test]
+    fn a_small_cubic_window_grows_at_the_reno_friendly_rate() {
+        let mut s = state(CongestionControl::Cubic);
+        s.on_ack(0.0, 4 * 1448, 0.002, false, 1e9);
+        s.on_ack(0.01, 1448, 0.002, true, 1e9);
+        let start = s.cwnd;
+        assert!(start < s.ssthresh + 1e-9, "congestion avoidance");
+        // Ten round trips of ACKs, one segment each, 2 ms apart.
+        let mut t = 0.02;
+        for _ in 0..10 {
+            let n = (s.cwnd / 1448.0).round() as usize;
+            for _ in 0..n {
+                s.on_ack(t, 1448, 0.002, false, 1e9);
+            }
+            t += 0.002;
+        }
+        let grown = (s.cwnd - start) / 1448.0;
+        assert!((grown - 10.0 * RENO_FRIENDLY).abs() < 1.0, "{grown} segments");
+    }
+
     /// With enough segments after the hole for fast retransmit the loss costs one round
     /// trip; with a window of one segment nothing can signal it and the retransmission
     /// timer (≥ 200 ms) repairs it; in between RACK's reordering window, min_rtt / 4.
@@ -462,9 +514,10 @@ mod tests {
         assert_eq!(tail.timeouts, 0);
     }
 
-    /// A lost retransmission is found by the RTO, and each further loss doubles it:
-    /// after k timeouts the retransmission that gets through leaves rto·(2^k − 1) after
-    /// the first one.
+    /// A retransmission sent alone (RACK's timer found the loss: the segments after the
+    /// hole were SACKed already, nothing clocks out more) is found lost only by the RTO,
+    /// and each further loss doubles it: after k timeouts the retransmission that gets
+    /// through leaves rto·(2^k − 1) after the first one.
     #[test]
     fn a_lost_retransmission_backs_off() {
         let mut s = state(CongestionControl::Cubic);
@@ -472,14 +525,71 @@ mod tests {
         let rto = s.rto_s();
         let mut seen = [0u32; 4];
         for _ in 0..400 {
-            let r = s.repair(1.0, 0.002, 0.002, 10, 20, 0.5);
-            let k = r.timeouts;
-            let expected = 1.002 + rto * (2f64.powi(k as i32) - 1.0);
+            let r = s.repair(1.0, 0.002, 0.002, 2, 20, 0.5);
+            let expected = 1.0025 + rto * (2f64.powi(r.timeouts as i32) - 1.0);
             assert!((r.resend_s - expected).abs() < 1e-9, "{r:?}, expected {expected}");
-            seen[(k as usize).min(3)] += 1;
+            seen[(r.timeouts as usize).min(3)] += 1;
         }
         // Half the retransmissions are lost: every depth occurs.
         assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
+    }
+
+    /// Fast retransmit with segments still out behind the hole: their SACKs let PRR send
+    /// new segments after the retransmission, and when one of those is SACKed RACK marks
+    /// the lost retransmission lost (no reordering window in recovery): one round trip
+    /// after it left, not the RTO. Only when the segment sent after it is lost too does
+    /// the timer find it, and from then on the window is one segment (backed-off timer).
+    #[test]
+    fn a_lost_retransmission_with_segments_after_it_is_found_by_rack() {
+        let mut s = state(CongestionControl::Cubic);
+        s.on_ack(0.0, 1448, 0.002, false, 1e9);
+        let (rtt, rto) = (0.002, s.rto_s());
+        let mut by_rack = 0;
+        let mut by_timer = 0;
+        for _ in 0..2000 {
+            let r = s.repair(1.0, rtt, rtt, 10, 20, 0.1);
+            let after_first = r.resend_s - (1.0 + rtt);
+            if r.timeouts == 0 {
+                // k lost retransmissions, each found one round trip after it left.
+                let k = (after_first / rtt).round();
+                assert!((after_first - k * rtt).abs() < 1e-9, "{r:?}");
+                assert!(after_first < 0.2, "{r:?}: no timer");
+                if k > 0.0 {
+                    by_rack += 1;
+                }
+            } else {
+                // RACK found k ≥ 0 of them, then the timer and its back-off.
+                let timers = rto * (2f64.powi(r.timeouts as i32) - 1.0);
+                let k = ((after_first - timers) / rtt).round();
+                assert!(k >= 0.0 && (after_first - timers - k * rtt).abs() < 1e-9, "{r:?}");
+                by_timer += 1;
+            }
+        }
+        // A retransmission is lost with 0.1 and found by RACK unless the segment after it
+        // is lost too (0.1): about 0.09 by RACK against 0.01 by the timer.
+        assert!(by_rack > 4 * by_timer && by_timer > 5, "{by_rack} {by_timer}");
+    }
+
+    /// After a timeout (window one segment, `tcp_enter_loss`) nothing is sent after the
+    /// retransmission: a lost one waits for the timer, doubled each time.
+    #[test]
+    fn a_lost_retransmission_after_a_timeout_waits_for_the_backed_off_timer() {
+        let mut s = state(CongestionControl::Cubic);
+        s.on_ack(0.0, 1448, 0.002, false, 1e9);
+        let rto = s.rto_s();
+        let mut seen = [0u32; 4];
+        for _ in 0..400 {
+            // A window of one segment, nothing after the hole: the first timeout, then
+            // every lost retransmission another, doubled.
+            let r = s.repair(1.0, 0.002, 0.002, 0, 1, 0.5);
+            let k = r.timeouts;
+            assert!(k >= 1, "{r:?}");
+            let expected = 1.0 + rto * (2f64.powi(k as i32) - 1.0);
+            assert!((r.resend_s - expected).abs() < 1e-9, "{r:?}, expected {expected}");
+            seen[(k as usize).min(3)] += 1;
+        }
+        // Half the retransmissions are lost: every depth past the first timeout occurs.
+        assert!(seen[1..].iter().all(|&n| n > 0), "{seen:?}");
     }
 
     /// The first lost segment's position follows from the same draw: the segments after
