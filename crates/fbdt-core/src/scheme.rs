@@ -65,6 +65,14 @@ pub trait SchemeSender: Send {
     /// Like `poll_transmit`, appending to a `FrameBuf`: the header inline and the payload
     /// as shared slices of the send buffer (no copy).
     fn poll_transmit_buf(&mut self, path: PathId, room: usize, now: Instant, out: &mut FrameBuf) -> usize;
+    /// Whether a poll of `path` with `room` at `now` would be answered from the sender's
+    /// memory of its last poll there — nothing to send, nothing changed, no path event
+    /// waiting to be collected. If so, what that poll would still change is done and the
+    /// answer is true: the driver may leave the poll out (`Connection::poll_idle`).
+    /// False whenever unsure (the default): the driver then polls.
+    fn poll_idle(&mut self, _path: PathId, _room: usize, _now: Instant) -> bool {
+        false
+    }
     fn poll_timeout(&self) -> Option<Instant>;
     fn handle_timeout(&mut self, now: Instant);
     fn stats(&self) -> SenderStats;

@@ -5,7 +5,7 @@ use fbdt_core::delay_probe::{DelayJoin, DelayProbe, DEFAULT_STEP};
 use fbdt_core::wire::{Data, FrameBuf, MpData};
 use fbdt_core::{
     Config, ConfigError, Connection, ConnectionStats, Event, Hint, Instant, PathBinding, PathId, PathStats,
-    ProtocolError,
+    ProtocolError, SchemeConfig,
 };
 use thiserror::Error;
 
@@ -43,6 +43,15 @@ pub trait SimEndpoint {
     /// Puts at most one frame of at most `room` bytes for `path` into the empty `out`;
     /// returns its length.
     fn transmit(&mut self, path: usize, room: usize, now: Instant, out: &mut Chunk) -> usize;
+    /// Whether `transmit` would return 0 and change nothing but what this call did
+    /// (`Connection::poll_idle`): the simulator then leaves it out. False when unsure.
+    fn transmit_idle(&mut self, _path: usize, _room: usize, _now: Instant) -> bool {
+        false
+    }
+    /// Whether `transmit_idle` can ever be true.
+    fn polls_idle(&self) -> bool {
+        false
+    }
     fn timeout(&self) -> Option<Instant>;
     fn on_timeout(&mut self, now: Instant);
     /// Runs the application: the server writes what fits, the client reads and checks
@@ -114,6 +123,9 @@ pub struct FbdtEnd {
     /// Connections each path had so far: a reconnect's epoch, as a real client numbers
     /// them in its JOIN (the server learns it from the JOIN).
     connections: Vec<u32>,
+    /// The scheme's sender may answer a poll from memory (`transmit_idle`): FBDT's. For
+    /// the others asking would only cost.
+    idle_polls: bool,
 }
 
 impl FbdtEnd {
@@ -126,6 +138,7 @@ impl FbdtEnd {
         now: Instant,
     ) -> Result<Self, EndpointError> {
         let send_buffer = cfg.send_buffer as u64;
+        let idle_polls = matches!(cfg.scheme, SchemeConfig::Fbdt(_));
         let mut conn = match side {
             Side::Server => Connection::server(cfg),
             Side::Client => Connection::client(cfg),
@@ -151,6 +164,7 @@ impl FbdtEnd {
             frame: FrameBuf::new(),
             verified: Verification::default(),
             connections: vec![1; paths],
+            idle_polls,
         })
     }
 }
@@ -175,6 +189,14 @@ impl SimEndpoint for FbdtEnd {
                 n
             }
         }
+    }
+
+    fn transmit_idle(&mut self, path: usize, room: usize, now: Instant) -> bool {
+        self.idle_polls && self.conn.poll_idle(PathId(path as u8), room, now)
+    }
+
+    fn polls_idle(&self) -> bool {
+        self.idle_polls
     }
 
     fn timeout(&self) -> Option<Instant> {

@@ -117,6 +117,9 @@ pub struct Sim<'a> {
     params: &'a SimParams,
     server: Box<dyn SimEndpoint>,
     client: Box<dyn SimEndpoint>,
+    /// Server, client: whether `transmit_idle` can ever say yes (asked once, as it is
+    /// asked before every poll).
+    polls_idle: [bool; 2],
     paths: Vec<PathSim>,
     /// Resets sorted by time; `next_reset` is the first not yet carried out.
     resets: Vec<PathReset>,
@@ -263,6 +266,7 @@ impl<'a> Sim<'a> {
             schedule,
             scheme,
             params,
+            polls_idle: [server.polls_idle(), client.polls_idle()],
             server,
             client,
             paths,
@@ -637,12 +641,18 @@ impl<'a> Sim<'a> {
     /// Lets each endpoint (server first) fill every path's room, frame by frame.
     fn transmit(&mut self) {
         let now = self.now;
-        for (ep, data_dir) in [(&mut self.server, true), (&mut self.client, false)] {
+        let [server_idle, client_idle] = self.polls_idle;
+        for (ep, data_dir, idle) in [
+            (&mut self.server, true, server_idle),
+            (&mut self.client, false, client_idle),
+        ] {
             for (i, p) in self.paths.iter_mut().enumerate() {
                 let link = if data_dir { &mut p.data } else { &mut p.reverse };
                 loop {
                     let room = link.room();
-                    if room == 0 {
+                    // Most polls would find nothing (the sender remembers its last
+                    // poll): those are left out, exactly (`transmit_idle`).
+                    if room == 0 || (idle && ep.transmit_idle(i, room, now)) {
                         break;
                     }
                     self.buf.clear();

@@ -191,8 +191,12 @@ impl FbdtReceiver {
         Ok(())
     }
 
+    /// Every held piece lies at or above `rcv_nxt` (`insert` stores nothing below it), so
+    /// the one that continues the stream, if any, is the first: no search for the
+    /// (mostly missing) key.
     fn deliver_in_order(&mut self) {
-        while let Some(piece) = self.ooo.remove(&self.rcv_nxt) {
+        while self.ooo.first_key_value().is_some_and(|(&at, _)| at == self.rcv_nxt) {
+            let (_, piece) = self.ooo.pop_first().expect("checked");
             let len = piece.data.len();
             self.ooo_bytes -= len;
             self.rcv_nxt += len as u64;

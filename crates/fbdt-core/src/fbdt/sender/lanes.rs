@@ -117,20 +117,26 @@ impl FbdtSender {
         self.windows[pos].lanes[i].remaining() as f64 * seg_bytes / rate.max(1e-9)
     }
 
-    /// The slowest lane of the window at `pos` among those `fits`.
-    fn slowest_lane(&self, pos: usize, fits: impl Fn(usize, &Lane) -> bool) -> Option<usize> {
-        self.windows[pos]
-            .lanes
-            .iter()
-            .enumerate()
-            .filter(|&(i, l)| fits(i, l))
-            .map(|(i, _)| (i, self.lane_eta(pos, i)))
-            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
-            .map(|(i, _)| i)
+    /// The slowest lane of the window at `pos` among those `fits` says something of, with
+    /// what it said: the longest `lane_eta`, the lowest index among equal ones.
+    fn slowest_lane<T>(&self, pos: usize, fits: impl Fn(usize, &Lane) -> Option<T>) -> Option<(usize, T)> {
+        let mut slowest: Option<(usize, f64, T)> = None;
+        for (i, l) in self.windows[pos].lanes.iter().enumerate() {
+            let Some(x) = fits(i, l) else {
+                continue;
+            };
+            let eta = self.lane_eta(pos, i);
+            // Strictly slower only: on a tie the lower index, found first, stays.
+            if slowest.as_ref().is_none_or(|s| eta.total_cmp(&s.1).is_gt()) {
+                slowest = Some((i, eta, x));
+            }
+        }
+        slowest.map(|(i, _, x)| (i, x))
     }
 
     /// A lane end nobody serves in the window at `pos` whose next segment `p` delivers in
-    /// time: the slowest such lane's.
+    /// time: the slowest such lane's. Each lane's arrival check is made once (it was made
+    /// again for the lane chosen).
     fn free_end(&self, p: PathId, pos: usize) -> Option<LaneEnd> {
         let id = self.windows[pos].id;
         let open = |i: usize, l: &Lane| {
@@ -145,8 +151,7 @@ impl FbdtSender {
             let idx = l.peek(end)?;
             self.arrives_in_time(p, pos, at, idx).then_some(at)
         };
-        let i = self.slowest_lane(pos, |i, l| open(i, l).is_some())?;
-        open(i, &self.windows[pos].lanes[i])
+        self.slowest_lane(pos, open).map(|(_, at)| at)
     }
 
     /// Splits the slowest lane of the newest window that has two segments or more, if `p`
@@ -155,7 +160,7 @@ impl FbdtSender {
     fn split_for(&mut self, p: PathId) -> Option<(usize, LaneEnd)> {
         let pos = self.windows.len().checked_sub(1)?;
         let id = self.windows[pos].id;
-        let i = self.slowest_lane(pos, |_, l| l.remaining() >= 2)?;
+        let (i, ()) = self.slowest_lane(pos, |_, l| (l.remaining() >= 2).then_some(()))?;
         let forward = self.server(id, i, End::Forward);
         let backward = self.server(id, i, End::Backward);
         let rate = |q: Option<PathId>| q.map_or(0.0, |q| self.layout_rate(q));

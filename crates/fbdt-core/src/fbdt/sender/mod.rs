@@ -436,6 +436,21 @@ impl SchemeSender for FbdtSender {
         self.transmit(path, room, now, out)
     }
 
+    /// A remembered idle poll that holds (`IdlePoll::holds`) answers the poll; all the
+    /// poll would change then is `checked_until`. Path events a poll's caller collects
+    /// (stalled, failed paths) must not be waiting either.
+    fn poll_idle(&mut self, path: PathId, room: usize, now: Instant) -> bool {
+        let Some(t) = self.paths.get(path.index()) else {
+            return false;
+        };
+        let holds = t.alive && t.idle.is_some_and(|idle| idle.holds(self.changes, room, now));
+        if !holds || !self.failed.is_empty() || !self.newly_stalled.is_empty() {
+            return false;
+        }
+        self.checked_until = self.checked_until.max(now);
+        true
+    }
+
     /// While the path's last poll is remembered as idle for any room (its send limit holds
     /// it), from that memory's deadline on; otherwise now.
     fn room_wanted_from(&self, path: PathId) -> Option<Instant> {
