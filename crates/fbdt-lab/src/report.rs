@@ -135,7 +135,8 @@ impl DeliveryDelay {
         if samples_ms.is_empty() {
             return None;
         }
-        samples_ms.sort_by(f64::total_cmp);
+        // Unstable is exact here: values equal under `total_cmp` are the same bits.
+        samples_ms.sort_unstable_by(f64::total_cmp);
         let q = |q| percentile_sorted(&samples_ms, q);
         Some(DeliveryDelay {
             p50: q(0.5),
