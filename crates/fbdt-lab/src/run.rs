@@ -254,8 +254,6 @@ pub fn check_grain(model: PathModel, grain_us: u64) -> Result<()> {
     Ok(())
 }
 
-/// The simulator's parameters for `scenario` under `model`: the TCP model takes the
-/// scenario's congestion control, queues and seed; the pipe its time grain in µs.
 /// Each path's largest TCP window. The TCP-level model grows its windows as the testbed's
 /// kernels do, so it gets the testbed's ceiling (`tcp_rmem`/`tcp_wmem` set to
 /// `TestbedOptions::tcp_buffer_max`, 64 MiB). The ideal pipe has no slow start — its window
@@ -270,6 +268,8 @@ fn tcp_window_max(model: PathModel) -> u64 {
     }
 }
 
+/// The simulator's parameters for `scenario` under `model`: the TCP model takes the
+/// scenario's congestion control, queues and seed; the pipe its time grain in µs.
 pub fn sim_params(scenario: &Scenario, model: PathModel, grain_us: u64) -> SimParams {
     SimParams {
         model,

@@ -89,8 +89,9 @@ pub fn parse_sim(name: &str, scenario: &Scenario, seed: u64) -> Result<SimScheme
 /// On the testbed every kernel socket may grow its buffers to `tcp_buffer_max` — kernel
 /// MPTCP's one receive buffer included. FBDT's reorder and send buffers and the `mp:*` meta
 /// layer's shared receive buffer get the same ceiling, unless the scheme names its own
-/// (`+rcvbuf=`, `+sndbuf=`), on both backends ([`parse_sim`]). (32 MiB, FBDT's library default, filled up on four bloated
-/// paths and triggered needless rescues: 3–5% redundant bytes in `rats4`.)
+/// (`+rcvbuf=`, `+sndbuf=`), on both backends ([`parse_sim`]). (32 MiB, FBDT's library
+/// default, filled up on four bloated paths and triggered needless rescues: 3–5% redundant
+/// bytes in `rats4`.)
 pub(crate) fn buffer_parity(name: &str, core: &mut fbdt_core::Config, kernel_max: Option<u64>) {
     let Some(max) = kernel_max.and_then(|m| usize::try_from(m).ok()) else {
         return;
