@@ -481,5 +481,6 @@ fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Single)>, wall_
         delivery_delay_ms: delays.summary(),
         cotag,
         bursts,
+        tcp_per_path: None,
     }
 }

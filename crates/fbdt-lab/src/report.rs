@@ -99,6 +99,17 @@ pub struct SchemeResult {
     /// throughput, time to a fixed volume, link utilisation, retransmissions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bursts: Option<crate::emu_bursts::BurstStats>,
+    /// `--backend sim --model tcp`: each path's TCP-level model counters (data direction),
+    /// summed over repetitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_per_path: Option<BTreeMap<String, TcpPathCounters>>,
+}
+
+/// One path's TCP-level model counters (docs/results.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpPathCounters {
+    pub loss_events: u64,
+    pub timeouts: u64,
 }
 
 impl SchemeResult {

@@ -146,6 +146,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             series_100ms_mbps: Vec::new(),
             cotag: None,
             bursts: None,
+            tcp_per_path: None,
         };
         let mut delays = DelayPool::default();
         let is_mp = name.starts_with("mp:");
@@ -179,6 +180,15 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             total.redundant_bytes += out.redundant_bytes;
             for (p, b) in schedule.paths.iter().zip(&out.per_path_bytes) {
                 *total.per_path_bytes.entry(p.name.clone()).or_default() += b;
+            }
+            for (p, c) in schedule.paths.iter().zip(&out.per_path_tcp) {
+                let t = total
+                    .tcp_per_path
+                    .get_or_insert_with(BTreeMap::new)
+                    .entry(p.name.clone())
+                    .or_default();
+                t.loss_events += c.loss_events;
+                t.timeouts += c.timeouts;
             }
             if let (true, Some(s), Some(c)) = (is_mp, &out.server, &out.client) {
                 let m = total.recv_buffer_max_bytes.get_or_insert(0);

@@ -16,6 +16,8 @@ pub mod tcp;
 
 pub use endpoint::EndpointError;
 pub use link::{Chunk, LinkParams, TcpInfo};
-pub use run::{run, PathModel, PathReset, Payload, SimError, SimOutcome, SimParams, SimScheme, Verification};
+pub use run::{
+    run, PathModel, PathReset, Payload, SimError, SimOutcome, SimParams, SimScheme, TcpCounters, Verification,
+};
 pub use sim::Sim;
 pub use tcp::{CongestionControl, TcpParams};

@@ -207,6 +207,19 @@ pub struct SimOutcome {
     pub completed_at_s: Option<f64>,
     /// How the receiver verified the bytes it got.
     pub verified: Verification,
+    /// `--model tcp`: each path's TCP counters in the data direction (also a path a
+    /// scheme left idle: zeros); empty over ideal pipes.
+    pub per_path_tcp: Vec<TcpCounters>,
+}
+
+/// What a path's TCP-level model counted over a run (data direction).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpCounters {
+    /// Losses that reduced the window: once per round trip of fast recovery, and every
+    /// retransmission timeout that restarted it.
+    pub loss_events: u64,
+    /// Retransmission timer expiries, the backed-off ones during an outage included.
+    pub timeouts: u64,
 }
 
 /// Runs `scheme` over `schedule` for `schedule.duration_s` seconds. `progress` is called

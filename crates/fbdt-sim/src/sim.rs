@@ -458,6 +458,15 @@ impl<'a> Sim<'a> {
         out.client = self.client.stats();
         out.delay = self.delay.finish(self.now);
         out.verified = self.client.verified();
+        out.per_path_tcp = self
+            .paths
+            .iter()
+            .filter_map(|p| p.data.tcp_info())
+            .map(|t| crate::run::TcpCounters {
+                loss_events: t.losses,
+                timeouts: t.timeouts,
+            })
+            .collect();
         match (&out.server, self.scheme) {
             (Some(s), _) => {
                 out.redundant_bytes = s.sender.redundant_bytes_sent;

@@ -54,6 +54,25 @@ fn a_lone_tcp_backs_off_through_an_outage_and_the_pipe_does_not() {
     assert_eq!(goodput_after(PathModel::Tcp), 0.0);
 }
 
+/// The run reports what the TCP model counted: an outage's backed-off timeouts (three
+/// expiries while down, the one that resumes after it), random loss's window reductions;
+/// nothing over an ideal pipe.
+#[test]
+fn the_tcp_models_counters_come_out_of_a_run() {
+    let outage = one_path(
+        vec![step(0.0, 100.0, 0.0), step(1.0, 0.0, 0.0), step(3.5, 100.0, 0.0)],
+        5.0,
+    );
+    let lossy = one_path(vec![step(0.0, 200.0, 0.01)], 4.0);
+    let counters = |s: &Schedule, model| run(s, &SimScheme::Tcp(0), &params(model), |_| {}).unwrap().per_path_tcp;
+    let c = counters(&outage, PathModel::Tcp);
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].timeouts, 4, "1.21, 1.63, 2.47 s while down, 4.15 s after: {c:?}");
+    let c = counters(&lossy, PathModel::Tcp);
+    assert!(c[0].loss_events > 10, "{c:?}");
+    assert!(counters(&lossy, PathModel::Pipe).is_empty());
+}
+
 #[test]
 fn random_loss_costs_a_cubic_tcp_throughput() {
     let clean = one_path(vec![step(0.0, 200.0, 0.0)], 4.0);

@@ -571,6 +571,7 @@ pub(crate) mod tests {
             series_100ms_mbps: Vec::new(),
             cotag: None,
             bursts: None,
+            tcp_per_path: None,
         }
     }
 
