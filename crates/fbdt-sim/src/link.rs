@@ -26,7 +26,7 @@ use bytes::Bytes;
 use fbdt_core::Instant;
 use fbdt_scenario::RadioSleep;
 
-use crate::tcp::{TcpParams, TcpState};
+use crate::tcp::{Ack, TcpParams, TcpState};
 
 #[derive(Clone, Debug)]
 pub struct LinkParams {
@@ -449,7 +449,14 @@ impl Link {
                 self.window_bytes -= u.len as u64;
                 if let Some(tcp) = &mut self.tcp {
                     let base_rtt = 2.0 * self.delay_s;
-                    tcp.on_ack_repaired(u.ack_s, u.len, u.rtt_s, u.lost, u.timed_out, self.rate * base_rtt);
+                    let ack = Ack {
+                        t_s: u.ack_s,
+                        len: u.len,
+                        rtt_s: u.rtt_s,
+                        lost: u.lost,
+                        timed_out: u.timed_out,
+                    };
+                    tcp.on_ack_at(ack, self.rate * base_rtt, self.rate);
                 }
             }
             if !self.up || self.rate <= 0.0 || self.backlog.is_empty() {

@@ -92,6 +92,33 @@ const CUBIC_C: f64 = 0.4;
 const CUBIC_BETA: f64 = 0.7;
 /// Segments per round trip an AIMD flow with Cubic's β adds to be as fair as Reno.
 const RENO_FRIENDLY: f64 = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA);
+/// HyStart looks only at windows of at least this many segments (`hystart_low_window`).
+const HYSTART_LOW_WINDOW: f64 = 16.0;
+/// ACKs at most this far apart make a train (`hystart_ack_delta_us`, 2 ms).
+const HYSTART_ACK_DELTA_S: f64 = 0.002;
+/// RTT samples a round's delay is judged on (`HYSTART_MIN_SAMPLES`).
+const HYSTART_MIN_SAMPLES: u32 = 8;
+/// The delay increase that ends slow start is delay_min / 8, clamped to 4–16 ms
+/// (`HYSTART_DELAY_MIN`, `HYSTART_DELAY_MAX`).
+const HYSTART_DELAY_MIN_S: f64 = 0.004;
+const HYSTART_DELAY_MAX_S: f64 = 0.016;
+/// Without a loss yet Cubic grows at least one segment per 20 ACKed (`bictcp_update`: `cnt`
+/// capped at 20 while `last_max_cwnd` is 0), about 5 % per round trip.
+const CUBIC_UNPROBED_CNT: f64 = 20.0;
+
+/// An ACK the model delivers to [`TcpState::on_ack_at`].
+#[derive(Clone, Copy, Debug)]
+pub struct Ack {
+    pub t_s: f64,
+    /// Bytes it acknowledges (a chunk).
+    pub len: usize,
+    /// The chunk's round trip (queueing included).
+    pub rtt_s: f64,
+    /// The chunk had to be retransmitted (its loss is detected now).
+    pub lost: bool,
+    /// Its repair took a retransmission timeout.
+    pub timed_out: bool,
+}
 
 /// How a lost chunk is repaired ([`TcpState::repair`]).
 #[derive(Clone, Copy, Debug)]
@@ -122,6 +149,94 @@ pub(crate) struct TcpState {
     pub timeouts: u64,
     /// The last retransmission timeout that restarted the window (s).
     timed_out_at_s: f64,
+    hystart: HyStart,
+    /// Cubic's origin when HyStart ended slow start before any loss: the window then, the
+    /// cubic curve's flat point (K = 0), as `bictcp_update` starts an epoch with
+    /// `last_max_cwnd` ≤ cwnd.
+    unprobed_origin: f64,
+}
+
+/// Cubic's HyStart (`hystart_update`, net/ipv4/tcp_cubic.c; on by default with both
+/// detections): slow start ends (ssthresh = cwnd) within the round trip whose ACK train
+/// lasts longer than half the least RTT, or whose first RTT samples exceed it by
+/// delay_min / 8 (4–16 ms). Without it the model's slow start doubled on until the queue
+/// overflowed, a round trip late, and left Cubic at twice the window Linux reaches
+/// (`tc-delay-wigig`'s WiFi: 2470 segments where the testbed's kernel peaked at ≈ 1350;
+/// the MPTCP send buffer grows with that peak, `crate::sndbuf`).
+///
+/// The model sends chunks paced, so its ACKs do not come in trains; the train is what an
+/// unpaced Linux sender's would be (Cubic without fq does not pace): in slow start a
+/// round's ACKs come back at the bottleneck's rate, so the train has lasted (bytes ACKed
+/// in the round) / rate, and it breaks where the model's ACKs leave a gap of more than
+/// 2 ms beyond the chunk's own time at that rate (an application-limited sender) or where
+/// one ACK per two segments is already 2 ms apart at that rate.
+#[derive(Clone, Debug)]
+struct HyStart {
+    found: bool,
+    /// The round ends with the first ACK this late: one srtt after it began (for
+    /// "snd_una passed the round's end_seq").
+    round_end_s: f64,
+    /// Bytes ACKed this round while its train was unbroken; `None` once it broke.
+    train_bytes: Option<f64>,
+    last_ack_s: f64,
+    /// RTT samples this round (an ACK per two segments) and the least of the first ones.
+    samples: u32,
+    curr_rtt_s: f64,
+    delay_min_s: f64,
+}
+
+impl HyStart {
+    fn new() -> Self {
+        HyStart {
+            found: false,
+            round_end_s: f64::NEG_INFINITY,
+            train_bytes: None,
+            last_ack_s: f64::NEG_INFINITY,
+            samples: 0,
+            curr_rtt_s: f64::INFINITY,
+            delay_min_s: f64::INFINITY,
+        }
+    }
+
+    /// `ack` with the window at `cwnd` bytes of `mss`-byte segments, the connection's
+    /// srtt `srtt_s` and the bottleneck's rate `rate` (bytes/s): whether slow start ends now.
+    fn exits(&mut self, ack: &Ack, mss: f64, cwnd: f64, srtt_s: f64, rate: f64) -> bool {
+        let (t_s, rtt_s, len) = (ack.t_s, ack.rtt_s, ack.len as f64);
+        let segments = (len / mss).ceil().max(1.0);
+        let cwnd_segments = cwnd / mss;
+        self.delay_min_s = self.delay_min_s.min(rtt_s);
+        // A path that is down has no rate to clock a train: the delay rule alone.
+        let rate = if rate > 0.0 { rate } else { f64::INFINITY };
+        let own_s = len / rate;
+        if t_s >= self.round_end_s {
+            self.round_end_s = t_s + srtt_s;
+            self.train_bytes = Some(0.0);
+            self.last_ack_s = t_s - own_s;
+            self.samples = 0;
+            self.curr_rtt_s = f64::INFINITY;
+        }
+        if cwnd_segments < HYSTART_LOW_WINDOW {
+            return false;
+        }
+        let per_ack_s = 2.0 * len / segments / rate;
+        self.train_bytes = self
+            .train_bytes
+            .filter(|_| t_s - self.last_ack_s - own_s <= HYSTART_ACK_DELTA_S && per_ack_s <= HYSTART_ACK_DELTA_S)
+            .map(|b| b + len);
+        self.last_ack_s = t_s;
+        if self.train_bytes.is_some_and(|b| b / rate > self.delay_min_s / 2.0) {
+            return true;
+        }
+        if self.samples < HYSTART_MIN_SAMPLES {
+            self.curr_rtt_s = self.curr_rtt_s.min(rtt_s);
+            self.samples += (segments / 2.0).ceil() as u32;
+            if self.samples < HYSTART_MIN_SAMPLES {
+                return false;
+            }
+        }
+        let thresh = (self.delay_min_s / 8.0).clamp(HYSTART_DELAY_MIN_S, HYSTART_DELAY_MAX_S);
+        self.curr_rtt_s > self.delay_min_s + thresh
+    }
 }
 
 impl TcpState {
@@ -142,6 +257,8 @@ impl TcpState {
             losses: 0,
             timeouts: 0,
             timed_out_at_s: f64::NEG_INFINITY,
+            hystart: HyStart::new(),
+            unprobed_origin: 0.0,
         }
     }
 
@@ -293,14 +410,31 @@ impl TcpState {
     }
 
     /// An ACK for `len` bytes at `t_s` that measured round trip `rtt_s`; `lost` when the
-    /// chunk had to be retransmitted (its loss is detected now), `timed_out` when that
-    /// took a retransmission timeout (the window restarts from one segment, `tcp_enter_loss`).
-    /// `bdp` is the path's base bandwidth-delay product.
+    /// chunk had to be retransmitted (its loss is detected now). `bdp` is the path's base
+    /// bandwidth-delay product; the bottleneck's rate is not given (HyStart's ACK train is
+    /// not measured, its delay rule is).
     pub fn on_ack(&mut self, t_s: f64, len: usize, rtt_s: f64, lost: bool, bdp: f64) {
-        self.on_ack_repaired(t_s, len, rtt_s, lost, false, bdp)
+        let ack = Ack {
+            t_s,
+            len,
+            rtt_s,
+            lost,
+            timed_out: false,
+        };
+        self.on_ack_at(ack, bdp, f64::INFINITY)
     }
 
-    pub fn on_ack_repaired(&mut self, t_s: f64, len: usize, rtt_s: f64, lost: bool, timed_out: bool, bdp: f64) {
+    /// An ACK (`ack.timed_out` when its chunk's repair took a retransmission timeout: the
+    /// window restarts from one segment, `tcp_enter_loss`) on a path whose bottleneck
+    /// drains `rate` bytes/s with a base bandwidth-delay product of `bdp` bytes.
+    pub fn on_ack_at(&mut self, ack: Ack, bdp: f64, rate: f64) {
+        let Ack {
+            t_s,
+            len,
+            rtt_s,
+            lost,
+            timed_out,
+        } = ack;
         self.srtt_s = Some(self.srtt_s.map_or(rtt_s, |s| 0.875 * s + 0.125 * rtt_s));
         let bbr = self.params.cc == CongestionControl::Bbr;
         if timed_out {
@@ -338,7 +472,23 @@ impl TcpState {
                 target
             };
         } else if self.cwnd < self.ssthresh {
-            self.cwnd += acked;
+            let srtt = self.srtt_s.unwrap_or(rtt_s);
+            if !self.hystart.found && len > 0 && self.hystart.exits(&ack, self.mss, self.cwnd, srtt, rate) {
+                self.hystart.found = true;
+                self.ssthresh = self.cwnd;
+                self.epoch_s = t_s;
+                self.unprobed_origin = self.cwnd;
+            } else {
+                self.cwnd += acked;
+            }
+        } else if self.w_max == 0.0 {
+            // Congestion avoidance before any loss (HyStart ended slow start): the cubic
+            // curve from the window then (K = 0; Linux adds delay_min to the epoch's age),
+            // at least one segment per 20 ACKed.
+            let t = t_s - self.epoch_s + self.hystart.delay_min_s.min(1.0);
+            let target = CUBIC_C * t.powi(3) * self.mss + self.unprobed_origin;
+            let floor = self.cwnd + acked / CUBIC_UNPROBED_CNT;
+            self.cwnd = target.clamp(floor, self.cwnd + acked);
         } else {
             let k = (self.w_max * (1.0 - CUBIC_BETA) / self.mss / CUBIC_C).cbrt();
             let t = t_s - self.epoch_s;
@@ -370,6 +520,8 @@ impl TcpState {
         self.stalled_until_s = 0.0;
         self.down_at_s = None;
         self.timed_out_at_s = f64::NEG_INFINITY;
+        self.hystart = HyStart::new();
+        self.unprobed_origin = 0.0;
     }
 
     pub fn went_down(&mut self, t_s: f64) {
@@ -432,6 +584,108 @@ mod tests {
         // A second loss within the same round trip does not reduce again.
         s.on_ack(0.021, 1448, 0.01, true, 1e9);
         assert!((s.cwnd - 2.0 * w0 * CUBIC_BETA).abs() < 1e-6 || s.cwnd > 2.0 * w0 * CUBIC_BETA);
+    }
+
+    /// Slow start on a path of `rate` bytes/s and base round trip `rtt_s`, ACKs of 16 KiB
+    /// chunks coming back at the bottleneck's pace (as an unpaced sender's do), `gap_s`
+    /// more between chunks: the window each round trip began with, until slow start ends
+    /// (or 14 rounds: 10 segments become 160 000).
+    fn slow_start_rounds(s: &mut TcpState, rate: f64, rtt_s: f64, gap_s: f64) -> Vec<f64> {
+        let chunk = 16_384.0;
+        let mut t = 0.0;
+        let mut rounds = Vec::new();
+        while s.cwnd < s.ssthresh && rounds.len() < 14 {
+            rounds.push(s.cwnd);
+            let start = t;
+            let mut sent = 0.0;
+            let window = s.cwnd;
+            while sent < window && s.cwnd < s.ssthresh {
+                t += chunk / rate + gap_s;
+                let ack = Ack {
+                    t_s: t,
+                    len: chunk as usize,
+                    rtt_s,
+                    lost: false,
+                    timed_out: false,
+                };
+                s.on_ack_at(ack, rate * rtt_s, rate);
+                sent += chunk;
+            }
+            t = t.max(start + rtt_s);
+        }
+        rounds
+    }
+
+    /// HyStart's ACK train (`hystart_update`): slow start ends within the round whose
+    /// ACKs, back to back, have come for half the least round trip — the window then
+    /// holds between one and one and a half bandwidth-delay products, far below where
+    /// doubling on until the queue overflows would take it.
+    #[test]
+    fn hystart_ends_slow_start_when_a_rounds_ack_train_lasts_half_a_round_trip() {
+        let mut s = state(CongestionControl::Cubic);
+        let (rate, rtt) = (70.9e6, 0.004);
+        let bdp = rate * rtt;
+        let rounds = slow_start_rounds(&mut s, rate, rtt, 0.0);
+        assert!(rounds.len() < 14, "slow start never ended: {rounds:?}");
+        assert_eq!(s.ssthresh, s.cwnd);
+        assert!(s.cwnd >= bdp && s.cwnd < 1.6 * bdp, "{} of a BDP {bdp}", s.cwnd);
+        assert_eq!(s.losses, 0);
+    }
+
+    /// ACKs more than 2 ms apart (an application-limited sender) make no train: only the
+    /// delay rule can end slow start, and with no queue it does not.
+    #[test]
+    fn hystart_needs_back_to_back_acks() {
+        let mut s = state(CongestionControl::Cubic);
+        let rounds = slow_start_rounds(&mut s, 70.9e6, 0.004, 0.0025);
+        assert_eq!(rounds.len(), 14, "slow start ended at {}", s.cwnd);
+        assert!(s.ssthresh.is_infinite());
+    }
+
+    /// HyStart's delay rule: once the window holds 16 segments, a round whose first eight
+    /// RTT samples all exceed the least RTT by delay_min / 8 (at least 4 ms) ends slow
+    /// start; a smaller rise does not.
+    #[test]
+    fn hystart_ends_slow_start_when_the_round_trip_grows() {
+        let run = |rise_s: f64| {
+            let mut s = state(CongestionControl::Cubic);
+            let mut t = 0.0;
+            for k in 0..200 {
+                let rtt = 0.02 + if k >= 20 { rise_s } else { 0.0 };
+                t += 0.001;
+                s.on_ack(t, 1448, rtt, false, 1e9);
+                if s.cwnd >= s.ssthresh {
+                    break;
+                }
+            }
+            s
+        };
+        let rose = run(0.0045);
+        assert_eq!(rose.ssthresh, rose.cwnd, "a 4.5 ms rise ends slow start");
+        assert!(rose.cwnd >= 16.0 * 1448.0);
+        let small = run(0.0035);
+        assert!(small.ssthresh.is_infinite(), "a 3.5 ms rise does not");
+    }
+
+    /// After HyStart, before any loss, Cubic starts its curve at the window HyStart left
+    /// (no concave approach) and grows at least one segment per 20 ACKed, ≈ 5 % per round.
+    #[test]
+    fn after_hystart_cubic_grows_at_least_five_percent_a_round() {
+        let mut s = state(CongestionControl::Cubic);
+        let (rate, rtt) = (70.9e6, 0.004);
+        slow_start_rounds(&mut s, rate, rtt, 0.0);
+        let start = s.cwnd;
+        let mut t = 1.0;
+        for _ in 0..10 {
+            let n = (s.cwnd / 1448.0).round() as usize;
+            for _ in 0..n {
+                s.on_ack(t, 1448, rtt, false, rate * rtt);
+            }
+            t += rtt;
+        }
+        let growth = s.cwnd / start;
+        assert!(growth >= 1.05f64.powi(10) * 0.98, "{growth}");
+        assert!(growth < 2.0, "{growth}: not slow start");
     }
 
     #[test]
@@ -617,7 +871,17 @@ mod tests {
         let mut s = state(CongestionControl::Cubic);
         s.on_ack(0.0, 100_000, 0.002, false, 1e9);
         let before = s.cwnd;
-        s.on_ack_repaired(0.5, 16_384, 0.002, true, true, 1e9);
+        s.on_ack_at(
+            Ack {
+                t_s: 0.5,
+                len: 16_384,
+                rtt_s: 0.002,
+                lost: true,
+                timed_out: true,
+            },
+            1e9,
+            f64::INFINITY,
+        );
         assert_eq!(s.cwnd, 1448.0);
         assert!((s.ssthresh - before * CUBIC_BETA).abs() < 1e-6);
         s.on_ack(0.3, 16_384, 0.002, false, 1e9);
@@ -635,7 +899,17 @@ mod tests {
     fn a_chunk_larger_than_the_window_opens_it_in_slow_start() {
         let mut s = state(CongestionControl::Cubic);
         s.on_ack(0.0, 100_000, 0.002, false, 1e9);
-        s.on_ack_repaired(0.5, 16_384, 0.002, true, true, 1e9);
+        s.on_ack_at(
+            Ack {
+                t_s: 0.5,
+                len: 16_384,
+                rtt_s: 0.002,
+                lost: true,
+                timed_out: true,
+            },
+            1e9,
+            f64::INFINITY,
+        );
         assert_eq!(s.cwnd, 1448.0, "window of one segment after the timeout");
         let ssthresh = (s.ssthresh / 1448.0).floor() as u32;
         assert!(ssthresh >= 6);
