@@ -129,6 +129,9 @@ pub struct FbdtEnd {
 }
 
 impl FbdtEnd {
+    /// An endpoint over `paths` paths, whose connections exist from `now` on unless
+    /// `connect_later` (then each comes with [`SimEndpoint::path_up`] once its handshake
+    /// completed).
     pub fn new(
         side: Side,
         cfg: Config,
@@ -136,6 +139,7 @@ impl FbdtEnd {
         limit: Option<u64>,
         payload: Payload,
         now: Instant,
+        connect_later: bool,
     ) -> Result<Self, EndpointError> {
         let send_buffer = cfg.send_buffer as u64;
         let idle_polls = matches!(cfg.scheme, SchemeConfig::Fbdt(_));
@@ -143,8 +147,10 @@ impl FbdtEnd {
             Side::Server => Connection::server(cfg),
             Side::Client => Connection::client(cfg),
         }?;
-        for p in 0..paths {
-            conn.add_path(PathId(p as u8), now)?;
+        if !connect_later {
+            for p in 0..paths {
+                conn.add_path(PathId(p as u8), now)?;
+            }
         }
         conn.enable_delay_probe(DEFAULT_STEP);
         Ok(FbdtEnd {
@@ -163,7 +169,7 @@ impl FbdtEnd {
             payload,
             frame: FrameBuf::new(),
             verified: Verification::default(),
-            connections: vec![1; paths],
+            connections: vec![u32::from(!connect_later); paths],
             idle_polls,
         })
     }

@@ -38,8 +38,12 @@ struct PathSim {
     data: Link,
     reverse: Link,
     next_step: usize,
-    /// A reset path reconnects once its link is up again, one RTT later.
+    /// A reset path reconnects once its link is up again, one RTT later; under the TCP
+    /// model every path first connects so (the SYN and SYN/ACK's round trip).
     reconnect: Option<Option<Instant>>,
+    /// The path's first connection completed its handshake: until then nothing is sent on
+    /// it and nothing reported.
+    connected: bool,
     /// Delay before reconnecting set by a [`PathReset`]; one RTT when unset.
     reconnect_delay_s: Option<f64>,
     /// FBDT's runtime probing a stalled connection ([`Sim::probe`]): the next SYN, and
@@ -162,6 +166,8 @@ impl<'a> Sim<'a> {
     /// Sets up both endpoints and every path at time zero.
     pub fn new(schedule: &'a Schedule, scheme: &'a SimScheme, params: &'a SimParams) -> Result<Self, SimError> {
         let n = schedule.paths.len();
+        // The TCP model connects each path first (the pipe's connections exist at zero).
+        let connect_later = params.model == PathModel::Tcp;
         let (server, client): (Box<dyn SimEndpoint>, Box<dyn SimEndpoint>) = match scheme {
             SimScheme::Fbdt(cfg) => {
                 let end = |side| {
@@ -172,6 +178,7 @@ impl<'a> Sim<'a> {
                         params.transfer_bytes,
                         params.payload,
                         Instant::ZERO,
+                        connect_later,
                     )
                     .map_err(SimError::Config)
                 };
@@ -229,7 +236,8 @@ impl<'a> Sim<'a> {
                     data,
                     reverse,
                     next_step: 1,
-                    reconnect: None,
+                    reconnect: connect_later.then_some(None),
+                    connected: !connect_later,
                     reconnect_delay_s: None,
                     probe: None,
                     reported: PathStats::default(),
@@ -357,7 +365,7 @@ impl<'a> Sim<'a> {
         self.out.bytes_delivered += got;
         self.in_sample += got;
         for (i, p) in self.paths.iter_mut().enumerate() {
-            if p.refresh_report(self.params.link.max_window_bytes) {
+            if p.connected && p.refresh_report(self.params.link.max_window_bytes) {
                 self.server.path_stats(i, p.reported);
                 self.client.path_stats(i, p.reported);
             }
@@ -560,7 +568,9 @@ impl<'a> Sim<'a> {
                     p.reverse.new_connection();
                     server.path_up(i, now);
                     client.path_up(i, now);
-                    self.out.log.push(format!("{now} path{i} reconnected"));
+                    let again = if p.connected { "reconnected" } else { "connected" };
+                    p.connected = true;
+                    self.out.log.push(format!("{now} path{i} {again}"));
                 }
                 _ => {}
             }
@@ -655,7 +665,7 @@ impl<'a> Sim<'a> {
             (&mut self.server, true, server_idle),
             (&mut self.client, false, client_idle),
         ] {
-            for (i, p) in self.paths.iter_mut().enumerate() {
+            for (i, p) in self.paths.iter_mut().enumerate().filter(|(_, p)| p.connected) {
                 let link = if data_dir { &mut p.data } else { &mut p.reverse };
                 loop {
                     let room = link.room();

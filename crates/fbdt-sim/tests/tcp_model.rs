@@ -330,3 +330,34 @@ fn a_reset_during_a_probe_reconnects_once_and_delivers_everything() {
     let replaced = out.log.iter().filter(|l| l.contains("path1 replaced")).count();
     assert_eq!((reconnects, replaced), (1, 0), "{:#?}", out.log);
 }
+
+/// Under the TCP model every connection first completes its handshake: nothing leaves
+/// before the SYN and SYN/ACK's round trip, so over a 1 s round trip a lone TCP's first
+/// byte arrives a round trip later than over the pipe (the model then paces its first
+/// window over half a round trip, 2 × cwnd / srtt, at 1 s as before), and FBDT's, whose
+/// HELLO waits for the handshake too, also a round trip later.
+#[test]
+fn the_tcp_model_connects_each_path_before_it_sends() {
+    let s = one_path(
+        vec![Step {
+            t_s: 0.0,
+            rate_mbps: 100.0,
+            delay_ms: 500.0,
+            loss: 0.0,
+            scan: false,
+        }],
+        4.0,
+    );
+    let first = |scheme: &SimScheme, model| {
+        let out = run(&s, scheme, &params(model), |_| {}).unwrap();
+        out.series.iter().find(|(_, m)| *m > 0.0).map(|(t, _)| *t).unwrap()
+    };
+    // Samples end every 0.1 s: the first non-empty one ends within 0.1 s of the arrival.
+    for scheme in [SimScheme::Tcp(0), SimScheme::Fbdt(Config::default())] {
+        let pipe = first(&scheme, PathModel::Pipe);
+        let tcp = first(&scheme, PathModel::Tcp);
+        // Without the handshake the TCP model's first byte came 0.5 s after the pipe's.
+        let later = tcp - pipe;
+        assert!((1.4..1.7).contains(&later), "{scheme:?}: {tcp} s against {pipe} s");
+    }
+}
