@@ -980,9 +980,11 @@ mod tests {
     fn upstream_retransmits_the_oldest_segment_on_an_idle_subflow() {
         let mut s = sender_with(SchedulerKind::Kernel);
         s.write(&vec![7u8; 400_000]);
-        // Path 0 carries the oldest segment; path 1 one after it.
+        // Path 0 carries the oldest segments (the scheduler's first burst); path 1 one
+        // after them.
         let mut out = Vec::new();
         assert!(s.poll_transmit(PathId(0), 20_000, Instant::ZERO, &mut out) > 0);
+        while s.poll_transmit(PathId(0), 20_000, Instant::ZERO, &mut out) > 0 {}
         assert!(s.poll_transmit(PathId(1), 20_000, Instant::ZERO, &mut out) > 0);
         assert!(s.paths.iter().all(|p| p.rto_at.is_none()), "no per-subflow timer");
         let seg = s.seg_size;
@@ -1014,6 +1016,8 @@ mod tests {
         s.write(&vec![7u8; 4_000_000]);
         let mut out = Vec::new();
         assert!(s.poll_transmit(PathId(0), 20_000, Instant::ZERO, &mut out) > 0);
+        // The rest of the scheduler's burst on path 0.
+        while s.poll_transmit(PathId(0), 20_000, Instant::ZERO, &mut out) > 0 {}
         let seg = s.seg_size;
         let mut now = Instant::ZERO;
         let mut delivered1 = 0;
@@ -1044,6 +1048,8 @@ mod tests {
         for p in [PathId(0), PathId(1)] {
             let mut o = Vec::new();
             assert!(s.poll_transmit(p, 20_000, Instant::ZERO, &mut o) > 0);
+            // The rest of the scheduler's burst on it.
+            while s.poll_transmit(p, 20_000, Instant::ZERO, &mut o) > 0 {}
         }
         for _ in 0..20 {
             let t = s.poll_timeout().unwrap();
