@@ -586,6 +586,18 @@ mod tests {
         assert!((s.cwnd - 2.0 * w0 * CUBIC_BETA).abs() < 1e-6 || s.cwnd > 2.0 * w0 * CUBIC_BETA);
     }
 
+    /// The ACK of a 16 KiB chunk at `t_s` whose repair took a retransmission timeout.
+    fn time_out_at(s: &mut TcpState, t_s: f64) {
+        let ack = Ack {
+            t_s,
+            len: 16_384,
+            rtt_s: 0.002,
+            lost: true,
+            timed_out: true,
+        };
+        s.on_ack_at(ack, 1e9, f64::INFINITY);
+    }
+
     /// Slow start on a path of `rate` bytes/s and base round trip `rtt_s`, ACKs of 16 KiB
     /// chunks coming back at the bottleneck's pace (as an unpaced sender's do), `gap_s`
     /// more between chunks: the window each round trip began with, until slow start ends
@@ -871,17 +883,7 @@ mod tests {
         let mut s = state(CongestionControl::Cubic);
         s.on_ack(0.0, 100_000, 0.002, false, 1e9);
         let before = s.cwnd;
-        s.on_ack_at(
-            Ack {
-                t_s: 0.5,
-                len: 16_384,
-                rtt_s: 0.002,
-                lost: true,
-                timed_out: true,
-            },
-            1e9,
-            f64::INFINITY,
-        );
+        time_out_at(&mut s, 0.5);
         assert_eq!(s.cwnd, 1448.0);
         assert!((s.ssthresh - before * CUBIC_BETA).abs() < 1e-6);
         s.on_ack(0.3, 16_384, 0.002, false, 1e9);
@@ -899,17 +901,7 @@ mod tests {
     fn a_chunk_larger_than_the_window_opens_it_in_slow_start() {
         let mut s = state(CongestionControl::Cubic);
         s.on_ack(0.0, 100_000, 0.002, false, 1e9);
-        s.on_ack_at(
-            Ack {
-                t_s: 0.5,
-                len: 16_384,
-                rtt_s: 0.002,
-                lost: true,
-                timed_out: true,
-            },
-            1e9,
-            f64::INFINITY,
-        );
+        time_out_at(&mut s, 0.5);
         assert_eq!(s.cwnd, 1448.0, "window of one segment after the timeout");
         let ssthresh = (s.ssthresh / 1448.0).floor() as u32;
         assert!(ssthresh >= 6);
