@@ -9,7 +9,8 @@
 //! (adding queueing delay) and what would overflow the queue is lost.
 //!
 //! Modelled:
-//! - slow start (initial window 10 segments) up to ssthresh, then Cubic growth
+//! - slow start (initial window 10 segments) up to ssthresh or until Cubic's HyStart ends
+//!   it (`HyStart`), then Cubic growth
 //!   (C = 0.4, β = 0.7, RFC 8312, never below its Reno-friendly window: 0.53 segment per
 //!   round trip) or, for `bbr`, a BBR-like mode: slow-start up to 2 × the estimated BDP,
 //!   which it then holds, ignoring random loss;
