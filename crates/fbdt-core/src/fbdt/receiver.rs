@@ -24,7 +24,9 @@ use crate::seq::Seq;
 use crate::seq::SeqSpace;
 use crate::stats::ReceiverStats;
 use crate::time::{Duration, Instant};
-use crate::wire::{Ack, Align, Data, Frame, PathRx, Piece, RecvBuf, MAX_ACK_RANGES, MAX_PATHS, NO_PATH};
+use crate::wire::{
+    Ack, Align, Data, Frame, PathRx, Piece, RecvBuf, ShortList, ACK_INLINE_RANGES, MAX_ACK_RANGES, MAX_PATHS, NO_PATH,
+};
 
 /// Offsets more than this far below the next expected byte are refused as ambiguous: a
 /// copy that old could be a wrapped sequence number. The sender resets a path long before
@@ -205,8 +207,8 @@ impl FbdtReceiver {
         }
     }
 
-    fn ranges(&self) -> Vec<(u64, u64)> {
-        let mut out: Vec<(u64, u64)> = Vec::new();
+    fn ranges(&self) -> ShortList<(u64, u64), ACK_INLINE_RANGES> {
+        let mut out: ShortList<(u64, u64), ACK_INLINE_RANGES> = ShortList::new();
         for (&s, v) in &self.ooo {
             let e = s + v.data.len() as u64;
             if let Some(last) = out.last_mut().filter(|l| l.1 == s) {
@@ -361,11 +363,11 @@ impl FbdtReceiver {
             cum: self.space.seq(self.rcv_nxt),
             window: self.advertised as u32,
             fin: self.fin_at == Some(self.rcv_nxt),
-            path_rx: self.path_rx.clone(),
+            path_rx: self.path_rx.iter().copied().collect(),
             ranges: self
                 .ranges()
-                .into_iter()
-                .map(|(s, e)| (self.space.seq(s), self.space.seq(e)))
+                .iter()
+                .map(|&(s, e)| (self.space.seq(s), self.space.seq(e)))
                 .collect(),
         })
     }
