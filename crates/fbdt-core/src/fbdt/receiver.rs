@@ -168,10 +168,12 @@ impl FbdtReceiver {
     fn store(&mut self, path: PathId, at: u64, piece: Piece) -> Result<(), ProtocolError> {
         let end = at + piece.data.len() as u64;
         let mut piece = piece;
-        if let Some(next) = self.ooo.remove(&end) {
-            if let Err(next) = self.held.merge(&mut piece, next) {
-                self.ooo.insert(end, next);
-            }
+        // Only a piece that merges leaves the map (a backward lane's pieces, mostly slices,
+        // meet the one held above them at every arrival: no removal and re-insertion).
+        if self.ooo.get(&end).is_some_and(|next| RecvBuf::mergeable(&piece, next)) {
+            let next = self.ooo.remove(&end).expect("checked");
+            let merged = self.held.merge(&mut piece, next);
+            debug_assert!(merged.is_ok(), "a mergeable piece did not merge");
         }
         if let Some((&s, prev)) = self.ooo.range_mut(..at).next_back() {
             if s + prev.data.len() as u64 == at {
