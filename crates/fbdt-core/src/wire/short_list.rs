@@ -26,6 +26,7 @@ impl<T: Copy + Default, const N: usize> ShortList<T, N> {
     }
 
     /// Appends `x`, moving the list to the heap once it outgrows `N`.
+    #[inline]
     pub fn push(&mut self, x: T) {
         match &mut self.0 {
             Repr::Inline { len, items } if (*len as usize) < N => {
