@@ -716,7 +716,9 @@ impl Connection {
             .as_mut()
             .filter(|r| r.has_frame(path))
             .and_then(|r| r.poll_frame(path, now));
-        if let Some(frame) = fresh.or_else(|| self.paths[path.index()].held_ack.take()) {
+        // `take` only a held ACK there is: taking from `None` moves a whole `Frame`.
+        let held = &mut self.paths[path.index()].held_ack;
+        if let Some(frame) = fresh.or_else(|| if held.is_some() { held.take() } else { None }) {
             let len = frame.buffer_len();
             if len <= room {
                 self.paths[path.index()].held_ack = None;

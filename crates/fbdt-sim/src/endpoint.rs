@@ -256,7 +256,13 @@ impl SimEndpoint for FbdtEnd {
             },
             Side::Client if self.payload == Payload::Shared => {
                 let mut got = 0;
-                while let Some(b) = self.conn.read_bytes(usize::MAX) {
+                // `readable` first: a read that finds nothing costs more than asking, and
+                // most steps end with one (no piece held in order is empty, so the read
+                // returns bytes exactly when some are readable).
+                while self.conn.readable() > 0 {
+                    let Some(b) = self.conn.read_bytes(usize::MAX) else {
+                        break;
+                    };
                     let how = pattern::check_shared(self.offset, &b).ok_or(EndpointError::Corrupt {
                         from: self.offset,
                         to: self.offset + b.len() as u64,

@@ -24,7 +24,9 @@ use crate::seq::Seq;
 use crate::seq::SeqSpace;
 use crate::stats::ReceiverStats;
 use crate::time::{Duration, Instant};
-use crate::wire::{Ack, Align, Data, Frame, PathRx, Piece, RecvBuf, MAX_ACK_RANGES, MAX_PATHS, NO_PATH};
+use crate::wire::{
+    Ack, Align, Data, Frame, PathRx, Piece, RecvBuf, ShortList, ACK_INLINE_RANGES, MAX_ACK_RANGES, MAX_PATHS, NO_PATH,
+};
 
 /// Offsets more than this far below the next expected byte are refused as ambiguous: a
 /// copy that old could be a wrapped sequence number. The sender resets a path long before
@@ -46,6 +48,9 @@ pub struct FbdtReceiver {
     /// Out-of-order pieces keyed by offset; never overlapping, all within the window.
     ooo: BTreeMap<u64, Piece>,
     ooo_bytes: usize,
+    /// Tests: `insert` always takes its general path (the reference for its shortcut).
+    #[cfg(test)]
+    general_insert: bool,
     fin_at: Option<u64>,
     /// Per path: bytes received over its current connection, and that connection's epoch.
     path_rx: Vec<PathRx>,
@@ -75,6 +80,8 @@ impl FbdtReceiver {
             held: RecvBuf::new(cfg.recv_buffer, cfg.segment_size),
             ooo: BTreeMap::new(),
             ooo_bytes: 0,
+            #[cfg(test)]
+            general_insert: false,
             fin_at: None,
             path_rx: Vec::new(),
             alive: 0,
@@ -134,6 +141,30 @@ impl FbdtReceiver {
         let end = start + (payload.len() - skip) as u64;
         let mut cur = start;
         let mut dup = 0u64;
+        // Mostly nothing held starts inside the new bytes: then the last piece starting
+        // below their end is the one below them, and one search does for the two below.
+        let last = self
+            .ooo
+            .range(..end)
+            .next_back()
+            .map(|(&s, v)| (s, s + v.data.len() as u64));
+        let shortcut = last.is_none_or(|(s, _)| s < start);
+        #[cfg(test)]
+        let shortcut = shortcut && !self.general_insert;
+        if shortcut {
+            if let Some((_, e)) = last.filter(|&(_, e)| e > cur) {
+                dup += e.min(end) - cur;
+                cur = e;
+            }
+            if cur < end {
+                let piece = self
+                    .held
+                    .keep(payload, skip + (cur - start) as usize..skip + (end - start) as usize);
+                self.ooo_bytes += piece.data.len();
+                self.store(path, cur, piece)?;
+            }
+            return Ok(dup);
+        }
         if let Some((&s, v)) = self.ooo.range(..cur).next_back() {
             let e = s + v.data.len() as u64;
             if e > cur {
@@ -166,10 +197,12 @@ impl FbdtReceiver {
     fn store(&mut self, path: PathId, at: u64, piece: Piece) -> Result<(), ProtocolError> {
         let end = at + piece.data.len() as u64;
         let mut piece = piece;
-        if let Some(next) = self.ooo.remove(&end) {
-            if let Err(next) = self.held.merge(&mut piece, next) {
-                self.ooo.insert(end, next);
-            }
+        // Only a piece that merges leaves the map (a backward lane's pieces, mostly slices,
+        // meet the one held above them at every arrival: no removal and re-insertion).
+        if self.ooo.get(&end).is_some_and(|next| RecvBuf::mergeable(&piece, next)) {
+            let next = self.ooo.remove(&end).expect("checked");
+            let merged = self.held.merge(&mut piece, next);
+            debug_assert!(merged.is_ok(), "a mergeable piece did not merge");
         }
         if let Some((&s, prev)) = self.ooo.range_mut(..at).next_back() {
             if s + prev.data.len() as u64 == at {
@@ -205,8 +238,8 @@ impl FbdtReceiver {
         }
     }
 
-    fn ranges(&self) -> Vec<(u64, u64)> {
-        let mut out: Vec<(u64, u64)> = Vec::new();
+    fn ranges(&self) -> ShortList<(u64, u64), ACK_INLINE_RANGES> {
+        let mut out: ShortList<(u64, u64), ACK_INLINE_RANGES> = ShortList::new();
         for (&s, v) in &self.ooo {
             let e = s + v.data.len() as u64;
             if let Some(last) = out.last_mut().filter(|l| l.1 == s) {
@@ -361,11 +394,11 @@ impl FbdtReceiver {
             cum: self.space.seq(self.rcv_nxt),
             window: self.advertised as u32,
             fin: self.fin_at == Some(self.rcv_nxt),
-            path_rx: self.path_rx.clone(),
+            path_rx: self.path_rx.iter().copied().collect(),
             ranges: self
                 .ranges()
-                .into_iter()
-                .map(|(s, e)| (self.space.seq(s), self.space.seq(e)))
+                .iter()
+                .map(|&(s, e)| (self.space.seq(s), self.space.seq(e)))
                 .collect(),
         })
     }
@@ -495,6 +528,90 @@ mod tests {
         }
         assert!(out == stream);
         assert_eq!((r.held.pinned(), r.readable(), r.ooo_bytes), (0, 0, 0));
+    }
+
+    /// `insert`'s shortcut (nothing held starts inside the new bytes) against its general
+    /// path: fed the same frames — in order, out of order, meeting held pieces, overlapping
+    /// and duplicated, tiny and large, with reads in between — both receivers end every
+    /// frame in the same state: what they deliver in which pieces, their ranges, memory,
+    /// counters and ACK decisions.
+    #[test]
+    fn the_insert_shortcut_stores_what_the_general_path_stores() {
+        let cfg = StreamParams {
+            recv_buffer: 256 * 1024,
+            ..crate::Config::default().stream_params()
+        };
+        let stream: Vec<u8> = (0..4 << 20).map(|i| (i % 251) as u8).collect();
+        let mut fast = FbdtReceiver::new(cfg, 7);
+        let mut slow = FbdtReceiver::new(cfg, 7);
+        slow.general_insert = true;
+        for r in [&mut fast, &mut slow] {
+            r.path_up(PathId(0), Instant::ZERO);
+            r.path_up(PathId(1), Instant::ZERO);
+        }
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut rand = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let (mut fast_reads, mut slow_reads) = (Vec::new(), Vec::new());
+        for step in 0..20_000u64 {
+            let (rcv_nxt, edge) = (fast.rcv_nxt, fast.right_edge());
+            let held = fast.ooo.first_key_value().map(|(&s, _)| s);
+            let len = match rand(4) {
+                0 => 1 + rand(8),
+                1 => 1 + rand(600),
+                _ => 1024 + rand(16 * 1024),
+            };
+            // Often exactly up to the first piece held (lanes meeting) or just below one.
+            let (start, end) = match (rand(10), held) {
+                (0..=1, Some(first)) => (rcv_nxt, first),
+                (2, Some(first)) => (first.saturating_sub(len).max(rcv_nxt), first),
+                (3..=4, _) => (rcv_nxt, rcv_nxt + len),
+                (5, _) => (rcv_nxt + 1 + rand(64), rcv_nxt + 1 + rand(64) + rand(8)),
+                (6..=7, _) => (rcv_nxt + rand(64 * 1024), 0),
+                (8, _) => (rcv_nxt.saturating_sub(rand(4096)), 0),
+                _ => (rcv_nxt + rand(8) * 1024, 0),
+            };
+            let end = if end == 0 { start + len } else { end };
+            let end = end.min(edge).min(stream.len() as u64);
+            if end <= start {
+                continue;
+            }
+            let payload = Bytes::copy_from_slice(&stream[start as usize..end as usize]);
+            let (path, now) = (PathId((step % 2) as u8), Instant::from_micros(step * 10));
+            let seq = Seq(7u32.wrapping_add(start as u32));
+            let a = fast.on_data_bytes(path, seq, false, payload.clone(), now);
+            let b = slow.on_data_bytes(path, seq, false, payload, now);
+            assert_eq!(a.is_ok(), b.is_ok());
+            if rand(3) == 0 {
+                let max = 1 + rand(40_000) as usize;
+                fast_reads.extend(std::iter::from_fn(|| fast.read_bytes(max)).map(|c| c.len()));
+                slow_reads.extend(std::iter::from_fn(|| slow.read_bytes(max)).map(|c| c.len()));
+            }
+            assert_eq!(fast_reads, slow_reads, "step {step}");
+            let state = |r: &FbdtReceiver| {
+                let pieces: Vec<(u64, usize, bool)> = r.ooo.iter().map(|(&s, p)| (s, p.data.len(), p.shared)).collect();
+                (
+                    r.rcv_nxt,
+                    r.ooo_bytes,
+                    pieces,
+                    r.held.pinned(),
+                    r.readable(),
+                    r.stats.clone(),
+                )
+            };
+            assert_eq!(state(&fast), state(&slow), "step {step}");
+            assert_eq!(&*fast.ranges(), &*slow.ranges());
+            assert_eq!(
+                (fast.ack_pending, fast.ack_deadline, fast.unacked_arrivals),
+                (slow.ack_pending, slow.ack_deadline, slow.unacked_arrivals)
+            );
+        }
+        assert!(fast.rcv_nxt > 1 << 20, "the stream moved on: {}", fast.rcv_nxt);
+        assert!(fast.stats.redundant_bytes_received > 0, "duplicates were tried");
     }
 
     /// Finding 4 of issue 14: 1-byte DATA pieces out of order. Back to back they are merged

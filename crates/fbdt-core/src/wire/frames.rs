@@ -2,7 +2,8 @@
 //! length for fixed-size frames and every count against its bound before allocating.
 
 use super::{
-    be_u16, be_u32, be_u64, Error, FrameType, MAGIC, MAX_ACK_RANGES, MAX_LANES, MAX_PATHS, MAX_REASON, VERSION,
+    be_u16, be_u32, be_u64, Error, FrameType, ShortList, ACK_INLINE_PATHS, ACK_INLINE_RANGES, MAGIC, MAX_ACK_RANGES,
+    MAX_LANES, MAX_PATHS, MAX_REASON, VERSION,
 };
 use crate::seq::Seq;
 
@@ -225,8 +226,8 @@ pub struct Ack {
     pub cum: Seq,
     pub window: u32,
     pub fin: bool,
-    pub path_rx: Vec<PathRx>,
-    pub ranges: Vec<(Seq, Seq)>,
+    pub path_rx: ShortList<PathRx, ACK_INLINE_PATHS>,
+    pub ranges: ShortList<(Seq, Seq), ACK_INLINE_RANGES>,
 }
 
 /// One path's receive counter in an ACK: payload bytes received over the connection with
@@ -266,7 +267,7 @@ impl Ack {
             return Err(malformed(K, "length does not match its counts"));
         }
         let mut at = ACK_FIXED;
-        let mut path_rx = Vec::with_capacity(n_paths);
+        let mut path_rx = ShortList::new();
         for _ in 0..n_paths {
             path_rx.push(PathRx {
                 epoch: be_u32(&b[at..at + 4]),
@@ -274,7 +275,7 @@ impl Ack {
             });
             at += PATH_RX_LEN;
         }
-        let mut ranges = Vec::with_capacity(n_ranges);
+        let mut ranges = ShortList::new();
         for _ in 0..n_ranges {
             ranges.push((Seq(be_u32(&b[at..at + 4])), Seq(be_u32(&b[at + 4..at + 8]))));
             at += 8;

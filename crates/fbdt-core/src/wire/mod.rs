@@ -12,10 +12,12 @@
 mod buf;
 mod frames;
 mod recv_buf;
+mod short_list;
 
 pub use buf::{prepare_recv_buf, recv_pin, FrameBuf, FrameOut, SendBuf, RECV_BLOCK, RECV_MIN_READ};
 pub use frames::{Ack, Align, Close, Data, DataAck, Hello, Join, LaneRepr, MpData, PathRx, Scheme, NO_PATH};
 pub use recv_buf::{Piece, RecvBuf, ENTRY_COST, MERGE_MAX, OUT_PIN_RATIO};
+pub use short_list::ShortList;
 
 use thiserror::Error as ThisError;
 
@@ -36,6 +38,10 @@ pub const MAX_SEGMENT: usize = 256 * 1024;
 pub const MAX_PATHS: usize = 16;
 /// Most SACK ranges one ACK carries.
 pub const MAX_ACK_RANGES: usize = 32;
+/// Path counters an [`Ack`] keeps inline (more go to the heap): a session has a few paths.
+pub const ACK_INLINE_PATHS: usize = 4;
+/// Ranges an [`Ack`] keeps inline (more go to the heap): mostly one per backward lane.
+pub const ACK_INLINE_RANGES: usize = 8;
 /// Most lanes one ALIGN describes (at most one per path).
 pub const MAX_LANES: usize = MAX_PATHS;
 /// Longest CLOSE reason text.

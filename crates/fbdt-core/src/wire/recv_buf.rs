@@ -114,13 +114,19 @@ impl RecvBuf {
         (self.capacity / self.segment.min(SLICE_MIN) + 1).max(MIN_ENTRIES)
     }
 
+    /// Whether [`RecvBuf::merge`] would join the two: both copies (not slices), together
+    /// at most [`MERGE_MAX`] bytes.
+    pub fn mergeable(front: &Piece, back: &Piece) -> bool {
+        front.data.len() + back.data.len() <= MERGE_MAX && !front.shared && !back.shared
+    }
+
     /// Appends `back` (which starts where `front` ends) to `front` as one copy if both are
     /// small; gives `back` back otherwise.
     pub fn merge(&mut self, front: &mut Piece, back: Piece) -> Result<(), Piece> {
-        let len = front.data.len() + back.data.len();
-        if len > MERGE_MAX || front.shared || back.shared {
+        if !Self::mergeable(front, &back) {
             return Err(back);
         }
+        let len = front.data.len() + back.data.len();
         let mut v = Vec::with_capacity(len);
         v.extend_from_slice(&front.data);
         v.extend_from_slice(&back.data);

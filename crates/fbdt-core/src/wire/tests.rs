@@ -39,8 +39,9 @@ fn sample_frames() -> Vec<Frame<'static>> {
                     epoch: u32::MAX,
                     bytes: u64::MAX,
                 },
-            ],
-            ranges: vec![(Seq(10), Seq(20)), (Seq(30), Seq(40))],
+            ]
+            .into(),
+            ranges: vec![(Seq(10), Seq(20)), (Seq(30), Seq(40))].into(),
         }),
         Frame::Align(Align {
             window_id: 9,

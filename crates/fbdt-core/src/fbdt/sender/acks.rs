@@ -43,7 +43,11 @@ impl FbdtSender {
                 if g.off + u64::from(g.len) > e || g.len == 0 {
                     break;
                 }
-                self.mark_acked(idx, now)?;
+                // Every ACK repeats the ranges, so most of their segments were acked by an
+                // earlier one: `mark_acked` would return at once for them.
+                if g.state != SegState::Acked {
+                    self.mark_acked(idx, now)?;
+                }
                 idx += 1;
             }
         }
@@ -64,7 +68,8 @@ impl FbdtSender {
     /// progress, and — a connection delivers in order — every copy it has passed arrived,
     /// whether or not the ranges (the lowest 32 only) say so.
     fn take_path_counters(&mut self, ack: &Ack, now: Instant) -> Result<(), ProtocolError> {
-        let mut arrived = Vec::new();
+        // A buffer kept across ACKs (empty between them): one allocation per ACK saved.
+        let mut arrived = std::mem::take(&mut self.arrived);
         for (i, rx) in ack.path_rx.iter().enumerate().take(self.paths.len().min(MAX_PATHS)) {
             let t = &mut self.paths[i];
             if rx.epoch != t.epoch || rx.bytes <= t.rx {
@@ -80,12 +85,18 @@ impl FbdtSender {
                 t.copies.pop_front();
             }
         }
-        for idx in arrived {
+        let mut result = Ok(());
+        for &idx in &arrived {
             if idx >= self.seg_base {
-                self.mark_acked(idx, now)?;
+                result = self.mark_acked(idx, now);
+                if result.is_err() {
+                    break;
+                }
             }
         }
-        Ok(())
+        arrived.clear();
+        self.arrived = arrived;
+        result
     }
 
     pub(super) fn mark_acked(&mut self, idx: u64, now: Instant) -> Result<(), ProtocolError> {

@@ -25,10 +25,6 @@ impl FbdtSender {
         matches!(self.cfg.window, crate::fbdt::config::WindowConfig::Budget { .. })
     }
 
-    fn drain_rate(&self, p: PathId) -> Option<f64> {
-        self.estimates(p).1
-    }
-
     /// `p`'s [`FbdtSender::arrival_in`] and drain rate, worked out once per change of the
     /// sender's state (`changes`: every input and every poll that sent or changed
     /// something), not at every arrival check of every poll. Debug builds work them out
@@ -189,8 +185,10 @@ impl FbdtSender {
     fn delivery_by(&self, paths: impl IntoIterator<Item = PathId>) -> Option<(f64, f64)> {
         let (mut first, mut rate) = (f64::INFINITY, 0.0);
         for q in paths {
-            first = first.min(self.arrival_in(q)?);
-            rate += self.drain_rate(q)?;
+            // Both from one look at the path's estimates.
+            let (arrival, drain) = self.estimates(q);
+            first = first.min(arrival?);
+            rate += drain?;
         }
         Some((first, rate))
     }

@@ -222,6 +222,8 @@ pub struct FbdtSender {
     changes: u64,
     /// The last `poll_timeout` answer, with the `changes` it was for.
     timeout_memo: Cell<Option<(u64, Option<Instant>)>>,
+    /// `acks::take_path_counters`' list of copies that arrived, kept (empty) between ACKs.
+    arrived: Vec<u64>,
 }
 
 impl FbdtSender {
@@ -258,6 +260,7 @@ impl FbdtSender {
             stats: SenderStats::default(),
             changes: 0,
             timeout_memo: Cell::new(None),
+            arrived: Vec::new(),
         }
     }
 

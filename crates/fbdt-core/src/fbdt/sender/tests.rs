@@ -73,7 +73,7 @@ fn run_both(data: &Bytes, sizes: &[usize]) -> (u64, u64) {
                     bytes: t.sent,
                 })
                 .collect(),
-            ranges: Vec::new(),
+            ranges: Default::default(),
         };
         copying.on_ack(PathId(0), &ack, now).unwrap();
         sharing.on_ack(PathId(0), &ack, now).unwrap();
@@ -133,8 +133,8 @@ fn ack(s: &FbdtSender, path_rx: Vec<PathRx>) -> Ack {
         cum: s.space.seq(s.una),
         window: 64 << 20,
         fin: false,
-        path_rx,
-        ranges: Vec::new(),
+        path_rx: path_rx.into(),
+        ranges: Default::default(),
     }
 }
 
