@@ -18,8 +18,9 @@
 //! whose emulated endpoints share one machine's monotonic clock) joins their marks by
 //! offset with a [`DelayJoin`].
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 
 use crate::seq::{Seq, SeqSpace};
 use crate::time::Instant;
@@ -269,34 +270,13 @@ impl SampleSet {
     }
 }
 
-/// Hashes the join's offsets: one multiplication folded to 64 bits, so that offsets that
-/// are all multiples of a power of two (boundaries) still spread over the table's low bits.
-/// The join is looked up twice per followed offset, and SipHash or a B-tree cost more.
-#[derive(Clone, Copy, Debug, Default)]
-struct OffsetHasher(u64);
-
-impl Hasher for OffsetHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(self.0 ^ u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, x: u64) {
-        let m = u128::from(x ^ self.0) * 0x9E37_79B9_7F4A_7C15;
-        self.0 = (m as u64) ^ ((m >> 64) as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 /// Joins first-transmission marks with delivery marks by offset into delays.
 #[derive(Clone, Debug, Default)]
 pub struct DelayJoin {
     /// Sent, not yet delivered. Unordered: `finish` sorts what is left by offset.
-    in_flight: HashMap<u64, Instant, BuildHasherDefault<OffsetHasher>>,
+    /// (FxHash: the join is looked up twice per followed offset; SipHash or a B-tree
+    /// cost more.)
+    in_flight: FxHashMap<u64, Instant>,
     delays_us: SampleSet,
     /// Delivery marks with no first-transmission mark (a lost mark).
     unmatched: u64,
