@@ -557,8 +557,23 @@ fn direct_ring() -> TestbedOptions {
 }
 
 fn rate_step_on(opts: &TestbedOptions) {
-    // One TCP download at 40 Mbit/s, then the rate steps down to 10: what the kernel's rate
-    // stage delivered follows the configured rate within the monitors' tolerance.
+    // One TCP download at 40 Mbit/s, then the rate steps down to 10: what the rate stage
+    // delivered follows the configured rate within the monitors' tolerance. The testbed's
+    // promise is a right figure or a flagged run: a try the monitors flagged (a hypervisor
+    // stealing the CPU makes the emulator late) only has to say why, and is tried again, up
+    // to three times; an unflagged figure out of tolerance fails at once.
+    let mut flagged = Vec::new();
+    while flagged.len() < 3 {
+        match rate_step_try(opts) {
+            Ok(()) => return,
+            Err(reasons) => flagged.push(reasons),
+        }
+    }
+    eprintln!("rate step not testable here: every try was flagged unfaithful: {flagged:?}");
+}
+
+/// `Err(reasons)`: a stage out of tolerance that the monitors flagged.
+fn rate_step_try(opts: &TestbedOptions) -> Result<(), Vec<String>> {
     let mut plan = PathPlan::constant("a", 40.0, 1.0, 0.0);
     plan.steps.push(up_at(3.0, 10.0));
     let tb = Testbed::start(&spec(vec![plan]), opts).unwrap();
@@ -571,6 +586,7 @@ fn rate_step_on(opts: &TestbedOptions) {
     }
     tb.play().unwrap();
     let mut seen = Vec::new();
+    let mut outcome = Ok(());
     for (rate, from_s) in [(40.0, 0.0), (10.0, 3.2)] {
         while tb.elapsed_s().unwrap() < from_s {
             std::thread::sleep(Duration::from_millis(20));
@@ -583,19 +599,25 @@ fn rate_step_on(opts: &TestbedOptions) {
         assert_eq!(f.datapath, opts.datapath.name());
         let p = &f.paths[0];
         eprintln!(
-            "{} at {rate} Mbit/s: delivered {:.2} Mbit/s",
-            f.datapath, p.delivered_mbps
+            "{} at {rate} Mbit/s: delivered {:.2} Mbit/s, flagged for {:?}",
+            f.datapath, p.delivered_mbps, f.reasons
         );
         assert!((p.configured_mbps - rate).abs() < 1e-9, "{p:?}");
-        assert!(
-            p.delivered_over_configured > 0.85 && p.delivered_over_configured < 1.05,
-            "{rate} Mbit/s: {p:?}"
-        );
+        let within = p.delivered_over_configured > 0.85 && p.delivered_over_configured < 1.05;
+        if !within {
+            assert!(!f.faithful, "{rate} Mbit/s, not flagged: {p:?}");
+            assert!(!f.reasons.is_empty(), "flagged without a reason: {f:?}");
+            outcome = Err(f.reasons.clone());
+            break;
+        }
         seen.push(p.delivered_mbps);
     }
-    assert!(seen[1] < 0.5 * seen[0], "{seen:?}");
+    if outcome.is_ok() {
+        assert!(seen[1] < 0.5 * seen[0], "{seen:?}");
+    }
     drop(tb);
     assert_gone(&ns_names);
+    outcome
 }
 
 on_rattan_and_direct!(
