@@ -192,6 +192,7 @@ impl MetaSender {
                 usable: p.up && !p.pf && !p.scan_paused,
                 srtt_s: p.srtt_s(),
                 cwnd: self.allowance(p),
+                tcp_cwnd: p.stats.cwnd_bytes.unwrap_or(INITIAL_CWND),
                 in_flight: p.in_flight(),
                 rate_bps: p.stats.delivery_rate_bps.unwrap_or(0.0),
                 delivered: p.rx,
@@ -886,7 +887,7 @@ mod tests {
     }
 
     /// `mp:kernel` hands a subflow data past its congestion window, up to the send buffer
-    /// `tcp_sndbuf_expand` gives it (the bytes wait in the subflow's send queue, as upstream
+    /// `tcp_sndbuf_expand` gives that window (the bytes wait in the subflow's send queue, as upstream
     /// MPTCP's scheduler only asks `sk_stream_memory_free`); minRTT stops at the window.
     #[test]
     fn the_kernel_scheduler_fills_a_subflow_past_its_window_up_to_its_send_buffer() {
@@ -907,8 +908,10 @@ mod tests {
         let (minrtt, allowance, seg) = sent_with(SchedulerKind::MinRtt);
         assert_eq!(minrtt, allowance, "minRTT: the window (cwnd + cwnd_extra)");
         let (kernel, _, _) = sent_with(SchedulerKind::Kernel);
-        let sndbuf = crate::meta::sched::subflow_sndbuf(allowance, 2);
-        assert!(sndbuf > 3 * allowance);
+        // From the subflow's own window, not the allowance (2 × 45 segments × 2304 bytes).
+        let sndbuf = crate::meta::sched::subflow_sndbuf(cwnd, 2);
+        assert_eq!(sndbuf, 207_360);
+        assert!(sndbuf > allowance);
         assert!(
             (sndbuf..sndbuf + seg).contains(&kernel),
             "mp:kernel: up to the send buffer ({kernel} of {sndbuf})"

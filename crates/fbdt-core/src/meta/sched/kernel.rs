@@ -14,7 +14,11 @@
 //! shrinks, to 2 × max(cwnd in segments, TCP_INIT_CWND = 10) × per_mss, per_mss = 2304 bytes
 //! for a 1448-byte MSS (the testbed showed 46 080 bytes at cwnd 10). The pacing rate is taken
 //! as cwnd / srtt (Linux multiplies it by 2 in slow start and 1.2 after, the same for every
-//! subflow in the same phase; the kernel also averages it over bursts).
+//! subflow in the same phase; the kernel also averages it over bursts). Both come from the
+//! subflow's own window (`PathView::tcp_cwnd`), not the meta layer's allowance, whose 64 KiB
+//! `cwnd_extra` made a 5-segment WiGig subflow look ten times faster than it was and let its
+//! send queue grow past what the kernel would allow (tc-loss-wigig: 245 KB where the testbed's
+//! held at most 176 KB).
 //!
 //! A picked subflow keeps the data for a burst (`__mptcp_push_pending` →
 //! `__subflow_push_pending`): up to `MPTCP_SEND_BURST_SIZE` (≈ 64 KB) or what the shared
@@ -51,10 +55,10 @@ pub struct Kernel {
 
 /// Seconds `p`'s queued bytes take at its pacing rate (an unknown rate drains at once).
 fn linger_s(p: &PathView) -> f64 {
-    if p.in_flight == 0 || p.srtt_s <= 0.0 || p.cwnd == 0 {
+    if p.in_flight == 0 || p.srtt_s <= 0.0 || p.tcp_cwnd == 0 {
         return 0.0;
     }
-    p.in_flight as f64 * p.srtt_s / p.cwnd as f64
+    p.in_flight as f64 * p.srtt_s / p.tcp_cwnd as f64
 }
 
 impl Kernel {
@@ -63,7 +67,7 @@ impl Kernel {
         if self.sndbuf.len() <= i {
             self.sndbuf.resize(i + 1, subflow_sndbuf(0, 2));
         }
-        self.sndbuf[i] = self.sndbuf[i].max(subflow_sndbuf(p.cwnd, 2));
+        self.sndbuf[i] = self.sndbuf[i].max(subflow_sndbuf(p.tcp_cwnd, 2));
         self.sndbuf[i]
     }
 }
@@ -180,5 +184,31 @@ mod tests {
             taken += 1;
         }
         assert_eq!(taken, 3);
+    }
+
+    /// The meta layer's allowance (cwnd + 64 KiB `cwnd_extra`) is not the kernel's: a
+    /// 5-segment subflow paces at 5 segments per round trip and its send buffer stays at the
+    /// initial window's 46 080 bytes however large the allowance.
+    #[test]
+    fn pacing_and_send_buffer_come_from_the_subflows_own_window() {
+        let small = |in_flight| PathView {
+            cwnd: 5 * 1448 + 65_536,
+            tcp_cwnd: 5 * 1448,
+            ..path(1, 2.0, 5 * 1448, in_flight)
+        };
+        // 40 kB behind 5 segments per 2 ms lingers 11 ms; 500 kB behind 1 MB per 4 ms, 2 ms.
+        let paths = [path(0, 4.0, 1_000_000, 500_000), small(40_000)];
+        assert_eq!(
+            Kernel::default().select(&view(&paths, 1 << 20, 1 << 20)),
+            Some(PathId(0))
+        );
+        // Alone, with 46 080 bytes queued: no room, whatever the allowance says.
+        let paths = [path(0, 4.0, 1_000_000, 3_200_000), small(46_080)];
+        assert_eq!(Kernel::default().select(&view(&paths, 1 << 20, 1 << 20)), None);
+        let paths = [path(0, 4.0, 1_000_000, 3_200_000), small(46_079)];
+        assert_eq!(
+            Kernel::default().select(&view(&paths, 1 << 20, 1 << 20)),
+            Some(PathId(1))
+        );
     }
 }

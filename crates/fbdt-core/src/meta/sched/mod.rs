@@ -36,8 +36,13 @@ pub struct PathView {
     pub usable: bool,
     /// Smoothed RTT in seconds (the driver's view; 0 before any).
     pub srtt_s: f64,
-    /// Send allowance in bytes (cwnd, after any penalisation).
+    /// Send allowance in bytes (cwnd, after any penalisation, with the meta layer's
+    /// `cwnd_gain` and `cwnd_extra`).
     pub cwnd: u64,
+    /// The subflow's own congestion window in bytes as the driver reports it (TCP_INFO),
+    /// Linux's initial window before any report: what the kernel's pacing rate and
+    /// send-buffer autotuning are made from, without the meta layer's allowance.
+    pub tcp_cwnd: u64,
     /// Bytes sent on the subflow and not yet received (its send-queue occupancy).
     pub in_flight: u64,
     /// Delivery rate in bit/s the driver reports (TCP_INFO; the link model in the sim).
@@ -193,6 +198,7 @@ pub(crate) mod testutil {
             usable: true,
             srtt_s: rtt_ms / 1e3,
             cwnd,
+            tcp_cwnd: cwnd,
             in_flight,
             rate_bps: cwnd as f64 * 8.0 / (rtt_ms / 1e3),
             delivered: 0,
