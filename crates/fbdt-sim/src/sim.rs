@@ -353,7 +353,7 @@ impl<'a> Sim<'a> {
         if let Some(b) = self.sndbuf.as_mut() {
             // The subflows' buffers grow with their windows as ACKs free space
             // (`tcp_new_space`); the application then writes into their sum.
-            for (i, p) in self.paths.iter().enumerate() {
+            for (i, p) in self.paths.iter().enumerate().filter(|(_, p)| p.connected) {
                 if let Some(t) = p.data.tcp_info() {
                     b.saw_cwnd(i, t.cwnd_bytes);
                 }

@@ -49,20 +49,22 @@ pub(crate) struct MetaSndbuf {
 }
 
 impl MetaSndbuf {
-    /// `paths` subflows, each starting from the initial window's buffer (what
-    /// `tcp_init_buffer_space` sets when the connection is established).
+    /// Room for `paths` subflows, none established yet: `__mptcp_sync_sndbuf` sums only the
+    /// subflows the MPTCP socket has (a join 1.5 s in adds its buffer then).
     pub fn new(paths: usize, cc: CongestionControl) -> Self {
         let expand = match cc {
             CongestionControl::Cubic => 2,
             CongestionControl::Bbr => 3,
         };
         MetaSndbuf {
-            subflow: vec![subflow_sndbuf(0, expand); paths],
+            subflow: vec![0; paths],
             expand,
         }
     }
 
-    /// The subflow on `path` has a congestion window of `cwnd_bytes`.
+    /// The established subflow on `path` has a congestion window of `cwnd_bytes`; the first
+    /// call gives it at least the initial window's buffer (what `tcp_init_buffer_space`
+    /// sets when the connection is established).
     pub fn saw_cwnd(&mut self, path: usize, cwnd_bytes: u64) {
         let want = subflow_sndbuf(cwnd_bytes, self.expand).min(TCP_WMEM_MAX);
         if let Some(b) = self.subflow.get_mut(path) {
@@ -98,6 +100,10 @@ mod tests {
     #[test]
     fn matches_what_the_testbed_kernel_showed() {
         let mut b = MetaSndbuf::new(2, CongestionControl::Cubic);
+        assert_eq!(b.bytes(), 4096, "no subflow yet");
+        b.saw_cwnd(0, 10 * MSS);
+        assert_eq!(b.bytes(), 4096 + 46_080, "the first subflow at its initial window");
+        b.saw_cwnd(1, 10 * MSS);
         assert_eq!(b.bytes(), 4096 + 2 * 46_080);
         b.saw_cwnd(0, 1185 * MSS);
         b.saw_cwnd(1, 40 * MSS);
