@@ -502,8 +502,13 @@ impl Link {
             }
             self.next_memo.set(None);
             self.clock = finish;
-            self.last_sent_s = finish;
             let chunk = self.backlog.pop_front().expect("non-empty");
+            // Queued with others (serialised back to back with the chunk before it, or with
+            // more behind it): the sender's socket held them together, and TCP packs queued
+            // writes into full segments (`tcp_sendmsg` fills the tail skb), so a small frame
+            // shares a packet with its neighbours.
+            let packed = !self.backlog.is_empty() || finish - self.last_sent_s <= chunk.len() as f64 / rate + EPSILON_S;
+            self.last_sent_s = finish;
             self.backlog_bytes -= chunk.len();
             self.head_done = 0.0;
             self.head_from = None;
@@ -522,7 +527,7 @@ impl Link {
                 None => (0.0, None),
                 Some(tcp) => {
                     let (queue_s, overflow) = tcp.queue((self.window_bytes + len as u64) as f64, self.rate, base_rtt);
-                    let repair = tcp.lost(len, self.loss, overflow).map(|after| {
+                    let repair = tcp.lost(len, self.loss, overflow, packed).map(|after| {
                         // Segments sent after the lost one within its round trip: the
                         // rest of the window (SACKs clock out new ones, limited transmit),
                         // or what there is to send.

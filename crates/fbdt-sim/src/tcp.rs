@@ -295,8 +295,15 @@ impl TcpState {
     /// the first lost one (they can raise duplicate ACKs / SACKs for it). One draw: the
     /// first lost segment's index is the draw's geometric quantile, so a lossless chunk
     /// draws exactly as before.
-    pub fn lost(&mut self, len: usize, p: f64, overflow: bool) -> Option<u32> {
-        let segments = (len as f64 / self.mss).ceil().max(1.0);
+    ///
+    /// A `packed` chunk left in the same burst as the one before it: TCP packed both into
+    /// full segments, so it risks `len / mss` segments' worth of loss, not a whole segment
+    /// of its own. Without that, a stream of 36-byte frames queued behind a timeout (FBDT's
+    /// ALIGN frames) drew a loss per frame — some forty per packet on a 5 % path — and every
+    /// one became another timeout at a one-segment window.
+    pub fn lost(&mut self, len: usize, p: f64, overflow: bool, packed: bool) -> Option<u32> {
+        let exact = len as f64 / self.mss;
+        let segments = exact.ceil().max(1.0);
         if overflow {
             // The queue's tail drops the chunk from its first segment on.
             return Some(segments as u32 - 1);
@@ -305,7 +312,8 @@ impl TcpState {
             return None;
         }
         let u = self.uniform();
-        if u >= 1.0 - (1.0 - p).powf(segments) {
+        let at_risk = if packed { exact } else { segments };
+        if u >= 1.0 - (1.0 - p).powf(at_risk) {
             return None;
         }
         // P(first loss at j) ∝ (1 − p)^j · p: j = ⌊ln(1 − u) / ln(1 − p)⌋ < segments.
@@ -867,14 +875,40 @@ mod tests {
         let mut s = state(CongestionControl::Cubic);
         let mut lost = 0;
         for _ in 0..2000 {
-            if let Some(after) = s.lost(16 * 1024, 0.05, false) {
+            if let Some(after) = s.lost(16 * 1024, 0.05, false, false) {
                 assert!(after <= 11, "{after}");
                 lost += 1;
             }
         }
         // 1 − 0.95^12 ≈ 46 % of 12-segment chunks.
         assert!((800..1050).contains(&lost), "{lost}");
-        assert_eq!(s.lost(16 * 1024, 0.0, true), Some(11));
+        assert_eq!(s.lost(16 * 1024, 0.0, true, false), Some(11));
+    }
+
+    /// A small frame alone is a packet of its own and risks a whole segment's loss; packed
+    /// with others it risks its share: 40 packed 36-byte frames (one segment's worth) are
+    /// lost about as often as one segment, 40 lone ones forty times as often.
+    #[test]
+    fn packed_small_frames_risk_their_share_of_a_segment() {
+        let mut s = state(CongestionControl::Cubic);
+        let count = |s: &mut TcpState, packed: bool| {
+            (0..40_000)
+                .filter(|_| s.lost(36, 0.05, false, packed).is_some())
+                .count()
+        };
+        let packed = count(&mut s, true);
+        let alone = count(&mut s, false);
+        // Expected 40 000 × (1 − 0.95^(36/1448)) ≈ 51 and 40 000 × 0.05 = 2000.
+        assert!((25..90).contains(&packed), "{packed}");
+        assert!((1800..2200).contains(&alone), "{alone}");
+        // A packed 16 KiB chunk risks its 11.3 segments, not 12.
+        let lost = (0..20_000)
+            .filter(|_| s.lost(16_396, 0.05, false, true).is_some())
+            .count();
+        assert!(
+            (8450..9150).contains(&lost),
+            "{lost}: expected 20 000 × (1 − 0.95^11.32) ≈ 8 800"
+        );
     }
 
     /// After a retransmission timeout the window restarts from one segment; chunks SACKed
