@@ -1,5 +1,6 @@
 //! `fbdt-lab`: run FBDT and its baselines over the papers' scenarios.
 
+mod agree;
 mod app;
 mod bench;
 mod calibrate;
@@ -51,6 +52,8 @@ enum Command {
     Clean(calibrate::CleanArgs),
     /// Schemes × the values of one parameter in the simulator, in parallel (--jobs).
     Sweep(sweep::SweepArgs),
+    /// Simulator (TCP-level model) vs a testbed suite: FBDT/Σ, FBDT/MPTCP and the order of schemes, scenario by scenario.
+    Agree(agree::AgreeArgs),
     /// Benchmarks: the simulator's speed, the emulator's faithful rate ceiling.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -108,6 +111,7 @@ fn real_main() -> Result<()> {
         Command::Clean(args) => calibrate::run_clean(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Sweep(args) => sweep::run(args),
+        Command::Agree(args) => agree::run(args),
         Command::Jpoc(cmd) => jpoc_cmd::run(cmd),
         Command::Workload(args) => workload::run(args),
         Command::App(args) => app::run(args),

@@ -3,8 +3,17 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use indicatif::ProgressBar;
+
+/// The `--jobs` of a simulator command: as asked, else one per CPU; at most 1024.
+pub fn jobs(requested: Option<usize>) -> Result<usize> {
+    let jobs = requested.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if jobs == 0 || jobs > 1024 {
+        bail!("--jobs must be in 1..=1024");
+    }
+    Ok(jobs)
+}
 
 /// Runs `one` on every item with `jobs` threads, ticking `bar` once per item; the results
 /// come back in the items' order (the first error, in that order, wins).

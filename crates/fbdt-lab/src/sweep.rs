@@ -207,12 +207,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
     for s in &args.schemes {
         scheme::parse_sim(s, &scenario, scenario.seed)?;
     }
-    let jobs = args
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if jobs == 0 || jobs > 1024 {
-        bail!("--jobs must be in 1..=1024");
-    }
+    let jobs = crate::parallel::jobs(args.jobs)?;
     let work: Vec<(f64, String)> = values
         .iter()
         .flat_map(|&v| args.schemes.iter().map(move |s| (v, s.clone())))

@@ -251,3 +251,71 @@ fn an_emulated_fbdt_session_takes_a_path_that_joins_late() {
     let bytes = &v["results"][0]["per_path_bytes"];
     assert!(bytes["wigig"].as_u64().unwrap() > 100_000, "{bytes}");
 }
+
+/// `agree` against a "testbed" suite that is itself a TCP-model run (its MPTCP renamed
+/// `mptcp`, its backend `emu`): the same scenario, scale, duration and seed give the same
+/// goodputs, so every ratio matches exactly and the scenario agrees. A directory without
+/// testbed results is an error that says so.
+#[test]
+fn agree_compares_the_simulator_with_a_testbed_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("tc-loss-wigig.json");
+    let out = lab()
+        .args([
+            "run",
+            "tc-loss-wigig",
+            "--backend",
+            "sim",
+            "--model",
+            "tcp",
+            "--scale",
+            "0.5",
+        ])
+        .args([
+            "--schemes",
+            "fbdt,mp:kernel,tcp:wifi,tcp:wigig",
+            "--duration",
+            "2",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    v["backend"] = "emu".into();
+    for r in v["results"].as_array_mut().unwrap() {
+        if r["scheme"] == "mp:kernel" {
+            r["scheme"] = "mptcp".into();
+        }
+    }
+    std::fs::write(&json, serde_json::to_vec(&v).unwrap()).unwrap();
+    std::fs::write(dir.path().join("summary.json"), b"{}").unwrap();
+
+    let table = dir.path().join("agree.json");
+    let out = lab()
+        .args(["agree", "--mptcp", "mp:kernel", "--jobs", "2", "--testbed"])
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&table)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("mp:kernel at scale testbed: 1 of 1"), "{stdout}");
+    let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&table).unwrap()).unwrap();
+    let row = &t["rows"][0];
+    assert_eq!(row["scenario"], "tc-loss-wigig");
+    assert_eq!(row["scale"], 0.5);
+    assert_eq!(row["seeds"], serde_json::json!([1]));
+    assert_eq!(row["fbdt_over_sum_sim"], row["fbdt_over_sum_testbed"]);
+    let c = &row["comparisons"][0];
+    assert_eq!(c["fbdt_over_mptcp_sim"], c["fbdt_over_mptcp_testbed"]);
+    assert_eq!(c["agree"], true);
+
+    let empty = tempfile::tempdir().unwrap();
+    let out = lab().args(["agree", "--testbed"]).arg(empty.path()).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no testbed scenario results"), "{stderr}");
+}
