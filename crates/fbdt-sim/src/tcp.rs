@@ -15,7 +15,9 @@
 //!   round trip) or, for `bbr`, a BBR-like mode: slow-start up to 2 × the estimated BDP,
 //!   which it then holds, ignoring random loss;
 //! - loss: each segment is lost with the scenario's loss probability (seeded, per link) or
-//!   when the bottleneck queue overflows; a lost chunk holds back everything after it
+//!   when the bottleneck queue overflows (a chunk sent in a burst with others shares
+//!   segments with them, as TCP packs queued writes: it risks `len / mss` segments' worth,
+//!   a chunk alone at least one segment); a lost chunk holds back everything after it
 //!   (in-order delivery) until its retransmission arrives, and when that is depends on the
 //!   window, as in Linux ([`TcpState::repair`]): with at least `tcp_reordering` (3) segments
 //!   sent after the lost one within its round trip (the window's others; SACKs keep the ACK
@@ -296,9 +298,9 @@ impl TcpState {
     /// first lost segment's index is the draw's geometric quantile, so a lossless chunk
     /// draws exactly as before.
     ///
-    /// A `packed` chunk left in the same burst as the one before it: TCP packed both into
-    /// full segments, so it risks `len / mss` segments' worth of loss, not a whole segment
-    /// of its own. Without that, a stream of 36-byte frames queued behind a timeout (FBDT's
+    /// A `packed` chunk left in the same burst as others (back to back with the one before
+    /// it, or with more queued behind it): TCP packed them into full segments, so it risks
+    /// `len / mss` segments' worth of loss, not a whole segment of its own. Without that, a stream of 36-byte frames queued behind a timeout (FBDT's
     /// ALIGN frames) drew a loss per frame — some forty per packet on a 5 % path — and every
     /// one became another timeout at a one-segment window.
     pub fn lost(&mut self, len: usize, p: f64, overflow: bool, packed: bool) -> Option<u32> {
