@@ -46,7 +46,7 @@ pub struct AgreeArgs {
 }
 
 /// One scenario of the testbed suite, as the comparison needs it.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct Testbed {
     report: RunReport,
     paths: Vec<String>,
