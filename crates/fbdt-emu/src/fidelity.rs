@@ -236,6 +236,12 @@ fn host_cpu() -> (u64, u64, u64) {
     parse_proc_stat(&std::fs::read_to_string("/proc/stat").unwrap_or_default())
 }
 
+/// The whole host's (busy, steal, total) jiffies from /proc/stat; all zero where it cannot
+/// be read. For tools that quote the hypervisor's steal beside a timing (`bench sim`).
+pub fn host_cpu_jiffies() -> (u64, u64, u64) {
+    host_cpu()
+}
+
 fn per_cpu() -> Vec<(u64, u64, u64)> {
     parse_proc_stat_per_cpu(&std::fs::read_to_string("/proc/stat").unwrap_or_default())
 }

@@ -1,6 +1,7 @@
 //! `fbdt-lab bench sim`: how fast the simulator runs, as simulated seconds per wall-clock
-//! second (`realtime_factor`) for each scenario × scheme, with the machine's load average
-//! beside it (a loaded machine runs slower; quote both).
+//! second (`realtime_factor`) for each scenario × scheme, with the machine's load average,
+//! the hypervisor's steal and a host speed reference beside it (a loaded or slower machine
+//! runs slower; quote them together).
 
 use std::path::PathBuf;
 use std::time::Instant as WallClock;
@@ -52,7 +53,23 @@ pub struct BenchReport {
     pub loadavg_before: Option<[f64; 3]>,
     pub loadavg_after: Option<[f64; 3]>,
     pub cpus: usize,
+    /// Share of the host's CPU time the hypervisor stole while the benchmark ran, in
+    /// percent (/proc/stat; `None` where it cannot be read).
+    pub steal_pct: Option<f64>,
+    pub host: HostSpeed,
     pub results: Vec<BenchResult>,
+}
+
+/// Which machine, and how fast it is at a fixed job: realtime factors from two hosts
+/// compare only through this (hosts of one class differ by 2× and more).
+#[derive(Debug, Serialize)]
+pub struct HostSpeed {
+    /// /proc/cpuinfo's model name.
+    pub cpu_model: String,
+    pub kernel: String,
+    /// Wall-clock ms of a fixed single-threaded job (sorting 2^20 pseudo-random 64-bit
+    /// keys), fastest of five, taken before the runs: smaller is a faster host.
+    pub reference_ms: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -71,6 +88,37 @@ pub struct BenchResult {
     pub realtime_factor: f64,
     pub steps: u64,
     pub goodput_mbps: f64,
+}
+
+/// Sorting 2^20 keys from a fixed xorshift sequence: branchy, cache-bound work of the kind
+/// the simulator does, the same on every host; fastest of five, in ms.
+fn reference_ms() -> f64 {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let keys: Vec<u64> = (0..1 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        })
+        .collect();
+    (0..5)
+        .map(|_| {
+            let mut v = keys.clone();
+            let started = WallClock::now();
+            v.sort_unstable();
+            let ms = started.elapsed().as_secs_f64() * 1e3;
+            std::hint::black_box(&v);
+            ms
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Percent of CPU time stolen between two (busy, steal, total) readings.
+fn steal_pct(before: (u64, u64, u64), after: (u64, u64, u64)) -> Option<f64> {
+    let total = after.2.checked_sub(before.2).filter(|&t| t > 0)?;
+    let steal = after.1.checked_sub(before.1)?;
+    Some(100.0 * steal as f64 / total as f64)
 }
 
 fn loadavg() -> Option<[f64; 3]> {
@@ -107,7 +155,18 @@ fn bench_sim(args: BenchSimArgs) -> Result<()> {
             0
         }
     };
+    let host_key = fbdt_emu::HostKey::current();
+    let host = HostSpeed {
+        cpu_model: host_key.cpu_model,
+        kernel: host_key.kernel,
+        reference_ms: reference_ms(),
+    };
+    eprintln!(
+        "host: {}, reference job {:.1} ms (smaller is faster)",
+        host.cpu_model, host.reference_ms
+    );
     let loadavg_before = loadavg();
+    let cpu_before = fbdt_emu::fidelity::host_cpu_jiffies();
     let mut results = Vec::new();
     for name in &args.scenarios {
         let mut scenario = Scenario::load(name)?;
@@ -169,11 +228,15 @@ fn bench_sim(args: BenchSimArgs) -> Result<()> {
         loadavg_before,
         loadavg_after: loadavg(),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        steal_pct: steal_pct(cpu_before, fbdt_emu::fidelity::host_cpu_jiffies()),
+        host,
         results,
     };
     eprintln!(
-        "load average before {:?}, after {:?}",
-        report.loadavg_before, report.loadavg_after
+        "load average before {:?}, after {:?}; hypervisor steal {}",
+        report.loadavg_before,
+        report.loadavg_after,
+        report.steal_pct.map_or("unknown".into(), |p| format!("{p:.1} %"))
     );
     match args.json {
         Some(Some(path)) => crate::run::write_json(&path, &report)?,
@@ -209,6 +272,8 @@ mod tests {
         bench_sim(args(&["shared", "exact"], file.clone())).unwrap();
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
+        assert!(v["host"]["reference_ms"].as_f64().unwrap() > 0.0);
+        assert!(v["host"]["cpu_model"].is_string());
         let results = v["results"].as_array().unwrap();
         assert_eq!(results.len(), 2 * 2 * 2);
         for r in results {
@@ -222,6 +287,14 @@ mod tests {
                 (&twin["steps"], &twin["goodput_mbps"])
             );
         }
+    }
+
+    #[test]
+    fn steal_is_a_share_of_the_time_between_two_readings() {
+        assert_eq!(steal_pct((0, 10, 1000), (0, 30, 1200)), Some(10.0));
+        // A counter that did not move (or went back) says nothing.
+        assert_eq!(steal_pct((0, 10, 1000), (0, 10, 1000)), None);
+        assert_eq!(steal_pct((0, 10, 1000), (0, 5, 1100)), None);
     }
 
     #[test]
