@@ -116,13 +116,15 @@ impl FbdtSender {
         if !self.meets_by_arrival() {
             return;
         }
-        let Some(lead) = self.lead_needed(p) else {
+        // No lead (the common case) needs no window size: it is worked out at every poll
+        // that looks for work.
+        let Some(lead) = self.lead_needed(p).filter(|&lead| lead > 0) else {
             return;
         };
         let window = self.target_window() as u64;
         let data = self.written - self.loaded;
         let rcv_room = self.right_edge.saturating_sub(self.loaded);
-        if lead == 0 || lead + window > data || 2 * lead + window > rcv_room {
+        if lead + window > data || 2 * lead + window > rcv_room {
             return;
         }
         let stop = self.loaded + lead;
