@@ -345,3 +345,32 @@ fn the_forward_path_changes_only_after_a_sustained_lead() {
         PathId(0)
     );
 }
+
+/// A driver may call `finish` at every step after its last write: only the first call
+/// changes the sender, so a path's idle-poll memory survives the others.
+#[test]
+fn finishing_again_keeps_the_idle_poll_memory() {
+    let params = crate::Config::default().stream_params();
+    let mut s = FbdtSender::new(&FbdtConfig::default(), params, 7, 1 << 20);
+    let now = Instant::ZERO;
+    s.path_up(PathId(0), now);
+    // A window of 64 KiB: the path's send limit holds it after a few segments.
+    s.paths[0].est.driver.cwnd_bytes = Some(64 * 1024);
+    let data = vec![7u8; 1 << 20];
+    assert_eq!(s.write(&data), data.len());
+    s.finish();
+    let mut sent = 0;
+    while s.poll_transmit(PathId(0), 64 * 1024, now, &mut Vec::new()) > 0 {
+        sent += 1;
+        assert!(sent < 100, "the send limit never held");
+    }
+    assert!(
+        s.poll_idle(PathId(0), 64 * 1024, now),
+        "a path at its send limit is remembered"
+    );
+    s.finish();
+    assert!(
+        s.poll_idle(PathId(0), 64 * 1024, now),
+        "a second finish voided the memory"
+    );
+}
