@@ -151,7 +151,7 @@ impl CpuSnapshot {
         Self {
             emu: emulator_threads(),
             process_s: process_cpu_s(),
-            host: host_cpu(),
+            host: host_cpu_jiffies(),
             per_cpu: per_cpu(),
             tasks_s: crate::others::snapshot(),
         }
@@ -232,14 +232,10 @@ fn parse_cpu_line(line: &str) -> (u64, u64, u64) {
     (total - idle, g(7), total)
 }
 
-fn host_cpu() -> (u64, u64, u64) {
-    parse_proc_stat(&std::fs::read_to_string("/proc/stat").unwrap_or_default())
-}
-
 /// The whole host's (busy, steal, total) jiffies from /proc/stat; all zero where it cannot
-/// be read. For tools that quote the hypervisor's steal beside a timing (`bench sim`).
+/// be read. Also for tools that quote the hypervisor's steal beside a timing (`bench sim`).
 pub fn host_cpu_jiffies() -> (u64, u64, u64) {
-    host_cpu()
+    parse_proc_stat(&std::fs::read_to_string("/proc/stat").unwrap_or_default())
 }
 
 fn per_cpu() -> Vec<(u64, u64, u64)> {
