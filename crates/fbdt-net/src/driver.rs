@@ -13,7 +13,7 @@ use std::time::Duration as StdDuration;
 
 use bytes::BytesMut;
 use fbdt_core::path_policy::Decision;
-use fbdt_core::wire::{prepare_recv_buf, FrameBuf};
+use fbdt_core::wire::{frame_bytes_missing, prepare_recv_buf, FrameBuf};
 use fbdt_core::{max_frame_len, Duration, Event, Instant, PathBinding, PathId, Role};
 use tokio::io::AsyncWrite;
 use tokio::sync::{mpsc, oneshot};
@@ -21,6 +21,7 @@ use tokio::time::Sleep;
 
 use crate::admission::ConnTicket;
 use crate::app::{AppPipe, Outbound};
+use crate::lowat::Lowat;
 use crate::paths::{Opened, PathManager};
 use crate::secure::PathStream;
 use crate::session::{NewPath, PathReport, Session, SessionStats, Shared, CHANNEL_CHUNKS};
@@ -73,6 +74,8 @@ struct PathSlot {
     /// Connections whose TLS handshake resumed.
     resumed: u32,
     info: sockopt::TcpInfoSample,
+    /// When the reader wants to be woken (plaintext paths).
+    lowat: Lowat,
     /// Server: the connection's place in the server's connection count.
     ticket: Option<ConnTicket>,
 }
@@ -89,6 +92,14 @@ pub(crate) struct Driver {
     connected: Option<oneshot::Sender<Result<(), String>>>,
     timer: Pin<Box<Sleep>>,
     timer_at: Option<tokio::time::Instant>,
+    /// The earliest receive low-water mark's fallback (see [`Lowat`]).
+    lowat_timer: Pin<Box<Sleep>>,
+    lowat_timer_at: Option<tokio::time::Instant>,
+    /// Times the task was polled (woken), and what it found (see [`SessionStats`]).
+    wakeups: u64,
+    timer_fires: u64,
+    reads: u64,
+    writes: u64,
     tick: tokio::time::Interval,
     shared: Arc<Shared>,
     on_end: Option<Box<dyn FnOnce() + Send>>,
@@ -134,6 +145,12 @@ fn build(mut conn: fbdt_core::Connection, cfg: Arc<NetConfig>, specs: Option<Vec
         connected: Some(ctx),
         timer: Box::pin(tokio::time::sleep(StdDuration::from_secs(3600))),
         timer_at: None,
+        lowat_timer: Box::pin(tokio::time::sleep(StdDuration::from_secs(3600))),
+        lowat_timer_at: None,
+        wakeups: 0,
+        timer_fires: 0,
+        reads: 0,
+        writes: 0,
         tick,
         shared: shared.clone(),
         on_end: None,
@@ -226,6 +243,7 @@ impl Future for Driver {
     type Output = ();
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let d = self.get_mut();
+        d.wakeups += 1;
         for _ in 0..STEPS_PER_POLL {
             let progress = d.step(cx);
             if d.should_end() {
@@ -272,6 +290,7 @@ impl Driver {
         let now = self.now();
         if self.timer_at.is_some() && self.timer.as_mut().poll(cx).is_ready() {
             self.timer_at = None;
+            self.timer_fires += 1;
             self.conn.handle_timeout(now);
             progress = true;
         }
@@ -285,6 +304,7 @@ impl Driver {
         }
         progress |= self.drain_events();
         progress |= self.rearm(cx);
+        progress |= self.expire_lowat(cx);
         progress
     }
 
@@ -381,6 +401,7 @@ impl Driver {
         slot.rbuf.clear();
         slot.out.clear();
         slot.out_pos = 0;
+        slot.lowat.reset();
         slot.connections += 1;
         self.manager.on_connection_changed(i);
     }
@@ -396,6 +417,7 @@ impl Driver {
         slot.rbuf.clear();
         slot.out.clear();
         slot.out_pos = 0;
+        slot.lowat.reset();
         self.manager.on_connection_changed(i);
     }
 
@@ -455,7 +477,9 @@ impl Driver {
                     any = true;
                     break;
                 }
-                Poll::Ready(Ok(_)) => {
+                Poll::Ready(Ok(n)) => {
+                    self.reads += 1;
+                    slot.lowat.on_read(n);
                     self.manager.on_data(i);
                     self.on_input(i, now);
                     any = true;
@@ -476,11 +500,55 @@ impl Driver {
                     if slot.rbuf.is_empty() {
                         slot.rbuf = BytesMut::new();
                     }
+                    self.wait_for_frame(i, now);
                     break;
                 }
             }
         }
         any
+    }
+
+    /// Path `i`'s reader waits: on a plaintext path, ask the kernel to wake it only once
+    /// the frame it holds part of can complete.
+    fn wait_for_frame(&mut self, i: usize, now: Instant) {
+        if !self.cfg.recv_lowat {
+            return;
+        }
+        let fallback = Duration::from_micros(self.cfg.recv_lowat_fallback.as_micros() as u64);
+        let slot = &mut self.paths[i];
+        let Some(PathStream::Plain(tcp)) = slot.stream.as_ref() else {
+            return;
+        };
+        let missing = frame_bytes_missing(&slot.rbuf);
+        if let Err(e) = slot.lowat.wait_for(tcp, missing, now, fallback) {
+            tracing::debug!(session = %self.label, path = i, "SO_RCVLOWAT: {e}");
+        }
+    }
+
+    /// Marks past their fallback go back to 1 (which wakes the reader if bytes wait), then
+    /// the fallback timer is re-armed at the earliest mark still unmet.
+    fn expire_lowat(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut fired = false;
+        if self.lowat_timer_at.is_some() && self.lowat_timer.as_mut().poll(cx).is_ready() {
+            self.lowat_timer_at = None;
+            let now = self.now();
+            for p in &mut self.paths {
+                if let Some(PathStream::Plain(tcp)) = p.stream.as_ref() {
+                    fired |= p.lowat.expire(tcp, now).unwrap_or(false);
+                }
+            }
+        }
+        let next = self.paths.iter().filter_map(|p| p.lowat.deadline()).min();
+        if let Some(t) = next {
+            let at = self.epoch + StdDuration::from_micros(t.as_micros());
+            if self.lowat_timer_at != Some(at) {
+                self.lowat_timer.as_mut().reset(at);
+                self.lowat_timer_at = Some(at);
+                // Registers the waker for the new deadline.
+                fired |= self.lowat_timer.as_mut().poll(cx).is_ready();
+            }
+        }
+        fired
     }
 
     fn write_path(&mut self, i: usize, cx: &mut Context<'_>, now: Instant) -> bool {
@@ -529,6 +597,7 @@ impl Driver {
                     return true;
                 }
                 Poll::Ready(Ok(n)) => {
+                    self.writes += 1;
                     slot.out_pos += n;
                     any = true;
                 }
@@ -648,6 +717,12 @@ impl Driver {
             redundant_bytes_sent: cs.sender.redundant_bytes_sent,
             redundant_bytes_received: cs.receiver.redundant_bytes_received,
             windows_loaded: cs.sender.windows_loaded,
+            wakeups: self.wakeups,
+            timer_fires: self.timer_fires,
+            reads: self.reads,
+            writes: self.writes,
+            lowat_changes: self.paths.iter().map(|p| p.lowat.changes).sum::<u64>(),
+            lowat_fallbacks: self.paths.iter().map(|p| p.lowat.fallbacks).sum::<u64>(),
             paths,
             core: cs,
         };

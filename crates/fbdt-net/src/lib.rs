@@ -21,6 +21,7 @@ mod app;
 mod client;
 mod dial;
 mod driver;
+mod lowat;
 mod paths;
 pub mod sample;
 pub mod secure;
@@ -130,6 +131,12 @@ pub struct NetConfig {
     /// Record the in-order delivery delay probe's marks (`fbdt_core::delay_probe`) for
     /// [`StatsHandle::take_delay_marks`]. Off by default: they are held until taken.
     pub delay_marks: bool,
+    /// Wake a path's reader only once the frame it is reading can complete (SO_RCVLOWAT,
+    /// see the `lowat` module), instead of at every packet. Plaintext paths only for now.
+    pub recv_lowat: bool,
+    /// The longest a reader waits for a low-water mark that is not met before it reads
+    /// what is there.
+    pub recv_lowat_fallback: Duration,
 }
 
 impl Default for NetConfig {
@@ -156,6 +163,10 @@ impl Default for NetConfig {
             idle_timeout: Duration::from_secs(30),
             security: Security::Plaintext,
             delay_marks: false,
+            recv_lowat: true,
+            // Insurance only: a mark is what the current frame lacks, which a live peer
+            // sends. At 2 ms even a slow path wakes its reader at least every 2 ms.
+            recv_lowat_fallback: Duration::from_millis(2),
         }
     }
 }

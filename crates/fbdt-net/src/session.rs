@@ -68,6 +68,18 @@ pub struct SessionStats {
     pub redundant_bytes_sent: u64,
     pub redundant_bytes_received: u64,
     pub windows_loaded: u64,
+    /// Times the session's task woke (was polled): the runtime's per-wake-up cost is paid
+    /// this often.
+    pub wakeups: u64,
+    /// What the wake-ups found: the core's timer due, socket reads that returned bytes,
+    /// socket writes (one batch each).
+    pub timer_fires: u64,
+    pub reads: u64,
+    pub writes: u64,
+    /// Receive low-water marks set or cleared (one system call each), and marks that were
+    /// not met within `NetConfig::recv_lowat_fallback`, over every path's connections.
+    pub lowat_changes: u64,
+    pub lowat_fallbacks: u64,
     pub paths: Vec<PathReport>,
     /// Every counter of the protocol core, both directions (re-alignments, stalls, peak
     /// out-of-order bytes, the meta layer's peak receive-buffer occupancy, ...).

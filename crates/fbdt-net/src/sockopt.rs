@@ -1,5 +1,5 @@
 //! Socket options the runtime sets and reads: TCP_NODELAY, TCP_NOTSENT_LOWAT,
-//! TCP_CONGESTION, SO_BINDTODEVICE (via socket2), and TCP_INFO.
+//! TCP_CONGESTION, SO_RCVLOWAT, SO_BINDTODEVICE (via socket2), and TCP_INFO.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -42,13 +42,23 @@ pub fn set_congestion(fd: &impl AsRawFd, name: &str) -> io::Result<()> {
     }
 }
 
+/// Sets SO_RCVLOWAT: the socket reports readable once this many bytes are queued (see
+/// the driver's `lowat` module for what else wakes it).
+pub fn set_rcvlowat(fd: &impl AsRawFd, bytes: u32) -> io::Result<()> {
+    setsockopt_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, bytes)
+}
+
 fn setsockopt_u32(fd: RawFd, opt: libc::c_int, v: u32) -> io::Result<()> {
+    setsockopt_int(fd, libc::IPPROTO_TCP, opt, v)
+}
+
+fn setsockopt_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, v: u32) -> io::Result<()> {
     let v = v as libc::c_int;
     // SAFETY: valid fd, pointer/length of a live c_int.
     let rc = unsafe {
         libc::setsockopt(
             fd,
-            libc::IPPROTO_TCP,
+            level,
             opt,
             (&v as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,

@@ -202,6 +202,10 @@ pub struct NetArgs {
     /// longest RTT), or a fixed size (`64k`, `4m`).
     #[arg(long, value_name = "MODE")]
     pub window: Option<fbdt_core::WindowConfig>,
+    /// Wake this end's reader at every packet instead of once the frame it is reading can
+    /// complete (SO_RCVLOWAT, plaintext paths): the old behaviour, for comparisons.
+    #[arg(long)]
+    pub wake_per_packet: bool,
 }
 
 impl NetArgs {
@@ -210,6 +214,7 @@ impl NetArgs {
             congestion: self.congestion.clone(),
             security,
             max_sessions: self.max_sessions,
+            recv_lowat: !self.wake_per_packet,
             ..fbdt_net::NetConfig::default()
         };
         if let (Some(window), Some(fbdt)) = (self.window, cfg.core.fbdt_mut()) {

@@ -33,6 +33,19 @@ pub fn prepare_recv_buf(buf: &mut BytesMut) {
     *buf = fresh;
 }
 
+/// Bytes still to come before the frame that starts `buf` is whole: 0 when `buf` is empty
+/// (no frame begun); while the header is incomplete, what completes the header (the
+/// frame's length is not known yet). A driver that only feeds whole frames to the core can
+/// ask its socket to wake it after this many bytes (a receive low-water mark) instead of
+/// at every packet. The header's length is not checked here: a bad one fails the parse.
+pub fn frame_bytes_missing(buf: &[u8]) -> usize {
+    let Some(len) = buf.get(4..super::HEADER_LEN) else {
+        return if buf.is_empty() { 0 } else { super::HEADER_LEN - buf.len() };
+    };
+    let body = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    (super::HEADER_LEN + body).saturating_sub(buf.len())
+}
+
 /// What a received payload kept as a slice of a read buffer may hold alive: the whole
 /// allocation `prepare_recv_buf` made for it (a frame longer than a block got one sized
 /// for it plus one read).
@@ -400,5 +413,23 @@ mod tests {
         assert!(b.capacity() - b.len() >= RECV_MIN_READ);
         assert_eq!(b.len(), filler.len());
         assert!(b.capacity() <= RECV_BLOCK.max(filler.len() + RECV_MIN_READ) + 64);
+    }
+
+    #[test]
+    fn frame_bytes_missing_counts_to_the_end_of_the_first_frame() {
+        use crate::wire::{Data, Frame};
+        use crate::seq::Seq;
+        let mut whole = Vec::new();
+        Frame::Data(Data { seq: Seq(7), fin: false, payload: &[3u8; 5000] }).emit(&mut whole);
+        assert_eq!(frame_bytes_missing(&[]), 0, "no frame begun");
+        for cut in 1..super::super::HEADER_LEN {
+            assert_eq!(frame_bytes_missing(&whole[..cut]), super::super::HEADER_LEN - cut);
+        }
+        for cut in [super::super::HEADER_LEN, 100, whole.len() - 1, whole.len()] {
+            assert_eq!(frame_bytes_missing(&whole[..cut]), whole.len() - cut);
+        }
+        let mut two = whole.clone();
+        two.extend_from_slice(&whole[..10]);
+        assert_eq!(frame_bytes_missing(&two), 0, "only the first frame counts");
     }
 }
