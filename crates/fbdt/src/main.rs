@@ -15,6 +15,7 @@ pub(crate) use log;
 
 mod allow;
 mod config;
+mod cpu;
 mod dial;
 mod files;
 mod load;

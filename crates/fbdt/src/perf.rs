@@ -162,12 +162,24 @@ impl Request {
     }
 }
 
+/// What the receiving FBDT session did per byte.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct ReceiverCost {
+    wakeups_per_s: f64,
+    lowat_fallbacks: u64,
+    ack_frames_per_mb: f64,
+}
+
 /// The receiver's view of a run.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(crate) struct Measure {
     pub duration_s: f64,
     pub bytes: u64,
     redundant_bytes: u64,
+    /// FBDT's receiving end: how often its session task woke, its receive low-water marks
+    /// that had to fall back, and the ACK frames it sent (absent from older servers).
+    #[serde(default)]
+    session: Option<ReceiverCost>,
     /// (t, cumulative bytes, cumulative bytes per path), every `SAMPLE` and at the end.
     samples: Vec<(f64, u64, Vec<u64>)>,
 }
@@ -254,6 +266,14 @@ async fn receive(
     }
     let (pp, red) = per_path(&stats, m.bytes);
     m.redundant_bytes = red;
+    m.session = stats.as_ref().map(|h| {
+        let s = h.stats();
+        ReceiverCost {
+            wakeups_per_s: s.wakeups as f64 / m.duration_s.max(1e-9),
+            lowat_fallbacks: s.lowat_fallbacks,
+            ack_frames_per_mb: s.core.receiver.acks_sent as f64 / (m.bytes as f64 / 1e6).max(1e-9),
+        }
+    });
     m.samples.push((m.duration_s, m.bytes, pp));
     Ok(m)
 }
@@ -349,6 +369,9 @@ async fn serve_one<S: SendChunk + AsyncRead + Send + 'static>(
         .await
         .context("no perf request in time")?
         .context("reading the request")?;
+    if &hdr[..4] == crate::cpu::QUERY_MAGIC {
+        return crate::cpu::answer(w).await;
+    }
     let req = Request::decode(&hdr)?;
     let deadline = req.deadline();
     if req.upload {
@@ -404,6 +427,19 @@ async fn client(a: PerfArgs) -> anyhow::Result<()> {
     }
     let cc = a.net.congestion.clone().unwrap_or_else(system_cc);
     let cfg = a.net.client_config()?;
+    // The server's CPU time is asked on its TCP port just before and after the run.
+    let mut cpu_port = a.paths[0].remote;
+    cpu_port.set_port(cpu_port.port().wrapping_add(1));
+    let server_cpu = || async {
+        match crate::cpu::ask(&a.paths[0], cpu_port, &cfg).await {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::info!("the server's CPU time is not known: {e:#}");
+                None
+            }
+        }
+    };
+    let window = crate::cpu::Window::open(server_cpu().await);
     let (m, scheme, npaths) = match a.transport {
         Transport::Fbdt => {
             let s = fbdt_net::connect(a.paths.clone(), cfg.clone()).await?;
@@ -430,7 +466,8 @@ async fn client(a: PerfArgs) -> anyhow::Result<()> {
             )
         }
     };
-    report(&a, &m, scheme, npaths, &cc, req);
+    let cpu = window.close(server_cpu().await, m.bytes);
+    report(&a, &m, scheme, npaths, &cc, req, &cpu);
     Ok(())
 }
 
@@ -529,7 +566,7 @@ fn rusage() -> (f64, f64, u64) {
     (s(ru.ru_utime), s(ru.ru_stime), ru.ru_maxrss as u64)
 }
 
-fn report(a: &PerfArgs, m: &Measure, scheme: &str, npaths: usize, cc: &str, req: Request) {
+fn report(a: &PerfArgs, m: &Measure, scheme: &str, npaths: usize, cc: &str, req: Request, cpu: &crate::cpu::CpuUse) {
     let goodput = m.bytes as f64 * 8.0 / m.duration_s.max(1e-9) / 1e6;
     // 1-s samples: every 10th sample (SAMPLE = 100 ms); whole seconds only.
     let per_s = (1.0 / SAMPLE.as_secs_f64()).round() as usize;
@@ -571,6 +608,7 @@ fn report(a: &PerfArgs, m: &Measure, scheme: &str, npaths: usize, cc: &str, req:
             "encryption": a.net.security.encryption(),
             "paths": a.paths.iter().map(|p| format!("{}", p.remote)).collect::<Vec<_>>(),
             "client_cpu_user_s": ut, "client_cpu_sys_s": st, "client_max_rss_kib": rss,
+            "cpu": cpu,
             "results": [{
                 "scheme": scheme,
                 "goodput_mbps": goodput,
@@ -581,6 +619,7 @@ fn report(a: &PerfArgs, m: &Measure, scheme: &str, npaths: usize, cc: &str, req:
                 "redundant_bytes": m.redundant_bytes,
                 "per_path_bytes": per_path,
                 "series": series,
+                "receiver": m.session,
             }]
         });
         println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
@@ -595,14 +634,16 @@ fn report(a: &PerfArgs, m: &Measure, scheme: &str, npaths: usize, cc: &str, req:
     }
     println!("- - - - - - - - - - - - - - - - - - - - - - - - -");
     line(None, m.samples.last().expect("final sample"), npaths);
+    let server_cores = cpu.server_cores.map_or("unknown".into(), |c| format!("{c:.2}"));
     println!(
-        "{scheme} {} ({cc}): {goodput:.1} Mbit/s in {:.2} s, 1-s p10/p50/p90 {:.1}/{:.1}/{:.1} Mbit/s, redundant {} bytes; client CPU {:.2}s user {:.2}s sys, max RSS {} KiB",
+        "{scheme} {} ({cc}): {goodput:.1} Mbit/s in {:.2} s, 1-s p10/p50/p90 {:.1}/{:.1}/{:.1} Mbit/s, redundant {} bytes; CPU cores client {:.2}, server {server_cores}; client CPU {:.2}s user {:.2}s sys, max RSS {} KiB",
         if req.upload { "upload" } else { "download" },
         m.duration_s,
         percentile(&secs, 0.1),
         percentile(&secs, 0.5),
         percentile(&secs, 0.9),
         m.redundant_bytes,
+        cpu.client_cores,
         ut,
         st,
         rss
