@@ -240,6 +240,48 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Takes the next run of the peer's in-order bytes as it arrived: a slice of the
+    /// driver's read buffer, not a copy (`AsyncRead` copies each byte once more into the
+    /// caller's buffer). `None` at the end of the peer's stream; an error if the session
+    /// failed. Mixing it with `AsyncRead` reads is fine: both take from the same queue.
+    pub async fn read_chunk(&mut self) -> io::Result<Option<Bytes>> {
+        std::future::poll_fn(|cx| self.poll_read_chunk(cx)).await
+    }
+
+    /// [`read_chunk`](Self::read_chunk) as a poll.
+    pub fn poll_read_chunk(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Option<Bytes>>> {
+        loop {
+            if let Some(b) = self.cur.pop() {
+                if !b.is_empty() {
+                    return Poll::Ready(Ok(Some(b)));
+                }
+                continue;
+            }
+            let batch = ready!(self.rx.poll_recv(cx));
+            if !self.take_batch(batch)? {
+                return Poll::Ready(Ok(None));
+            }
+        }
+    }
+
+    /// Makes a batch from the driver the one being read; false at the end of the peer's
+    /// stream (`None`), an error if the session failed.
+    fn take_batch(&mut self, batch: Option<Vec<Bytes>>) -> io::Result<bool> {
+        match batch {
+            Some(mut batch) => {
+                batch.reverse();
+                self.cur = batch;
+                Ok(true)
+            }
+            None => match self.error() {
+                Some(e) => Err(io::Error::new(io::ErrorKind::ConnectionAborted, e)),
+                None => Ok(false),
+            },
+        }
+    }
+}
+
 /// Reads a session's counters from anywhere (cheap to clone).
 #[derive(Clone)]
 pub struct StatsHandle(Arc<Shared>);
@@ -289,17 +331,8 @@ impl AsyncRead for Session {
             } else {
                 ready!(me.rx.poll_recv(cx))
             };
-            match next {
-                Some(mut batch) => {
-                    batch.reverse();
-                    me.cur = batch;
-                }
-                None => {
-                    return Poll::Ready(match me.error() {
-                        Some(e) => Err(io::Error::new(io::ErrorKind::ConnectionAborted, e)),
-                        None => Ok(()),
-                    })
-                }
+            if !me.take_batch(next)? {
+                return Poll::Ready(Ok(()));
             }
         }
         Poll::Ready(Ok(()))

@@ -407,6 +407,48 @@ async fn write_chunk_carries_shared_buffers_intact() {
     assert_eq!(got, <[u8; 32]>::from(h.finalize()));
 }
 
+/// `read_chunk` hands over the received slices: every byte once, in order, whether the
+/// reader takes chunks, copies through `AsyncRead`, or alternates (both take from one queue).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_chunk_and_async_read_share_one_queue() {
+    let (mut l, addrs) = server(2).await;
+    let client = connect(specs(&addrs), NetConfig::default()).await.expect("connect");
+    let mut server = l.accept().await.expect("session");
+    let len = 48 << 20;
+    let (_cr, cw) = tokio::io::split(client);
+    let sending = tokio::spawn(send_stream(cw, 9, len));
+    let mut h = Sha256::new();
+    let (mut total, mut chunks, mut copied) = (0u64, 0u32, 0u32);
+    let mut buf = vec![0u8; 5000];
+    loop {
+        let n = if (chunks + copied) % 3 == 2 {
+            copied += 1;
+            let n = tokio::time::timeout(BOUND, server.read(&mut buf)).await.expect("in time").expect("read");
+            h.update(&buf[..n]);
+            n
+        } else {
+            chunks += 1;
+            match tokio::time::timeout(BOUND, server.read_chunk()).await.expect("in time").expect("read_chunk") {
+                Some(b) => {
+                    assert!(!b.is_empty(), "no empty chunks before the end");
+                    h.update(&b);
+                    b.len()
+                }
+                None => 0,
+            }
+        };
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+    }
+    assert!(server.read_chunk().await.expect("after the end").is_none(), "the end stays the end");
+    let sent = sending.await.unwrap();
+    assert_eq!(total, len);
+    assert_eq!(<[u8; 32]>::from(h.finalize()), sent);
+    assert!(chunks > 10 && copied > 5, "both ways were used: {chunks} chunks, {copied} copies");
+}
+
 /// With `delay_marks`, every followed offset (one per 16 KiB) of a transfer has a first
 /// transmission at the sender and a later in-order delivery at the receiver.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

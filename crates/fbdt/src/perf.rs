@@ -15,6 +15,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use fbdt_net::sample::Copying;
+
 use crate::NetArgs;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -234,7 +236,7 @@ async fn send_data_shared(w: &mut impl SendChunk, req: Request) -> anyhow::Resul
 
 /// Reads to EOF, sampling cumulative bytes (and per path, from FBDT's counters).
 async fn receive(
-    mut r: impl AsyncRead + Unpin,
+    r: impl fbdt_net::sample::ByteSource,
     stats: Option<fbdt_net::StatsHandle>,
     mut live: impl FnMut(&Measure),
 ) -> anyhow::Result<Measure> {
@@ -251,7 +253,7 @@ async fn receive(
             None => (vec![total], 0),
         }
     };
-    let total = fbdt_net::sample::read_sampled(&mut r, SAMPLE, None, |t, bytes| {
+    let total = fbdt_net::sample::read_sampled_from(r, SAMPLE, None, |t, bytes| {
         let (pp, _) = per_path(&stats, bytes);
         m.bytes = bytes;
         m.samples.push((t, bytes, pp));
@@ -375,7 +377,7 @@ async fn serve_one<S: SendChunk + AsyncRead + Send + 'static>(
     let req = Request::decode(&hdr)?;
     let deadline = req.deadline();
     if req.upload {
-        let m = tokio::time::timeout(deadline, receive(&mut r, stats, |_| {}))
+        let m = tokio::time::timeout(deadline, receive(Copying::new(&mut r), stats, |_| {}))
             .await
             .context("upload ran past its time limit")??;
         let json = serde_json::to_vec(&m)?;
@@ -445,7 +447,7 @@ async fn client(a: PerfArgs) -> anyhow::Result<()> {
             let s = fbdt_net::connect(a.paths.clone(), cfg.clone()).await?;
             let h = s.stats_handle();
             let n = a.paths.len();
-            (exchange(s, Some(h), req, &a, n).await?, "fbdt", n)
+            (exchange_session(s, h, req, &a, n).await?, "fbdt", n)
         }
         Transport::Tcp | Transport::Mptcp => {
             let mptcp = a.transport == Transport::Mptcp;
@@ -484,25 +486,47 @@ async fn exchange<S: AsyncRead + AsyncWrite + Send + 'static>(
         send_data(&mut w, req).await?;
         read_measure(&mut r).await
     } else {
-        let every = (a.interval / SAMPLE.as_secs_f64()).round().max(1.0) as usize;
-        let json = a.json;
-        if !json {
-            header();
-        }
-        let m = receive(&mut r, stats, |m| {
-            if !json && m.samples.len() % every == 0 {
-                let k = m.samples.len();
-                let prev = if k > every {
-                    Some(&m.samples[k - every - 1])
-                } else {
-                    None
-                };
-                line(prev, &m.samples[k - 1], npaths);
-            }
-        })
-        .await?;
+        let m = receive(Copying::new(&mut r), stats, live_lines(a, npaths)).await?;
         w.shutdown().await?;
         Ok(m)
+    }
+}
+
+/// [`exchange`] over an FBDT session: a download is read as the received slices, without
+/// the copy `AsyncRead` makes (what an application holding `Bytes` saves).
+async fn exchange_session(
+    mut s: fbdt_net::Session,
+    stats: fbdt_net::StatsHandle,
+    req: Request,
+    a: &PerfArgs,
+    npaths: usize,
+) -> anyhow::Result<Measure> {
+    if req.upload {
+        return exchange(s, Some(stats), req, a, npaths).await;
+    }
+    s.write_all(&req.encode()).await?;
+    let m = receive(&mut s, Some(stats), live_lines(a, npaths)).await?;
+    s.shutdown().await?;
+    Ok(m)
+}
+
+/// Prints a line per `--interval` while a download runs (unless `--json`).
+fn live_lines(a: &PerfArgs, npaths: usize) -> impl FnMut(&Measure) {
+    let every = (a.interval / SAMPLE.as_secs_f64()).round().max(1.0) as usize;
+    let json = a.json;
+    if !json {
+        header();
+    }
+    move |m| {
+        if !json && m.samples.len() % every == 0 {
+            let k = m.samples.len();
+            let prev = if k > every {
+                Some(&m.samples[k - every - 1])
+            } else {
+                None
+            };
+            line(prev, &m.samples[k - 1], npaths);
+        }
     }
 }
 
