@@ -2,7 +2,8 @@
 //!
 //! Random path behaviours: 1–4 paths with random rates, delays, outages and connection
 //! kills (one path, the survivor, is never killed, so some path always lives); random
-//! transfer sizes, segment sizes, window modes, redundancy waits and initial sequence
+//! transfer sizes, segment sizes, window modes, redundancy waits, ACK byte thresholds
+//! (per frame, the default 64 KiB, up to 1 MiB: sparse ACKs), and initial sequence
 //! numbers (some just below 2^32, so the wrap is crossed), and either payload mode. The
 //! client checks every byte against the sender's pattern (by value, or by identity with
 //! the shared pattern's memory); a wrong, missing, duplicated or reordered byte fails.
@@ -21,8 +22,9 @@ fn config() -> impl Strategy<Value = Config> {
         prop_oneof![Just(0.0f64), Just(0.5), Just(1.0), Just(2.0)],
         any::<bool>(),
         any::<u64>(),
+        prop_oneof![Just(0usize), Just(fbdt_core::config::DEFAULT_ACK_BYTES), 1usize..1 << 20],
     )
-        .prop_map(|(seg, isn, rto, paper, seed)| {
+        .prop_map(|(seg, isn, rto, paper, seed, ack_bytes)| {
             let mut fbdt = FbdtConfig {
                 redundancy_wait: rto,
                 ..FbdtConfig::default()
@@ -34,6 +36,7 @@ fn config() -> impl Strategy<Value = Config> {
                 segment_size: seg,
                 initial_seq: isn,
                 seed,
+                ack_bytes,
                 scheme: SchemeConfig::Fbdt(fbdt),
                 ..Config::default()
             }

@@ -136,7 +136,9 @@ impl FbdtSender {
     /// Most payload bytes `p` may hold undelivered (spec decision 6: the paper's
     /// per-direction send window = the TCP connection's window, plus a small backlog so the
     /// pipe never runs dry): `send_limit_windows` × the path's window (cwnd, or rate ×
-    /// srtt; with the arrival rule at most drain rate × base RTT) plus two segments;
+    /// srtt; with the arrival rule at most drain rate × base RTT) plus what arrives between
+    /// two of the receiver's ACKs (`ack_every` frames and `ack_bytes`, at least two
+    /// segments): bytes that arrived wait that long to be counted delivered;
     /// unlimited while the driver reports nothing.
     pub(super) fn path_send_limit(&self, p: PathId) -> Option<u64> {
         let d = &self.paths[p.index()].est.driver;
@@ -157,7 +159,15 @@ impl FbdtSender {
             Some(rate) => window.min(rate * t.est.base_rtt().as_secs_f64()),
             None => window,
         };
-        Some((self.cfg.send_limit_windows * window) as u64 + 2 * self.params.segment_size as u64)
+        Some((self.cfg.send_limit_windows * window) as u64 + self.bytes_per_ack())
+    }
+
+    /// Payload bytes that arrive on one path between two of its ACKs: `ack_every` frames
+    /// and at least `ack_bytes` (the receiver's rule, which a sender assumes its peer
+    /// shares, as it does `max_ack_delay`). Two segments before issue 37.
+    fn bytes_per_ack(&self) -> u64 {
+        let frames = u64::from(self.params.ack_every) * self.params.segment_size as u64;
+        frames.max(self.params.ack_bytes as u64)
     }
 
     pub(super) fn emit_segment(&mut self, p: PathId, idx: u64, now: Instant, out: &mut impl FrameOut) -> usize {
