@@ -23,7 +23,11 @@ fn config() -> impl Strategy<Value = Config> {
         prop_oneof![Just(0.0f64), Just(0.5), Just(1.0), Just(2.0)],
         any::<bool>(),
         any::<u64>(),
-        prop_oneof![Just(0usize), Just(fbdt_core::config::DEFAULT_ACK_BYTES), 1usize..1 << 20],
+        prop_oneof![
+            Just(0usize),
+            Just(fbdt_core::config::DEFAULT_ACK_BYTES),
+            1usize..1 << 20
+        ],
         prop_oneof![Just(0u64), Just(250), 1u64..5_000],
     )
         .prop_map(|(seg, isn, rto, paper, seed, ack_bytes, frame_us)| {
@@ -131,7 +135,11 @@ fn frames_of_many_segments_and_sparse_acks_survive_path_death() {
         delay_ms,
         outages: outages.to_vec(),
     };
-    let plans = vec![plan(400.0, 2.0, &[(0.3, 0.2)]), plan(1400.0, 1.0, &[]), plan(900.0, 0.5, &[])];
+    let plans = vec![
+        plan(400.0, 2.0, &[(0.3, 0.2)]),
+        plan(1400.0, 1.0, &[]),
+        plan(900.0, 0.5, &[]),
+    ];
     let mut cfg = Config {
         ack_bytes: 256 << 10,
         ..Config::default()

@@ -840,7 +840,8 @@ mod tests {
         r.last_all_paths_ack = Some(t0);
         // Segments 3, 2 and 1 of the window arrive on path 0 (48 KiB: no ACK yet) ...
         for k in [3, 2, 1] {
-            r.on_data_bytes(PathId(0), Seq((k * SEG) as u32), false, seg(k), t0).unwrap();
+            r.on_data_bytes(PathId(0), Seq((k * SEG) as u32), false, seg(k), t0)
+                .unwrap();
         }
         assert!(!r.has_frame(PathId(0)) && !r.has_frame(PathId(1)));
         // ... segment 0 on path 1 completes it and frees them: ACK on path 0 at once.
@@ -850,7 +851,8 @@ mod tests {
         assert!(r.poll_ack(PathId(1), t0).is_none(), "one path, not all");
         // The next window completes in order: nothing freed, no ACK before the timer.
         r.on_align(PathId(0), &align(5), t0).unwrap();
-        r.on_data_bytes(PathId(1), Seq((4 * SEG) as u32), false, seg(4), t0).unwrap();
+        r.on_data_bytes(PathId(1), Seq((4 * SEG) as u32), false, seg(4), t0)
+            .unwrap();
         assert!(!r.has_frame(PathId(0)) && !r.has_frame(PathId(1)));
         let due = r.poll_timeout().expect("the ACK timer runs");
         assert_eq!(due, t0 + cfg.max_ack_delay);

@@ -404,7 +404,9 @@ fn a_frame_of_several_segments_keeps_them_apart() {
     assert_eq!(s.paths[0].copies.len(), segs);
     for (i, g) in s.segs.iter().take(segs).enumerate() {
         match g.state {
-            SegState::Sent { holders, end, copies, .. } => {
+            SegState::Sent {
+                holders, end, copies, ..
+            } => {
                 assert_eq!((holders, end, copies), (1, ((i + 1) * SEG) as u64, 1));
             }
             other => panic!("segment {i}: {other:?}"),
@@ -426,6 +428,10 @@ fn a_frame_of_several_segments_keeps_them_apart() {
     s.on_ack(PathId(0), &ack, now + Duration::from_millis(2)).unwrap();
     // (Acknowledged segments at the front leave the table.)
     assert_eq!((s.seg_base, s.una), (2, 2 * SEG as u64));
-    assert!(s.segs.iter().take(segs - 2).all(|g| matches!(g.state, SegState::Sent { .. })));
+    assert!(s
+        .segs
+        .iter()
+        .take(segs - 2)
+        .all(|g| matches!(g.state, SegState::Sent { .. })));
     assert_eq!(s.paths[0].copies.len(), segs - 2);
 }

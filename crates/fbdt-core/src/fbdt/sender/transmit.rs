@@ -117,7 +117,9 @@ impl FbdtSender {
         // it opens — after every ACK, at the send limit — would make every frame one
         // segment (TCP's silly-window avoidance, for frames).
         let len = self.seg(next.idx).len as usize;
-        let frame = self.frame_segments(path).min(self.windows[next.pos].lanes[next.at.lane].remaining());
+        let frame = self
+            .frame_segments(path)
+            .min(self.windows[next.pos].lanes[next.at.lane].remaining());
         let want = if self.paths[path.index()].in_flight() > 0 {
             len * frame as usize
         } else {
@@ -226,7 +228,14 @@ impl FbdtSender {
     /// One DATA frame carrying the adjacent segments `lo..=hi` (their bytes are
     /// contiguous, lowest first), each then accounted as its own copy on `p`: its state,
     /// expected ACK and place in the path's byte count, as if sent alone in offset order.
-    pub(super) fn emit_segments(&mut self, p: PathId, lo: u64, hi: u64, now: Instant, out: &mut impl FrameOut) -> usize {
+    pub(super) fn emit_segments(
+        &mut self,
+        p: PathId,
+        lo: u64,
+        hi: u64,
+        now: Instant,
+        out: &mut impl FrameOut,
+    ) -> usize {
         let (first, last) = (self.seg(lo), self.seg(hi));
         let off = first.off;
         let total = (last.off + u64::from(last.len) - off) as usize;
