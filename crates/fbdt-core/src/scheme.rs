@@ -20,6 +20,7 @@ pub struct StreamParams {
     pub recv_buffer: usize,
     pub send_buffer: usize,
     pub ack_every: u32,
+    pub ack_bytes: usize,
     pub max_ack_delay: Duration,
 }
 

@@ -2,7 +2,9 @@
 //!
 //! Random path behaviours: 1–4 paths with random rates, delays, outages and connection
 //! kills (one path, the survivor, is never killed, so some path always lives); random
-//! transfer sizes, segment sizes, window modes, redundancy waits and initial sequence
+//! transfer sizes, segment sizes, window modes, redundancy waits, ACK byte thresholds
+//! (per frame, the default, up to 1 MiB: sparse ACKs), frame budgets (one segment per
+//! frame, the default, up to 5 ms: frames of many segments), and initial sequence
 //! numbers (some just below 2^32, so the wrap is crossed), and either payload mode. The
 //! client checks every byte against the sender's pattern (by value, or by identity with
 //! the shared pattern's memory); a wrong, missing, duplicated or reordered byte fails.
@@ -21,10 +23,17 @@ fn config() -> impl Strategy<Value = Config> {
         prop_oneof![Just(0.0f64), Just(0.5), Just(1.0), Just(2.0)],
         any::<bool>(),
         any::<u64>(),
+        prop_oneof![
+            Just(0usize),
+            Just(fbdt_core::config::DEFAULT_ACK_BYTES),
+            1usize..1 << 20
+        ],
+        prop_oneof![Just(0u64), Just(250), 1u64..5_000],
     )
-        .prop_map(|(seg, isn, rto, paper, seed)| {
+        .prop_map(|(seg, isn, rto, paper, seed, ack_bytes, frame_us)| {
             let mut fbdt = FbdtConfig {
                 redundancy_wait: rto,
+                frame_budget: fbdt_core::time::Duration::from_micros(frame_us),
                 ..FbdtConfig::default()
             };
             if paper {
@@ -34,6 +43,7 @@ fn config() -> impl Strategy<Value = Config> {
                 segment_size: seg,
                 initial_seq: isn,
                 seed,
+                ack_bytes,
                 scheme: SchemeConfig::Fbdt(fbdt),
                 ..Config::default()
             }
@@ -112,6 +122,39 @@ fn a_path_killed_for_good_loses_nothing() {
         Payload::Shared,
     )
     .unwrap();
+}
+
+/// Issue 37: frames of up to 16 segments (a 5 ms frame budget on fast paths), ACKs only
+/// every 256 KiB per path, and two of three paths killed mid-transfer (one for good):
+/// the copies they held, several to a frame, are re-sent segment by segment and every
+/// byte still arrives once, in order.
+#[test]
+fn frames_of_many_segments_and_sparse_acks_survive_path_death() {
+    let plan = |rate_mbps, delay_ms, outages: &[(f64, f64)]| PathPlan {
+        rate_mbps,
+        delay_ms,
+        outages: outages.to_vec(),
+    };
+    let plans = vec![
+        plan(400.0, 2.0, &[(0.3, 0.2)]),
+        plan(1400.0, 1.0, &[]),
+        plan(900.0, 0.5, &[]),
+    ];
+    let mut cfg = Config {
+        ack_bytes: 256 << 10,
+        ..Config::default()
+    };
+    cfg.fbdt_mut().unwrap().frame_budget = fbdt_core::time::Duration::from_millis(5);
+    for payload in [Payload::Shared, Payload::Exact] {
+        check(
+            plans.clone(),
+            vec![(0.1, 1, None), (0.15, 2, Some(0.1))],
+            60_000_000,
+            cfg.clone(),
+            payload,
+        )
+        .unwrap();
+    }
 }
 
 #[test]

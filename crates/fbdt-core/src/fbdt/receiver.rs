@@ -3,11 +3,16 @@
 //!
 //! Where ACKs go: every ACK carries the whole picture (cumulative point, ranges, each
 //! path's counter), so one copy on a path that is moving data tells the sender about every
-//! path. A path's own arrivals are acknowledged on that path (every `ack_every` frames, or
-//! after `max_ack_delay`); every live path gets one at least every [`ALL_PATHS_ACK_PERIOD`]
-//! while data flows, and at once when a window completes, the stream ends or the receive
-//! window reopens — the moments the sender must not learn late over a slow return path.
-//! ACK frames then grow with the data frames, not with data frames × paths.
+//! path. A path's own arrivals are acknowledged on that path once `ack_every` frames and
+//! `ack_bytes` payload bytes arrived there since its last ACK, or after `max_ack_delay`;
+//! every live path gets one at least every [`ALL_PATHS_ACK_PERIOD`] while data flows, and
+//! at once when the stream ends or the receive window reopens — the moments the sender
+//! must not learn late over a slow return path. A window that completes is acknowledged
+//! at once only when completing it freed data held out of order (the cumulative point
+//! jumped past held pieces), and then on one path: the one that brought the most bytes
+//! lately, the likeliest to be quick (issue 37). ACK frames then grow with the bytes, not
+//! with data frames × paths. With `ack_bytes` = 0 the rule is the one before issue 37:
+//! every `ack_every` frames, and every window completion on every live path.
 //!
 //! Payloads are held as `Bytes` in a [`RecvBuf`]: the slices of the driver's read buffer
 //! `Connection` hands over come back out of `read_bytes` as slices, no copy between the
@@ -55,10 +60,17 @@ pub struct FbdtReceiver {
     /// Per path: bytes received over its current connection, and that connection's epoch.
     path_rx: Vec<PathRx>,
     alive: u32,
-    /// Per path: data frames that arrived on it since it last carried an ACK.
+    /// Per path: data frames and payload bytes that arrived on it since it last carried
+    /// an ACK.
     frames_since_ack: [u32; MAX_PATHS],
-    /// Paths with arrivals not yet acknowledged on them (bitmask by path index).
+    bytes_since_ack: [u64; MAX_PATHS],
+    /// Per path: payload bytes lately (halved at each all-paths ACK round): which path
+    /// carries a window-completion ACK.
+    recent_bytes: [u64; MAX_PATHS],
+    /// Paths with arrivals not yet acknowledged on them (bitmask by path index) ...
     unacked_arrivals: u32,
+    /// ... and since when, per path (valid where `unacked_arrivals` has the bit).
+    unacked_since: [Instant; MAX_PATHS],
     /// When every live path last got an ACK.
     last_all_paths_ack: Option<Instant>,
     ack_deadline: Option<Instant>,
@@ -67,6 +79,7 @@ pub struct FbdtReceiver {
     advertised: usize,
     window_end: Option<u64>,
     ack_every: u32,
+    ack_bytes: u64,
     max_ack_delay: Duration,
     stats: ReceiverStats,
 }
@@ -86,13 +99,17 @@ impl FbdtReceiver {
             path_rx: Vec::new(),
             alive: 0,
             frames_since_ack: [0; MAX_PATHS],
+            bytes_since_ack: [0; MAX_PATHS],
+            recent_bytes: [0; MAX_PATHS],
             unacked_arrivals: 0,
+            unacked_since: [Instant::ZERO; MAX_PATHS],
             last_all_paths_ack: None,
             ack_deadline: None,
             ack_pending: 0,
             advertised: cfg.recv_buffer,
             window_end: None,
             ack_every: cfg.ack_every,
+            ack_bytes: cfg.ack_bytes as u64,
             max_ack_delay: cfg.max_ack_delay,
             stats: ReceiverStats::default(),
         }
@@ -107,11 +124,28 @@ impl FbdtReceiver {
     fn ack_all_paths(&mut self, now: Option<Instant>) {
         self.ack_pending = self.alive;
         self.frames_since_ack = [0; MAX_PATHS];
+        self.bytes_since_ack = [0; MAX_PATHS];
         self.unacked_arrivals = 0;
         self.ack_deadline = None;
         if now.is_some() {
             self.last_all_paths_ack = now;
+            for b in &mut self.recent_bytes {
+                *b /= 2;
+            }
         }
+    }
+
+    /// The live path that brought the most bytes lately (`recent_bytes`), `arrived` on a
+    /// tie: the one an urgent ACK takes. A busy path's return direction is the one known
+    /// to work now; an idle path's may be blocked.
+    fn busiest_path(&self, arrived: PathId) -> PathId {
+        let mut best = arrived;
+        for i in (0..MAX_PATHS).filter(|&i| self.alive & (1 << i) != 0) {
+            if self.recent_bytes[i] > self.recent_bytes[best.index()] {
+                best = PathId(i as u8);
+            }
+        }
+        best
     }
 
     /// An ACK on the paths in `paths` (a bitmask), or on every live path if they have not
@@ -128,10 +162,22 @@ impl FbdtReceiver {
         self.unacked_arrivals &= !paths;
         for i in (0..MAX_PATHS).filter(|i| paths & (1 << i) != 0) {
             self.frames_since_ack[i] = 0;
+            self.bytes_since_ack[i] = 0;
         }
-        if self.unacked_arrivals == 0 {
-            self.ack_deadline = None;
+        self.rearm_ack_deadline();
+    }
+
+    /// The ACK timer: `max_ack_delay` after the oldest arrival not yet acknowledged on its
+    /// path. (It was armed by the first such arrival and kept while any path had one, so
+    /// it fired every `max_ack_delay` under steady traffic, though every arrival was
+    /// acknowledged in time.)
+    fn rearm_ack_deadline(&mut self) {
+        let mut first: Option<Instant> = None;
+        for i in (0..MAX_PATHS).filter(|i| self.unacked_arrivals & (1 << i) != 0) {
+            let t = self.unacked_since[i];
+            first = Some(first.map_or(t, |f| f.min(t)));
         }
+        self.ack_deadline = first.map(|t| t + self.max_ack_delay);
     }
 
     /// Stores `payload` (at `start`, from `skip` bytes into it) except the parts already
@@ -331,16 +377,31 @@ impl FbdtReceiver {
         self.deliver_in_order();
         self.stats.max_out_of_order_bytes = self.stats.max_out_of_order_bytes.max(self.ooo_bytes as u64);
 
-        self.frames_since_ack[path.index()] += 1;
+        let i = path.index();
+        self.frames_since_ack[i] += 1;
+        self.bytes_since_ack[i] += len;
+        self.recent_bytes[i] += len;
+        if self.unacked_arrivals & path.bit() == 0 {
+            self.unacked_since[i] = now;
+        }
         self.unacked_arrivals |= path.bit();
         let window_done = self.window_end.is_some_and(|w| before < w && self.rcv_nxt >= w);
         let fin_done = self.fin_at == Some(self.rcv_nxt) && before != self.rcv_nxt;
-        if window_done || fin_done || (len == 0 && data.fin) {
+        let by_frames = self.ack_bytes == 0;
+        if fin_done || (len == 0 && data.fin) || (window_done && by_frames) {
             self.ack_all_paths(Some(now));
-        } else if self.frames_since_ack[path.index()] >= self.ack_every {
+            return Ok(());
+        }
+        if self.frames_since_ack[i] >= self.ack_every && self.bytes_since_ack[i] >= self.ack_bytes {
             self.ack_arrivals(path.bit(), now);
         } else if self.ack_deadline.is_none() {
-            self.ack_deadline = Some(now + self.max_ack_delay);
+            self.ack_deadline = Some(self.unacked_since[i] + self.max_ack_delay);
+        }
+        // The window completed and the cumulative point jumped past this frame's bytes:
+        // held data was freed, which the sender should hear of without delay.
+        if window_done && self.rcv_nxt > end {
+            let to = self.busiest_path(path);
+            self.ack_arrivals(to.bit(), now);
         }
         Ok(())
     }
@@ -472,6 +533,9 @@ impl SchemeReceiver for FbdtReceiver {
         self.ack_pending &= !path.bit();
         self.unacked_arrivals &= !path.bit();
         self.frames_since_ack[path.index()] = 0;
+        self.bytes_since_ack[path.index()] = 0;
+        self.recent_bytes[path.index()] = 0;
+        self.rearm_ack_deadline();
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -480,8 +544,10 @@ impl SchemeReceiver for FbdtReceiver {
 
     fn handle_timeout(&mut self, now: Instant) {
         if self.ack_deadline.is_some_and(|d| d <= now) {
-            self.ack_deadline = None;
-            self.ack_arrivals(self.unacked_arrivals, now);
+            let due = (0..MAX_PATHS)
+                .filter(|&i| self.unacked_arrivals & (1 << i) != 0 && self.unacked_since[i] + self.max_ack_delay <= now)
+                .fold(0, |m, i| m | (1 << i));
+            self.ack_arrivals(due, now);
         }
     }
 
@@ -696,5 +762,101 @@ mod tests {
         for (p, &n) in acks.iter().enumerate() {
             assert!(n > periods - 1, "path {p}: {n} ACKs in {periods} periods");
         }
+    }
+
+    /// Issue 37's ACK rule: two paths bring 16 KiB frames back to back (4 Gbit/s in all)
+    /// for 50 MB; a path is acknowledged once `ack_bytes` arrived on it, so ACK frames per
+    /// MB stay within 1 MB / `ack_bytes` plus one round on both paths each
+    /// [`ALL_PATHS_ACK_PERIOD`] (the timer never fires: every path reaches the bytes within
+    /// `max_ack_delay`), where the per-frame rule sent one per two frames.
+    #[test]
+    fn acks_per_megabyte_follow_the_bytes() {
+        const SEG: usize = 16 * 1024;
+        let run = |ack_bytes: usize| {
+            let cfg = StreamParams {
+                ack_bytes,
+                ..crate::Config::default().stream_params()
+            };
+            let mut r = FbdtReceiver::new(cfg, 0);
+            for p in 0..2 {
+                r.path_up(PathId(p), Instant::ZERO);
+                r.poll_ack(PathId(p), Instant::ZERO);
+            }
+            let (frames, gap_us) = (3200u64, 32u64);
+            let payload = Bytes::from(vec![3u8; SEG]);
+            let mut acks = 0u64;
+            for k in 0..frames {
+                let now = Instant::from_micros(k * gap_us);
+                if r.poll_timeout().is_some_and(|t| t <= now) {
+                    r.handle_timeout(now);
+                }
+                let path = PathId((k % 2) as u8);
+                r.on_data_bytes(path, Seq((k as usize * SEG) as u32), false, payload.clone(), now)
+                    .unwrap();
+                while r.read_bytes(usize::MAX).is_some() {}
+                for p in 0..2 {
+                    acks += u64::from(r.poll_ack(PathId(p), now).is_some());
+                }
+            }
+            let mb = (frames as usize * SEG) as f64 / 1e6;
+            let periods = (frames * gap_us / ALL_PATHS_ACK_PERIOD.as_micros() + 1) as f64;
+            (acks as f64 / mb, periods * 2.0 / mb)
+        };
+        let (by_frames, _) = run(0);
+        assert!(by_frames >= 1e6 / (2 * SEG) as f64, "{by_frames:.1} ACKs per MB");
+        for ack_bytes in [crate::config::DEFAULT_ACK_BYTES, 64 << 10, 256 << 10] {
+            let (by_bytes, rounds) = run(ack_bytes);
+            let bound = 1e6 / ack_bytes as f64 + rounds;
+            assert!(by_bytes <= bound, "{ack_bytes}: {by_bytes:.1} ACKs per MB > {bound:.1}");
+            assert!(by_bytes <= by_frames, "{ack_bytes}: {by_bytes:.1} vs {by_frames:.1}");
+        }
+    }
+
+    /// A window that completes by filling a hole under held data is acknowledged at once,
+    /// on the path that brought the most bytes lately; one that completes in order waits
+    /// for the byte rule or the timer.
+    #[test]
+    fn a_window_completion_that_frees_held_data_is_acked_at_once() {
+        const SEG: usize = 16 * 1024;
+        let cfg = StreamParams {
+            ack_bytes: 64 << 10,
+            ..crate::Config::default().stream_params()
+        };
+        let mut r = FbdtReceiver::new(cfg, 0);
+        let t0 = Instant::from_micros(1000);
+        for p in 0..2 {
+            r.path_up(PathId(p), t0);
+            r.poll_ack(PathId(p), t0);
+        }
+        let seg = |k: usize| Bytes::from(vec![k as u8; SEG]);
+        let align = |end: usize| Align {
+            window_id: 0,
+            start: Seq(0),
+            end: Seq((end * SEG) as u32),
+            lanes: Vec::new(),
+        };
+        r.on_align(PathId(0), &align(4), t0).unwrap();
+        // Both paths had their periodic ACK just now (the first ACK otherwise goes on all).
+        r.last_all_paths_ack = Some(t0);
+        // Segments 3, 2 and 1 of the window arrive on path 0 (48 KiB: no ACK yet) ...
+        for k in [3, 2, 1] {
+            r.on_data_bytes(PathId(0), Seq((k * SEG) as u32), false, seg(k), t0)
+                .unwrap();
+        }
+        assert!(!r.has_frame(PathId(0)) && !r.has_frame(PathId(1)));
+        // ... segment 0 on path 1 completes it and frees them: ACK on path 0 at once.
+        r.on_data_bytes(PathId(1), Seq(0), false, seg(0), t0).unwrap();
+        assert_eq!(r.rcv_nxt, 4 * SEG as u64);
+        assert!(r.poll_ack(PathId(0), t0).is_some(), "the busier path carries it");
+        assert!(r.poll_ack(PathId(1), t0).is_none(), "one path, not all");
+        // The next window completes in order: nothing freed, no ACK before the timer.
+        r.on_align(PathId(0), &align(5), t0).unwrap();
+        r.on_data_bytes(PathId(1), Seq((4 * SEG) as u32), false, seg(4), t0)
+            .unwrap();
+        assert!(!r.has_frame(PathId(0)) && !r.has_frame(PathId(1)));
+        let due = r.poll_timeout().expect("the ACK timer runs");
+        assert_eq!(due, t0 + cfg.max_ack_delay);
+        r.handle_timeout(due);
+        assert!(r.poll_ack(PathId(1), due).is_some());
     }
 }

@@ -78,6 +78,12 @@ impl FbdtSender {
     /// Within [`ARRIVAL_TOLERANCE`] counts as in time, so estimates that cross back and
     /// forth do not hand a lane back and forth.
     pub(super) fn arrives_in_time(&self, p: PathId, pos: usize, at: LaneEnd, idx: u64) -> bool {
+        self.arrives_in_time_after(p, pos, at, idx, 0)
+    }
+
+    /// [`FbdtSender::arrives_in_time`] with `extra` more bytes queued on `p` first (the
+    /// segments a DATA frame already carries ahead of `idx`).
+    pub(super) fn arrives_in_time_after(&self, p: PathId, pos: usize, at: LaneEnd, idx: u64, extra: u64) -> bool {
         if !self.meets_by_arrival() {
             return true;
         }
@@ -87,10 +93,24 @@ impl FbdtSender {
                 .filter(|&q| q != p && self.paths[q.index()].flows()),
             End::Backward => None,
         };
+        let Some(mine) = self.arrival_after(p, extra) else {
+            return true;
+        };
         match server {
-            Some(q) => self.sooner_than(p, [q], self.windows[pos].lanes[at.lane].backward - 1 - idx),
-            None => self.sooner_than(p, self.paths_flowing_besides(p), self.unsent_below(idx)),
+            Some(q) => self.sooner_than(mine, [q], self.windows[pos].lanes[at.lane].backward - 1 - idx),
+            None => self.sooner_than(mine, self.paths_flowing_besides(p), self.unsent_below(idx)),
         }
+    }
+
+    /// [`FbdtSender::arrival_in`] once `extra` more bytes are queued on `p`.
+    fn arrival_after(&self, p: PathId, extra: u64) -> Option<f64> {
+        if extra == 0 {
+            return self.arrival_in(p);
+        }
+        let t = &self.paths[p.index()];
+        let base = t.est.base_rtt().as_secs_f64();
+        let ahead = (t.in_flight() + extra) as f64 / self.estimates(p).1?;
+        Some(ahead.max(base) - base / 2.0)
     }
 
     /// Whether a window loaded now, starting at segment `idx`, has a segment `p` delivers
@@ -101,7 +121,10 @@ impl FbdtSender {
             return true;
         }
         let idx = self.seg_base + self.segs.len() as u64;
-        self.sooner_than(p, self.paths_flowing_besides(p), self.unsent_below(idx))
+        let Some(mine) = self.arrival_in(p) else {
+            return true;
+        };
+        self.sooner_than(mine, self.paths_flowing_besides(p), self.unsent_below(idx))
     }
 
     /// Loads windows for the other paths, `p` left out of their layout, until a window
@@ -156,14 +179,12 @@ impl FbdtSender {
             .filter(move |&q| q != p && self.paths[q.index()].flows())
     }
 
-    /// Whether a byte handed to `p` now arrives no later than `others` would deliver it
-    /// after `before` segments (at their summed drain rate, from the earliest of their
-    /// arrival times), within [`ARRIVAL_TOLERANCE`]. True when none of `others` flows or
-    /// while an arrival (or, with segments below, a rate) is unknown.
-    fn sooner_than(&self, p: PathId, others: impl IntoIterator<Item = PathId>, before: u64) -> bool {
-        let Some(mine) = self.arrival_in(p) else {
-            return true;
-        };
+    /// Whether a byte arriving in `mine` seconds (a path's `arrival_in`) arrives no later
+    /// than `others` would deliver it after `before` segments (at their summed drain rate,
+    /// from the earliest of their arrival times), within [`ARRIVAL_TOLERANCE`]. True when
+    /// none of `others` flows or while one of their arrivals (or, with segments below, a
+    /// rate) is unknown.
+    fn sooner_than(&self, mine: f64, others: impl IntoIterator<Item = PathId>, before: u64) -> bool {
         let theirs = if before == 0 {
             // Nothing below it: who delivers first decides, not how fast the others drain.
             let first = others

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use super::*;
 use crate::fbdt::config::WindowConfig;
 use crate::time::Duration;
-use crate::wire::{Ack, PathRx};
+use crate::wire::{Ack, Data, PathRx};
 
 /// Feeds `data` to one sender through `write` (copies) and to another through
 /// `write_bytes` in pieces of `sizes` (cycled), drives both over two paths with
@@ -373,4 +373,65 @@ fn finishing_again_keeps_the_idle_poll_memory() {
         s.poll_idle(PathId(0), 64 * 1024, now),
         "a second finish voided the memory"
     );
+}
+
+/// Issue 37: one DATA frame carries several adjacent segments of one lane end, and each
+/// stays a copy of its own — its state, its end in the path's byte count, its ACK by the
+/// path's counter.
+#[test]
+fn a_frame_of_several_segments_keeps_them_apart() {
+    const SEG: usize = 16 * 1024;
+    let params = StreamParams {
+        send_buffer: 8 << 20,
+        ..crate::Config::default().stream_params()
+    };
+    let mut s = FbdtSender::new(&FbdtConfig::default(), params, 0, 32 << 20);
+    let now = Instant::ZERO;
+    s.path_up(PathId(0), now);
+    // 500 MB/s: 250 µs of it is 7 segments.
+    s.paths[0].est.set_rate(500e6);
+    s.paths[0].est.rtt_sample(Duration::from_millis(2), now);
+    s.write(&vec![1u8; 4 << 20]);
+    let k = s.frame_segments(PathId(0));
+    assert_eq!(k, 7);
+    let mut out = Vec::new();
+    // The first frame is DATA (the window's ALIGN is queued by loading it, sent next).
+    let n = s.poll_transmit(PathId(0), 1 << 20, now, &mut out);
+    assert_eq!(out[0], 3, "a DATA frame");
+    let segs = (n - Data::OVERHEAD) / SEG;
+    assert_eq!(n, Data::OVERHEAD + segs * SEG);
+    assert!(segs >= 2 && segs as u64 <= k, "{segs} segments in one frame");
+    assert_eq!(s.paths[0].copies.len(), segs);
+    for (i, g) in s.segs.iter().take(segs).enumerate() {
+        match g.state {
+            SegState::Sent {
+                holders, end, copies, ..
+            } => {
+                assert_eq!((holders, end, copies), (1, ((i + 1) * SEG) as u64, 1));
+            }
+            other => panic!("segment {i}: {other:?}"),
+        }
+    }
+    // The counter passing two segments' bytes acknowledges those two, not the frame.
+    let ack = Ack {
+        cum: s.space.seq(0),
+        window: 32 << 20,
+        fin: false,
+        path_rx: [PathRx {
+            epoch: s.paths[0].epoch,
+            bytes: 2 * SEG as u64,
+        }]
+        .into_iter()
+        .collect(),
+        ranges: Default::default(),
+    };
+    s.on_ack(PathId(0), &ack, now + Duration::from_millis(2)).unwrap();
+    // (Acknowledged segments at the front leave the table.)
+    assert_eq!((s.seg_base, s.una), (2, 2 * SEG as u64));
+    assert!(s
+        .segs
+        .iter()
+        .take(segs - 2)
+        .all(|g| matches!(g.state, SegState::Sent { .. })));
+    assert_eq!(s.paths[0].copies.len(), segs - 2);
 }

@@ -1,11 +1,13 @@
 //! One frame out: a pending ALIGN, else a segment to re-send (`rescue`), else the next
-//! segment of the path's lane (`lanes`), within the path's send limit.
+//! segments of the path's lane (`lanes`) — as many adjacent ones as the path's rate fills
+//! in `FbdtConfig::frame_budget` and the arrival rule hands it —, within the path's send
+//! limit.
 
 use super::rescue::RescueScope;
 use super::{FbdtSender, HeldCopy, IdlePoll, Resend, SegState};
 use crate::path::PathId;
 use crate::time::Instant;
-use crate::wire::{Data, Frame, FrameOut};
+use crate::wire::{Data, Frame, FrameOut, MAX_SEGMENT};
 
 impl FbdtSender {
     /// One frame for `path` into `out` (a `Vec` for `poll_transmit`, a `FrameBuf` for
@@ -102,7 +104,7 @@ impl FbdtSender {
                 if why == Resend::Redundant {
                     self.optional_resent += u64::from(len);
                 }
-                return self.emit_segment(path, idx, now, out);
+                return self.emit_segments(path, idx, idx, now, out);
             }
             None => self.rescue_scan_found_nothing(),
         }
@@ -110,33 +112,88 @@ impl FbdtSender {
             *idle = quiet_until.map(|until| (usize::MAX, until));
             return 0;
         };
+        // A path that still holds data waits until a whole frame fits (as many segments as
+        // `frame_segments` and the lane give it): sending each segment the moment room for
+        // it opens — after every ACK, at the send limit — would make every frame one
+        // segment (TCP's silly-window avoidance, for frames).
         let len = self.seg(next.idx).len as usize;
-        if len > payload_room || room < Data::OVERHEAD {
-            let room_needed = if len > allowed {
+        let frame = self
+            .frame_segments(path)
+            .min(self.windows[next.pos].lanes[next.at.lane].remaining());
+        let want = if self.paths[path.index()].in_flight() > 0 {
+            len * frame as usize
+        } else {
+            len
+        };
+        if want > payload_room || room < Data::OVERHEAD {
+            let room_needed = if want > allowed {
                 usize::MAX
             } else {
-                Data::OVERHEAD + len
+                Data::OVERHEAD + want
             };
             *idle = quiet_until.map(|until| (room_needed, until));
             return 0;
         }
-        let w = &mut self.windows[next.pos];
-        let taken = w.lanes[next.at.lane].take(next.at.end);
-        debug_assert_eq!(taken, Some(next.idx));
-        w.unsent -= 1;
-        self.unsent -= 1;
-        if !w.has_unsent() {
+        self.take_unsent(next.pos, next.at, next.idx);
+        let (mut lo, mut hi) = (next.idx, next.idx);
+        let mut bytes = len;
+        let max_bytes = payload_room.min(MAX_SEGMENT);
+        for _ in 1..self.frame_segments(path) {
+            // The lane end's next segment, if it continues the frame's bytes, fits, and the
+            // arrival rule hands it to this path with the frame's bytes counted as queued.
+            let Some(idx) = self.windows[next.pos].lanes[next.at.lane].peek(next.at.end) else {
+                break;
+            };
+            let seg = self.seg(idx);
+            let adjacent = idx + 1 == lo || idx == hi + 1;
+            if !adjacent || seg.len == 0 || bytes + seg.len as usize > max_bytes {
+                break;
+            }
+            let extra = bytes as u64;
+            if !self.arrives_in_time_after(path, next.pos, next.at, idx, extra) {
+                break;
+            }
+            bytes += seg.len as usize;
+            self.take_unsent(next.pos, next.at, idx);
+            (lo, hi) = (lo.min(idx), hi.max(idx));
+        }
+        if !self.windows[next.pos].has_unsent() {
             // The pointers met: from now on its copies may be sent redundantly.
+            let w = &mut self.windows[next.pos];
             w.handed_out_at = Some(now);
             w.deadlines.set(None);
         }
-        self.emit_segment(path, next.idx, now, out)
+        self.emit_segments(path, lo, hi, now, out)
+    }
+
+    /// Takes segment `idx` from lane end `at` of the window at `pos`.
+    fn take_unsent(&mut self, pos: usize, at: crate::fbdt::layout::LaneEnd, idx: u64) {
+        let w = &mut self.windows[pos];
+        let taken = w.lanes[at.lane].take(at.end);
+        debug_assert_eq!(taken, Some(idx));
+        w.unsent -= 1;
+        self.unsent -= 1;
+    }
+
+    /// Most segments one DATA frame of `p` carries: what `p` drains in
+    /// `FbdtConfig::frame_budget` at its drain rate, at least one (one while the rate is
+    /// unknown or the budget 0). The payload bound (`MAX_SEGMENT`, the room, the send
+    /// limit) and the arrival rule may stop a frame sooner.
+    pub(super) fn frame_segments(&self, p: PathId) -> u64 {
+        let budget = self.cfg.frame_budget.as_secs_f64();
+        if budget == 0.0 {
+            return 1;
+        }
+        let rate = self.paths[p.index()].est.drain_rate_bps().unwrap_or(0.0);
+        ((rate * budget / self.params.segment_size as f64) as u64).max(1)
     }
 
     /// Most payload bytes `p` may hold undelivered (spec decision 6: the paper's
     /// per-direction send window = the TCP connection's window, plus a small backlog so the
     /// pipe never runs dry): `send_limit_windows` × the path's window (cwnd, or rate ×
-    /// srtt; with the arrival rule at most drain rate × base RTT) plus two segments;
+    /// srtt; with the arrival rule at most drain rate × base RTT) plus what arrives between
+    /// two of the receiver's ACKs (`ack_every` frames and `ack_bytes`, at least two
+    /// segments): bytes that arrived wait that long to be counted delivered;
     /// unlimited while the driver reports nothing.
     pub(super) fn path_send_limit(&self, p: PathId) -> Option<u64> {
         let d = &self.paths[p.index()].est.driver;
@@ -157,17 +214,50 @@ impl FbdtSender {
             Some(rate) => window.min(rate * t.est.base_rtt().as_secs_f64()),
             None => window,
         };
-        Some((self.cfg.send_limit_windows * window) as u64 + 2 * self.params.segment_size as u64)
+        Some((self.cfg.send_limit_windows * window) as u64 + self.bytes_per_ack(p))
     }
 
-    pub(super) fn emit_segment(&mut self, p: PathId, idx: u64, now: Instant, out: &mut impl FrameOut) -> usize {
+    /// Payload bytes that arrive on `p` between two of its ACKs: `ack_every` of its
+    /// largest frames and at least `ack_bytes` (the receiver's rule, which a sender
+    /// assumes its peer shares, as it does `max_ack_delay`). Two segments before issue 37.
+    fn bytes_per_ack(&self, p: PathId) -> u64 {
+        let frame = self.frame_segments(p) * self.params.segment_size as u64;
+        (u64::from(self.params.ack_every) * frame).max(self.params.ack_bytes as u64)
+    }
+
+    /// One DATA frame carrying the adjacent segments `lo..=hi` (their bytes are
+    /// contiguous, lowest first), each then accounted as its own copy on `p`: its state,
+    /// expected ACK and place in the path's byte count, as if sent alone in offset order.
+    pub(super) fn emit_segments(
+        &mut self,
+        p: PathId,
+        lo: u64,
+        hi: u64,
+        now: Instant,
+        out: &mut impl FrameOut,
+    ) -> usize {
+        let (first, last) = (self.seg(lo), self.seg(hi));
+        let off = first.off;
+        let total = (last.off + u64::from(last.len) - off) as usize;
+        let fin = last.fin;
+        debug_assert!(
+            (lo..hi).all(|i| self.seg(i).off + u64::from(self.seg(i).len) == self.seg(i + 1).off && !self.seg(i).fin),
+            "a frame's segments are adjacent and only its last may end the stream"
+        );
+        out.put_inline(|v| Data::emit_header(self.space.seq(off), fin, total, v));
+        // The payload as slices of the send buffer: shared into a FrameBuf, copied into a Vec.
+        self.buf.slices((off - self.una) as usize, total, |b| out.put_shared(b));
+        for idx in lo..=hi {
+            self.account_copy(p, idx, now);
+        }
+        Data::OVERHEAD + total
+    }
+
+    /// Segment `idx` handed to `p` now: its state, the path's byte count and held copies.
+    fn account_copy(&mut self, p: PathId, idx: u64, now: Instant) {
         let seg = self.seg(idx).clone();
         let expect = now + self.delivery_delay(p);
-        let start = (seg.off - self.una) as usize;
         let len = seg.len as usize;
-        out.put_inline(|v| Data::emit_header(self.space.seq(seg.off), seg.fin, len, v));
-        // The payload as slices of the send buffer: shared into a FrameBuf, copied into a Vec.
-        self.buf.slices(start, len, |b| out.put_shared(b));
         let state = match seg.state {
             SegState::Unsent => {
                 self.stats.bytes_sent += len as u64;
@@ -220,7 +310,6 @@ impl FbdtSender {
                 off: seg.off,
             });
         }
-        Data::OVERHEAD + len
     }
 
     pub(super) fn count_written(&mut self, n: usize) -> usize {
