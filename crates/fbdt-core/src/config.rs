@@ -25,9 +25,10 @@ pub struct Config {
     /// The receiver acknowledges a path's arrivals on that path once at least this many
     /// DATA frames ...
     pub ack_every: u32,
-    /// ... and at least this many payload bytes arrived on it since its last ACK (issue
-    /// 37: ACKs by bytes, not per frame; 0 = by frames alone, and every window completion
-    /// acknowledged on every path, the rule before it) ...
+    /// ... and at least this many payload bytes arrived on it since its last ACK, or
+    /// `ack_every` × this many bytes in fewer frames (issue 37: ACKs by bytes, not per
+    /// frame; 0 = by frames alone, and every window completion acknowledged on every path,
+    /// the rule before it) ...
     pub ack_bytes: usize,
     /// ... or this long after the first unacknowledged arrival, whichever comes first.
     pub max_ack_delay: Duration,

@@ -4,7 +4,8 @@
 //! Where ACKs go: every ACK carries the whole picture (cumulative point, ranges, each
 //! path's counter), so one copy on a path that is moving data tells the sender about every
 //! path. A path's own arrivals are acknowledged on that path once `ack_every` frames and
-//! `ack_bytes` payload bytes arrived there since its last ACK, or after `max_ack_delay`;
+//! `ack_bytes` payload bytes arrived there since its last ACK (or `ack_every` × `ack_bytes`
+//! bytes, for frames of many segments), or after `max_ack_delay`;
 //! every live path gets one at least every [`ALL_PATHS_ACK_PERIOD`] while data flows, and
 //! at once when the stream ends or the receive window reopens — the moments the sender
 //! must not learn late over a slow return path. A window that completes is acknowledged
@@ -392,7 +393,13 @@ impl FbdtReceiver {
             self.ack_all_paths(Some(now));
             return Ok(());
         }
-        if self.frames_since_ack[i] >= self.ack_every && self.bytes_since_ack[i] >= self.ack_bytes {
+        // `ack_every` frames of at least `ack_bytes`, but never more than `ack_every` ×
+        // `ack_bytes` bytes: two frames of 16 segments held a path's ACK for 512 KiB, and
+        // loopback goodput fell by half.
+        let (frames, bytes) = (self.frames_since_ack[i], self.bytes_since_ack[i]);
+        let due = frames >= self.ack_every && bytes >= self.ack_bytes
+            || !by_frames && bytes >= u64::from(self.ack_every) * self.ack_bytes;
+        if due {
             self.ack_arrivals(path.bit(), now);
         } else if self.ack_deadline.is_none() {
             self.ack_deadline = Some(self.unacked_since[i] + self.max_ack_delay);

@@ -22,13 +22,16 @@ pub const RECV_MIN_READ: usize = 16 * 1024;
 /// Readies `buf` for the next socket read into its spare capacity: if less than
 /// [`RECV_MIN_READ`] is free, moves the bytes it holds (at most one incomplete frame, since
 /// `handle_recv_buf` consumes every complete one) into a new allocation of
-/// `max(RECV_BLOCK, held + RECV_MIN_READ)` bytes. Slices already cut from the old
-/// allocation keep it alive until they are dropped.
+/// `max(RECV_BLOCK, whole frame + RECV_MIN_READ)` bytes, so a frame longer than a block is
+/// moved once, not once per read (frames of several segments reach 256 KiB). Slices
+/// already cut from the old allocation keep it alive until they are dropped.
 pub fn prepare_recv_buf(buf: &mut BytesMut) {
     if buf.capacity() - buf.len() >= RECV_MIN_READ {
         return;
     }
-    let mut fresh = BytesMut::with_capacity(RECV_BLOCK.max(buf.len() + RECV_MIN_READ));
+    // The length is the peer's word: never more than the longest frame there is.
+    let frame = (buf.len() + frame_bytes_missing(buf)).min(super::MAX_FRAME_LEN);
+    let mut fresh = BytesMut::with_capacity(RECV_BLOCK.max(frame + RECV_MIN_READ));
     fresh.extend_from_slice(buf);
     *buf = fresh;
 }
@@ -399,6 +402,8 @@ mod tests {
 
     #[test]
     fn recv_buf_keeps_an_incomplete_frame_and_bounds_allocations() {
+        use crate::seq::Seq;
+        use crate::wire::{Data, Frame, MAX_FRAME_LEN};
         let mut b = BytesMut::new();
         prepare_recv_buf(&mut b);
         assert!(b.capacity() >= RECV_BLOCK && b.is_empty());
@@ -406,13 +411,22 @@ mod tests {
         let cap = b.capacity();
         prepare_recv_buf(&mut b);
         assert_eq!(b.capacity(), cap, "enough room: same allocation");
-        let filler = vec![1u8; b.capacity() - b.len() - 10];
-        b.extend_from_slice(&filler);
+        // The block ends inside a frame of 200 KB: the next block holds all of it at once.
+        let mut frame = Vec::new();
+        Frame::Data(Data { seq: Seq(1), fin: false, payload: &[1u8; 200_000] }).emit(&mut frame);
+        let held = b.capacity() - b.len() - 10;
+        b.extend_from_slice(&frame[..held]);
         let _kept = b.split_to(100).freeze();
         prepare_recv_buf(&mut b);
-        assert!(b.capacity() - b.len() >= RECV_MIN_READ);
-        assert_eq!(b.len(), filler.len());
-        assert!(b.capacity() <= RECV_BLOCK.max(filler.len() + RECV_MIN_READ) + 64);
+        assert_eq!(&b[..], &frame[..held], "the incomplete frame moved whole");
+        assert!(b.capacity() >= frame.len() + RECV_MIN_READ, "room for the rest of the frame");
+        assert!(b.capacity() <= frame.len() + RECV_MIN_READ + 64);
+        // A length no frame has is not believed beyond the longest frame.
+        let mut junk = BytesMut::new();
+        junk.extend_from_slice(&[0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
+        prepare_recv_buf(&mut junk);
+        prepare_recv_buf(&mut junk);
+        assert!(junk.capacity() <= MAX_FRAME_LEN + RECV_MIN_READ + 64);
     }
 
     #[test]

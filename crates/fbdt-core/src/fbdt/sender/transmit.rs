@@ -217,12 +217,18 @@ impl FbdtSender {
         Some((self.cfg.send_limit_windows * window) as u64 + self.bytes_per_ack(p))
     }
 
-    /// Payload bytes that arrive on `p` between two of its ACKs: `ack_every` of its
-    /// largest frames and at least `ack_bytes` (the receiver's rule, which a sender
-    /// assumes its peer shares, as it does `max_ack_delay`). Two segments before issue 37.
+    /// Payload bytes that arrive on `p` between two of its ACKs (the receiver's rule,
+    /// which a sender assumes its peer shares, as it does `max_ack_delay`): `ack_every`
+    /// of its largest frames and at least `ack_bytes`, but no more frames than reach
+    /// `ack_every` × `ack_bytes`. Two segments before issue 37.
     fn bytes_per_ack(&self, p: PathId) -> u64 {
         let frame = self.frame_segments(p) * self.params.segment_size as u64;
-        (u64::from(self.params.ack_every) * frame).max(self.params.ack_bytes as u64)
+        let (every, bytes) = (u64::from(self.params.ack_every), self.params.ack_bytes as u64);
+        if bytes == 0 {
+            return every * frame;
+        }
+        let frames = every.min((every * bytes).div_ceil(frame)).max(bytes.div_ceil(frame));
+        frames * frame
     }
 
     /// One DATA frame carrying the adjacent segments `lo..=hi` (their bytes are
