@@ -403,7 +403,7 @@ mod tests {
         let mut r = st::report("los", 0.2, 370.0, &[("fbdt", 360.0)]);
         let x = &mut r.results[0];
         x.series_100ms_mbps = vec![300.0, 500.0];
-        x.delivery_delay_ms = crate::report::DeliveryDelay::from_ms(vec![12.0, 14.0, 16.0], 0);
+        x.delivery_delay_ms = fbdt_harness::results::DeliveryDelay::from_ms(vec![12.0, 14.0, 16.0], 0);
         let page = render(&build(&[r], &[], Vec::new(), st::info("mptcp")), &[], None);
         // sd 100, p50 14, p99 15.96.
         assert!(page.contains("<td>100.0</td><td>14.0</td><td>16.0</td></tr>"), "{page}");

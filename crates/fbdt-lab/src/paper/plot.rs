@@ -12,7 +12,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::summary::{per_second, short};
-use crate::report::RunReport;
+use fbdt_harness::results::RunReport;
 
 /// plotters' errors are generic over the backend; flatten them to text.
 fn pe<E: std::fmt::Debug>(e: E) -> anyhow::Error {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use fbdt_scenario::Scenario;
 use serde::{Deserialize, Serialize};
 
-use crate::report::{RunReport, Sample};
+use fbdt_harness::results::{RunReport, Sample};
 
 /// How the suite was run (the report's "what was run" block).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -250,7 +250,7 @@ fn paper_sum_standalone(r: &RunReport) -> Option<f64> {
 pub fn scenario_summary(r: &RunReport, full: Option<&Scenario>, baseline: &str) -> ScenarioSummary {
     let counted = counted_seeds(r);
     // A scheme's goodput: the mean over the counted repetitions (all of them, or one run).
-    let mean_of = |x: &crate::report::SchemeResult| match &counted {
+    let mean_of = |x: &fbdt_harness::results::SchemeResult| match &counted {
         Some(c) if !c.left_out.is_empty() => {
             let v: Vec<f64> = x
                 .runs
@@ -542,7 +542,7 @@ pub fn short(x: f64) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::report::{Meta, SchemeResult};
+    use fbdt_harness::results::{Meta, SchemeResult};
 
     pub(crate) fn result(scheme: &str, mbps: f64) -> SchemeResult {
         SchemeResult {
@@ -552,26 +552,13 @@ pub(crate) mod tests {
             goodput_p10_mbps: mbps * 0.9,
             goodput_p50_mbps: mbps,
             goodput_p90_mbps: mbps * 1.1,
-            bytes_delivered: 0,
-            redundant_bytes: 0,
-            per_path_bytes: BTreeMap::new(),
             series: (1..=30)
                 .map(|i| Sample {
                     t: i as f64 * 0.1,
                     mbps,
                 })
                 .collect(),
-            runs: Vec::new(),
-            counters: None,
-            wall_s: 0.0,
-            recv_buffer_max_bytes: None,
-            reinjected_bytes: None,
-            faithful: None,
-            delivery_delay_ms: None,
-            series_100ms_mbps: Vec::new(),
-            cotag: None,
-            bursts: None,
-            tcp_per_path: None,
+            ..SchemeResult::default()
         }
     }
 
@@ -621,7 +608,7 @@ pub(crate) mod tests {
 
     #[test]
     fn repeated_runs_give_each_target_its_ratio_run_by_run() {
-        use crate::report::RunSummary;
+        use fbdt_harness::results::RunSummary;
         let mut r = report("los", 0.2, 380.0, &[("fbdt", 300.0), ("mptcp", 300.0)]);
         let runs = |v: &[f64]| -> Vec<RunSummary> {
             v.iter()
@@ -664,8 +651,8 @@ pub(crate) mod tests {
     /// Three repetitions of los on the testbed; `bad` = (scheme, seed) runs the monitors
     /// flagged.
     fn repeated_los(bad: &[(&str, u64)]) -> RunReport {
-        use crate::emu_fidelity::{RunEntry, RunFidelity};
-        use crate::report::RunSummary;
+        use fbdt_harness::results::fidelity::{RunEntry, RunFidelity};
+        use fbdt_harness::results::RunSummary;
         let mut r = report(
             "los",
             0.2,

@@ -142,7 +142,13 @@ fn dashjs_available() -> bool {
 
 /// Runs every workload over `scenarios` (the paper's: [`SCENARIOS`]) on `backend`;
 /// `progress` gets one line per step.
-pub fn run(scenarios: &[String], quick: bool, backend: Backend, progress: &dyn Fn(&str)) -> Result<WorkloadSection> {
+pub fn run(
+    scenarios: &[String],
+    quick: bool,
+    backend: Backend,
+    testbed: &fbdt_emu::TestbedOptions,
+    progress: &dyn Fn(&str),
+) -> Result<WorkloadSection> {
     let started = Instant::now();
     let kinds = [Kind::File, Kind::Web, Kind::Progressive, Kind::Dash, Kind::Vr];
     let mut tables = Vec::new();
@@ -159,7 +165,7 @@ pub fn run(scenarios: &[String], quick: bool, backend: Backend, progress: &dyn F
                 started.elapsed().as_secs_f64()
             ));
             let a = args(kind, scenario, quick, backend);
-            let setup = Setup::new(&a)?;
+            let setup = Setup::new(&a, testbed)?;
             tables.push(table(&setup, &a).with_context(|| format!("workload {kind:?} over {scenario}"))?);
         }
     }

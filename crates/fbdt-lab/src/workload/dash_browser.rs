@@ -496,7 +496,7 @@ pub fn run(setup: &Setup, args: &WorkloadArgs, browser: Browser) -> Result<Vec<D
         bail!("the mptcp scheme runs the browser under `mptcpize run`: install it (apt-get install mptcpd)");
     }
     let fbdt = if routes.contains(&Route::Fbdt) {
-        Some(crate::app::fbdt_binary(None)?)
+        Some(fbdt_harness::process::fbdt_binary(None)?)
     } else {
         None
     };

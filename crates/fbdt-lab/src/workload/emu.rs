@@ -43,21 +43,18 @@ pub struct EmuOutcome {
 pub fn drive(
     scenario: &Scenario,
     spec: &TestbedSpec,
+    testbed: &fbdt_emu::TestbedOptions,
     scheme_name: &str,
     max_s: f64,
     app: &mut dyn Application,
 ) -> Result<EmuOutcome> {
     let transport = crate::emu_backend::transport(scheme_name, scenario)?;
-    let mut tb = Testbed::start(spec, &crate::emu_backend::testbed_options()).context("starting the testbed")?;
+    let mut tb = Testbed::start(spec, testbed).context("starting the testbed")?;
     tb.play()?;
     let records = match transport {
         Transport::Kernel(proto, path) => over_kernel_socket(&tb, proto, path, max_s, app),
         Transport::Session(mut core, encryption) => {
-            crate::scheme::buffer_parity(
-                scheme_name,
-                &mut core,
-                crate::emu_backend::testbed_options().tcp_buffer_max,
-            );
+            fbdt_harness::scheme::buffer_parity(scheme_name, &mut core, testbed.tcp_buffer_max);
             let net = NetConfig {
                 core: *core,
                 ..NetConfig::default()

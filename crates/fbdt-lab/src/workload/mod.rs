@@ -26,9 +26,9 @@ use indicatif::ProgressStyle;
 use serde::Serialize;
 
 use crate::run::Backend;
-use crate::scheme;
 pub use driver::{Application, ObjectRecord};
 pub(crate) use emu::{kernel_connect, kernel_listener};
+use fbdt_harness::scheme;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -139,12 +139,14 @@ pub struct Setup {
     max_s: f64,
     jobs: usize,
     /// What the testbed's monitors said about each emulated run.
-    fidelity: std::sync::Mutex<Vec<RunFidelity>>,
+    fidelity: std::sync::Mutex<Vec<RunVerdict>>,
+    /// The options every emulated run builds its testbed with.
+    pub(crate) testbed: fbdt_emu::TestbedOptions,
 }
 
 /// One emulated run's verdict from the fidelity monitors (docs/testbed.md).
 #[derive(Clone, Debug, Serialize)]
-pub struct RunFidelity {
+pub struct RunVerdict {
     /// The run's place in the order they ran.
     pub run: usize,
     pub scheme: String,
@@ -154,7 +156,7 @@ pub struct RunFidelity {
 }
 
 impl Setup {
-    pub(crate) fn new(args: &WorkloadArgs) -> Result<Self> {
+    pub(crate) fn new(args: &WorkloadArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<Self> {
         if args.browser.is_some() && (!matches!(args.kind, Kind::Web | Kind::Dash) || args.backend != Backend::Emu) {
             bail!("--browser loads real pages or video on the testbed: it goes with `workload web|dash --backend emu`");
         }
@@ -215,7 +217,7 @@ impl Setup {
             Backend::Emu => {
                 // Shows the calibration's messages (a first run on a host measures it).
                 let bar = crate::progress::spinner();
-                let scale = crate::emu_backend::scale_of(&scenario, args.scale, &bar)?.0;
+                let scale = crate::emu_backend::scale_of(&scenario, args.scale, testbed, &bar)?.0;
                 bar.finish_and_clear();
                 scale
             }
@@ -231,6 +233,7 @@ impl Setup {
             max_s: args.max_duration,
             jobs,
             fidelity: std::sync::Mutex::default(),
+            testbed: testbed.clone(),
         })
     }
 
@@ -245,6 +248,7 @@ impl Setup {
 
     /// One run of `app` for `scheme` with `seed`: the object timeline.
     pub fn run_one(&self, scheme_name: &str, seed: u64, app: &mut dyn Application) -> Result<Vec<ObjectRecord>> {
+        let limits = fbdt_harness::TestbedLimits::from(&self.testbed);
         let mut sc = self.scenario.clone();
         sc.seed = seed;
         let schedule: Schedule = sc.schedule(self.scale)?;
@@ -252,18 +256,18 @@ impl Setup {
             Backend::Sim => {
                 let params = SimParams {
                     seed,
-                    ..crate::run::sim_params(&sc, self.model, 0)
+                    ..fbdt_harness::sim::sim_params(&sc, self.model, 0, &limits)
                 };
-                let scheme: SimScheme = scheme::parse_sim(scheme_name, &sc, seed)?;
+                let scheme: SimScheme = scheme::parse_sim(scheme_name, &sc, seed, &limits)?;
                 let delay = driver::request_delay_s(&schedule, &scheme);
                 driver::drive(&schedule, &scheme, &params, delay, app)
             }
             Backend::Emu => {
                 let spec = fbdt_emu::spec_from_schedule(&sc, &schedule)?;
-                emu::drive(&sc, &spec, scheme_name, self.max_s, app).map(|out| {
+                emu::drive(&sc, &spec, &self.testbed, scheme_name, self.max_s, app).map(|out| {
                     let mut runs = self.fidelity.lock().expect("not poisoned");
                     let run = runs.len();
-                    runs.push(RunFidelity {
+                    runs.push(RunVerdict {
                         run,
                         scheme: scheme_name.to_string(),
                         seed,
@@ -281,7 +285,7 @@ impl Setup {
     pub(crate) fn record_fidelity(&self, scheme: &str, seed: u64, fidelity: fbdt_emu::Fidelity) {
         let mut runs = self.fidelity.lock().expect("not poisoned");
         let run = runs.len();
-        runs.push(RunFidelity {
+        runs.push(RunVerdict {
             run,
             scheme: scheme.to_string(),
             seed,
@@ -320,8 +324,8 @@ pub struct WorkloadReport<R> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub faithful: Option<bool>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub fidelity: Vec<RunFidelity>,
-    pub meta: crate::report::Meta,
+    pub fidelity: Vec<RunVerdict>,
+    pub meta: fbdt_harness::results::Meta,
 }
 
 impl Setup {
@@ -368,7 +372,7 @@ impl Setup {
             results,
             faithful: (self.backend == Backend::Emu).then(|| fidelity.iter().all(|f| f.faithful)),
             fidelity,
-            meta: crate::report::Meta::here(),
+            meta: fbdt_harness::results::Meta::here(),
         }
     }
 }
@@ -381,8 +385,8 @@ fn write<R: Serialize>(args: &WorkloadArgs, report: &WorkloadReport<R>) -> Resul
     Ok(())
 }
 
-pub fn run(args: WorkloadArgs) -> Result<()> {
-    let setup = Setup::new(&args)?;
+pub fn run(args: WorkloadArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
+    let setup = Setup::new(&args, testbed)?;
     fn emit<R: Serialize>(args: &WorkloadArgs, setup: &Setup, results: Vec<R>) -> Result<()> {
         write(args, &setup.report(args.kind, results))
     }
