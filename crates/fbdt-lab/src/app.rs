@@ -566,7 +566,7 @@ pub fn run(args: AppArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     let fbdt = fbdt_binary(args.fbdt.as_deref())?;
     let scenario = Scenario::load(&args.scenario)?;
     let bar = crate::progress::bar(0);
-    let (scale, _) = crate::emu_backend::scale_of(&scenario, args.scale, testbed, &bar)?;
+    let (scale, _) = crate::emu::scale_of(&scenario, args.scale, testbed, &bar)?;
     let schedule = scenario.schedule(scale)?;
     let spec = fbdt_emu::spec_from_schedule(&scenario, &schedule)?;
     let capacity_mbps = spec.capacity_mbps();

@@ -253,11 +253,11 @@ fn run_emu(
             .expect("valid template")
             .progress_chars("=> "),
     );
-    let choice = crate::emu_backend::ScaleChoice {
+    let choice = crate::emu::ScaleChoice {
         given: args.scale,
         auto: args.auto_scale,
     };
-    let emu = crate::emu_backend::run(&scenario, names, choice, args.repeat, args.traffic, testbed, &bar)?;
+    let emu = crate::emu::run(&scenario, names, choice, args.repeat, args.traffic, testbed, &bar)?;
     bar.finish_and_clear();
     publish(
         args,

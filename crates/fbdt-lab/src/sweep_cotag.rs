@@ -1,6 +1,6 @@
 //! `fbdt-lab sweep --cotag` (and the COTAG section of `fbdt-lab paper`): paper 003's grid on
 //! the testbed — link correlation (the three built-in `cotag-corr-*` scenarios) × PER ×
-//! server→gateway latency — every point through `emu_backend::run` with COTAG at each
+//! server→gateway latency — every point through `emu::run` with COTAG at each
 //! cohort period T and the baselines, then the paper's qualitative claims judged over the
 //! faithful points only.
 //!
@@ -472,11 +472,11 @@ pub fn run_grid(
             });
             let mut one = sc.clone();
             one.seed = sc.seed + u64::from(r);
-            let choice = crate::emu_backend::ScaleChoice {
+            let choice = crate::emu::ScaleChoice {
                 given: Some(grid.scale),
                 auto: false,
             };
-            let run = crate::emu_backend::run(&one, &schemes, choice, 1, grid.traffic, testbed, &bar)
+            let run = crate::emu::run(&one, &schemes, choice, 1, grid.traffic, testbed, &bar)
                 .with_context(|| format!("point {corr}, PER {per}, {lat} ms, seed {}", one.seed))?;
             for (k, res) in run.results.iter().enumerate() {
                 runs[k].push(scheme_run(res, &run.fidelity, one.seed));

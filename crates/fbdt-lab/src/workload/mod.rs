@@ -27,7 +27,6 @@ use serde::Serialize;
 
 use crate::run::Backend;
 pub use driver::{Application, ObjectRecord};
-pub(crate) use emu::{kernel_connect, kernel_listener};
 use fbdt_harness::scheme;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
@@ -202,7 +201,7 @@ impl Setup {
                     parsed.into_sim()?;
                 }
                 Backend::Emu => {
-                    crate::emu_backend::transport(s, &scenario)?;
+                    crate::emu::transport::transport(s, &scenario)?;
                 }
             }
         }
@@ -217,7 +216,7 @@ impl Setup {
             Backend::Emu => {
                 // Shows the calibration's messages (a first run on a host measures it).
                 let bar = crate::progress::spinner();
-                let scale = crate::emu_backend::scale_of(&scenario, args.scale, testbed, &bar)?.0;
+                let scale = crate::emu::scale_of(&scenario, args.scale, testbed, &bar)?.0;
                 bar.finish_and_clear();
                 scale
             }

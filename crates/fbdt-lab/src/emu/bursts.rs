@@ -36,7 +36,7 @@ use tokio::sync::oneshot;
 use fbdt_harness::results::bursts::{mean, BurstStats};
 use fbdt_harness::traffic::{Plan, PAPER_VOLUME_BITS};
 
-use crate::emu_backend::Transport;
+use crate::emu::transport::Transport;
 
 /// Unsent bytes a kernel flow may hold beyond what is in flight.
 const NOTSENT_LOWAT: u32 = 128 * 1024;
@@ -119,7 +119,7 @@ pub fn run(
     tb: &Testbed,
     transport: &Transport,
     net: Option<NetConfig>,
-    ends: Option<crate::emu_fbdt::Ends>,
+    ends: Option<crate::emu::session::Ends>,
     plan: Plan,
     seed: u64,
     progress: &(dyn Fn(f64) + Sync),
@@ -246,8 +246,8 @@ fn kernel_ends<'a>(
     progress: &'a (dyn Fn(f64) + Sync),
 ) -> Result<(ServerThread, ClientFn<'a>)> {
     let server = tb.spawn_in(Side::Server, move || -> Result<Vec<Sent>> {
-        crate::emu_fbdt::runtime()?.block_on(async move {
-            let listener = crate::workload::kernel_listener(server_ip, proto)?;
+        crate::emu::session::runtime()?.block_on(async move {
+            let listener = crate::emu::transport::kernel_listener(server_ip, proto)?;
             let _ = addr_tx.send(vec![listener.local_addr()?]);
             let mut flows = Vec::new();
             for _ in 0..plan.flows {
@@ -263,11 +263,11 @@ fn kernel_ends<'a>(
     })?;
     let client: ClientFn<'a> = Box::new(move |addrs: Vec<SocketAddr>| {
         tb.run_in(Side::Client, move || {
-            crate::emu_fbdt::runtime()?.block_on(async move {
+            crate::emu::session::runtime()?.block_on(async move {
                 let addr = addrs[0];
                 let mut flows = Vec::new();
                 for _ in 0..plan.flows {
-                    flows.push(crate::workload::kernel_connect(client_ip, addr, proto)?);
+                    flows.push(crate::emu::transport::kernel_connect(client_ip, addr, proto)?);
                 }
                 receive_all(flows, start_tx, plan, progress).await
             })
@@ -280,7 +280,7 @@ fn kernel_ends<'a>(
 fn session_ends<'a>(
     tb: &'a Testbed,
     net: NetConfig,
-    ends: crate::emu_fbdt::Ends,
+    ends: crate::emu::session::Ends,
     plan: Plan,
     seed: u64,
     start_rx: oneshot::Receiver<Instant>,
@@ -294,7 +294,7 @@ fn session_ends<'a>(
         ..net.clone()
     };
     let server = tb.spawn_in(Side::Server, move || -> Result<Vec<Sent>> {
-        crate::emu_fbdt::runtime()?.block_on(async move {
+        crate::emu::session::runtime()?.block_on(async move {
             let mut listener = fbdt_net::listen(&listen_on, server_net).await?;
             let _ = addr_tx.send(listener.local_addrs().to_vec());
             let mut flows = Vec::new();
@@ -323,7 +323,7 @@ fn session_ends<'a>(
             })
             .collect();
         tb.run_in(Side::Client, move || {
-            crate::emu_fbdt::runtime()?.block_on(async move {
+            crate::emu::session::runtime()?.block_on(async move {
                 let mut flows = Vec::new();
                 for _ in 0..plan.flows {
                     flows.push(

@@ -9,7 +9,7 @@ use std::time::Instant as WallClock;
 
 use anyhow::{bail, Context, Result};
 use fbdt_emu::calibrate::ScaleSource;
-use fbdt_emu::perf::{self, Proto};
+use fbdt_emu::perf;
 use fbdt_emu::{Testbed, TestbedOptions};
 use fbdt_scenario::Scenario;
 use indicatif::ProgressBar;
@@ -18,10 +18,11 @@ use fbdt_harness::results::bursts::BurstStats;
 use fbdt_harness::results::cotag::CotagCounters;
 use fbdt_harness::results::fidelity::{RunEntry, RunFidelity};
 use fbdt_harness::results::{percentile, Counters, DelayPool, RunSummary, Sample, SchemeResult};
-use fbdt_harness::scheme::cotag::CotagScheme;
-use fbdt_harness::scheme::{self, Encryption, Scheme};
+use fbdt_harness::scheme::{self, Encryption};
 use fbdt_harness::traffic::Traffic;
 use fbdt_net::{NetConfig, SessionStats};
+
+use super::transport::{transport, transport_encryption, Transport};
 
 /// What the emulated runs produced.
 pub struct EmuRun {
@@ -45,33 +46,6 @@ pub struct ScaleChoice {
 /// Scenario attempts with `--auto-scale` (each at 1/[`AUTO_SCALE_STEP`] of the previous scale).
 pub const AUTO_SCALE_TRIES: u32 = 3;
 pub const AUTO_SCALE_STEP: f64 = 1.5;
-
-/// How a scheme runs on the testbed.
-pub(crate) enum Transport {
-    /// A kernel socket (TCP or MPTCP) from the client address of this path.
-    Kernel(Proto, usize),
-    /// The fbdt-net runtime with this core configuration (FBDT or the `mp:*` meta layer),
-    /// plaintext or over TLS 1.3.
-    Session(Box<fbdt_core::Config>, Encryption),
-    /// One kernel TCP flow through cotag-net's TUN link: COTAG, or dual-rr (`None`).
-    CotagLink(Option<CotagScheme>),
-}
-
-pub(crate) fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
-    Ok(match scheme::parse(name, scenario, scenario.seed)? {
-        Scheme::Fbdt(cfg, encryption) => Transport::Session(cfg, encryption),
-        Scheme::Tcp { path } => Transport::Kernel(Proto::Tcp, path),
-        // Kernel MPTCP starts on the first path; its endpoints add a subflow per other path.
-        Scheme::KernelMptcp => Transport::Kernel(Proto::Mptcp, 0),
-        Scheme::Cotag(c) => Transport::CotagLink(Some(c)),
-        Scheme::DualRr => Transport::CotagLink(None),
-    })
-}
-
-/// What a scheme's results record as its encryption (names were checked before the runs).
-fn transport_encryption(name: &str, scenario: &Scenario) -> Encryption {
-    scheme::parse(name, scenario, scenario.seed).map_or(Encryption::None, |s| s.encryption())
-}
 
 /// `given`, else this host's calibrated scale for the scenario (cached, or measured now),
 /// else — on a busy host or when no scale is faithful — the default guess, said on `bar`.
@@ -275,14 +249,14 @@ fn run_one(
                 core: *core,
                 ..NetConfig::default()
             };
-            let ends = crate::emu_fbdt::Ends::new(encryption)?;
-            let s = crate::emu_fbdt::download(&tb, net, ends, scenario.duration_s, &progress)?;
+            let ends = crate::emu::session::Ends::new(encryption)?;
+            let s = crate::emu::session::download(&tb, net, ends, scenario.duration_s, &progress)?;
             (s.transfer, Some((s.server, s.client)), s.delay)
         }
         (Traffic::Bulk, Transport::CotagLink(c)) => {
-            let mode = crate::emu_cotag::mode(c.as_ref(), &tb);
+            let mode = crate::emu::cotag_link::mode(c.as_ref(), &tb);
             let (t, counters) =
-                crate::emu_cotag::download(&tb, mode, played, scenario.duration_s, scenario.seed, &progress)?;
+                crate::emu::cotag_link::download(&tb, mode, played, scenario.duration_s, scenario.seed, &progress)?;
             cotag = Some(counters);
             // The flow through the TUN link is not stamped yet: no delay samples.
             (t, None, fbdt_core::delay_probe::DelaySamples::default())
@@ -355,7 +329,7 @@ fn link_utilisation(
 }
 
 struct Bursts {
-    run: crate::emu_bursts::BurstRun,
+    run: crate::emu::bursts::BurstRun,
     cotag: Option<CotagCounters>,
 }
 
@@ -375,34 +349,34 @@ fn run_bursts(
             let mut core = core.clone();
             scheme::buffer_parity(name, &mut core, testbed.tcp_buffer_max);
             if !name.contains("+sndbuf=") {
-                core.send_buffer = core.send_buffer.min(crate::emu_bursts::FBDT_BURST_SEND_BUFFER);
+                core.send_buffer = core.send_buffer.min(crate::emu::bursts::FBDT_BURST_SEND_BUFFER);
             }
             let net = NetConfig {
                 core: *core,
                 ..NetConfig::default()
             };
-            (Some(net), Some(crate::emu_fbdt::Ends::new(*encryption)?))
+            (Some(net), Some(crate::emu::session::Ends::new(*encryption)?))
         }
         _ => (None, None),
     };
     let Transport::CotagLink(c) = &transport else {
-        let run = crate::emu_bursts::run(tb, &transport, net, ends, plan, scenario.seed, progress)?;
+        let run = crate::emu::bursts::run(tb, &transport, net, ends, plan, scenario.seed, progress)?;
         return Ok(Bursts { run, cotag: None });
     };
     if tb.paths().len() != cotag::LINKS {
         bail!("cotag and dual-rr need a scenario with exactly two paths");
     }
-    let mode = crate::emu_cotag::mode(c.as_ref(), tb);
+    let mode = crate::emu::cotag_link::mode(c.as_ref(), tb);
     let params = match &mode {
         cotag_net::Mode::Cotag(p) => Some((**p).clone()),
         cotag_net::Mode::DualRr => None,
     };
     let link = cotag_net::CotagLink::start(tb, mode, played).context("starting the COTAG link")?;
-    let run = crate::emu_bursts::run(tb, &transport, None, None, plan, scenario.seed, progress);
+    let run = crate::emu::bursts::run(tb, &transport, None, None, plan, scenario.seed, progress);
     let stats = link.stop().context("stopping the COTAG link")?;
     let run = run?;
     let retrans = run.stats.tcp_retransmissions.unwrap_or(0);
-    let counters = crate::emu_cotag::counters_from_run(&stats, retrans, params.as_ref());
+    let counters = crate::emu::cotag_link::counters_from_run(&stats, retrans, params.as_ref());
     Ok(Bursts {
         run,
         cotag: Some(counters),
