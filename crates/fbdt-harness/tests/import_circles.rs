@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// The crates kept free of import circles; add a crate here once its circles are opened.
-const OPENED: &[&str] = &["fbdt-harness", "fbdt-sim"];
+const OPENED: &[&str] = &["fbdt-harness", "fbdt-lab", "fbdt-sim"];
 
 #[test]
 fn opened_crates_have_no_import_circle() {

@@ -12,8 +12,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::html::escape;
 use super::plot::Figure;
+use super::text::escape;
 use crate::sweep_cotag::{Grid, GridReport};
 use fbdt_font::FAMILY as FONT;
 use fbdt_harness::traffic::Traffic;

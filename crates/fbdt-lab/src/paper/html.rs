@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::summary::{short, Status, Summary};
+use super::check::Status;
+use super::summary::Summary;
+use super::text::{escape, short};
 
 /// A figure on the page: file name relative to the page, and what it shows.
 pub struct Figure {
@@ -11,22 +13,6 @@ pub struct Figure {
     /// The same figure as SVG, linked from the image.
     pub svg: Option<String>,
     pub caption: String,
-}
-
-/// Escapes text for HTML element content and attribute values.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 fn num(v: Option<f64>, decimals: usize) -> String {

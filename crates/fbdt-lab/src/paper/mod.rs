@@ -2,11 +2,13 @@
 //! log, Fig. 12) in one command — every scenario through `run::run`, then `summary.json`,
 //! the figures and `report.html` in one directory.
 
+mod check;
 mod cotag;
 mod html;
 mod plot;
 mod suite;
 mod summary;
+mod text;
 mod workloads;
 
 use std::path::{Path, PathBuf};

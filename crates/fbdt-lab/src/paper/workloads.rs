@@ -11,9 +11,10 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::summary::{Check, Status};
+use super::check::{Check, Status};
+use super::text::short;
 use crate::run::Backend;
-use crate::workload::{self, browser::Browser, Kind, Setup, WorkloadArgs};
+use crate::workload::{self, Browser, Kind, Setup, WorkloadArgs};
 
 /// The paper's mobility-related scenarios the workloads run over.
 pub const SCENARIOS: [&str; 4] = ["los", "nlos", "mobility", "blockage"];
@@ -239,8 +240,8 @@ fn fbdt_behind(tables: &[Table]) -> Vec<String> {
                     t.kind,
                     t.scenario,
                     r.label,
-                    super::summary::short(f),
-                    super::summary::short(v)
+                    short(f),
+                    short(v)
                 ));
             }
         }

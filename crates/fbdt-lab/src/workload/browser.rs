@@ -35,8 +35,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::metrics::{summarise, Summary};
+use super::setup::{Browser, Setup, WorkloadArgs};
 use super::web::{generate, page, PageSpec};
-use super::{Setup, WorkloadArgs};
 use crate::app::{FBDT_PORT, HTTP_PORT, PROXY_PORT};
 use fbdt_harness::process::Children;
 
@@ -53,14 +53,6 @@ const CLOSE_LIMIT: Duration = Duration::from_secs(5);
 const PNG_MIN: u64 = 82;
 /// A script that counts itself when it runs; padded to its size in a comment.
 const SCRIPT_CODE: &str = "window.fbdtRan=(window.fbdtRan||0)+1;";
-
-/// Which browser `--browser` drives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Browser {
-    /// Headless Chromium over the DevTools protocol (root, `--backend emu`).
-    Chromium,
-}
 
 /// How a scheme reaches the server.
 #[derive(Clone, Debug, PartialEq)]
