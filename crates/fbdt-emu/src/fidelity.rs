@@ -143,9 +143,6 @@ pub(crate) struct CpuSnapshot {
     tasks_s: (f64, f64),
 }
 
-/// Name prefix of the emulator's runtime threads (set in `emu.rs`).
-pub(crate) const EMU_THREAD: &str = "fbdt-emu-rt";
-
 impl CpuSnapshot {
     pub fn now() -> Self {
         Self {
@@ -174,7 +171,7 @@ fn emulator_threads() -> Vec<(i32, u64, u64)> {
             continue;
         };
         let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-        if !comm.starts_with(EMU_THREAD) {
+        if !comm.starts_with(crate::emu::EMU_THREAD) {
             continue;
         }
         let ss = std::fs::read_to_string(e.path().join("schedstat")).unwrap_or_default();

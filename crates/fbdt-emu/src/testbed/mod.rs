@@ -22,7 +22,7 @@ use crate::{
 
 mod monitor;
 mod names;
-mod options;
+pub(crate) mod options;
 mod setup;
 
 use names::{emu_client_dev, valid_ifname};
