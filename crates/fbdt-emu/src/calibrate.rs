@@ -15,6 +15,8 @@ use crate::{
     testbed::{Testbed, TestbedOptions},
 };
 
+pub use crate::scenario::round_scale;
+
 /// One path's calibration.
 #[derive(Debug, Clone, Serialize)]
 pub struct PathCalibration {
@@ -378,17 +380,6 @@ pub fn probe(unscaled: &TestbedSpec, scale: f64, opts: &TestbedOptions, secs: f6
         why,
         secs: t0.elapsed().as_secs_f64(),
     })
-}
-
-/// Rounds down to 3 significant digits (so results name a short number).
-pub fn round_scale(s: f64) -> f64 {
-    if s <= 0.0 || !s.is_finite() {
-        return s;
-    }
-    let exp = s.log10().floor() as i32 - 2;
-    let digits = (s / 10f64.powi(exp)).floor();
-    // Through the decimal text, so 0.072 is the double nearest 0.072 (not 0.07200000000000001).
-    format!("{digits}e{exp}").parse().unwrap_or(s)
 }
 
 #[cfg(test)]

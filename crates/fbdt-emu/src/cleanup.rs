@@ -5,7 +5,7 @@ use std::sync::{Mutex, OnceLock};
 
 use serde::Serialize;
 
-use crate::{ns, testbed::NS_PREFIX};
+use crate::ns::{self, NS_PREFIX};
 
 static LIVE: Mutex<Vec<String>> = Mutex::new(Vec::new());
 

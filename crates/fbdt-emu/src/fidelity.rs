@@ -143,9 +143,6 @@ pub(crate) struct CpuSnapshot {
     tasks_s: (f64, f64),
 }
 
-/// Name prefix of the emulator's runtime threads (set in `emu.rs`).
-pub(crate) const EMU_THREAD: &str = "fbdt-emu-rt";
-
 impl CpuSnapshot {
     pub fn now() -> Self {
         Self {
@@ -174,7 +171,7 @@ fn emulator_threads() -> Vec<(i32, u64, u64)> {
             continue;
         };
         let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-        if !comm.starts_with(EMU_THREAD) {
+        if !comm.starts_with(crate::emu::EMU_THREAD) {
             continue;
         }
         let ss = std::fs::read_to_string(e.path().join("schedstat")).unwrap_or_default();
@@ -186,16 +183,6 @@ fn emulator_threads() -> Vec<(i32, u64, u64)> {
     v
 }
 
-pub(crate) fn clk_tck() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
-}
-
 fn process_cpu_s() -> f64 {
     let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the command name (which may contain spaces) start at field 3.
@@ -205,7 +192,7 @@ fn process_cpu_s() -> f64 {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let get = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
     // utime, stime are fields 14, 15 (1-based) = 11, 12 here.
-    (get(11) + get(12)) / clk_tck()
+    (get(11) + get(12)) / crate::others::clk_tck()
 }
 
 /// (busy, steal, total) jiffies of the host's "cpu" line.

@@ -10,6 +10,9 @@ use std::{
 
 use crate::error::{Error, Result};
 
+/// Common prefix of every namespace this crate creates: `fbdt-<pid>-<n>-{cli,emu,srv}`.
+pub const NS_PREFIX: &str = "fbdt-";
+
 /// Where named namespaces live (`ip netns` convention).
 pub const NETNS_DIR: &str = "/var/run/netns";
 

@@ -9,11 +9,22 @@
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 
+/// Clock ticks per second (`/proc` times are in ticks).
+pub(crate) fn clk_tck() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
 /// Seconds of CPU since boot: (the whole host in user, nice and system mode; this process
 /// and its descendants). Interrupt and softirq time is left out on both sides (the kernel
 /// cannot say whose packets it processed there).
 pub(crate) fn snapshot() -> (f64, f64) {
-    let tck = super::fidelity::clk_tck();
+    let tck = clk_tck();
     let host = host_task_jiffies(&std::fs::read_to_string("/proc/stat").unwrap_or_default()) as f64 / tck;
     (host, ours_ticks(std::process::id() as i32) as f64 / tck)
 }

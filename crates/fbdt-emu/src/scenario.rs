@@ -87,7 +87,18 @@ pub fn default_scale(peak_total_mbps: f64, mtu: u32) -> f64 {
     if peak_total_mbps <= budget || peak_total_mbps <= 0.0 {
         return 1.0;
     }
-    crate::calibrate::round_scale(budget / peak_total_mbps)
+    round_scale(budget / peak_total_mbps)
+}
+
+/// Rounds down to 3 significant digits (so results name a short number).
+pub fn round_scale(s: f64) -> f64 {
+    if s <= 0.0 || !s.is_finite() {
+        return s;
+    }
+    let exp = s.log10().floor() as i32 - 2;
+    let digits = (s / 10f64.powi(exp)).floor();
+    // Through the decimal text, so 0.072 is the double nearest 0.072 (not 0.07200000000000001).
+    format!("{digits}e{exp}").parse().unwrap_or(s)
 }
 
 /// Loads a scenario (built-in name or TOML path) and resolves it at `scale`, or at the

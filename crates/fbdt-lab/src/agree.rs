@@ -14,8 +14,8 @@ use fbdt_sim::PathModel;
 use indicatif::ProgressStyle;
 use serde::Serialize;
 
-use crate::report::RunReport;
-use crate::scheme;
+use fbdt_harness::results::RunReport;
+use fbdt_harness::scheme;
 
 /// A ratio agrees when within this share of the testbed's; so does an order: schemes the
 /// testbed separates by more than this keep their order in the simulator.
@@ -211,7 +211,8 @@ struct Job {
     seed: u64,
 }
 
-pub fn run(args: AgreeArgs) -> Result<()> {
+pub fn run(args: AgreeArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
+    let limits = fbdt_harness::TestbedLimits::from(testbed);
     let (testbeds, notes) = read_testbed(&args.testbed)?;
     let jobs = crate::parallel::jobs(args.jobs)?;
     if args.seeds == Some(0) || args.seeds.is_some_and(|n| n > 100) {
@@ -239,7 +240,7 @@ pub fn run(args: AgreeArgs) -> Result<()> {
             .chain(args.mptcp.iter().cloned())
             .chain(t.paths.iter().map(|p| format!("tcp:{p}")));
         for s in schemes {
-            scheme::parse_sim(&s, &t.report.scenario_def, t.report.scenario_def.seed)
+            scheme::parse_sim(&s, &t.report.scenario_def, t.report.scenario_def.seed, &limits)
                 .with_context(|| format!("{}: scheme {s}", t.report.scenario))?;
             for &seed in seeds {
                 work.push(Job {
@@ -262,8 +263,8 @@ pub fn run(args: AgreeArgs) -> Result<()> {
         sc.seed = j.seed;
         crate::run::set_duration(&mut sc, Some(t.report.duration_s))?;
         let schedule = sc.schedule(*scale)?;
-        let params = crate::run::sim_params(&sc, PathModel::Tcp, 0);
-        let sim_scheme = scheme::parse_sim(&j.scheme, &sc, sc.seed)?;
+        let params = fbdt_harness::sim::sim_params(&sc, PathModel::Tcp, 0, &limits);
+        let sim_scheme = scheme::parse_sim(&j.scheme, &sc, sc.seed, &limits)?;
         let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |_| {})
             .with_context(|| format!("{} at scale {scale}, {} seed {}", t.report.scenario, j.scheme, j.seed))?;
         Ok(out.goodput_mbps)

@@ -8,9 +8,9 @@
 //! binary, and chromium or ffmpeg for those apps.
 
 use std::io::Read;
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -22,6 +22,8 @@ use rand::{RngCore, SeedableRng};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use fbdt_harness::process::{fbdt_binary, wait_listening, Children, READY_LIMIT};
+
 pub(crate) const HTTP_PORT: u16 = 8080;
 pub(crate) const FBDT_PORT: u16 = 5400;
 pub(crate) const PROXY_PORT: u16 = 1080;
@@ -29,8 +31,6 @@ pub(crate) const PROXY_PORT: u16 = 1080;
 const PERF_PORT: u16 = 5410;
 /// `--app transparent`: the origin's own address, on the server namespace's loopback.
 const ORIGIN: Ipv4Addr = Ipv4Addr::new(10, 199, 0, 1);
-/// How long the servers and the proxy may take to listen.
-const READY_LIMIT: Duration = Duration::from_secs(10);
 /// Largest file `--seconds` may ask for (it is generated in memory).
 const MAX_FILE: u64 = 1 << 30;
 
@@ -194,84 +194,7 @@ pub struct AppReport {
     pub perf: Option<PerfRun>,
     /// Proxy goodput ÷ `fbdt perf`'s (issue 16 asks ≥ 0.95).
     pub proxy_over_perf: Option<f64>,
-    pub meta: crate::report::Meta,
-}
-
-/// Children started in the testbed's namespaces, killed (by PID) when dropped.
-pub(crate) struct Children(pub(crate) Vec<(String, Child)>);
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for (_, c) in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Children {
-    pub(crate) fn spawn(&mut self, what: &str, mut cmd: Command, log: &Path) -> Result<()> {
-        let err = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(err)
-            .spawn()
-            .with_context(|| format!("starting {what}"))?;
-        self.0.push((what.to_string(), child));
-        Ok(())
-    }
-
-    /// Fails with the log of any child that already ended.
-    pub(crate) fn check(&mut self, logs: &Path) -> Result<()> {
-        for (what, c) in &mut self.0 {
-            if let Some(status) = c.try_wait()? {
-                let log = std::fs::read_to_string(logs.join(format!("{what}.log"))).unwrap_or_default();
-                bail!("{what} ended ({status}): {}", log.trim());
-            }
-        }
-        Ok(())
-    }
-}
-
-pub(crate) fn fbdt_binary(given: Option<&Path>) -> Result<PathBuf> {
-    let path = match given {
-        Some(p) => p.to_path_buf(),
-        None => std::env::current_exe()
-            .context("locating fbdt-lab")?
-            .with_file_name("fbdt"),
-    };
-    if !path.is_file() {
-        bail!(
-            "the fbdt binary is not at {} (build it: cargo build --release -p fbdt, or pass --fbdt)",
-            path.display()
-        );
-    }
-    Ok(path)
-}
-
-/// Waits until something accepts TCP connections at `addr` from inside `side`.
-pub(crate) fn wait_listening(
-    tb: &Testbed,
-    side: Side,
-    addr: SocketAddr,
-    children: &mut Children,
-    logs: &Path,
-) -> Result<()> {
-    let start = Instant::now();
-    loop {
-        let up = tb.run_in(side, || {
-            TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
-        })?;
-        if up {
-            return Ok(());
-        }
-        children.check(logs)?;
-        if start.elapsed() > READY_LIMIT {
-            bail!("nothing listens at {addr} after {READY_LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    pub meta: fbdt_harness::results::Meta,
 }
 
 /// `fbdt proxy --nft-install` installs its table right after it listens.
@@ -633,7 +556,7 @@ pub(crate) fn security_args(dir: &Path, plaintext: bool) -> Result<(Vec<String>,
     Ok((security, serve_security))
 }
 
-pub fn run(args: AppArgs) -> Result<()> {
+pub fn run(args: AppArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     if let Some(why) = fbdt_emu::skip_reason() {
         bail!("fbdt-lab app needs root to build the emulated testbed: {why}");
     }
@@ -643,7 +566,7 @@ pub fn run(args: AppArgs) -> Result<()> {
     let fbdt = fbdt_binary(args.fbdt.as_deref())?;
     let scenario = Scenario::load(&args.scenario)?;
     let bar = crate::progress::bar(0);
-    let (scale, _) = crate::emu_backend::scale_of(&scenario, args.scale, &bar)?;
+    let (scale, _) = crate::emu::scale_of(&scenario, args.scale, testbed, &bar)?;
     let schedule = scenario.schedule(scale)?;
     let spec = fbdt_emu::spec_from_schedule(&scenario, &schedule)?;
     let capacity_mbps = spec.capacity_mbps();
@@ -665,7 +588,7 @@ pub fn run(args: AppArgs) -> Result<()> {
         App::CurlSocks | App::CurlHttp | App::Transparent => {}
     }
 
-    let mut tb = Testbed::start(&spec, &crate::emu_backend::testbed_options()).context("starting the testbed")?;
+    let mut tb = Testbed::start(&spec, testbed).context("starting the testbed")?;
     let paths = tb.paths().to_vec();
     let server0 = paths[0].server_ip;
     let client0 = paths[0].client_ip;
@@ -868,7 +791,7 @@ pub fn run(args: AppArgs) -> Result<()> {
         small,
         proxy_over_perf,
         perf,
-        meta: crate::report::Meta::here(),
+        meta: fbdt_harness::results::Meta::here(),
     };
     if let Some(r) = report.proxy_over_best_direct {
         println!("proxy ÷ best radio alone: {r:.3}");

@@ -11,7 +11,7 @@ use clap::{Args, Subcommand};
 use fbdt_scenario::Scenario;
 use serde::Serialize;
 
-use crate::scheme;
+use fbdt_harness::scheme;
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
@@ -127,14 +127,14 @@ fn loadavg() -> Option<[f64; 3]> {
     Some([v.next()??, v.next()??, v.next()??])
 }
 
-pub fn run(cmd: BenchCommand) -> Result<()> {
+pub fn run(cmd: BenchCommand, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     match cmd {
-        BenchCommand::Sim(args) => bench_sim(args),
-        BenchCommand::Emu(args) => crate::calibrate::run_bench(args),
+        BenchCommand::Sim(args) => bench_sim(args, testbed.into()),
+        BenchCommand::Emu(args) => crate::calibrate::run_bench(args, testbed),
     }
 }
 
-fn bench_sim(args: BenchSimArgs) -> Result<()> {
+fn bench_sim(args: BenchSimArgs, limits: fbdt_harness::TestbedLimits) -> Result<()> {
     if args.runs == 0 || args.runs > 100 {
         bail!("--runs must be in 1..=100");
     }
@@ -147,7 +147,7 @@ fn bench_sim(args: BenchSimArgs) -> Result<()> {
             other => bail!("unknown payload mode `{other}` (known: shared, exact)"),
         })
         .collect::<Result<Vec<_>>>()?;
-    crate::run::check_grain(fbdt_sim::PathModel::Pipe, args.grain)?;
+    fbdt_harness::sim::check_grain(fbdt_sim::PathModel::Pipe, args.grain)?;
     let grain = |model| {
         if model == fbdt_sim::PathModel::Pipe {
             args.grain
@@ -176,10 +176,10 @@ fn bench_sim(args: BenchSimArgs) -> Result<()> {
             for (payload_name, payload) in &payloads {
                 let params = fbdt_sim::SimParams {
                     payload: *payload,
-                    ..crate::run::sim_params(&scenario, model, grain(model))
+                    ..fbdt_harness::sim::sim_params(&scenario, model, grain(model), &limits)
                 };
                 for s in &args.schemes {
-                    let sim_scheme = scheme::parse_sim(s, &scenario, scenario.seed)?;
+                    let sim_scheme = scheme::parse_sim(s, &scenario, scenario.seed, &limits)?;
                     let mut best = f64::INFINITY;
                     let mut last = None;
                     for _ in 0..args.runs {
@@ -250,6 +250,10 @@ fn bench_sim(args: BenchSimArgs) -> Result<()> {
 mod tests {
     use super::*;
 
+    fn limits() -> fbdt_harness::TestbedLimits {
+        (&fbdt_emu::TestbedOptions::default()).into()
+    }
+
     fn args(payload: &[&str], json: PathBuf) -> BenchSimArgs {
         BenchSimArgs {
             scenarios: vec!["los".into()],
@@ -269,7 +273,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fbdt-bench-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("bench.json");
-        bench_sim(args(&["shared", "exact"], file.clone())).unwrap();
+        bench_sim(args(&["shared", "exact"], file.clone()), limits()).unwrap();
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(v["host"]["reference_ms"].as_f64().unwrap() > 0.0);
@@ -299,7 +303,7 @@ mod tests {
 
     #[test]
     fn an_unknown_payload_mode_is_an_error() {
-        let e = bench_sim(args(&["zero"], std::env::temp_dir().join("unused.json"))).unwrap_err();
+        let e = bench_sim(args(&["zero"], std::env::temp_dir().join("unused.json")), limits()).unwrap_err();
         assert!(e.to_string().contains("unknown payload mode"), "{e}");
     }
 }

@@ -71,14 +71,20 @@ impl SocketArgs {
     }
 }
 
-fn options(emu_threads: usize, mtu: u32, datapath: Option<Datapath>, no_steer: bool) -> Result<TestbedOptions> {
+fn options(
+    base: &TestbedOptions,
+    emu_threads: usize,
+    mtu: u32,
+    datapath: Option<Datapath>,
+    no_steer: bool,
+) -> Result<TestbedOptions> {
     if !(1..=64).contains(&emu_threads) {
         bail!("--emu-threads must be in 1..=64, got {emu_threads}");
     }
     if !(576..=65_535).contains(&mtu) {
         bail!("--mtu must be in 576..=65535, got {mtu}");
     }
-    let d = crate::emu_backend::testbed_options();
+    let d = base.clone();
     Ok(TestbedOptions {
         emu_threads,
         mtu,
@@ -89,11 +95,11 @@ fn options(emu_threads: usize, mtu: u32, datapath: Option<Datapath>, no_steer: b
 }
 
 /// Runs `calibrate`: progress on stderr, a table on stdout, JSON to `--json`.
-pub fn run_calibrate(args: CalibrateArgs) -> Result<()> {
+pub fn run_calibrate(args: CalibrateArgs, testbed: &TestbedOptions) -> Result<()> {
     if !(args.secs.is_finite() && args.secs > 0.0 && args.secs <= 600.0) {
         bail!("--secs must be in (0, 600], got {}", args.secs);
     }
-    let mut opts = options(args.emu_threads, args.mtu, args.datapath, args.no_steer)?;
+    let mut opts = options(testbed, args.emu_threads, args.mtu, args.datapath, args.no_steer)?;
     args.sockets.apply(&mut opts);
     if let Some(why) = fbdt_emu::skip_reason() {
         bail!("calibrate builds a testbed: {why}");
@@ -113,7 +119,7 @@ pub fn run_calibrate(args: CalibrateArgs) -> Result<()> {
         "scenario {}  scale {} ({})  cc {}  ({} cores, {}, kernel {})",
         r.scenario,
         r.scale,
-        crate::emu_fidelity::source_name(&source),
+        fbdt_harness::results::fidelity::source_name(&source),
         r.congestion_control,
         r.cores,
         r.host.cpu_model,
@@ -243,7 +249,7 @@ struct Bench {
 /// The emulator benchmark: for N equal paths and an MTU, the largest aggregate rate the
 /// emulator carries faithfully (the same search as the scale calibration, over N paths of
 /// 1 Gbit/s each at scale 1).
-pub fn run_bench(args: BenchArgs) -> Result<()> {
+pub fn run_bench(args: BenchArgs, testbed: &TestbedOptions) -> Result<()> {
     if let Some(why) = fbdt_emu::skip_reason() {
         bail!("bench emu builds testbeds: {why}");
     }
@@ -266,7 +272,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             bail!("--paths: 1 to 8 paths, got {n}");
         }
         for &mtu in &args.mtu {
-            let mut opts = options(args.emu_threads, mtu, args.datapath, args.no_steer)?;
+            let mut opts = options(testbed, args.emu_threads, mtu, args.datapath, args.no_steer)?;
             args.sockets.apply(&mut opts);
             if args.untuned {
                 opts.emu_rt_priority = None;
@@ -326,7 +332,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
         }
     }
     // The options the rows were measured with (their MTU aside), for the report's header.
-    let mut measured = options(args.emu_threads, 1500, args.datapath, args.no_steer)?;
+    let mut measured = options(testbed, args.emu_threads, 1500, args.datapath, args.no_steer)?;
     args.sockets.apply(&mut measured);
     let b = Bench {
         host: fbdt_emu::HostKey::current(),

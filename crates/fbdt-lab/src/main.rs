@@ -4,18 +4,12 @@ mod agree;
 mod app;
 mod bench;
 mod calibrate;
-mod emu_backend;
-mod emu_bursts;
-mod emu_cotag;
-mod emu_fbdt;
-mod emu_fidelity;
+mod emu;
 mod jpoc_cmd;
 mod paper;
 mod parallel;
 mod progress;
-mod report;
 mod run;
-mod scheme;
 mod sweep;
 mod sweep_cotag;
 mod workload;
@@ -94,27 +88,30 @@ fn main() {
 
 fn real_main() -> Result<()> {
     let cli = Cli::parse();
+    // The testbed options of every emulated run of this command: the defaults, with what
+    // the command line changed (`--gso-units`); passed to whatever builds a testbed or must
+    // match its limits.
     let defaults = fbdt_emu::TestbedOptions::default();
-    emu_backend::set_testbed_options(fbdt_emu::TestbedOptions {
+    let testbed = fbdt_emu::TestbedOptions {
         gso_unit_airtime_us: match cli.gso_units {
             None => defaults.gso_unit_airtime_us,
             Some(0) => None,
             Some(us) => Some(us),
         },
         ..defaults
-    });
+    };
     match cli.command {
-        Command::Run(args) => run::run(args).map(|_| ()),
-        Command::Paper(args) => paper::run(args),
+        Command::Run(args) => run::run(args, &testbed).map(|_| ()),
+        Command::Paper(args) => paper::run(args, &testbed),
         Command::Scenarios => scenarios(),
-        Command::Calibrate(args) => calibrate::run_calibrate(args),
+        Command::Calibrate(args) => calibrate::run_calibrate(args, &testbed),
         Command::Clean(args) => calibrate::run_clean(args),
-        Command::Bench(cmd) => bench::run(cmd),
-        Command::Sweep(args) => sweep::run(args),
-        Command::Agree(args) => agree::run(args),
+        Command::Bench(cmd) => bench::run(cmd, &testbed),
+        Command::Sweep(args) => sweep::run(args, &testbed),
+        Command::Agree(args) => agree::run(args, &testbed),
         Command::Jpoc(cmd) => jpoc_cmd::run(cmd),
-        Command::Workload(args) => workload::run(args),
-        Command::App(args) => app::run(args),
+        Command::Workload(args) => workload::run(args, &testbed),
+        Command::App(args) => app::run(args, &testbed),
         Command::Reap { program, args } => {
             let code = fbdt_emu::reaper::run_reaping(&program, &args)
                 .map_err(|e| anyhow::anyhow!("running {}: {e}", program.to_string_lossy()))?;

@@ -10,9 +10,12 @@ use fbdt_scenario::Scenario;
 use fbdt_sim::{PathModel, SimParams};
 use indicatif::ProgressStyle;
 
-use crate::emu_fidelity::RunFidelity;
-use crate::report::{percentile, Counters, DelayPool, Meta, RunReport, RunSummary, Sample, SchemeResult};
-use crate::scheme;
+use fbdt_harness::results::fidelity::RunFidelity;
+use fbdt_harness::results::{percentile, Counters, DelayPool, Meta, RunReport, RunSummary, Sample, SchemeResult};
+use fbdt_harness::scheme;
+use fbdt_harness::sim::{check_grain, sim_params, SIM_CONGESTION_CONTROL};
+use fbdt_harness::traffic::Traffic;
+use fbdt_harness::TestbedLimits;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
@@ -66,11 +69,11 @@ pub struct RunArgs {
     pub auto_scale: bool,
     /// What the flows are (testbed only): `bulk`, one download for the whole duration, or
     /// `bursts`, paper 003's ten TCP flows in 2-s bursts with 1-s gaps (docs/cotag.md).
-    #[arg(long, value_enum, default_value_t = crate::emu_bursts::Traffic::Bulk)]
-    pub traffic: crate::emu_bursts::Traffic,
+    #[arg(long, value_enum, default_value_t = Traffic::Bulk)]
+    pub traffic: Traffic,
 }
 
-pub fn run(args: RunArgs) -> Result<RunReport> {
+pub fn run(args: RunArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<RunReport> {
     if args.repeat == 0 || args.repeat > 1000 {
         bail!("--repeat must be in 1..=1000");
     }
@@ -93,22 +96,23 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
         bail!("--schemes is empty");
     }
     if args.backend == Backend::Emu {
-        return run_emu(&args, scenario, &names, seed);
+        return run_emu(&args, scenario, &names, seed, testbed);
     }
-    if args.traffic != crate::emu_bursts::Traffic::Bulk {
+    if args.traffic != Traffic::Bulk {
         bail!("--traffic bursts needs --backend emu (the simulator runs one bulk flow)");
     }
     let scale = args.scale.unwrap_or(1.0);
     if !(scale.is_finite() && scale > 0.0) {
         bail!("--scale must be > 0, got {scale}");
     }
+    let limits = TestbedLimits::from(testbed);
     // Parse every scheme before running any, so a typo fails fast.
     for n in &names {
-        scheme::parse_sim(n, &scenario, seed)?;
+        scheme::parse_sim(n, &scenario, seed, &limits)?;
     }
     let first = scenario.schedule(scale)?;
     check_grain(args.model, args.grain)?;
-    let params = sim_params(&scenario, args.model, args.grain);
+    let params = sim_params(&scenario, args.model, args.grain, &limits);
     let ticks_per_run = (scenario.duration_s / params.sample_interval_s).round() as u64;
     let bar = crate::progress::bar(ticks_per_run * names.len() as u64 * u64::from(args.repeat));
     bar.set_style(
@@ -128,25 +132,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
             scheme: name.clone(),
             // The simulator carries no TLS (a `+tls` scheme is refused before this).
             encryption: "none".into(),
-            goodput_mbps: 0.0,
-            goodput_p10_mbps: 0.0,
-            goodput_p50_mbps: 0.0,
-            goodput_p90_mbps: 0.0,
-            bytes_delivered: 0,
-            redundant_bytes: 0,
-            per_path_bytes: BTreeMap::new(),
-            series: Vec::new(),
-            runs: Vec::new(),
-            counters: None,
-            wall_s: 0.0,
-            recv_buffer_max_bytes: None,
-            reinjected_bytes: None,
-            faithful: None,
-            delivery_delay_ms: None,
-            series_100ms_mbps: Vec::new(),
-            cotag: None,
-            bursts: None,
-            tcp_per_path: None,
+            ..SchemeResult::default()
         };
         let mut delays = DelayPool::default();
         let is_mp = name.starts_with("mp:");
@@ -159,7 +145,7 @@ pub fn run(args: RunArgs) -> Result<RunReport> {
                 seed: run_seed,
                 ..params.clone()
             };
-            let sim_scheme = scheme::parse_sim(name, &sc, run_seed)?;
+            let sim_scheme = scheme::parse_sim(name, &sc, run_seed, &limits)?;
             let base = bar.position();
             let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |t| {
                 bar.set_position(base + (t / params.sample_interval_s).round() as u64)
@@ -253,53 +239,13 @@ pub fn set_duration(scenario: &mut Scenario, duration: Option<f64>) -> Result<()
     Ok(())
 }
 
-/// A time grain is the pipe model's (`--grain`).
-pub fn check_grain(model: PathModel, grain_us: u64) -> Result<()> {
-    if grain_us > 0 && model != PathModel::Pipe {
-        bail!("--grain is the pipe model's (the TCP model's arrivals stay exact)");
-    }
-    if grain_us > 1_000_000 {
-        bail!("--grain must be at most 1 000 000 µs, got {grain_us}");
-    }
-    Ok(())
-}
-
-/// Each path's largest TCP window. The TCP-level model grows its windows as the testbed's
-/// kernels do, so it gets the testbed's ceiling (`tcp_rmem`/`tcp_wmem` set to
-/// `TestbedOptions::tcp_buffer_max`, 64 MiB). The ideal pipe has no slow start — its window
-/// is the bandwidth-delay product from the first byte — so it keeps Linux's default 6 MiB:
-/// at 64 MiB `tc-delay-wigig`'s 1 s WiGig would carry 537 Mbit/s at once, where a real
-/// TCP reaches 4 Mbit/s in 10 s.
-fn tcp_window_max(model: PathModel) -> u64 {
-    let default = fbdt_sim::LinkParams::default().max_window_bytes;
-    match model {
-        PathModel::Tcp => crate::emu_backend::testbed_options().tcp_buffer_max.unwrap_or(default),
-        PathModel::Pipe => default,
-    }
-}
-
-/// The simulator's parameters for `scenario` under `model`: the TCP model takes the
-/// scenario's congestion control, queues and seed; the pipe its time grain in µs.
-pub fn sim_params(scenario: &Scenario, model: PathModel, grain_us: u64) -> SimParams {
-    SimParams {
-        model,
-        link: fbdt_sim::LinkParams {
-            grain_us,
-            max_window_bytes: tcp_window_max(model),
-            ..fbdt_sim::LinkParams::default()
-        },
-        congestion_control: fbdt_sim::CongestionControl::from_name(&scenario.congestion_control),
-        queue_bytes: scenario
-            .paths
-            .iter()
-            .map(|p| u64::from(p.queue_packets) * 1500)
-            .collect(),
-        seed: scenario.seed,
-        ..SimParams::default()
-    }
-}
-
-fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> Result<RunReport> {
+fn run_emu(
+    args: &RunArgs,
+    scenario: Scenario,
+    names: &[String],
+    seed: u64,
+    testbed: &fbdt_emu::TestbedOptions,
+) -> Result<RunReport> {
     let bar =
         crate::progress::bar((scenario.duration_s / 0.1).round() as u64 * names.len() as u64 * u64::from(args.repeat));
     bar.set_style(
@@ -307,11 +253,11 @@ fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> R
             .expect("valid template")
             .progress_chars("=> "),
     );
-    let choice = crate::emu_backend::ScaleChoice {
+    let choice = crate::emu::ScaleChoice {
         given: args.scale,
         auto: args.auto_scale,
     };
-    let emu = crate::emu_backend::run(&scenario, names, choice, args.repeat, args.traffic, &bar)?;
+    let emu = crate::emu::run(&scenario, names, choice, args.repeat, args.traffic, testbed, &bar)?;
     bar.finish_and_clear();
     publish(
         args,
@@ -325,11 +271,6 @@ fn run_emu(args: &RunArgs, scenario: Scenario, names: &[String], seed: u64) -> R
         Some(emu.fidelity),
     )
 }
-
-/// What the simulator records as the congestion control: its paths are ideal pipes (see
-/// fbdt_sim::link) with no congestion control, whatever the scenario names; the testbed
-/// applies the scenario's.
-pub const SIM_CONGESTION_CONTROL: &str = "none (ideal pipe)";
 
 /// Assembles the report (the one place for either backend), prints its table and writes
 /// the JSON if asked.
@@ -357,7 +298,7 @@ fn publish(
         seed,
         scale,
         congestion_control,
-        encryption: crate::report::run_encryption(&results),
+        encryption: fbdt_harness::results::run_encryption(&results),
         capacity_mbps,
         sum_standalone_mbps: sum_standalone(&scenario, &results),
         results,

@@ -12,7 +12,7 @@ use fbdt_sim::PathModel;
 use indicatif::ProgressStyle;
 use serde::Serialize;
 
-use crate::scheme;
+use fbdt_harness::scheme;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -65,8 +65,8 @@ pub struct SweepArgs {
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
     /// --cotag: the flows (default bursts, the paper's ten flows).
-    #[arg(long, value_enum, default_value_t = crate::emu_bursts::Traffic::Bursts)]
-    pub traffic: crate::emu_bursts::Traffic,
+    #[arg(long, value_enum, default_value_t = fbdt_harness::traffic::Traffic::Bursts)]
+    pub traffic: fbdt_harness::traffic::Traffic,
     #[arg(long, default_value_t = PathModel::Pipe)]
     pub model: PathModel,
     /// The pipe model's time grain in µs (0: exact, the default): every arrival is handed
@@ -136,7 +136,7 @@ fn parse_values(text: &str) -> Result<Vec<f64>> {
 /// The `--cotag` sweep's default baselines.
 pub const COTAG_BASELINES: [&str; 5] = ["dual-rr", "mptcp", "fbdt", "tcp:ap1", "tcp:ap2"];
 
-fn run_cotag(args: &SweepArgs) -> Result<()> {
+fn run_cotag(args: &SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     let baselines: Vec<String> = if args.schemes == ["fbdt"] {
         COTAG_BASELINES.iter().map(|s| s.to_string()).collect()
     } else {
@@ -168,7 +168,7 @@ fn run_cotag(args: &SweepArgs) -> Result<()> {
         }
         Ok(())
     };
-    let points = crate::sweep_cotag::run_grid(&grid, write)?;
+    let points = crate::sweep_cotag::run_grid(&grid, testbed, write)?;
     let report = crate::sweep_cotag::GridReport {
         claims: crate::sweep_cotag::claims(&points),
         grid,
@@ -183,14 +183,15 @@ fn run_cotag(args: &SweepArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn run(args: SweepArgs) -> Result<()> {
+pub fn run(args: SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
+    let limits = fbdt_harness::TestbedLimits::from(testbed);
     if args.cotag {
-        return run_cotag(&args);
+        return run_cotag(&args, testbed);
     }
     let (Some(scenario_arg), Some(over), Some(values_arg)) = (&args.scenario, args.over, &args.values) else {
         bail!("sweep needs a scenario, --over and --values (or --cotag)");
     };
-    crate::run::check_grain(args.model, args.grain)?;
+    fbdt_harness::sim::check_grain(args.model, args.grain)?;
     let values = parse_values(values_arg).context("--values")?;
     if values.is_empty() {
         bail!("--values is empty");
@@ -205,7 +206,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
         }
     }
     for s in &args.schemes {
-        scheme::parse_sim(s, &scenario, scenario.seed)?;
+        scheme::parse_sim(s, &scenario, scenario.seed, &limits)?;
     }
     let jobs = crate::parallel::jobs(args.jobs)?;
     let work: Vec<(f64, String)> = values
@@ -228,8 +229,8 @@ pub fn run(args: SweepArgs) -> Result<()> {
             Param::Scale => *value,
         };
         let schedule = sc.schedule(scale)?;
-        let params = crate::run::sim_params(&sc, args.model, args.grain);
-        let sim_scheme = scheme::parse_sim(name, &sc, sc.seed)?;
+        let params = fbdt_harness::sim::sim_params(&sc, args.model, args.grain, &limits);
+        let sim_scheme = scheme::parse_sim(name, &sc, sc.seed, &limits)?;
         let started = WallClock::now();
         let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |_| {})
             .with_context(|| format!("scheme {name}, {:?} {value}", over))?;

@@ -1,6 +1,6 @@
 //! `fbdt-lab sweep --cotag` (and the COTAG section of `fbdt-lab paper`): paper 003's grid on
 //! the testbed — link correlation (the three built-in `cotag-corr-*` scenarios) × PER ×
-//! server→gateway latency — every point through `emu_backend::run` with COTAG at each
+//! server→gateway latency — every point through `emu::run` with COTAG at each
 //! cohort period T and the baselines, then the paper's qualitative claims judged over the
 //! faithful points only.
 //!
@@ -15,8 +15,8 @@ use fbdt_scenario::Scenario;
 use indicatif::ProgressStyle;
 use serde::{Deserialize, Serialize};
 
-use crate::emu_bursts::Traffic;
-use crate::emu_fidelity::RunFidelity;
+use fbdt_harness::results::fidelity::RunFidelity;
+use fbdt_harness::traffic::Traffic;
 
 /// The three correlations of the paper (−0.34, 0, +0.34), as built-in scenario suffixes.
 pub const CORRELATIONS: [&str; 3] = ["neg", "zero", "pos"];
@@ -433,7 +433,11 @@ pub fn point_scenario(correlation: &str, per: f64, latency_ms: f64, duration_s: 
 
 /// Runs every point of `grid` (needs root). `each` sees every finished point (to save
 /// partial results).
-pub fn run_grid(grid: &Grid, mut each: impl FnMut(&[Point]) -> Result<()>) -> Result<Vec<Point>> {
+pub fn run_grid(
+    grid: &Grid,
+    testbed: &fbdt_emu::TestbedOptions,
+    mut each: impl FnMut(&[Point]) -> Result<()>,
+) -> Result<Vec<Point>> {
     grid.check()?;
     let schemes = grid.schemes();
     let cells: Vec<(String, f64, f64)> = grid
@@ -468,11 +472,11 @@ pub fn run_grid(grid: &Grid, mut each: impl FnMut(&[Point]) -> Result<()>) -> Re
             });
             let mut one = sc.clone();
             one.seed = sc.seed + u64::from(r);
-            let choice = crate::emu_backend::ScaleChoice {
+            let choice = crate::emu::ScaleChoice {
                 given: Some(grid.scale),
                 auto: false,
             };
-            let run = crate::emu_backend::run(&one, &schemes, choice, 1, grid.traffic, &bar)
+            let run = crate::emu::run(&one, &schemes, choice, 1, grid.traffic, testbed, &bar)
                 .with_context(|| format!("point {corr}, PER {per}, {lat} ms, seed {}", one.seed))?;
             for (k, res) in run.results.iter().enumerate() {
                 runs[k].push(scheme_run(res, &run.fidelity, one.seed));
@@ -507,7 +511,7 @@ pub fn run_grid(grid: &Grid, mut each: impl FnMut(&[Point]) -> Result<()>) -> Re
 }
 
 /// One scheme's result of one run at a point.
-fn scheme_run(r: &crate::report::SchemeResult, fidelity: &RunFidelity, seed: u64) -> PointScheme {
+fn scheme_run(r: &fbdt_harness::results::SchemeResult, fidelity: &RunFidelity, seed: u64) -> PointScheme {
     PointScheme {
         scheme: r.scheme.clone(),
         faithful: fidelity.scheme_faithful(&r.scheme),

@@ -10,8 +10,8 @@ use fbdt_core::{
 use thiserror::Error;
 
 use crate::link::Chunk;
+use crate::params::{Payload, Verification};
 use crate::pattern::{self, Verified};
-use crate::run::{Payload, Verification};
 
 /// Why a simulated endpoint failed.
 #[derive(Debug, Error)]

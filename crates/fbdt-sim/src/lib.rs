@@ -7,7 +7,9 @@
 //! is read; the same schedule and configuration give bit-identical results.
 
 pub mod endpoint;
+mod error;
 pub mod link;
+mod params;
 pub mod pattern;
 mod run;
 mod sim;
@@ -15,9 +17,9 @@ mod sndbuf;
 pub mod tcp;
 
 pub use endpoint::EndpointError;
+pub use error::SimError;
 pub use link::{Chunk, LinkParams, TcpInfo};
-pub use run::{
-    run, PathModel, PathReset, Payload, SimError, SimOutcome, SimParams, SimScheme, TcpCounters, Verification,
-};
+pub use params::{PathModel, PathReset, Payload, SimOutcome, SimParams, SimScheme, TcpCounters, Verification};
+pub use run::run;
 pub use sim::Sim;
 pub use tcp::{CongestionControl, TcpParams};

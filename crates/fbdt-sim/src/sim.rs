@@ -14,8 +14,9 @@ use fbdt_core::{Duration, Event, Hint, Instant, PathStats};
 use fbdt_scenario::{PathTimeline, Schedule};
 
 use crate::endpoint::{FbdtEnd, Side, SimEndpoint, TcpEnd};
+use crate::error::SimError;
 use crate::link::{Chunk, Link};
-use crate::run::{PathModel, PathReset, SimError, SimOutcome, SimParams, SimScheme, DEFAULT_QUEUE_BYTES};
+use crate::params::{PathModel, PathReset, SimOutcome, SimParams, SimScheme, DEFAULT_QUEUE_BYTES};
 use crate::sndbuf::MetaSndbuf;
 use crate::tcp::TcpParams;
 
@@ -470,7 +471,7 @@ impl<'a> Sim<'a> {
             .paths
             .iter()
             .filter_map(|p| p.data.tcp_info())
-            .map(|t| crate::run::TcpCounters {
+            .map(|t| crate::params::TcpCounters {
                 loss_events: t.losses,
                 timeouts: t.timeouts,
             })

@@ -44,11 +44,11 @@ use crate::{
     probe::{Lateness, ProbeCell},
     radio::{Doze, RadioCell},
     spec::{LinkMode, PathStep, HOLD_RATE_BPS},
-    testbed::{Datapath, TestbedOptions},
+    testbed::options::{Datapath, TestbedOptions},
 };
 
 mod direct;
-mod host_io;
+pub(crate) mod host_io;
 pub(crate) mod offload;
 mod path_control;
 mod ring;
@@ -57,6 +57,9 @@ pub use host_io::{allowed_cpus, emulator_cpu, endpoint_cpus, endpoint_rps_mask, 
 use host_io::{close_fds, grow_socket_buffers, packet_socket_fds, pin_to_emulator_cpu, set_realtime};
 pub(crate) use path_control::PathControl;
 use path_control::{bps, emu_err, KernelRate, RateStage, Stages};
+
+/// Name prefix of the emulator's runtime threads (the fidelity monitors find them by it).
+pub(crate) const EMU_THREAD: &str = "fbdt-emu-rt";
 
 type Bw = BwCellControlInterface<StdPacket, DropTailQueue<StdPacket>>;
 
@@ -125,7 +128,7 @@ impl Emulator {
         let emu_name = emu_name.to_string();
         let thread_name = match opts.datapath {
             // The direct datapath's loop runs in this thread: named so the monitors count it.
-            Datapath::Direct => crate::fidelity::EMU_THREAD,
+            Datapath::Direct => EMU_THREAD,
             _ => "fbdt-emu",
         };
         let thread = std::thread::Builder::new()
@@ -297,7 +300,7 @@ fn build(
     };
     let rt = tri!(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
-        .thread_name(crate::fidelity::EMU_THREAD)
+        .thread_name(EMU_THREAD)
         .on_thread_start(move || {
             if let Some(p) = rt_priority {
                 set_realtime(p)

@@ -16,19 +16,17 @@ use crate::{
     emu::{Emulator, PacketStats, PairSpec, PathControl},
     error::{Error, Result},
     fidelity::{self, CpuSnapshot, Fidelity, Mark, PathInput, Tolerances},
-    ns::{self, IfCounters},
+    ns::{self, IfCounters, NS_PREFIX},
     spec::{PathStep, TestbedSpec},
 };
 
 mod monitor;
-mod options;
+mod names;
+pub(crate) mod options;
 mod setup;
 
+use names::{emu_client_dev, valid_ifname};
 pub use options::{Datapath, TestbedOptions, DEFAULT_GSO_UNIT_AIRTIME_US};
-use setup::{emu_client_dev, valid_ifname};
-
-/// Common prefix of every namespace this crate creates: `fbdt-<pid>-<n>-{cli,emu,srv}`.
-pub const NS_PREFIX: &str = "fbdt-";
 
 /// Which end of the testbed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

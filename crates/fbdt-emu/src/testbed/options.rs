@@ -36,7 +36,7 @@ impl TestbedOptions {
 
     /// Whether receive steering is in force (asked for, the `direct` datapath, ≥ 2 CPUs).
     pub fn receive_steered(&self) -> bool {
-        self.steer_receive && self.datapath == Datapath::Direct && crate::emu::endpoint_rps_mask().is_some()
+        self.steer_receive && self.datapath == Datapath::Direct && crate::emu::host_io::endpoint_rps_mask().is_some()
     }
 }
 
@@ -125,7 +125,7 @@ impl Default for TestbedOptions {
             datapath: Datapath::default(),
             emu_threads: 1,
             emu_rt_priority: Some(10),
-            packet_socket_buffer: Some(crate::emu::PACKET_SOCKET_BUFFER),
+            packet_socket_buffer: Some(crate::emu::host_io::PACKET_SOCKET_BUFFER),
             loss_both_directions: false,
             mptcp: true,
             mtu: 1500,

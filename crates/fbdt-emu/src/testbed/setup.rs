@@ -3,15 +3,6 @@
 
 use super::*;
 
-/// The emulator namespace's veth towards the client on path `n` (1-based).
-pub(super) fn emu_client_dev(n: usize) -> String {
-    format!("ec{n}")
-}
-
-pub(super) fn valid_ifname(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 15 && s != "lo" && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
-
 fn mac(tag: u8, k: u32, n: usize) -> [u8; 6] {
     // Locally administered unicast (02:…), distinct per role (tag) and path (n).
     [0x02, 0xfb, tag, (k & 0xff) as u8, 0x00, n as u8]

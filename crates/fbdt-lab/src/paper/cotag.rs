@@ -12,11 +12,11 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::html::escape;
 use super::plot::Figure;
-use crate::emu_bursts::Traffic;
+use super::text::escape;
 use crate::sweep_cotag::{Grid, GridReport};
 use fbdt_font::FAMILY as FONT;
+use fbdt_harness::traffic::Traffic;
 
 /// Where the section is kept between `paper` and `paper --render-only`.
 pub const JSON: &str = "cotag.json";
@@ -64,12 +64,12 @@ pub fn plan(quick: bool, scale: Option<f64>) -> Vec<Grid> {
 }
 
 /// Runs the section's grids into one report.
-pub fn run(quick: bool, scale: Option<f64>) -> Result<CotagSection> {
+pub fn run(quick: bool, scale: Option<f64>, testbed: &fbdt_emu::TestbedOptions) -> Result<CotagSection> {
     let started = std::time::Instant::now();
     let grids = plan(quick, scale);
     let mut points = Vec::new();
     for g in &grids {
-        points.extend(crate::sweep_cotag::run_grid(g, |_| Ok(()))?);
+        points.extend(crate::sweep_cotag::run_grid(g, testbed, |_| Ok(()))?);
     }
     let mut grid = grids[0].clone();
     for g in &grids[1..] {
@@ -111,7 +111,7 @@ pub fn html(h: &mut String, s: &CotagSection) {
          latency. Cells: mean burst throughput (Mbit/s); <span class=\"UNF\">*</span> = the emulator's \
          fidelity monitors flagged the run (it counts for no claim){}. {:.0} s of wall time.</p>",
         if s.quick { "Quick run:" } else { "Full grid:" },
-        crate::emu_bursts::BURST_S,
+        fbdt_harness::traffic::BURST_S,
         g.duration_s,
         g.scale,
         if g.repeat > 1 {

@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::summary::{short, Status, Summary};
+use super::check::Status;
+use super::summary::Summary;
+use super::text::{escape, short};
 
 /// A figure on the page: file name relative to the page, and what it shows.
 pub struct Figure {
@@ -11,22 +13,6 @@ pub struct Figure {
     /// The same figure as SVG, linked from the image.
     pub svg: Option<String>,
     pub caption: String,
-}
-
-/// Escapes text for HTML element content and attribute values.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 fn num(v: Option<f64>, decimals: usize) -> String {
@@ -403,7 +389,7 @@ mod tests {
         let mut r = st::report("los", 0.2, 370.0, &[("fbdt", 360.0)]);
         let x = &mut r.results[0];
         x.series_100ms_mbps = vec![300.0, 500.0];
-        x.delivery_delay_ms = crate::report::DeliveryDelay::from_ms(vec![12.0, 14.0, 16.0], 0);
+        x.delivery_delay_ms = fbdt_harness::results::DeliveryDelay::from_ms(vec![12.0, 14.0, 16.0], 0);
         let page = render(&build(&[r], &[], Vec::new(), st::info("mptcp")), &[], None);
         // sd 100, p50 14, p99 15.96.
         assert!(page.contains("<td>100.0</td><td>14.0</td><td>16.0</td></tr>"), "{page}");

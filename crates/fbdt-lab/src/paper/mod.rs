@@ -2,11 +2,13 @@
 //! log, Fig. 12) in one command — every scenario through `run::run`, then `summary.json`,
 //! the figures and `report.html` in one directory.
 
+mod check;
 mod cotag;
 mod html;
 mod plot;
 mod suite;
 mod summary;
+mod text;
 mod workloads;
 
 use std::path::{Path, PathBuf};
@@ -16,9 +18,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use fbdt_scenario::Scenario;
 
-use crate::report::RunReport;
 use crate::run::{self, Backend, RunArgs};
-use crate::scheme;
+use fbdt_harness::results::RunReport;
+use fbdt_harness::scheme;
 use summary::{Failure, RunInfo, Summary};
 
 #[derive(Args, Debug)]
@@ -152,7 +154,7 @@ fn mmss(s: f64) -> String {
     format!("{}m{:02}s", s / 60, s % 60)
 }
 
-pub fn run(args: PaperArgs) -> Result<()> {
+pub fn run(args: PaperArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     let backend = resolve_backend(args.backend, fbdt_emu::skip_reason())?;
     if args.workloads_backend == Backend::Emu && !args.skip_workloads && !args.render_only {
         if let Some(why) = fbdt_emu::skip_reason() {
@@ -218,21 +220,24 @@ pub fn run(args: PaperArgs) -> Result<()> {
             p.duration_s,
             mmss(elapsed)
         );
-        let outcome = run::run(RunArgs {
-            scenario: p.arg.clone(),
-            backend,
-            model: args.model,
-            // The paper suite keeps the exact pipe (its figures are the reference).
-            grain: 0,
-            schemes: p.schemes.clone(),
-            duration: Some(p.duration_s),
-            seed: None,
-            repeat: args.repeat,
-            scale: args.scale,
-            json: Some(out.join(format!("{}.json", p.name))),
-            auto_scale: args.auto_scale,
-            traffic: crate::emu_bursts::Traffic::Bulk,
-        });
+        let outcome = run::run(
+            RunArgs {
+                scenario: p.arg.clone(),
+                backend,
+                model: args.model,
+                // The paper suite keeps the exact pipe (its figures are the reference).
+                grain: 0,
+                schemes: p.schemes.clone(),
+                duration: Some(p.duration_s),
+                seed: None,
+                repeat: args.repeat,
+                scale: args.scale,
+                json: Some(out.join(format!("{}.json", p.name))),
+                auto_scale: args.auto_scale,
+                traffic: fbdt_harness::traffic::Traffic::Bulk,
+            },
+            testbed,
+        );
         match outcome {
             Ok(r) => reports.push(r),
             Err(e) => {
@@ -252,11 +257,11 @@ pub fn run(args: PaperArgs) -> Result<()> {
     let workloads = if args.skip_workloads {
         None
     } else {
-        run_workloads(&args, &out, &mut failures)
+        run_workloads(&args, testbed, &out, &mut failures)
     };
     let with_cotag = cotag_runs(&args, backend);
     let cotag = if with_cotag {
-        run_cotag(&args, &out, &mut failures)
+        run_cotag(&args, testbed, &out, &mut failures)
     } else {
         None
     };
@@ -290,7 +295,12 @@ fn cotag_runs(args: &PaperArgs, backend: Backend) -> bool {
 }
 
 /// The COTAG section, written to `out`; a failure is reported like a failed scenario.
-fn run_cotag(args: &PaperArgs, out: &Path, failures: &mut Vec<Failure>) -> Option<cotag::CotagSection> {
+fn run_cotag(
+    args: &PaperArgs,
+    testbed: &fbdt_emu::TestbedOptions,
+    out: &Path,
+    failures: &mut Vec<Failure>,
+) -> Option<cotag::CotagSection> {
     eprintln!(
         "COTAG section (paper 003): {} points of ten-flow bursts",
         cotag::plan(args.quick, args.scale)
@@ -298,8 +308,8 @@ fn run_cotag(args: &PaperArgs, out: &Path, failures: &mut Vec<Failure>) -> Optio
             .map(|g| g.correlations.len() * g.per.len() * g.latency_ms.len())
             .sum::<usize>()
     );
-    let outcome =
-        cotag::run(args.quick, args.scale).and_then(|c| run::write_json(&out.join(cotag::JSON), &c).map(|_| c));
+    let outcome = cotag::run(args.quick, args.scale, testbed)
+        .and_then(|c| run::write_json(&out.join(cotag::JSON), &c).map(|_| c));
     match outcome {
         Ok(c) => Some(c),
         Err(e) => {
@@ -320,13 +330,18 @@ struct Sections {
 }
 
 /// The workloads section, written to `out`; a failure is reported like a failed scenario.
-fn run_workloads(args: &PaperArgs, out: &Path, failures: &mut Vec<Failure>) -> Option<workloads::WorkloadSection> {
+fn run_workloads(
+    args: &PaperArgs,
+    testbed: &fbdt_emu::TestbedOptions,
+    out: &Path,
+    failures: &mut Vec<Failure>,
+) -> Option<workloads::WorkloadSection> {
     let scenarios: Vec<String> = if args.workload_scenarios.is_empty() {
         workloads::SCENARIOS.iter().map(|s| s.to_string()).collect()
     } else {
         args.workload_scenarios.clone()
     };
-    let outcome = workloads::run(&scenarios, args.quick, args.workloads_backend, &|line| {
+    let outcome = workloads::run(&scenarios, args.quick, args.workloads_backend, testbed, &|line| {
         eprintln!("{line}")
     })
     .and_then(|w| run::write_json(&out.join(WORKLOADS_JSON), &w).map(|_| w));
@@ -479,7 +494,7 @@ fn run_info(args: &PaperArgs, backend: Backend, reports: &[RunReport], at: Syste
     }
     let meta = reports
         .first()
-        .map_or_else(crate::report::Meta::here, |r| r.meta.clone());
+        .map_or_else(fbdt_harness::results::Meta::here, |r| r.meta.clone());
     let scale_sources = reports
         .iter()
         .filter_map(|r| {

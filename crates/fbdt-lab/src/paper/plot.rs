@@ -11,8 +11,8 @@ use fbdt_scenario::Schedule;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::summary::{per_second, short};
-use crate::report::RunReport;
+use super::text::short;
+use fbdt_harness::results::{RunReport, Sample};
 
 /// plotters' errors are generic over the backend; flatten them to text.
 fn pe<E: std::fmt::Debug>(e: E) -> anyhow::Error {
@@ -426,6 +426,27 @@ impl Figure for TimeSeries<'_> {
     }
 }
 
+/// One-second goodputs from the 100 ms `series` of a run of `duration_s`: the mean of each
+/// whole second's samples (1 s / interval of them); a trailing partial second is dropped, as
+/// the runs' own per-second samples do, and so are samples after the run's end (the testbed
+/// keeps sampling while a transfer drains).
+pub fn per_second(series: &[Sample], duration_s: f64) -> Vec<f64> {
+    let Some(first) = series.first() else {
+        return Vec::new();
+    };
+    // `t` is the end of each interval, so the first sample's time is the interval.
+    let interval = first.t;
+    if !(interval > 0.0 && interval <= 1.0) {
+        return Vec::new();
+    }
+    let per = (1.0 / interval).round().max(1.0) as usize;
+    let within = series.partition_point(|s| s.t <= duration_s + interval / 2.0);
+    series[..within]
+        .chunks_exact(per)
+        .map(|c| c.iter().map(|s| s.mbps).sum::<f64>() / per as f64)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -450,5 +471,21 @@ mod tests {
     fn cdf_steps_reach_one() {
         let v = cdf_steps(&[1.0, 2.0]);
         assert_eq!(v, [(1.0, 0.0), (1.0, 0.5), (2.0, 0.5), (2.0, 1.0)]);
+    }
+
+    #[test]
+    fn one_second_samples_average_whole_seconds() {
+        let series: Vec<Sample> = (1..=25)
+            .map(|i| Sample {
+                t: i as f64 * 0.1,
+                mbps: if i <= 10 { 100.0 } else { i as f64 },
+            })
+            .collect();
+        let s = per_second(&series, 10.0);
+        // 2.5 s → two whole seconds; the second is the mean of 11..=20.
+        assert_eq!(s, vec![100.0, 15.5]);
+        // Samples after the end of a 1 s run do not count.
+        assert_eq!(per_second(&series, 1.0), vec![100.0]);
+        assert!(per_second(&[], 1.0).is_empty());
     }
 }

@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use fbdt_scenario::Scenario;
 use serde::{Deserialize, Serialize};
 
-use crate::report::{RunReport, Sample};
+use fbdt_harness::results::RunReport;
+
+pub use super::check::{Check, Status};
 
 /// How the suite was run (the report's "what was run" block).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -151,77 +153,6 @@ pub struct PaperNumbers {
     pub ratios: Ratios,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Status {
-    #[serde(rename = "PASS")]
-    Pass,
-    #[serde(rename = "MISS")]
-    Miss,
-    /// A scheme the target needs did not run (or its run failed).
-    #[serde(rename = "N/A")]
-    NotMeasured,
-    /// A scheme the target needs ran on an emulator out of tolerance: neither PASS nor MISS.
-    #[serde(rename = "UNFAITHFUL")]
-    Unfaithful,
-}
-
-impl Status {
-    pub fn label(self) -> &'static str {
-        match self {
-            Status::Pass => "PASS",
-            Status::Miss => "MISS",
-            Status::NotMeasured => "N/A",
-            Status::Unfaithful => "UNFAITHFUL",
-        }
-    }
-}
-
-/// One target: `value ≥ threshold`, where value is one of the scenario's ratios.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Check {
-    pub scenario: String,
-    /// Human-readable, e.g. "FBDT ≥ 0.95 × Σ standalone".
-    pub target: String,
-    pub value: Option<f64>,
-    pub threshold: f64,
-    /// The same ratio from the paper's numbers, when it gives them.
-    pub paper_value: Option<f64>,
-    pub status: Status,
-    /// With `--repeat`: the same ratio in each repetition (seed order), where it can be
-    /// formed per run. `value` is the ratio of the means.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub runs: Vec<f64>,
-}
-
-impl Check {
-    /// Repetitions on both sides of the threshold: the verdict is within run-to-run spread.
-    pub fn runs_straddle(&self) -> bool {
-        self.runs.iter().any(|&x| x >= self.threshold) && self.runs.iter().any(|&x| x < self.threshold)
-    }
-
-    /// "runs 0.981–1.012, on both sides of 1", for the terminal and the page.
-    pub fn runs_note(&self) -> Option<String> {
-        if self.runs.len() < 2 {
-            return None;
-        }
-        let (lo, hi) = self
-            .runs
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
-                (lo.min(x), hi.max(x))
-            });
-        Some(format!(
-            "{} runs {lo:.3}–{hi:.3}{}",
-            self.runs.len(),
-            if self.runs_straddle() {
-                format!(", on both sides of {}", self.threshold)
-            } else {
-                String::new()
-            }
-        ))
-    }
-}
-
 /// The paper's number for a scheme. The `mptcp` entry is the paper's MPTCP, which our
 /// baseline (whatever its name on this backend) stands for.
 pub fn paper_number(reference: &BTreeMap<String, f64>, scheme: &str, baseline: &str) -> Option<f64> {
@@ -250,7 +181,7 @@ fn paper_sum_standalone(r: &RunReport) -> Option<f64> {
 pub fn scenario_summary(r: &RunReport, full: Option<&Scenario>, baseline: &str) -> ScenarioSummary {
     let counted = counted_seeds(r);
     // A scheme's goodput: the mean over the counted repetitions (all of them, or one run).
-    let mean_of = |x: &crate::report::SchemeResult| match &counted {
+    let mean_of = |x: &fbdt_harness::results::SchemeResult| match &counted {
         Some(c) if !c.left_out.is_empty() => {
             let v: Vec<f64> = x
                 .runs
@@ -507,42 +438,10 @@ pub fn build(reports: &[RunReport], defined: &[Scenario], failures: Vec<Failure>
     }
 }
 
-/// One-second goodputs from the 100 ms `series` of a run of `duration_s`: the mean of each
-/// whole second's samples (1 s / interval of them); a trailing partial second is dropped, as
-/// the runs' own per-second samples do, and so are samples after the run's end (the testbed
-/// keeps sampling while a transfer drains).
-pub fn per_second(series: &[Sample], duration_s: f64) -> Vec<f64> {
-    let Some(first) = series.first() else {
-        return Vec::new();
-    };
-    // `t` is the end of each interval, so the first sample's time is the interval.
-    let interval = first.t;
-    if !(interval > 0.0 && interval <= 1.0) {
-        return Vec::new();
-    }
-    let per = (1.0 / interval).round().max(1.0) as usize;
-    let within = series.partition_point(|s| s.t <= duration_s + interval / 2.0);
-    series[..within]
-        .chunks_exact(per)
-        .map(|c| c.iter().map(|s| s.mbps).sum::<f64>() / per as f64)
-        .collect()
-}
-
-/// A number as people write it: at most three decimals, no trailing zeros (0.204, 1, 12.5).
-pub fn short(x: f64) -> String {
-    let s = format!("{x:.3}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s == "-0" {
-        "0".into()
-    } else {
-        s.into()
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::report::{Meta, SchemeResult};
+    use fbdt_harness::results::{Meta, Sample, SchemeResult};
 
     pub(crate) fn result(scheme: &str, mbps: f64) -> SchemeResult {
         SchemeResult {
@@ -552,26 +451,13 @@ pub(crate) mod tests {
             goodput_p10_mbps: mbps * 0.9,
             goodput_p50_mbps: mbps,
             goodput_p90_mbps: mbps * 1.1,
-            bytes_delivered: 0,
-            redundant_bytes: 0,
-            per_path_bytes: BTreeMap::new(),
             series: (1..=30)
                 .map(|i| Sample {
                     t: i as f64 * 0.1,
                     mbps,
                 })
                 .collect(),
-            runs: Vec::new(),
-            counters: None,
-            wall_s: 0.0,
-            recv_buffer_max_bytes: None,
-            reinjected_bytes: None,
-            faithful: None,
-            delivery_delay_ms: None,
-            series_100ms_mbps: Vec::new(),
-            cotag: None,
-            bursts: None,
-            tcp_per_path: None,
+            ..SchemeResult::default()
         }
     }
 
@@ -621,7 +507,7 @@ pub(crate) mod tests {
 
     #[test]
     fn repeated_runs_give_each_target_its_ratio_run_by_run() {
-        use crate::report::RunSummary;
+        use fbdt_harness::results::RunSummary;
         let mut r = report("los", 0.2, 380.0, &[("fbdt", 300.0), ("mptcp", 300.0)]);
         let runs = |v: &[f64]| -> Vec<RunSummary> {
             v.iter()
@@ -664,8 +550,8 @@ pub(crate) mod tests {
     /// Three repetitions of los on the testbed; `bad` = (scheme, seed) runs the monitors
     /// flagged.
     fn repeated_los(bad: &[(&str, u64)]) -> RunReport {
-        use crate::emu_fidelity::{RunEntry, RunFidelity};
-        use crate::report::RunSummary;
+        use fbdt_harness::results::fidelity::{RunEntry, RunFidelity};
+        use fbdt_harness::results::RunSummary;
         let mut r = report(
             "los",
             0.2,
@@ -885,29 +771,5 @@ pub(crate) mod tests {
         };
         let s = build(&[], &[], vec![f], info("mptcp"));
         assert!(!s.all_pass && s.checks.is_empty());
-    }
-
-    #[test]
-    fn one_second_samples_average_whole_seconds() {
-        let series: Vec<Sample> = (1..=25)
-            .map(|i| Sample {
-                t: i as f64 * 0.1,
-                mbps: if i <= 10 { 100.0 } else { i as f64 },
-            })
-            .collect();
-        let s = per_second(&series, 10.0);
-        // 2.5 s → two whole seconds; the second is the mean of 11..=20.
-        assert_eq!(s, vec![100.0, 15.5]);
-        // Samples after the end of a 1 s run do not count.
-        assert_eq!(per_second(&series, 1.0), vec![100.0]);
-        assert!(per_second(&[], 1.0).is_empty());
-    }
-
-    #[test]
-    fn short_numbers() {
-        assert_eq!(short(0.20400000000000001), "0.204");
-        assert_eq!(short(1.0), "1");
-        assert_eq!(short(12.5), "12.5");
-        assert_eq!(short(0.0), "0");
     }
 }

@@ -11,9 +11,10 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::summary::{Check, Status};
+use super::check::{Check, Status};
+use super::text::short;
 use crate::run::Backend;
-use crate::workload::{self, browser::Browser, Kind, Setup, WorkloadArgs};
+use crate::workload::{self, Browser, Kind, Setup, WorkloadArgs};
 
 /// The paper's mobility-related scenarios the workloads run over.
 pub const SCENARIOS: [&str; 4] = ["los", "nlos", "mobility", "blockage"];
@@ -142,7 +143,13 @@ fn dashjs_available() -> bool {
 
 /// Runs every workload over `scenarios` (the paper's: [`SCENARIOS`]) on `backend`;
 /// `progress` gets one line per step.
-pub fn run(scenarios: &[String], quick: bool, backend: Backend, progress: &dyn Fn(&str)) -> Result<WorkloadSection> {
+pub fn run(
+    scenarios: &[String],
+    quick: bool,
+    backend: Backend,
+    testbed: &fbdt_emu::TestbedOptions,
+    progress: &dyn Fn(&str),
+) -> Result<WorkloadSection> {
     let started = Instant::now();
     let kinds = [Kind::File, Kind::Web, Kind::Progressive, Kind::Dash, Kind::Vr];
     let mut tables = Vec::new();
@@ -159,7 +166,7 @@ pub fn run(scenarios: &[String], quick: bool, backend: Backend, progress: &dyn F
                 started.elapsed().as_secs_f64()
             ));
             let a = args(kind, scenario, quick, backend);
-            let setup = Setup::new(&a)?;
+            let setup = Setup::new(&a, testbed)?;
             tables.push(table(&setup, &a).with_context(|| format!("workload {kind:?} over {scenario}"))?);
         }
     }
@@ -233,8 +240,8 @@ fn fbdt_behind(tables: &[Table]) -> Vec<String> {
                     t.kind,
                     t.scenario,
                     r.label,
-                    super::summary::short(f),
-                    super::summary::short(v)
+                    short(f),
+                    short(v)
                 ));
             }
         }

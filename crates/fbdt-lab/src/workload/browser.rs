@@ -35,9 +35,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::metrics::{summarise, Summary};
+use super::setup::{Browser, Setup, WorkloadArgs};
 use super::web::{generate, page, PageSpec};
-use super::{Setup, WorkloadArgs};
-use crate::app::{Children, FBDT_PORT, HTTP_PORT, PROXY_PORT};
+use crate::app::{FBDT_PORT, HTTP_PORT, PROXY_PORT};
+use fbdt_harness::process::Children;
 
 /// The paper's gap between page loads.
 const GAP: Duration = Duration::from_secs(1);
@@ -52,14 +53,6 @@ const CLOSE_LIMIT: Duration = Duration::from_secs(5);
 const PNG_MIN: u64 = 82;
 /// A script that counts itself when it runs; padded to its size in a comment.
 const SCRIPT_CODE: &str = "window.fbdtRan=(window.fbdtRan||0)+1;";
-
-/// Which browser `--browser` drives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Browser {
-    /// Headless Chromium over the DevTools protocol (root, `--backend emu`).
-    Chromium,
-}
 
 /// How a scheme reaches the server.
 #[derive(Clone, Debug, PartialEq)]
@@ -896,7 +889,7 @@ pub(super) fn start_servers(tb: &Testbed, route: &Route, plan: &ServePlan, child
         .arg(HTTP_PORT.to_string());
         children.spawn("http", http, &dir.join("http.log"))?;
         let origin = SocketAddr::from((server_ip, HTTP_PORT));
-        crate::app::wait_listening(tb, Side::Server, origin, children, dir)?;
+        fbdt_harness::process::wait_listening(tb, Side::Server, origin, children, dir)?;
         servers.h1 = Some(format!("http://{origin}"));
         allow.push(origin);
     }
@@ -910,7 +903,7 @@ pub(super) fn start_servers(tb: &Testbed, route: &Route, plan: &ServePlan, child
             super::h2::serve(H2_PORT, mptcp, &id, files, stop_rx)
         })?);
         let origin = SocketAddr::from((server_ip, H2_PORT));
-        let up = crate::app::wait_listening(tb, Side::Server, origin, children, dir);
+        let up = fbdt_harness::process::wait_listening(tb, Side::Server, origin, children, dir);
         if let Err(e) = up {
             return Err(servers.stop().err().unwrap_or(e));
         }
@@ -929,7 +922,7 @@ pub(super) fn start_servers(tb: &Testbed, route: &Route, plan: &ServePlan, child
     }
     serve.args(&serve_security);
     children.spawn("serve", serve, &dir.join("serve.log"))?;
-    crate::app::wait_listening(
+    fbdt_harness::process::wait_listening(
         tb,
         Side::Server,
         SocketAddr::from((server_ip, FBDT_PORT)),
@@ -944,7 +937,7 @@ pub(super) fn start_servers(tb: &Testbed, route: &Route, plan: &ServePlan, child
     }
     proxy.arg("--control").arg(dir.join("proxy.sock")).args(&security);
     children.spawn("proxy", proxy, &dir.join("proxy.log"))?;
-    crate::app::wait_listening(tb, Side::Client, proxy_addr, children, dir)?;
+    fbdt_harness::process::wait_listening(tb, Side::Client, proxy_addr, children, dir)?;
     servers.proxy = Some(proxy_addr);
     Ok(servers)
 }
@@ -1059,7 +1052,7 @@ pub(super) fn on_testbed<T>(
     sc.seed = seed;
     let schedule = sc.schedule(setup.scale)?;
     let spec = fbdt_emu::spec_from_schedule(&sc, &schedule)?;
-    let mut tb = Testbed::start(&spec, &crate::emu_backend::testbed_options()).context("starting the testbed")?;
+    let mut tb = Testbed::start(&spec, &setup.testbed).context("starting the testbed")?;
     tb.play()?;
     let mut children = Children(Vec::new());
     let result = body(&tb, &mut children);
@@ -1096,7 +1089,7 @@ pub fn run(setup: &Setup, args: &WorkloadArgs, browser: Browser) -> Result<Vec<B
         bail!("the mptcp scheme runs the browser under `mptcpize run`: install it (apt-get install mptcpd)");
     }
     let fbdt = if routes.contains(&Route::Fbdt) {
-        Some(crate::app::fbdt_binary(None)?)
+        Some(fbdt_harness::process::fbdt_binary(None)?)
     } else {
         None
     };

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::driver::{Application, ObjectRecord, Request};
 use super::metrics::{delivery_rate, play_starts, playback};
-use super::{Setup, WorkloadArgs};
+use super::setup::{Setup, WorkloadArgs};
 
 /// Pensieve's ladder (Mbit/s), the unit QoE_lin is computed in.
 pub const LADDER_MBPS: [f64; 6] = [0.3, 0.75, 1.2, 1.85, 2.85, 4.3];

@@ -28,9 +28,10 @@ use indicatif::ProgressStyle;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::browser::{self, Browser, BrowserPlan, Http, Route, ServePlan, Traffic};
+use super::browser::{self, BrowserPlan, Http, Route, ServePlan, Traffic};
 use super::dash::{qoe_lin, DashResult, CHUNK_S, LADDER_FACTOR, LADDER_MBPS, MAX_BUFFER_S};
-use super::{Setup, WorkloadArgs};
+use super::setup::Browser;
+use super::setup::{Abr, Setup, WorkloadArgs};
 
 /// The dash.js release the page runs (`.ci/run` installs it).
 pub const DASHJS_VERSION: &str = "4.7.4";
@@ -45,28 +46,6 @@ const SIZE: &str = "256x144";
 const LAYOUT: u32 = 1;
 /// How often the page's state is read.
 const POLL: Duration = Duration::from_millis(250);
-
-/// dash.js's ABR strategy (`streaming.abr.ABRStrategy`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Abr {
-    /// BOLA: buffer-based (Lyapunov), dash.js's `abrBola`.
-    Bola,
-    /// dash.js's default: throughput rule at start-up and low buffer, BOLA above.
-    Dynamic,
-    /// The throughput rule only (`abrThroughput`), as the simulator's player.
-    Throughput,
-}
-
-impl Abr {
-    fn strategy(self) -> &'static str {
-        match self {
-            Abr::Bola => "abrBola",
-            Abr::Dynamic => "abrDynamic",
-            Abr::Throughput => "abrThroughput",
-        }
-    }
-}
 
 /// dash.all.min.js: `$FBDT_DASHJS`, else `vendor/npm/…` in this workspace.
 pub fn dashjs_path() -> PathBuf {
@@ -496,7 +475,7 @@ pub fn run(setup: &Setup, args: &WorkloadArgs, browser: Browser) -> Result<Vec<D
         bail!("the mptcp scheme runs the browser under `mptcpize run`: install it (apt-get install mptcpd)");
     }
     let fbdt = if routes.contains(&Route::Fbdt) {
-        Some(crate::app::fbdt_binary(None)?)
+        Some(fbdt_harness::process::fbdt_binary(None)?)
     } else {
         None
     };

@@ -10,7 +10,7 @@
 //! before the connection was opened).
 
 use std::collections::VecDeque;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -21,8 +21,8 @@ use fbdt_scenario::Scenario;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::driver::{Application, ObjectRecord, Objects};
-use crate::emu_backend::Transport;
-use crate::emu_fbdt::ACCEPT_LIMIT;
+use crate::emu::session::ACCEPT_LIMIT;
+use crate::emu::transport::{kernel_connect, kernel_listener, Transport};
 
 /// Largest object one request may ask for (the file workload's largest size).
 const MAX_OBJECT_BYTES: u64 = 100_000_000_000;
@@ -43,26 +43,23 @@ pub struct EmuOutcome {
 pub fn drive(
     scenario: &Scenario,
     spec: &TestbedSpec,
+    testbed: &fbdt_emu::TestbedOptions,
     scheme_name: &str,
     max_s: f64,
     app: &mut dyn Application,
 ) -> Result<EmuOutcome> {
-    let transport = crate::emu_backend::transport(scheme_name, scenario)?;
-    let mut tb = Testbed::start(spec, &crate::emu_backend::testbed_options()).context("starting the testbed")?;
+    let transport = crate::emu::transport::transport(scheme_name, scenario)?;
+    let mut tb = Testbed::start(spec, testbed).context("starting the testbed")?;
     tb.play()?;
     let records = match transport {
         Transport::Kernel(proto, path) => over_kernel_socket(&tb, proto, path, max_s, app),
         Transport::Session(mut core, encryption) => {
-            crate::scheme::buffer_parity(
-                scheme_name,
-                &mut core,
-                crate::emu_backend::testbed_options().tcp_buffer_max,
-            );
+            fbdt_harness::scheme::buffer_parity(scheme_name, &mut core, testbed.tcp_buffer_max);
             let net = NetConfig {
                 core: *core,
                 ..NetConfig::default()
             };
-            let ends = crate::emu_fbdt::Ends::new(encryption)?;
+            let ends = crate::emu::session::Ends::new(encryption)?;
             over_session(&tb, net, ends, max_s, app)
         }
         Transport::CotagLink(_) => Err(anyhow!(
@@ -89,7 +86,7 @@ fn over_kernel_socket(
     let (server_ip, client_ip) = (p.server_ip, p.client_ip);
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let server = tb.spawn_in(Side::Server, move || -> Result<()> {
-        crate::emu_fbdt::runtime()?.block_on(async move {
+        crate::emu::session::runtime()?.block_on(async move {
             let listener = kernel_listener(server_ip, proto)?;
             let _ = addr_tx.send(listener.local_addr()?);
             let (stream, _) = tokio::time::timeout(ACCEPT_LIMIT, listener.accept())
@@ -101,7 +98,7 @@ fn over_kernel_socket(
     let addr = addr_rx.recv_timeout(Duration::from_secs(10));
     let client = match addr {
         Ok(addr) => tb.run_in(Side::Client, || -> Result<Vec<ObjectRecord>> {
-            crate::emu_fbdt::runtime()?.block_on(async {
+            crate::emu::session::runtime()?.block_on(async {
                 let stream = kernel_connect(client_ip, addr, proto)?;
                 run_client(stream, app, max_s).await
             })
@@ -114,7 +111,7 @@ fn over_kernel_socket(
 fn over_session(
     tb: &Testbed,
     net: NetConfig,
-    ends: crate::emu_fbdt::Ends,
+    ends: crate::emu::session::Ends,
     max_s: f64,
     app: &mut dyn Application,
 ) -> Result<Vec<ObjectRecord>> {
@@ -125,8 +122,8 @@ fn over_session(
     };
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let server = tb.spawn_in(Side::Server, move || -> Result<()> {
-        crate::emu_fbdt::runtime()?.block_on(async move {
-            let (_listener, session) = crate::emu_fbdt::accept_one(&listen_on, server_net, addr_tx).await?;
+        crate::emu::session::runtime()?.block_on(async move {
+            let (_listener, session) = crate::emu::session::accept_one(&listen_on, server_net, addr_tx).await?;
             serve(session).await
         })
     })?;
@@ -146,7 +143,7 @@ fn over_session(
                 ..net
             };
             tb.run_in(Side::Client, || -> Result<Vec<ObjectRecord>> {
-                crate::emu_fbdt::runtime()?.block_on(async {
+                crate::emu::session::runtime()?.block_on(async {
                     let session = fbdt_net::connect(specs, client_net).await.context("connecting")?;
                     run_client(session, app, max_s).await
                 })
@@ -172,38 +169,6 @@ fn finish(
         (Err(c), Ok(())) => Err(c),
         (Err(c), Err(s)) => Err(c.context(format!("the server: {s:#}"))),
     }
-}
-
-fn socket(proto: Proto) -> std::io::Result<socket2::Socket> {
-    let p = match proto {
-        Proto::Tcp => socket2::Protocol::TCP,
-        Proto::Mptcp => socket2::Protocol::from(libc::IPPROTO_MPTCP),
-    };
-    socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, Some(p))
-}
-
-/// Must run in the server namespace.
-pub(crate) fn kernel_listener(ip: Ipv4Addr, proto: Proto) -> Result<tokio::net::TcpListener> {
-    let s = socket(proto).context("socket")?;
-    s.set_reuse_address(true)?;
-    s.bind(&SocketAddr::V4(SocketAddrV4::new(ip, 0)).into())
-        .context("bind")?;
-    s.listen(16)?;
-    s.set_nonblocking(true)?;
-    Ok(tokio::net::TcpListener::from_std(s.into())?)
-}
-
-/// Must run in the client namespace, inside a runtime. Bound to `src` so policy routing
-/// sends it by that path; no Nagle delay on the small requests.
-pub(crate) fn kernel_connect(src: Ipv4Addr, dst: SocketAddr, proto: Proto) -> Result<tokio::net::TcpStream> {
-    let s = socket(proto).context("socket")?;
-    s.bind(&SocketAddr::V4(SocketAddrV4::new(src, 0)).into())
-        .context("bind")?;
-    s.connect_timeout(&dst.into(), Duration::from_secs(5))
-        .with_context(|| format!("connecting to {dst}"))?;
-    s.set_nodelay(true)?;
-    s.set_nonblocking(true)?;
-    Ok(tokio::net::TcpStream::from_std(s.into())?)
 }
 
 /// Bytes `PERIOD` apart are equal: any stream offset's next `CHUNK` bytes are one slice.
@@ -390,7 +355,7 @@ mod tests {
     /// responses arrive in order with every byte checked, and deadlines see partial objects.
     #[test]
     fn client_and_server_over_a_pipe() {
-        let rt = crate::emu_fbdt::runtime().unwrap();
+        let rt = crate::emu::session::runtime().unwrap();
         let records = rt.block_on(async {
             let (c, s) = tokio::io::duplex(16 * 1024);
             let server = tokio::spawn(serve(s));
@@ -421,7 +386,7 @@ mod tests {
 
     #[test]
     fn a_bad_request_closes_the_stream() {
-        let rt = crate::emu_fbdt::runtime().unwrap();
+        let rt = crate::emu::session::runtime().unwrap();
         let err = rt.block_on(async {
             let (mut c, s) = tokio::io::duplex(1024);
             let server = tokio::spawn(serve(s));

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::driver::{Application, ObjectRecord, Request};
 use super::metrics::{summarise, Summary};
-use super::{Setup, WorkloadArgs};
+use super::setup::{Setup, WorkloadArgs};
 
 /// The warm-up object before the busy-session request: 10 MB × scale.
 pub const WARMUP_BYTES: f64 = 10e6;

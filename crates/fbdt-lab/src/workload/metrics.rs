@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::driver::ObjectRecord;
 
-use crate::report::percentile;
+use fbdt_harness::results::percentile;
 
 /// Median and 90th percentile of some samples, with how many there were and how many runs
 /// never finished (those are not in the percentiles: they are reported, not hidden).

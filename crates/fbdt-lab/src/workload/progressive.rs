@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::driver::{Application, ObjectRecord, Request};
 use super::metrics::{play_starts, playback, Playback};
-use super::{Setup, WorkloadArgs};
+use super::setup::{Setup, WorkloadArgs};
 
 /// Playback starts (the first GoP is checked) this long after the request.
 pub const STARTUP_S: f64 = 1.0;

@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::driver::{Application, ObjectRecord, Request};
 use super::metrics::{delivery_rate, FRAMES_PER_GOP, PSNR_FROZEN_DB, PSNR_FULL_DB};
 use super::progressive::standard_normal;
-use super::{Setup, WorkloadArgs};
+use super::setup::{Setup, WorkloadArgs};
 
 pub const TILE_COLS: usize = 6;
 pub const TILE_ROWS: usize = 4;

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::driver::{Application, ObjectRecord, Request};
 use super::metrics::{summarise, Summary};
 use super::progressive::standard_normal;
-use super::{Setup, WorkloadArgs};
+use super::setup::{Setup, WorkloadArgs};
 
 /// One page's object statistics (sizes in bytes, decimal KB/MB as the paper's Table I).
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -15,7 +15,7 @@ use fbdt_net::{
     DelayMarks, LocalBind, NetConfig, PathSpec, Security, ServerIdentity, SessionStats, TlsClient, TlsServer, Trust,
 };
 
-use crate::scheme::Encryption;
+use fbdt_harness::scheme::Encryption;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Cumulative-bytes samples are taken this often, as `fbdt_emu::perf::download` does.

@@ -1,12 +1,12 @@
 //! `fbdt-lab run --backend emu --traffic bursts`: paper 003's traffic (§5.2) on the
 //! testbed — ten TCP flows that send in 2-second bursts — through any scheme.
 //!
-//! The model (docs/cotag.md, "Traffic"): [`FLOWS`] connections are opened before the first
-//! burst; burst `b` starts at `b × (BURST_S + GAP_S)` after a common start and lasts
-//! [`BURST_S`]; in it every flow writes as fast as its transport takes the bytes (the paper's
+//! The model (docs/cotag.md, "Traffic"; the numbers in `fbdt_harness::traffic`): `FLOWS`
+//! connections are opened before the first burst; burst `b` starts at
+//! `b × (BURST_S + GAP_S)` after a common start and lasts `BURST_S`; in it every flow writes as fast as its transport takes the bytes (the paper's
 //! per-flow offered rate of 0.6–2 Gbit/s, ten times over, is above both links at any scale we
 //! run, so the flows are saturating). Between bursts the flows stay open and idle for
-//! [`GAP_S`], so queues drain and each burst starts from an idle connection. As many bursts
+//! `GAP_S`, so queues drain and each burst starts from an idle connection. As many bursts
 //! as fit in the run's duration, at least one.
 //!
 //! Kernel flows set `TCP_NOTSENT_LOWAT` so a flow's unsent backlog stays small and a burst
@@ -25,27 +25,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::ValueEnum;
 use fbdt_emu::perf::{Proto, Transfer};
 use fbdt_emu::{Side, Testbed};
 use fbdt_net::{LocalBind, NetConfig, PathSpec};
 use rand::{RngCore, SeedableRng};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
-use crate::emu_backend::Transport;
+use fbdt_harness::results::bursts::{mean, BurstStats};
+use fbdt_harness::traffic::{Plan, PAPER_VOLUME_BITS};
 
-/// The paper's ten TCP flows.
-pub const FLOWS: usize = 10;
-/// The paper's burst length.
-pub const BURST_S: f64 = 2.0;
-/// Idle time between bursts (not given in the paper): long enough for the queues of the
-/// last burst to drain (1000 packets at the slowest scaled Low rate, 30 Mbit/s, take 0.4 s).
-pub const GAP_S: f64 = 1.0;
-/// "The time to send 5 Gb" (paper 003, Fig. 17), multiplied by the run's scale.
-pub const PAPER_VOLUME_BITS: f64 = 5e9;
+use crate::emu::transport::Transport;
+
 /// Unsent bytes a kernel flow may hold beyond what is in flight.
 const NOTSENT_LOWAT: u32 = 128 * 1024;
 /// An FBDT session's send buffer in bursts (written and not yet acknowledged at FBDT's
@@ -60,109 +52,6 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 /// The common start is this far after the last flow connected (both ends learn it first).
 const START_LEAD: Duration = Duration::from_millis(100);
 const CONNECT_LIMIT: Duration = Duration::from_secs(15);
-
-/// What the flows of an emulated run are.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Traffic {
-    /// One bulk download for the whole duration (the default).
-    #[default]
-    Bulk,
-    /// Paper 003's ten TCP flows in 2-s bursts (docs/cotag.md).
-    Bursts,
-}
-
-/// When the bursts are.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Plan {
-    pub flows: usize,
-    pub burst_s: f64,
-    pub gap_s: f64,
-    pub bursts: usize,
-}
-
-impl Plan {
-    /// As many bursts as fit in `duration_s`, at least one.
-    pub fn for_duration(duration_s: f64) -> Plan {
-        let bursts = ((duration_s + GAP_S) / (BURST_S + GAP_S) + 1e-9).floor().max(1.0) as usize;
-        Plan {
-            flows: FLOWS,
-            burst_s: BURST_S,
-            gap_s: GAP_S,
-            bursts,
-        }
-    }
-
-    /// Start of burst `b`, seconds after the common start.
-    pub fn start_s(&self, b: usize) -> f64 {
-        b as f64 * (self.burst_s + self.gap_s)
-    }
-
-    /// End of the last burst.
-    pub fn end_s(&self) -> f64 {
-        self.start_s(self.bursts.saturating_sub(1)) + self.burst_s
-    }
-}
-
-/// One burst run's metrics (a scheme's `results[].bursts`, aggregated over repetitions).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct BurstStats {
-    pub flows: usize,
-    pub burst_s: f64,
-    pub gap_s: f64,
-    /// Every burst's throughput (bytes of all flows received within the burst ÷ its length),
-    /// repetitions one after the other.
-    pub burst_mbps: Vec<f64>,
-    pub burst_mean_mbps: f64,
-    /// The fixed volume: 5 Gbit × the run's scale, in bytes.
-    pub volume_bytes: u64,
-    /// Per repetition: burst time (gaps not counted) until all flows together had received
-    /// `volume_bytes`; None when the run's bursts did not deliver that much.
-    pub time_to_volume_s: Vec<Option<f64>>,
-    /// Per path: bytes the client received on it (every byte on the link: coding, headers,
-    /// retransmissions) ÷ what the path's scheduled rate carried while the counters ran
-    /// (from the schedule's start through connecting, the bursts, their gaps and the drain).
-    pub link_utilisation: BTreeMap<String, f64>,
-    /// TCP segments the server namespace's kernel retransmitted during the bursts
-    /// (`RetransSegs`): the flows' own for TCP and COTAG, every subflow's for MPTCP, every
-    /// path connection's for FBDT; None if the counter could not be read.
-    pub tcp_retransmissions: Option<u64>,
-    /// Every flow of every repetition arrived whole (bytes and SHA-256 equal).
-    pub flows_intact: bool,
-}
-
-impl BurstStats {
-    /// Folds in another repetition (utilisation: the mean).
-    pub fn add(&mut self, o: &BurstStats) {
-        let reps = self.time_to_volume_s.len() as f64;
-        for (k, v) in &o.link_utilisation {
-            let e = self.link_utilisation.entry(k.clone()).or_insert(0.0);
-            *e = (*e * reps + v) / (reps + 1.0);
-        }
-        self.burst_mbps.extend_from_slice(&o.burst_mbps);
-        self.burst_mean_mbps = mean(&self.burst_mbps);
-        self.time_to_volume_s.extend_from_slice(&o.time_to_volume_s);
-        self.tcp_retransmissions = match (self.tcp_retransmissions, o.tcp_retransmissions) {
-            (Some(a), Some(b)) => Some(a + b),
-            _ => None,
-        };
-        self.flows_intact &= o.flows_intact;
-    }
-
-    /// Mean time to the volume over the repetitions that reached it.
-    pub fn time_to_volume_mean_s(&self) -> Option<f64> {
-        let v: Vec<f64> = self.time_to_volume_s.iter().flatten().copied().collect();
-        (!v.is_empty()).then(|| mean(&v))
-    }
-}
-
-fn mean(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        0.0
-    } else {
-        v.iter().sum::<f64>() / v.len() as f64
-    }
-}
 
 /// Cumulative bytes at `t` from samples `(t_s, bytes)` sorted by time (linear in between;
 /// the last value after the end, 0 before the start).
@@ -230,7 +119,7 @@ pub fn run(
     tb: &Testbed,
     transport: &Transport,
     net: Option<NetConfig>,
-    ends: Option<crate::emu_fbdt::Ends>,
+    ends: Option<crate::emu::session::Ends>,
     plan: Plan,
     seed: u64,
     progress: &(dyn Fn(f64) + Sync),
@@ -357,8 +246,8 @@ fn kernel_ends<'a>(
     progress: &'a (dyn Fn(f64) + Sync),
 ) -> Result<(ServerThread, ClientFn<'a>)> {
     let server = tb.spawn_in(Side::Server, move || -> Result<Vec<Sent>> {
-        crate::emu_fbdt::runtime()?.block_on(async move {
-            let listener = crate::workload::kernel_listener(server_ip, proto)?;
+        crate::emu::session::runtime()?.block_on(async move {
+            let listener = crate::emu::transport::kernel_listener(server_ip, proto)?;
             let _ = addr_tx.send(vec![listener.local_addr()?]);
             let mut flows = Vec::new();
             for _ in 0..plan.flows {
@@ -374,11 +263,11 @@ fn kernel_ends<'a>(
     })?;
     let client: ClientFn<'a> = Box::new(move |addrs: Vec<SocketAddr>| {
         tb.run_in(Side::Client, move || {
-            crate::emu_fbdt::runtime()?.block_on(async move {
+            crate::emu::session::runtime()?.block_on(async move {
                 let addr = addrs[0];
                 let mut flows = Vec::new();
                 for _ in 0..plan.flows {
-                    flows.push(crate::workload::kernel_connect(client_ip, addr, proto)?);
+                    flows.push(crate::emu::transport::kernel_connect(client_ip, addr, proto)?);
                 }
                 receive_all(flows, start_tx, plan, progress).await
             })
@@ -391,7 +280,7 @@ fn kernel_ends<'a>(
 fn session_ends<'a>(
     tb: &'a Testbed,
     net: NetConfig,
-    ends: crate::emu_fbdt::Ends,
+    ends: crate::emu::session::Ends,
     plan: Plan,
     seed: u64,
     start_rx: oneshot::Receiver<Instant>,
@@ -405,7 +294,7 @@ fn session_ends<'a>(
         ..net.clone()
     };
     let server = tb.spawn_in(Side::Server, move || -> Result<Vec<Sent>> {
-        crate::emu_fbdt::runtime()?.block_on(async move {
+        crate::emu::session::runtime()?.block_on(async move {
             let mut listener = fbdt_net::listen(&listen_on, server_net).await?;
             let _ = addr_tx.send(listener.local_addrs().to_vec());
             let mut flows = Vec::new();
@@ -434,7 +323,7 @@ fn session_ends<'a>(
             })
             .collect();
         tb.run_in(Side::Client, move || {
-            crate::emu_fbdt::runtime()?.block_on(async move {
+            crate::emu::session::runtime()?.block_on(async move {
                 let mut flows = Vec::new();
                 for _ in 0..plan.flows {
                     flows.push(
@@ -585,16 +474,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn plan_fits_bursts_in_the_duration() {
-        assert_eq!(Plan::for_duration(1.0).bursts, 1);
-        assert_eq!(Plan::for_duration(5.0).bursts, 2);
-        assert_eq!(Plan::for_duration(8.0).bursts, 3);
-        assert_eq!(Plan::for_duration(30.0).bursts, 10);
-        let p = Plan::for_duration(8.0);
-        assert_eq!((p.start_s(1), p.end_s()), (3.0, 8.0));
-    }
-
-    #[test]
     fn burst_metrics_count_only_burst_time() {
         let plan = Plan {
             flows: 10,
@@ -623,25 +502,5 @@ mod tests {
         // 2 MB in the first burst, the third MB one second into the second: 3 s of burst time.
         assert!((to_volume.unwrap() - 3.0).abs() < 0.011, "{to_volume:?}");
         assert_eq!(burst_metrics(&samples, &plan, 5_000_000).1, None);
-    }
-
-    #[test]
-    fn aggregate_keeps_every_burst_and_repetition() {
-        let one = |m: f64, t: Option<f64>| BurstStats {
-            burst_mbps: vec![m, m],
-            burst_mean_mbps: m,
-            time_to_volume_s: vec![t],
-            link_utilisation: BTreeMap::from([("ap1".to_string(), m / 100.0)]),
-            tcp_retransmissions: Some(3),
-            flows_intact: true,
-            ..BurstStats::default()
-        };
-        let mut a = one(10.0, Some(2.0));
-        a.add(&one(30.0, None));
-        assert_eq!(a.burst_mbps.len(), 4);
-        assert_eq!(a.burst_mean_mbps, 20.0);
-        assert_eq!(a.time_to_volume_mean_s(), Some(2.0));
-        assert_eq!(a.tcp_retransmissions, Some(6));
-        assert!((a.link_utilisation["ap1"] - 0.2).abs() < 1e-9);
     }
 }

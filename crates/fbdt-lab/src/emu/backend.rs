@@ -9,29 +9,20 @@ use std::time::Instant as WallClock;
 
 use anyhow::{bail, Context, Result};
 use fbdt_emu::calibrate::ScaleSource;
-use fbdt_emu::perf::{self, Proto};
+use fbdt_emu::perf;
 use fbdt_emu::{Testbed, TestbedOptions};
 use fbdt_scenario::Scenario;
 use indicatif::ProgressBar;
 
+use fbdt_harness::results::bursts::BurstStats;
+use fbdt_harness::results::cotag::CotagCounters;
+use fbdt_harness::results::fidelity::{RunEntry, RunFidelity};
+use fbdt_harness::results::{percentile, Counters, DelayPool, RunSummary, Sample, SchemeResult};
+use fbdt_harness::scheme::{self, Encryption};
+use fbdt_harness::traffic::Traffic;
 use fbdt_net::{NetConfig, SessionStats};
 
-use crate::emu_bursts::Traffic;
-use crate::emu_fidelity::{RunEntry, RunFidelity};
-use crate::report::{percentile, Counters, DelayPool, RunSummary, Sample, SchemeResult};
-use crate::scheme::{self, Encryption, Scheme};
-
-/// The testbed options of every emulated run of this process: the defaults, with what the
-/// command line changed (`--gso-units`), set once before the command runs.
-static TESTBED_OPTIONS: std::sync::OnceLock<TestbedOptions> = std::sync::OnceLock::new();
-
-pub(crate) fn set_testbed_options(o: TestbedOptions) {
-    let _ = TESTBED_OPTIONS.set(o);
-}
-
-pub(crate) fn testbed_options() -> TestbedOptions {
-    TESTBED_OPTIONS.get().cloned().unwrap_or_default()
-}
+use super::transport::{transport, transport_encryption, Transport};
 
 /// What the emulated runs produced.
 pub struct EmuRun {
@@ -56,46 +47,23 @@ pub struct ScaleChoice {
 pub const AUTO_SCALE_TRIES: u32 = 3;
 pub const AUTO_SCALE_STEP: f64 = 1.5;
 
-/// How a scheme runs on the testbed.
-pub(crate) enum Transport {
-    /// A kernel socket (TCP or MPTCP) from the client address of this path.
-    Kernel(Proto, usize),
-    /// The fbdt-net runtime with this core configuration (FBDT or the `mp:*` meta layer),
-    /// plaintext or over TLS 1.3.
-    Session(Box<fbdt_core::Config>, Encryption),
-    /// One kernel TCP flow through cotag-net's TUN link: COTAG, or dual-rr (`None`).
-    CotagLink(Option<crate::emu_cotag::CotagScheme>),
-}
-
-pub(crate) fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
-    Ok(match scheme::parse(name, scenario, scenario.seed)? {
-        Scheme::Fbdt(cfg, encryption) => Transport::Session(cfg, encryption),
-        Scheme::Tcp { path } => Transport::Kernel(Proto::Tcp, path),
-        // Kernel MPTCP starts on the first path; its endpoints add a subflow per other path.
-        Scheme::KernelMptcp => Transport::Kernel(Proto::Mptcp, 0),
-        Scheme::Cotag(c) => Transport::CotagLink(Some(c)),
-        Scheme::DualRr => Transport::CotagLink(None),
-    })
-}
-
-/// What a scheme's results record as its encryption (names were checked before the runs).
-fn transport_encryption(name: &str, scenario: &Scenario) -> Encryption {
-    scheme::parse(name, scenario, scenario.seed).map_or(Encryption::None, |s| s.encryption())
-}
-
 /// `given`, else this host's calibrated scale for the scenario (cached, or measured now),
 /// else — on a busy host or when no scale is faithful — the default guess, said on `bar`.
-pub(crate) fn scale_of(scenario: &Scenario, given: Option<f64>, bar: &ProgressBar) -> Result<(f64, ScaleSource)> {
+pub(crate) fn scale_of(
+    scenario: &Scenario,
+    given: Option<f64>,
+    testbed: &TestbedOptions,
+    bar: &ProgressBar,
+) -> Result<(f64, ScaleSource)> {
     if let Some(s) = given {
         return Ok((s, ScaleSource::Given));
     }
     let unscaled = fbdt_emu::spec_from_schedule(scenario, &scenario.schedule(1.0)?)?;
-    let opts = testbed_options();
-    let found = bar.suspend(|| fbdt_emu::calibrate::scale_for(&unscaled, &opts, false, true));
+    let found = bar.suspend(|| fbdt_emu::calibrate::scale_for(&unscaled, testbed, false, true));
     let (s, src, search) = match found {
         Ok(x) => x,
         Err(e @ (fbdt_emu::Error::NoFaithfulScale { .. } | fbdt_emu::Error::HostBusy { .. })) => {
-            let guess = fbdt_emu::default_scale(unscaled.peak_total_mbps(), opts.mtu);
+            let guess = fbdt_emu::default_scale(unscaled.peak_total_mbps(), testbed.mtu);
             bar.println(format!("{e}; running at scale {guess}, the runs' monitors will tell"));
             (guess, ScaleSource::Fallback, None)
         }
@@ -126,9 +94,9 @@ struct Single {
     sessions: Option<(SessionStats, SessionStats)>,
     /// In-order delivery delay samples.
     delay: fbdt_core::delay_probe::DelaySamples,
-    cotag: Option<crate::emu_cotag::CotagCounters>,
+    cotag: Option<CotagCounters>,
     /// `--traffic bursts`: the burst metrics.
-    bursts: Option<crate::emu_bursts::BurstStats>,
+    bursts: Option<BurstStats>,
     fidelity: fbdt_emu::Fidelity,
 }
 
@@ -142,6 +110,7 @@ pub fn run(
     choice: ScaleChoice,
     repeat: u32,
     traffic: Traffic,
+    testbed: &TestbedOptions,
     bar: &ProgressBar,
 ) -> Result<EmuRun> {
     if let Some(why) = fbdt_emu::skip_reason() {
@@ -150,18 +119,18 @@ pub fn run(
     for n in names {
         transport(n, scenario)?;
     }
-    let (mut scale, source) = scale_of(scenario, choice.given, bar)?;
+    let (mut scale, source) = scale_of(scenario, choice.given, testbed, bar)?;
     let mut rejected = Vec::new();
     let paths: Vec<String> = scenario.paths.iter().map(|p| p.name.clone()).collect();
     let mut attempt = 1;
     loop {
-        let mut out = run_at(scenario, names, scale, repeat, traffic, bar)?;
+        let mut out = run_at(scenario, names, scale, repeat, traffic, testbed, bar)?;
         let faithful = out.1.iter().all(|e| e.faithful);
         if faithful || !choice.auto || attempt >= AUTO_SCALE_TRIES {
             let measured_here = matches!(source, ScaleSource::Cached | ScaleSource::Measured);
             if faithful && !rejected.is_empty() && measured_here {
                 let unscaled = fbdt_emu::spec_from_schedule(scenario, &scenario.schedule(1.0)?)?;
-                fbdt_emu::calibrate::remember_lower_scale(&unscaled, &testbed_options(), scale)?;
+                fbdt_emu::calibrate::remember_lower_scale(&unscaled, testbed, scale)?;
                 bar.println(format!("{}: this host's cached scale is now {scale}", scenario.name));
             }
             let fidelity = RunFidelity::from_runs(&paths, std::mem::take(&mut out.1), scale, &source, rejected);
@@ -188,6 +157,7 @@ fn run_at(
     scale: f64,
     repeat: u32,
     traffic: Traffic,
+    testbed: &TestbedOptions,
     bar: &ProgressBar,
 ) -> Result<(EmuRun, Vec<RunEntry>)> {
     let mut entries = Vec::new();
@@ -206,7 +176,7 @@ fn run_at(
                 name.clone()
             });
             let started = WallClock::now();
-            let one = run_one(&sc, &spec, &schedule, name, traffic, bar)
+            let one = run_one(&sc, &spec, &schedule, name, traffic, testbed, bar)
                 .with_context(|| format!("scheme {name}, seed {}", sc.seed))?;
             wall[i] += started.elapsed().as_secs_f64();
             bar.println(format!(
@@ -248,12 +218,13 @@ fn run_one(
     schedule: &fbdt_scenario::Schedule,
     name: &str,
     traffic: Traffic,
+    testbed: &TestbedOptions,
     bar: &ProgressBar,
 ) -> Result<Single> {
     let ticks = (scenario.duration_s / 0.1).round() as u64;
     let transport = transport(name, scenario)?;
     let base = bar.position();
-    let mut tb = Testbed::start(spec, &testbed_options()).context("starting the testbed")?;
+    let mut tb = Testbed::start(spec, testbed).context("starting the testbed")?;
     let before = tb.path_counters()?;
     tb.play()?;
     let played = WallClock::now();
@@ -262,7 +233,7 @@ fn run_one(
     let progress = |t: f64| bar.set_position(base + ((t / 0.1) as u64).min(ticks));
     let (transfer, sessions, delay) = match (traffic, transport) {
         (Traffic::Bursts, transport) => {
-            let b = run_bursts(&tb, scenario, name, transport, played, &progress)?;
+            let b = run_bursts(&tb, scenario, name, transport, testbed, played, &progress)?;
             cotag = b.cotag;
             bursts = Some(b.run.stats);
             (b.run.transfer, None, fbdt_core::delay_probe::DelaySamples::default())
@@ -273,19 +244,19 @@ fn run_one(
             (t, None, delay)
         }
         (Traffic::Bulk, Transport::Session(mut core, encryption)) => {
-            scheme::buffer_parity(name, &mut core, testbed_options().tcp_buffer_max);
+            scheme::buffer_parity(name, &mut core, testbed.tcp_buffer_max);
             let net = NetConfig {
                 core: *core,
                 ..NetConfig::default()
             };
-            let ends = crate::emu_fbdt::Ends::new(encryption)?;
-            let s = crate::emu_fbdt::download(&tb, net, ends, scenario.duration_s, &progress)?;
+            let ends = crate::emu::session::Ends::new(encryption)?;
+            let s = crate::emu::session::download(&tb, net, ends, scenario.duration_s, &progress)?;
             (s.transfer, Some((s.server, s.client)), s.delay)
         }
         (Traffic::Bulk, Transport::CotagLink(c)) => {
-            let mode = crate::emu_cotag::mode(c.as_ref(), &tb);
+            let mode = crate::emu::cotag_link::mode(c.as_ref(), &tb);
             let (t, counters) =
-                crate::emu_cotag::download(&tb, mode, played, scenario.duration_s, scenario.seed, &progress)?;
+                crate::emu::cotag_link::download(&tb, mode, played, scenario.duration_s, scenario.seed, &progress)?;
             cotag = Some(counters);
             // The flow through the TUN link is not stamped yet: no delay samples.
             (t, None, fbdt_core::delay_probe::DelaySamples::default())
@@ -358,8 +329,8 @@ fn link_utilisation(
 }
 
 struct Bursts {
-    run: crate::emu_bursts::BurstRun,
-    cotag: Option<crate::emu_cotag::CotagCounters>,
+    run: crate::emu::bursts::BurstRun,
+    cotag: Option<CotagCounters>,
 }
 
 /// `--traffic bursts`: the ten flows over `transport` (the COTAG link started around them).
@@ -368,43 +339,44 @@ fn run_bursts(
     scenario: &Scenario,
     name: &str,
     transport: Transport,
+    testbed: &TestbedOptions,
     played: WallClock,
     progress: &(dyn Fn(f64) + Sync),
 ) -> Result<Bursts> {
-    let plan = crate::emu_bursts::Plan::for_duration(scenario.duration_s);
+    let plan = fbdt_harness::traffic::Plan::for_duration(scenario.duration_s);
     let (net, ends) = match &transport {
         Transport::Session(core, encryption) => {
             let mut core = core.clone();
-            scheme::buffer_parity(name, &mut core, testbed_options().tcp_buffer_max);
+            scheme::buffer_parity(name, &mut core, testbed.tcp_buffer_max);
             if !name.contains("+sndbuf=") {
-                core.send_buffer = core.send_buffer.min(crate::emu_bursts::FBDT_BURST_SEND_BUFFER);
+                core.send_buffer = core.send_buffer.min(crate::emu::bursts::FBDT_BURST_SEND_BUFFER);
             }
             let net = NetConfig {
                 core: *core,
                 ..NetConfig::default()
             };
-            (Some(net), Some(crate::emu_fbdt::Ends::new(*encryption)?))
+            (Some(net), Some(crate::emu::session::Ends::new(*encryption)?))
         }
         _ => (None, None),
     };
     let Transport::CotagLink(c) = &transport else {
-        let run = crate::emu_bursts::run(tb, &transport, net, ends, plan, scenario.seed, progress)?;
+        let run = crate::emu::bursts::run(tb, &transport, net, ends, plan, scenario.seed, progress)?;
         return Ok(Bursts { run, cotag: None });
     };
     if tb.paths().len() != cotag::LINKS {
         bail!("cotag and dual-rr need a scenario with exactly two paths");
     }
-    let mode = crate::emu_cotag::mode(c.as_ref(), tb);
+    let mode = crate::emu::cotag_link::mode(c.as_ref(), tb);
     let params = match &mode {
         cotag_net::Mode::Cotag(p) => Some((**p).clone()),
         cotag_net::Mode::DualRr => None,
     };
     let link = cotag_net::CotagLink::start(tb, mode, played).context("starting the COTAG link")?;
-    let run = crate::emu_bursts::run(tb, &transport, None, None, plan, scenario.seed, progress);
+    let run = crate::emu::bursts::run(tb, &transport, None, None, plan, scenario.seed, progress);
     let stats = link.stop().context("stopping the COTAG link")?;
     let run = run?;
     let retrans = run.stats.tcp_retransmissions.unwrap_or(0);
-    let counters = crate::emu_cotag::CotagCounters::from_run(&stats, retrans, params.as_ref());
+    let counters = crate::emu::cotag_link::counters_from_run(&stats, retrans, params.as_ref());
     Ok(Bursts {
         run,
         cotag: Some(counters),
@@ -421,8 +393,8 @@ fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Single)>, wall_
     let mut recv_buffer_max: Option<u64> = None;
     let mut redundant = 0;
     let mut delays = DelayPool::default();
-    let mut cotag: Option<crate::emu_cotag::CotagCounters> = None;
-    let mut bursts: Option<crate::emu_bursts::BurstStats> = None;
+    let mut cotag: Option<CotagCounters> = None;
+    let mut bursts: Option<BurstStats> = None;
     for (_, r) in &runs {
         delays.add(&r.delay);
         if let Some(b) = &r.bursts {
@@ -477,10 +449,9 @@ fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Single)>, wall_
         recv_buffer_max_bytes: recv_buffer_max,
         reinjected_bytes: reinjected,
         wall_s,
-        faithful: None,
         delivery_delay_ms: delays.summary(),
         cotag,
         bursts,
-        tcp_per_path: None,
+        ..SchemeResult::default()
     }
 }

@@ -1,5 +1,10 @@
-//! The results JSON (docs/results.md). The top-level and per-result fields listed in
-//! DESIGN.md are stable; the rest are additions other tools may ignore.
+//! The results JSON (docs/results.md) as plain data: what a backend fills and the lab
+//! prints, plots and reads back. The top-level and per-result fields listed in DESIGN.md are
+//! stable; the rest are additions other tools may ignore. Nothing here runs a backend.
+
+pub mod bursts;
+pub mod cotag;
+pub mod fidelity;
 
 use std::collections::BTreeMap;
 
@@ -30,7 +35,7 @@ pub struct RunReport {
     pub scenario_def: Scenario,
     /// Emulated runs: what the emulator's fidelity monitors saw (see docs/testbed.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fidelity: Option<crate::emu_fidelity::RunFidelity>,
+    pub fidelity: Option<fidelity::RunFidelity>,
 }
 
 fn plaintext() -> String {
@@ -94,15 +99,44 @@ pub struct SchemeResult {
     /// `cotag` / `dual-rr`: TCP retransmissions and the coding counters, summed over
     /// repetitions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cotag: Option<crate::emu_cotag::CotagCounters>,
+    pub cotag: Option<cotag::CotagCounters>,
     /// `--traffic bursts` (testbed): paper 003's ten flows in 2-s bursts — per-burst
     /// throughput, time to a fixed volume, link utilisation, retransmissions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bursts: Option<crate::emu_bursts::BurstStats>,
+    pub bursts: Option<bursts::BurstStats>,
     /// `--backend sim --model tcp`: each path's TCP-level model counters (data direction),
     /// summed over repetitions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_per_path: Option<BTreeMap<String, TcpPathCounters>>,
+}
+
+impl Default for SchemeResult {
+    /// An empty result: no bytes, no samples, plaintext (as results without the field read).
+    fn default() -> Self {
+        SchemeResult {
+            scheme: String::new(),
+            encryption: plaintext(),
+            goodput_mbps: 0.0,
+            goodput_p10_mbps: 0.0,
+            goodput_p50_mbps: 0.0,
+            goodput_p90_mbps: 0.0,
+            bytes_delivered: 0,
+            redundant_bytes: 0,
+            per_path_bytes: BTreeMap::new(),
+            series: Vec::new(),
+            runs: Vec::new(),
+            counters: None,
+            wall_s: 0.0,
+            recv_buffer_max_bytes: None,
+            reinjected_bytes: None,
+            faithful: None,
+            delivery_delay_ms: None,
+            series_100ms_mbps: Vec::new(),
+            cotag: None,
+            bursts: None,
+            tcp_per_path: None,
+        }
+    }
 }
 
 /// One path's TCP-level model counters (docs/results.md).
@@ -348,6 +382,17 @@ mod tests {
         assert_eq!(r.delivery_delay_ms, None);
         assert!(r.series_100ms_mbps.is_empty());
         assert_eq!(r.sd_100ms_mbps(), None);
+    }
+
+    #[test]
+    fn the_default_result_is_empty_and_plaintext() {
+        let r = SchemeResult::default();
+        assert_eq!((r.encryption.as_str(), r.bytes_delivered), ("none", 0));
+        let json = serde_json::to_value(&r).unwrap();
+        // Optional additions stay out of the JSON until a backend fills them.
+        for k in ["cotag", "bursts", "faithful", "tcp_per_path", "reinjected_bytes"] {
+            assert!(json.get(k).is_none(), "{k}");
+        }
     }
 
     #[test]

@@ -3,12 +3,17 @@
 //! (kernel MPTCP, testbed only). `+tls` on `fbdt` or `mp:*` runs the session over TLS 1.3
 //! (testbed only; every other run is plaintext, as the papers' schemes are). This is the one parser for every backend: the simulator
 //! takes [`Scheme::into_sim`], the emulated backend maps [`Scheme`] to its transports.
-//! `expand` turns `mp:fixed=5..95/5` into a list.
+//! `expand` turns `mp:fixed=5..95/5` into a list. What the testbed lets a socket grow to
+//! ([`TestbedLimits`]) is passed in: the simulator runs a scheme with the same ceilings.
+
+pub mod cotag;
 
 use anyhow::{anyhow, bail, Context, Result};
 use fbdt_core::{Config, FbdtConfig, SchedulerKind, WindowConfig};
 use fbdt_scenario::Scenario;
 use fbdt_sim::SimScheme;
+
+use crate::TestbedLimits;
 
 #[derive(Clone, Debug)]
 pub enum Scheme {
@@ -21,7 +26,7 @@ pub enum Scheme {
     /// Testbed only.
     KernelMptcp,
     /// COTAG (paper 003) around one kernel TCP flow; two-path testbed only.
-    Cotag(crate::emu_cotag::CotagScheme),
+    Cotag(cotag::CotagScheme),
     /// Uncoded dual connectivity: one kernel TCP flow's packets alternate over both paths.
     DualRr,
 }
@@ -78,10 +83,10 @@ impl Scheme {
 /// so that a scheme is the same configuration on both backends. (With the library's 6 MiB
 /// meta receive buffer, `mp:kernel` stalled on its shared window in `rats4` at the
 /// testbed's scale, where the testbed's kernel MPTCP grew its buffer and did not.)
-pub fn parse_sim(name: &str, scenario: &Scenario, seed: u64) -> Result<SimScheme> {
+pub fn parse_sim(name: &str, scenario: &Scenario, seed: u64, limits: &TestbedLimits) -> Result<SimScheme> {
     let mut parsed = parse(name, scenario, seed)?;
     if let Scheme::Fbdt(cfg, _) = &mut parsed {
-        buffer_parity(name, cfg, crate::emu_backend::testbed_options().tcp_buffer_max);
+        buffer_parity(name, cfg, limits.tcp_buffer_max);
     }
     parsed.into_sim()
 }
@@ -92,7 +97,7 @@ pub fn parse_sim(name: &str, scenario: &Scenario, seed: u64) -> Result<SimScheme
 /// (`+rcvbuf=`, `+sndbuf=`), on both backends ([`parse_sim`]). (32 MiB, FBDT's library
 /// default, filled up on four bloated paths and triggered needless rescues: 3–5% redundant
 /// bytes in `rats4`.)
-pub(crate) fn buffer_parity(name: &str, core: &mut fbdt_core::Config, kernel_max: Option<u64>) {
+pub fn buffer_parity(name: &str, core: &mut fbdt_core::Config, kernel_max: Option<u64>) {
     let Some(max) = kernel_max.and_then(|m| usize::try_from(m).ok()) else {
         return;
     };
@@ -138,7 +143,7 @@ pub fn parse(name: &str, scenario: &Scenario, seed: u64) -> Result<Scheme> {
         }
         Some("mptcp") if name == "mptcp" => Ok(Scheme::KernelMptcp),
         Some("dual-rr") if name == "dual-rr" => Ok(Scheme::DualRr),
-        Some("cotag") => Ok(Scheme::Cotag(crate::emu_cotag::parse(name, parts)?)),
+        Some("cotag") => Ok(Scheme::Cotag(cotag::parse(name, parts)?)),
         Some(s) if s.starts_with("mp:") => {
             let sched = &s["mp:".len()..];
             let kind = SchedulerKind::parse(sched).ok_or_else(|| {
@@ -361,8 +366,9 @@ mod tests {
     #[test]
     fn the_simulator_gets_the_testbeds_buffer_ceilings() {
         let s = scenario();
-        let max = crate::emu_backend::testbed_options().tcp_buffer_max.unwrap() as usize;
-        let buffers = |n: &str| match parse_sim(n, &s, 1).unwrap() {
+        let limits = TestbedLimits::from(&fbdt_emu::TestbedOptions::default());
+        let max = limits.tcp_buffer_max.unwrap() as usize;
+        let buffers = |n: &str| match parse_sim(n, &s, 1, &limits).unwrap() {
             fbdt_sim::SimScheme::Fbdt(c) => (c.recv_buffer, c.send_buffer),
             other => panic!("{other:?}"),
         };
@@ -371,10 +377,10 @@ mod tests {
         assert_eq!(buffers("mp:kernel+rcvbuf=2m"), (2 << 20, max));
         assert_eq!(buffers("fbdt+sndbuf=8m"), (max, 8 << 20));
         assert!(matches!(
-            parse_sim("tcp:wifi", &s, 1).unwrap(),
+            parse_sim("tcp:wifi", &s, 1, &limits).unwrap(),
             fbdt_sim::SimScheme::Tcp(0)
         ));
-        let window = |m| crate::run::sim_params(&s, m, 0).link.max_window_bytes;
+        let window = |m| crate::sim::sim_params(&s, m, 0, &limits).link.max_window_bytes;
         assert_eq!(
             window(fbdt_sim::PathModel::Tcp),
             max as u64,

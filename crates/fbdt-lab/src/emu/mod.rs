@@ -1,0 +1,12 @@
+//! The emulated backend (`--backend emu`): every scheme on a fresh testbed (fbdt-emu).
+//! `backend` runs schemes × repetitions and aggregates them into the harness's results;
+//! `transport` says how a scheme runs there; `session` drives fbdt-net sessions (FBDT and
+//! `mp:*`), `cotag_link` the COTAG and dual-rr link, `bursts` paper 003's burst traffic.
+
+mod backend;
+pub(crate) mod bursts;
+pub(crate) mod cotag_link;
+pub(crate) mod session;
+pub(crate) mod transport;
+
+pub(crate) use backend::{run, scale_of, ScaleChoice};

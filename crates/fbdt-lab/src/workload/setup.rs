@@ -1,0 +1,392 @@
+//! What every workload runs with: the command's arguments ([`WorkloadArgs`]), the
+//! scenario, schemes and seeds ([`Setup`]), how one run goes on either backend, and the
+//! results JSON around a workload's own results ([`WorkloadReport`]).
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use fbdt_harness::scheme;
+use fbdt_scenario::{Scenario, Schedule};
+use fbdt_sim::{PathModel, SimParams, SimScheme};
+use indicatif::ProgressStyle;
+use serde::Serialize;
+
+use super::driver::{self, Application, ObjectRecord};
+use super::{emu, radio};
+use crate::run::Backend;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Q1: files of 100 KB … 1 GB (× scale), from a busy and from an idle session.
+    File,
+    /// Q2: synthetic pages (Table I), HTTP/1.1 over 6 connections or HTTP/2.
+    Web,
+    /// Q3: the paper's progressive 8K player (1-s GoPs, circular buffer, pauses, PSNR).
+    Progressive,
+    /// Q3b: adaptive streaming (throughput rule; with --browser dash.js), QoE_lin and
+    /// rebuffering.
+    Dash,
+    /// Q4: 360° tiled video, FIX vs viewport-optimised tiles.
+    Vr,
+}
+
+#[derive(Args, Debug)]
+pub struct WorkloadArgs {
+    /// The workload.
+    #[arg(value_enum)]
+    pub kind: Kind,
+    /// Built-in scenario name or a scenario .toml file.
+    pub scenario: String,
+    #[arg(long, value_enum, default_value_t = Backend::Sim)]
+    pub backend: Backend,
+    /// Simulator path model (see docs/simulator.md).
+    #[arg(long, default_value_t = PathModel::Pipe)]
+    pub model: PathModel,
+    /// Comma-separated schemes as in `fbdt-lab run`. Default: fbdt, mp:minrtt and
+    /// tcp:<every path>.
+    #[arg(long, value_delimiter = ',')]
+    pub schemes: Vec<String>,
+    /// First seed (default: the scenario's); repeats use seed, seed+1, …
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Repetitions (seeds) per scheme and point.
+    #[arg(long, default_value_t = 5)]
+    pub repeat: u32,
+    /// Multiplies every path rate and every workload size or video rate (default: 1 in the
+    /// simulator; on the testbed the largest this machine emulates faithfully, as in `run`).
+    #[arg(long)]
+    pub scale: Option<f64>,
+    /// Radio sleep/wake: `scenario` (as the scenario says: off in the built-ins), `off`,
+    /// `defaults` (docs/scenarios.md's suggested values for paths named wifi and wigig) or
+    /// `PATH=IDLE_MS:WAKE_MS,…`.
+    #[arg(long, default_value = "scenario")]
+    pub radio: String,
+    /// Longest time of one run (s, simulated or on the testbed); the scenario's models run
+    /// on past its duration. Objects not delivered by then count as incomplete.
+    #[arg(long, default_value_t = 120.0)]
+    pub max_duration: f64,
+    /// Runs at once in the simulator (default: the number of CPUs); on the testbed one.
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Write the results JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// file: sizes in bytes (k, M, G suffixes, decimal) before scaling.
+    #[arg(long, value_delimiter = ',', default_value = "100k,1M,10M,100M,1G")]
+    pub sizes: Vec<String>,
+    /// file: idle time before the idle-session request (s).
+    #[arg(long, default_value_t = 1.0)]
+    pub idle_gap: f64,
+    /// progressive: video rates in Mbit/s before scaling.
+    #[arg(long, value_delimiter = ',', default_value = "425,900,1300,1700")]
+    pub rates: Vec<f64>,
+    /// progressive, vr, dash: video length in s (default: the scenario's duration).
+    #[arg(long)]
+    pub video_s: Option<f64>,
+    /// progressive: the player's circular buffer, in GoPs (1 s each).
+    #[arg(long, default_value_t = 3)]
+    pub buffer_gops: u32,
+    /// vr: the stream's rate budget in Mbit/s before scaling.
+    #[arg(long, default_value_t = 1000.0)]
+    pub vr_rate: f64,
+    /// web: pages (msn, cnn, amazon, facebook, median).
+    #[arg(long, value_delimiter = ',', default_value = "msn,cnn,amazon,facebook,median")]
+    pub pages: Vec<String>,
+    /// web, dash with --backend emu: load real pages, or play a real DASH ladder with
+    /// dash.js, in this browser (headless Chromium through each scheme, metrics from the
+    /// browser; docs/workloads.md) instead of the synthetic client.
+    #[arg(long, value_enum)]
+    pub browser: Option<Browser>,
+    /// dash --browser: dash.js's ABR rule (default bola). The simulator's player has the
+    /// throughput rule only.
+    #[arg(long, value_enum)]
+    pub abr: Option<Abr>,
+    /// web: HTTP versions (default both): modelled (1.1 = six connections, 2 = one), or
+    /// with --browser served for real (1.1: python3 http.server; 2: h2 over TLS).
+    #[arg(long, value_delimiter = ',')]
+    pub http: Vec<String>,
+    /// web: page loads per run, each 1 s after the previous one ended.
+    #[arg(long, default_value_t = 3)]
+    pub page_loads: u32,
+}
+
+/// What every workload shares: the scenario, the schemes and how to run one point.
+pub struct Setup {
+    pub scenario: Scenario,
+    /// The scenario's own duration (the run's is `--max-duration`): the default video length.
+    pub scenario_duration_s: f64,
+    pub schemes: Vec<String>,
+    pub seeds: Vec<u64>,
+    pub scale: f64,
+    pub model: PathModel,
+    backend: Backend,
+    max_s: f64,
+    jobs: usize,
+    /// What the testbed's monitors said about each emulated run.
+    fidelity: std::sync::Mutex<Vec<RunVerdict>>,
+    /// The options every emulated run builds its testbed with.
+    pub(crate) testbed: fbdt_emu::TestbedOptions,
+}
+
+/// One emulated run's verdict from the fidelity monitors (docs/testbed.md).
+#[derive(Clone, Debug, Serialize)]
+pub struct RunVerdict {
+    /// The run's place in the order they ran.
+    pub run: usize,
+    pub scheme: String,
+    pub seed: u64,
+    pub faithful: bool,
+    pub reasons: Vec<String>,
+}
+
+impl Setup {
+    pub(crate) fn new(args: &WorkloadArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<Self> {
+        if args.browser.is_some() && (!matches!(args.kind, Kind::Web | Kind::Dash) || args.backend != Backend::Emu) {
+            bail!("--browser loads real pages or video on the testbed: it goes with `workload web|dash --backend emu`");
+        }
+        if args.abr.is_some_and(|a| a != Abr::Throughput) && (args.kind != Kind::Dash || args.browser.is_none()) {
+            bail!("--abr bola|dynamic is dash.js's: it goes with `workload dash --backend emu --browser chromium`");
+        }
+        if args.repeat == 0 || args.repeat > 1000 {
+            bail!("--repeat must be in 1..=1000");
+        }
+        if let Some(s) = args.scale.filter(|s| !(s.is_finite() && *s > 0.0)) {
+            bail!("--scale must be > 0, got {s}");
+        }
+        let mut scenario = Scenario::load(&args.scenario)?;
+        radio::apply(&mut scenario, &args.radio).context("--radio")?;
+        let scenario_duration_s = scenario.duration_s;
+        crate::run::set_duration(&mut scenario, Some(args.max_duration)).context("--max-duration")?;
+        let seed = args.seed.unwrap_or(scenario.seed);
+        let schemes: Vec<String> = if args.schemes.is_empty() {
+            let multipath = match args.backend {
+                Backend::Sim => "mp:minrtt",
+                Backend::Emu => "mptcp",
+            };
+            ["fbdt".to_string(), multipath.to_string()]
+                .into_iter()
+                .chain(scenario.paths.iter().map(|p| format!("tcp:{}", p.name)))
+                .collect()
+        } else {
+            let mut v = Vec::new();
+            for s in args.schemes.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+                v.extend(scheme::expand(s)?);
+            }
+            v
+        };
+        if schemes.is_empty() {
+            bail!("--schemes is empty");
+        }
+        for s in &schemes {
+            let parsed = scheme::parse(s, &scenario, seed)?;
+            match args.backend {
+                Backend::Sim => {
+                    parsed.into_sim()?;
+                }
+                Backend::Emu => {
+                    crate::emu::transport::transport(s, &scenario)?;
+                }
+            }
+        }
+        let jobs = match (args.backend, args.jobs) {
+            (_, Some(j)) if j == 0 || j > 1024 => bail!("--jobs must be in 1..=1024"),
+            (Backend::Emu, Some(j)) if j > 1 => bail!("--jobs: emulated runs share the testbed's CPU; one at a time"),
+            (Backend::Emu, _) => 1,
+            (Backend::Sim, j) => j.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        };
+        let scale = match args.backend {
+            Backend::Sim => args.scale.unwrap_or(1.0),
+            Backend::Emu => {
+                // Shows the calibration's messages (a first run on a host measures it).
+                let bar = crate::progress::spinner();
+                let scale = crate::emu::scale_of(&scenario, args.scale, testbed, &bar)?.0;
+                bar.finish_and_clear();
+                scale
+            }
+        };
+        Ok(Setup {
+            scenario,
+            scenario_duration_s,
+            schemes,
+            seeds: (0..u64::from(args.repeat)).map(|r| seed + r).collect(),
+            scale,
+            model: args.model,
+            backend: args.backend,
+            max_s: args.max_duration,
+            jobs,
+            fidelity: std::sync::Mutex::default(),
+            testbed: testbed.clone(),
+        })
+    }
+
+    /// `--video-s` (default: the scenario's duration), checked to lie in [min_s, 3600].
+    pub fn video_s(&self, args: &WorkloadArgs, min_s: f64) -> Result<f64> {
+        let v = args.video_s.unwrap_or(self.scenario_duration_s);
+        if !(min_s..=3600.0).contains(&v) {
+            bail!("--video-s must be in [{min_s}, 3600] for {:?}, got {v}", args.kind);
+        }
+        Ok(v)
+    }
+
+    /// One run of `app` for `scheme` with `seed`: the object timeline.
+    pub fn run_one(&self, scheme_name: &str, seed: u64, app: &mut dyn Application) -> Result<Vec<ObjectRecord>> {
+        let limits = fbdt_harness::TestbedLimits::from(&self.testbed);
+        let mut sc = self.scenario.clone();
+        sc.seed = seed;
+        let schedule: Schedule = sc.schedule(self.scale)?;
+        let ran = match self.backend {
+            Backend::Sim => {
+                let params = SimParams {
+                    seed,
+                    ..fbdt_harness::sim::sim_params(&sc, self.model, 0, &limits)
+                };
+                let scheme: SimScheme = scheme::parse_sim(scheme_name, &sc, seed, &limits)?;
+                let delay = driver::request_delay_s(&schedule, &scheme);
+                driver::drive(&schedule, &scheme, &params, delay, app)
+            }
+            Backend::Emu => {
+                let spec = fbdt_emu::spec_from_schedule(&sc, &schedule)?;
+                emu::drive(&sc, &spec, &self.testbed, scheme_name, self.max_s, app).map(|out| {
+                    let mut runs = self.fidelity.lock().expect("not poisoned");
+                    let run = runs.len();
+                    runs.push(RunVerdict {
+                        run,
+                        scheme: scheme_name.to_string(),
+                        seed,
+                        faithful: out.fidelity.faithful,
+                        reasons: out.fidelity.reasons,
+                    });
+                    out.records
+                })
+            }
+        };
+        ran.with_context(|| format!("scheme {scheme_name}, seed {seed}"))
+    }
+
+    /// Notes an emulated run's fidelity verdict (runs that do not go through `run_one`).
+    pub(crate) fn record_fidelity(&self, scheme: &str, seed: u64, fidelity: fbdt_emu::Fidelity) {
+        let mut runs = self.fidelity.lock().expect("not poisoned");
+        let run = runs.len();
+        runs.push(RunVerdict {
+            run,
+            scheme: scheme.to_string(),
+            seed,
+            faithful: fidelity.faithful,
+            reasons: fidelity.reasons,
+        });
+    }
+
+    /// Runs `one` on every item, `jobs` at a time, with a progress bar; results in order.
+    pub fn run_all<T: Sync, R: Send>(&self, items: &[T], one: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
+        let bar = crate::progress::bar(items.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("workload [{bar:30}] {pos}/{len} runs, ETA {eta}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        let results = crate::parallel::map(items, self.jobs, &bar, one);
+        bar.finish_and_clear();
+        results
+    }
+}
+
+/// The results JSON of one workload command.
+#[derive(Debug, Serialize)]
+pub struct WorkloadReport<R> {
+    pub kind: Kind,
+    pub scenario: String,
+    pub backend: &'static str,
+    pub model: String,
+    pub scale: f64,
+    pub seeds: Vec<u64>,
+    /// Radio sleep/wake per path as run (absent: always awake).
+    pub radio: std::collections::BTreeMap<String, fbdt_scenario::RadioSleep>,
+    pub results: Vec<R>,
+    /// Emulated runs: false if the monitors found any run unfaithful (see `fidelity`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub faithful: Option<bool>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fidelity: Vec<RunVerdict>,
+    pub meta: fbdt_harness::results::Meta,
+}
+
+impl Setup {
+    /// Emulated runs so far that the fidelity monitors flagged.
+    pub fn unfaithful_runs(&self) -> usize {
+        self.fidelity
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .filter(|f| !f.faithful)
+            .count()
+    }
+
+    pub fn report<R: Serialize>(&self, kind: Kind, results: Vec<R>) -> WorkloadReport<R> {
+        let fidelity = self.fidelity.lock().expect("not poisoned").clone();
+        for f in fidelity.iter().filter(|f| !f.faithful) {
+            eprintln!(
+                "UNFAITHFUL run {} {} (seed {}): {}",
+                f.run,
+                f.scheme,
+                f.seed,
+                f.reasons.join("; ")
+            );
+        }
+        WorkloadReport {
+            kind,
+            scenario: self.scenario.name.clone(),
+            backend: match self.backend {
+                Backend::Sim => "sim",
+                Backend::Emu => "emu",
+            },
+            model: match self.backend {
+                Backend::Sim => self.model.to_string(),
+                Backend::Emu => "testbed".to_string(),
+            },
+            scale: self.scale,
+            seeds: self.seeds.clone(),
+            radio: self
+                .scenario
+                .paths
+                .iter()
+                .filter_map(|p| p.radio.map(|r| (p.name.clone(), r)))
+                .collect(),
+            results,
+            faithful: (self.backend == Backend::Emu).then(|| fidelity.iter().all(|f| f.faithful)),
+            fidelity,
+            meta: fbdt_harness::results::Meta::here(),
+        }
+    }
+}
+
+/// Which browser `--browser` drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Browser {
+    /// Headless Chromium over the DevTools protocol (root, `--backend emu`).
+    Chromium,
+}
+
+/// dash.js's ABR strategy (`streaming.abr.ABRStrategy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Abr {
+    /// BOLA: buffer-based (Lyapunov), dash.js's `abrBola`.
+    Bola,
+    /// dash.js's default: throughput rule at start-up and low buffer, BOLA above.
+    Dynamic,
+    /// The throughput rule only (`abrThroughput`), as the simulator's player.
+    Throughput,
+}
+
+impl Abr {
+    pub(super) fn strategy(self) -> &'static str {
+        match self {
+            Abr::Bola => "abrBola",
+            Abr::Dynamic => "abrDynamic",
+            Abr::Throughput => "abrThroughput",
+        }
+    }
+}
