@@ -202,6 +202,7 @@ pub fn run(args: RunArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<RunRepor
             total.goodput_mbps,
             scenario.duration_s * f64::from(args.repeat) / total.wall_s.max(1e-9)
         ));
+        total.fill_ack_rate();
         results.push(total);
     }
     bar.finish_and_clear();
@@ -363,8 +364,8 @@ fn print_table(r: &RunReport) {
             .map_or(String::new(), |s| format!(", Σ standalone {s:.1} Mbit/s"))
     );
     println!(
-        "{:<26} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8}  per-path MB",
-        "scheme", "Mbit/s", "p10", "p50", "p90", "redund", "/Σtcp", "/cap", "sd100ms", "dly p50", "dly p99"
+        "{:<26} {:>9} {:>5} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8}  per-path MB",
+        "scheme", "Mbit/s", "CPU", "p10", "p50", "p90", "redund", "/Σtcp", "/cap", "sd100ms", "dly p50", "dly p99"
     );
     for s in &r.results {
         let ratio = |d: Option<f64>| {
@@ -379,13 +380,14 @@ fn print_table(r: &RunReport) {
         let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}ms"));
         let delay = s.delivery_delay_ms.as_ref();
         println!(
-            "{:<26} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>6.2}% {:>7} {:>7} {:>7} {:>8} {:>8}  {}",
+            "{:<26} {:>9.1} {:>5} {:>8.1} {:>8.1} {:>8.1} {:>6.2}% {:>7} {:>7} {:>7} {:>8} {:>8}  {}",
             if s.faithful == Some(false) {
                 format!("{} (UNFAITHFUL)", s.scheme)
             } else {
                 s.scheme.clone()
             },
             s.goodput_mbps,
+            s.endpoint_cpu_cores.map_or("-".to_string(), |c| format!("{c:.2}")),
             s.goodput_p10_mbps,
             s.goodput_p50_mbps,
             s.goodput_p90_mbps,

@@ -86,6 +86,18 @@ pub struct SchemeResult {
     /// tolerances. An unfaithful scheme's numbers say nothing about the protocol.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub faithful: Option<bool>,
+    /// Emulated runs: CPU of the endpoints (the lab process's threads but the emulator's:
+    /// both ends' user-space side and the kernel work booked to it), in cores, mean over
+    /// repetitions (`fidelity.runs[].endpoints_cpu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_cpu_cores: Option<f64>,
+    /// Emulated session schemes (`fbdt`, `mp:*`): wake-ups of both ends' session tasks per
+    /// second of transfer, mean over repetitions. Not measured for kernel schemes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wakeups_per_s: Option<f64>,
+    /// Session schemes, both backends: ACK frames the receiving end sent per MB delivered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack_frames_per_mb: Option<f64>,
     /// In-order delivery delay: from a byte's first transmission to its in-order delivery
     /// to the receiving application, sampled every 16 KiB of the stream, pooled over the
     /// repetitions (docs/results.md). `null` when no sample was taken; absent in results
@@ -130,6 +142,9 @@ impl Default for SchemeResult {
             recv_buffer_max_bytes: None,
             reinjected_bytes: None,
             faithful: None,
+            endpoint_cpu_cores: None,
+            wakeups_per_s: None,
+            ack_frames_per_mb: None,
             delivery_delay_ms: None,
             series_100ms_mbps: Vec::new(),
             cotag: None,
@@ -147,6 +162,16 @@ pub struct TcpPathCounters {
 }
 
 impl SchemeResult {
+    /// Sets `ack_frames_per_mb` from the counters (session schemes) and the bytes delivered.
+    pub fn fill_ack_rate(&mut self) {
+        let mb = self.bytes_delivered as f64 / 1e6;
+        self.ack_frames_per_mb = self
+            .counters
+            .as_ref()
+            .filter(|_| mb > 0.0)
+            .map(|c| c.acks_sent as f64 / mb);
+    }
+
     /// Standard deviation of the 100 ms goodput series (Mbit/s), the whole run; None for
     /// fewer than two bins.
     pub fn sd_100ms_mbps(&self) -> Option<f64> {

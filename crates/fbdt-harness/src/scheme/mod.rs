@@ -253,8 +253,13 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
         }
         "window" => match value {
             "paper" => {
-                fbdt(cfg)?.window = FbdtConfig::paper().window;
+                // The paper's window, segments and framing: one segment per frame, ACKs
+                // by frames (issue 37's frames and ACKs by bytes are not the paper's).
+                let f = fbdt(cfg)?;
+                f.window = FbdtConfig::paper().window;
+                f.frame_budget = FbdtConfig::paper().frame_budget;
                 cfg.segment_size = Config::paper().segment_size;
+                cfg.ack_bytes = Config::paper().ack_bytes;
             }
             v => fbdt(cfg)?.window = v.parse::<WindowConfig>().map_err(|e| anyhow!("window={e}"))?,
         },

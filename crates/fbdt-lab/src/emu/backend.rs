@@ -90,6 +90,8 @@ struct Single {
     /// One-second goodputs.
     seconds: Vec<f64>,
     per_path_bytes: BTreeMap<String, u64>,
+    /// Seconds the transfer took (for per-second counts).
+    secs: f64,
     /// (server, client) counters of session-based schemes.
     sessions: Option<(SessionStats, SessionStats)>,
     /// In-order delivery delay samples.
@@ -304,6 +306,7 @@ fn run_one(
         series,
         seconds,
         per_path_bytes,
+        secs: transfer.secs,
         sessions,
         delay,
         cotag,
@@ -429,7 +432,14 @@ fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Single)>, wall_
             redundant_bytes: r.sessions.as_ref().map_or(0, |(_, c)| c.redundant_bytes_received),
         })
         .collect();
-    SchemeResult {
+    let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let endpoint_cpu_cores = mean(runs.iter().map(|(_, r)| r.fidelity.endpoints_cpu).collect());
+    let wakeups_per_s = mean(
+        runs.iter()
+            .filter_map(|(_, r)| r.sessions.as_ref().map(|(s, c)| (s.wakeups + c.wakeups) as f64 / r.secs.max(1e-9)))
+            .collect(),
+    );
+    let mut result = SchemeResult {
         scheme: name.to_string(),
         encryption: encryption.label().to_string(),
         goodput_mbps: summaries.iter().map(|r| r.goodput_mbps).sum::<f64>() / summaries.len().max(1) as f64,
@@ -452,6 +462,10 @@ fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Single)>, wall_
         delivery_delay_ms: delays.summary(),
         cotag,
         bursts,
+        endpoint_cpu_cores,
+        wakeups_per_s,
         ..SchemeResult::default()
-    }
+    };
+    result.fill_ack_rate();
+    result
 }
