@@ -143,11 +143,18 @@ mod tests {
         for _ in 0..64 {
             l.on_read(1448);
         }
-        assert!(Lowat::mark_for(16 * 1024, l.read_avg) > 1, "packet-sized reads: worth a mark");
+        assert!(
+            Lowat::mark_for(16 * 1024, l.read_avg) > 1,
+            "packet-sized reads: worth a mark"
+        );
         for _ in 0..64 {
             l.on_read(27_000);
         }
-        assert_eq!(Lowat::mark_for(16 * 1024, l.read_avg), 1, "each read completes a frame anyway");
+        assert_eq!(
+            Lowat::mark_for(16 * 1024, l.read_avg),
+            1,
+            "each read completes a frame anyway"
+        );
     }
 
     async fn pair() -> (TcpStream, TcpStream) {
@@ -188,7 +195,9 @@ mod tests {
         // The driver's loop: wait for readable or for the fallback deadline.
         let mut read = 0;
         while read == 0 {
-            let until = lowat.deadline().map(|d| d.as_micros().saturating_sub(now().as_micros()));
+            let until = lowat
+                .deadline()
+                .map(|d| d.as_micros().saturating_sub(now().as_micros()));
             let sleep = tokio::time::sleep(StdDuration::from_micros(until.unwrap_or(1_000_000)));
             tokio::select! {
                 r = rx.readable() => { r.unwrap(); read += drain(&rx); }
@@ -204,7 +213,10 @@ mod tests {
         let waited = sent.elapsed();
         assert_eq!(read, 1000);
         assert_eq!(lowat.fallbacks, 1, "woken by the fallback, not by the bytes");
-        assert!(waited >= StdDuration::from_millis(30), "the mark held the bytes back: {waited:?}");
+        assert!(
+            waited >= StdDuration::from_millis(30),
+            "the mark held the bytes back: {waited:?}"
+        );
         assert!(waited < StdDuration::from_millis(40 + 500), "waited {waited:?}");
         lowat.on_read(read);
 

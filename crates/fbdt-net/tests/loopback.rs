@@ -423,12 +423,19 @@ async fn read_chunk_and_async_read_share_one_queue() {
     loop {
         let n = if (chunks + copied) % 3 == 2 {
             copied += 1;
-            let n = tokio::time::timeout(BOUND, server.read(&mut buf)).await.expect("in time").expect("read");
+            let n = tokio::time::timeout(BOUND, server.read(&mut buf))
+                .await
+                .expect("in time")
+                .expect("read");
             h.update(&buf[..n]);
             n
         } else {
             chunks += 1;
-            match tokio::time::timeout(BOUND, server.read_chunk()).await.expect("in time").expect("read_chunk") {
+            match tokio::time::timeout(BOUND, server.read_chunk())
+                .await
+                .expect("in time")
+                .expect("read_chunk")
+            {
                 Some(b) => {
                     assert!(!b.is_empty(), "no empty chunks before the end");
                     h.update(&b);
@@ -442,11 +449,17 @@ async fn read_chunk_and_async_read_share_one_queue() {
         }
         total += n as u64;
     }
-    assert!(server.read_chunk().await.expect("after the end").is_none(), "the end stays the end");
+    assert!(
+        server.read_chunk().await.expect("after the end").is_none(),
+        "the end stays the end"
+    );
     let sent = sending.await.unwrap();
     assert_eq!(total, len);
     assert_eq!(<[u8; 32]>::from(h.finalize()), sent);
-    assert!(chunks > 10 && copied > 5, "both ways were used: {chunks} chunks, {copied} copies");
+    assert!(
+        chunks > 10 && copied > 5,
+        "both ways were used: {chunks} chunks, {copied} copies"
+    );
 }
 
 /// With `delay_marks`, every followed offset (one per 16 KiB) of a transfer has a first

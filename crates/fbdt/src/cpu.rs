@@ -55,11 +55,7 @@ pub(crate) async fn answer(mut w: impl AsyncWrite + Unpin) -> anyhow::Result<()>
 
 /// Client: the server's CPU time so far, asked on a new connection to `addr` (the perf
 /// server's TCP port), secured as `cfg` says.
-pub(crate) async fn ask(
-    path: &fbdt_net::PathSpec,
-    addr: SocketAddr,
-    cfg: &fbdt_net::NetConfig,
-) -> anyhow::Result<f64> {
+pub(crate) async fn ask(path: &fbdt_net::PathSpec, addr: SocketAddr, cfg: &fbdt_net::NetConfig) -> anyhow::Result<f64> {
     let mut p = path.clone();
     p.remote = addr;
     let tcp = fbdt_net::dial_tcp(&p, cfg, false).await?;
@@ -172,7 +168,11 @@ mod tests {
         assert!((s - 0.5).abs() < 0.01, "{s}");
         let per = u.cores_per_gbit.server.unwrap();
         assert!((per - 0.5).abs() < 0.01, "{per}");
-        let none = Window { server_s: None, ..Window::open(None) }.close(Some(1.0), 0);
+        let none = Window {
+            server_s: None,
+            ..Window::open(None)
+        }
+        .close(Some(1.0), 0);
         assert_eq!(none.server_cores, None);
         assert_eq!(none.cores_per_gbit.client, None, "nothing moved: no rate to divide by");
     }

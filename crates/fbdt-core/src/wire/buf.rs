@@ -43,7 +43,11 @@ pub fn prepare_recv_buf(buf: &mut BytesMut) {
 /// at every packet. The header's length is not checked here: a bad one fails the parse.
 pub fn frame_bytes_missing(buf: &[u8]) -> usize {
     let Some(len) = buf.get(4..super::HEADER_LEN) else {
-        return if buf.is_empty() { 0 } else { super::HEADER_LEN - buf.len() };
+        return if buf.is_empty() {
+            0
+        } else {
+            super::HEADER_LEN - buf.len()
+        };
     };
     let body = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
     (super::HEADER_LEN + body).saturating_sub(buf.len())
@@ -413,13 +417,21 @@ mod tests {
         assert_eq!(b.capacity(), cap, "enough room: same allocation");
         // The block ends inside a frame of 200 KB: the next block holds all of it at once.
         let mut frame = Vec::new();
-        Frame::Data(Data { seq: Seq(1), fin: false, payload: &[1u8; 200_000] }).emit(&mut frame);
+        Frame::Data(Data {
+            seq: Seq(1),
+            fin: false,
+            payload: &[1u8; 200_000],
+        })
+        .emit(&mut frame);
         let held = b.capacity() - b.len() - 10;
         b.extend_from_slice(&frame[..held]);
         let _kept = b.split_to(100).freeze();
         prepare_recv_buf(&mut b);
         assert_eq!(&b[..], &frame[..held], "the incomplete frame moved whole");
-        assert!(b.capacity() >= frame.len() + RECV_MIN_READ, "room for the rest of the frame");
+        assert!(
+            b.capacity() >= frame.len() + RECV_MIN_READ,
+            "room for the rest of the frame"
+        );
         assert!(b.capacity() <= frame.len() + RECV_MIN_READ + 64);
         // A length no frame has is not believed beyond the longest frame.
         let mut junk = BytesMut::new();
@@ -431,10 +443,15 @@ mod tests {
 
     #[test]
     fn frame_bytes_missing_counts_to_the_end_of_the_first_frame() {
-        use crate::wire::{Data, Frame};
         use crate::seq::Seq;
+        use crate::wire::{Data, Frame};
         let mut whole = Vec::new();
-        Frame::Data(Data { seq: Seq(7), fin: false, payload: &[3u8; 5000] }).emit(&mut whole);
+        Frame::Data(Data {
+            seq: Seq(7),
+            fin: false,
+            payload: &[3u8; 5000],
+        })
+        .emit(&mut whole);
         assert_eq!(frame_bytes_missing(&[]), 0, "no frame begun");
         for cut in 1..super::super::HEADER_LEN {
             assert_eq!(frame_bytes_missing(&whole[..cut]), super::super::HEADER_LEN - cut);

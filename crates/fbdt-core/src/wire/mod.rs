@@ -14,7 +14,9 @@ mod frames;
 mod recv_buf;
 mod short_list;
 
-pub use buf::{frame_bytes_missing, prepare_recv_buf, recv_pin, FrameBuf, FrameOut, SendBuf, RECV_BLOCK, RECV_MIN_READ};
+pub use buf::{
+    frame_bytes_missing, prepare_recv_buf, recv_pin, FrameBuf, FrameOut, SendBuf, RECV_BLOCK, RECV_MIN_READ,
+};
 pub use frames::{Ack, Align, Close, Data, DataAck, Hello, Join, LaneRepr, MpData, PathRx, Scheme, NO_PATH};
 pub use recv_buf::{Piece, RecvBuf, ENTRY_COST, MERGE_MAX, OUT_PIN_RATIO};
 pub use short_list::ShortList;

@@ -436,7 +436,11 @@ fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Single)>, wall_
     let endpoint_cpu_cores = mean(runs.iter().map(|(_, r)| r.fidelity.endpoints_cpu).collect());
     let wakeups_per_s = mean(
         runs.iter()
-            .filter_map(|(_, r)| r.sessions.as_ref().map(|(s, c)| (s.wakeups + c.wakeups) as f64 / r.secs.max(1e-9)))
+            .filter_map(|(_, r)| {
+                r.sessions
+                    .as_ref()
+                    .map(|(s, c)| (s.wakeups + c.wakeups) as f64 / r.secs.max(1e-9))
+            })
             .collect(),
     );
     let mut result = SchemeResult {
