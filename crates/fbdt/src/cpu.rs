@@ -22,13 +22,19 @@ pub(crate) const QUERY_LEN: usize = 24;
 /// Longest answer a client reads.
 const MAX_ANSWER: usize = 4096;
 
-/// User + system CPU time of this process so far, in seconds.
-pub(crate) fn process_cpu_s() -> f64 {
+/// This process's user and system CPU time so far, in seconds, and its peak RSS in KiB.
+pub(crate) fn rusage() -> (f64, f64, u64) {
     // SAFETY: getrusage fills the zeroed struct we own.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    s(ru.ru_utime) + s(ru.ru_stime)
+    (s(ru.ru_utime), s(ru.ru_stime), ru.ru_maxrss as u64)
+}
+
+/// User + system CPU time of this process so far, in seconds.
+pub(crate) fn process_cpu_s() -> f64 {
+    let (user, sys, _) = rusage();
+    user + sys
 }
 
 /// What the server answers: its process's CPU time so far.

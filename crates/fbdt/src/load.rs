@@ -86,14 +86,6 @@ fn cpu_s(pid: u32) -> anyhow::Result<f64> {
     Ok((ticks(11) + ticks(12)) as f64 / hz)
 }
 
-fn own_cpu_s() -> f64 {
-    // SAFETY: getrusage writes the struct we pass.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    s(ru.ru_utime) + s(ru.ru_stime)
-}
-
 /// Jain's fairness index of `x`: 1 when all are equal, 1/n when one takes everything.
 pub fn jain(x: &[f64]) -> Option<f64> {
     let sum: f64 = x.iter().sum();
@@ -204,7 +196,7 @@ pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
     tokio::time::sleep(SETTLE).await;
     let rss_held = a.server_pid.map(rss).transpose()?;
     let cpu0 = a.server_pid.map(cpu_s).transpose()?;
-    let own0 = own_cpu_s();
+    let own0 = crate::cpu::process_cpu_s();
     let run0 = Instant::now();
     let _ = go_tx.send(true);
     let mut goodputs = Vec::new();
@@ -247,7 +239,7 @@ pub async fn run(a: LoadArgs) -> anyhow::Result<()> {
         "rss_per_session_bytes": rss_per_session,
         "server_cpu_s": server_cpu,
         "server_cpu_util": server_cpu.map(|c| c / run_s.max(1e-9)),
-        "generator_cpu_s": own_cpu_s() - own0,
+        "generator_cpu_s": crate::cpu::process_cpu_s() - own0,
         "bulk_goodput_mbps_total": total_bps / 1e6,
         "jain_fairness": fairness,
         "errors": errors.iter().take(5).collect::<Vec<_>>(),

@@ -582,14 +582,6 @@ fn system_cc() -> String {
         .unwrap_or_default()
 }
 
-fn rusage() -> (f64, f64, u64) {
-    // SAFETY: getrusage fills the zeroed struct we own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (s(ru.ru_utime), s(ru.ru_stime), ru.ru_maxrss as u64)
-}
-
 fn report(a: &PerfArgs, m: &Measure, scheme: &str, npaths: usize, cc: &str, req: Request, cpu: &crate::cpu::CpuUse) {
     let goodput = m.bytes as f64 * 8.0 / m.duration_s.max(1e-9) / 1e6;
     // 1-s samples: every 10th sample (SAMPLE = 100 ms); whole seconds only.
@@ -622,7 +614,7 @@ fn report(a: &PerfArgs, m: &Measure, scheme: &str, npaths: usize, cc: &str, req:
         .enumerate()
         .map(|(i, b)| (format!("path{i}"), (*b).into()))
         .collect();
-    let (ut, st, rss) = rusage();
+    let (ut, st, rss) = crate::cpu::rusage();
     if a.json {
         let doc = serde_json::json!({
             "tool": "fbdt perf",
