@@ -135,23 +135,25 @@ pub fn download(
         runtime()?.block_on(async move {
             let (_listener, session) = accept_one(&listen_on, server_net, addr_tx).await?;
             let stats = session.stats_handle();
-            let (mut rd, mut wr) = tokio::io::split(session);
-            let chunk = vec![0x5au8; CHUNK];
+            let mut session = session;
+            // One buffer handed over by reference, as an application holding `Bytes` would:
+            // the kernel copies from it, nothing else does (issue 37).
+            let chunk = bytes::Bytes::from(vec![0x5au8; CHUNK]);
             let started = Instant::now();
             while started.elapsed() < send_for {
                 // A write blocks while every path is stalled; the deadline still holds.
                 let left = send_for.saturating_sub(started.elapsed());
-                match tokio::time::timeout(left, wr.write_all(&chunk)).await {
+                match tokio::time::timeout(left, session.write_chunk(chunk.clone())).await {
                     Ok(r) => r.context("sending")?,
                     Err(_) => break,
                 }
             }
             // The receiver stops reading DRAIN_LIMIT after the sending time; waiting longer
             // for acknowledgements would only hold the testbed.
-            let _ = tokio::time::timeout(DRAIN_LIMIT, wr.shutdown()).await;
+            let _ = tokio::time::timeout(DRAIN_LIMIT, session.shutdown()).await;
             let mut rest = [0u8; 64];
-            let _ = tokio::time::timeout(Duration::from_millis(200), rd.read(&mut rest)).await;
-            drop((rd, wr));
+            let _ = tokio::time::timeout(Duration::from_millis(200), session.read(&mut rest)).await;
+            drop(session);
             // The driver adds its last marks when the session ends; give it a moment.
             tokio::time::sleep(Duration::from_millis(50)).await;
             Ok((stats.stats(), stats.take_delay_marks()))
@@ -206,12 +208,12 @@ async fn receive(
     secs: f64,
     progress: &(dyn Fn(f64) + Sync),
 ) -> Result<(Transfer, SessionStats, DelayMarks, Instant)> {
-    let session = fbdt_net::connect(specs, net).await.context("connecting")?;
+    let mut session = fbdt_net::connect(specs, net).await.context("connecting")?;
     let stats = session.stats_handle();
-    let (mut rd, mut wr) = tokio::io::split(session);
     let mut series = vec![(0.0, 0u64)];
-    let total = fbdt_net::sample::read_sampled(
-        &mut rd,
+    // The session hands over its received slices: no second copy of every byte (issue 37).
+    let total = fbdt_net::sample::read_sampled_from(
+        &mut session,
         SAMPLE,
         Some(Duration::from_secs_f64(secs) + DRAIN_LIMIT),
         |t, b| {
@@ -224,7 +226,7 @@ async fn receive(
     let ended = Instant::now();
     let (bytes, secs_total) = (total.bytes, total.secs);
     series.push((secs_total, bytes));
-    let _ = tokio::time::timeout(Duration::from_millis(500), wr.shutdown()).await;
+    let _ = tokio::time::timeout(Duration::from_millis(500), session.shutdown()).await;
     // At the duration exactly (fbdt_emu::perf::bytes_by): the samples fall a little after
     // their marks, so the last one before the end may be just past it.
     let in_time = fbdt_emu::perf::bytes_by(&series, secs);
@@ -240,7 +242,7 @@ async fn receive(
         goodput_mbps: in_time as f64 * 8.0 / secs / 1e6,
         series,
     };
-    drop((rd, wr));
+    drop(session);
     // The driver adds its last marks when the session ends; give it a moment.
     tokio::time::sleep(Duration::from_millis(50)).await;
     Ok((transfer, stats.stats(), stats.take_delay_marks(), ended))
