@@ -199,13 +199,13 @@ fn targets(h: &mut String, s: &Summary) {
 fn results(h: &mut String, s: &Summary) {
     h.push_str(
         "<h2 id=\"results\">Goodput per scenario and scheme</h2>\n<table><tr><th class=\"l\">scheme</th><th>Mbit/s</th>\
-         <th>p10</th><th>p50</th><th>p90</th><th>÷ scale</th><th>paper</th><th>/ Σ standalone</th>\
+         <th>CPU cores</th><th>p10</th><th>p50</th><th>p90</th><th>÷ scale</th><th>paper</th><th>/ Σ standalone</th>\
          <th>paper / Σ standalone</th><th>sd 100 ms</th><th>delay p50 ms</th><th>delay p99 ms</th></tr>\n",
     );
     for sc in &s.scenarios {
         let _ = writeln!(
             h,
-            "<tr class=\"sc\"><td colspan=\"12\">{} — {:.0} s at scale {}: capacity {:.1} Mbit/s, \
+            "<tr class=\"sc\"><td colspan=\"13\">{} — {:.0} s at scale {}: capacity {:.1} Mbit/s, \
              Σ standalone {} Mbit/s; paper Σ standalone {} Mbit/s</td></tr>",
             escape(&sc.scenario),
             sc.duration_s,
@@ -217,14 +217,14 @@ fn results(h: &mut String, s: &Summary) {
         if !sc.faithful {
             let _ = writeln!(
                 h,
-                "<tr class=\"sc\"><td class=\"unf\" colspan=\"12\">UNFAITHFUL emulation (greyed rows; \
+                "<tr class=\"sc\"><td class=\"unf\" colspan=\"13\">UNFAITHFUL emulation (greyed rows; \
                  no target counts them): {}</td></tr>",
                 escape(&sc.unfaithful.join(" | "))
             );
         } else if !sc.left_out_seeds.is_empty() {
             let _ = writeln!(
                 h,
-                "<tr class=\"sc\"><td class=\"l\" colspan=\"12\">Repetitions left out as unfaithful \
+                "<tr class=\"sc\"><td class=\"l\" colspan=\"13\">Repetitions left out as unfaithful \
                  (seeds {}; every figure and target here is over the others): {}</td></tr>",
                 sc.left_out_seeds
                     .iter()
@@ -237,11 +237,12 @@ fn results(h: &mut String, s: &Summary) {
         for x in &sc.schemes {
             let _ = writeln!(
                 h,
-                "<tr{}><td class=\"l\">{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td>\
+                "<tr{}><td class=\"l\">{}</td><td>{:.1}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td>\
                  <td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 if x.faithful { "" } else { " class=\"unf\"" },
                 escape(&x.scheme),
                 x.goodput_mbps,
+                num(x.endpoint_cpu_cores, 2),
                 x.p10_mbps,
                 x.p50_mbps,
                 x.p90_mbps,
@@ -259,8 +260,9 @@ fn results(h: &mut String, s: &Summary) {
         "</table>\n<p>Mbit/s and p10/p50/p90 (of one-second samples) at our scale; paper = the \
          scenario file's <code>[reference]</code> (full rate; its <code>mptcp</code> entry is shown on our \
          MPTCP baseline); sd 100 ms = standard deviation of the 100 ms goodput series; delay = in-order \
-         delivery delay, first transmission to in-order delivery (docs/results.md); — = not given or not \
-         measured.</p>\n",
+         delivery delay, first transmission to in-order delivery (docs/results.md); CPU cores = both \
+         endpoints' CPU-seconds per second of run, user + system (testbed only: the simulator has no \
+         CPU to measure); — = not given or not measured.</p>\n",
     );
 }
 

@@ -139,6 +139,10 @@ pub struct SchemeSummary {
     pub delay_p50_ms: Option<f64>,
     #[serde(default)]
     pub delay_p99_ms: Option<f64>,
+    /// Both endpoints' CPU (cores: CPU-seconds per second of run), measured on the testbed;
+    /// none in the simulator.
+    #[serde(default)]
+    pub endpoint_cpu_cores: Option<f64>,
 }
 
 /// The paper's side of a scenario, from the scenario file's `[reference]` table.
@@ -235,6 +239,7 @@ pub fn scenario_summary(r: &RunReport, full: Option<&Scenario>, baseline: &str) 
                 sd_100ms_mbps: x.sd_100ms_mbps(),
                 delay_p50_ms: x.delivery_delay_ms.as_ref().map(|d| d.p50),
                 delay_p99_ms: x.delivery_delay_ms.as_ref().map(|d| d.p99),
+                endpoint_cpu_cores: x.endpoint_cpu_cores,
             }
         })
         .collect();
