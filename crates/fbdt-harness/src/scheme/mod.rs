@@ -267,6 +267,9 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
         "seg" => cfg.segment_size = bytes(value)?,
         "rcvbuf" => cfg.recv_buffer = bytes(value)?,
         "sndbuf" => cfg.send_buffer = bytes(value)?,
+        // Payload bytes between two ACKs of a path (0: by frames alone): how sparse the
+        // receiver's ACKs may be, to measure what they cost (issue 37).
+        "acks" => cfg.ack_bytes = bytes(value)?,
         "hold" => {
             let ms: u64 = value
                 .parse()
@@ -289,7 +292,7 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             }
         },
         _ => {
-            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, factor, hold, limit, tls)")
+            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, factor, hold, limit, tls)")
         }
     }
     Ok(())
