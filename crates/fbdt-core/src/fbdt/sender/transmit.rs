@@ -301,7 +301,9 @@ impl FbdtSender {
             self.windows[pos].deadlines.set(None);
         }
         self.stats.per_path_bytes_sent[p.index()] += len as u64;
+        let ack_allowance = self.params.max_ack_delay;
         let t = &mut self.paths[p.index()];
+        t.est.wake.on_send(now, t.in_flight() == 0, ack_allowance);
         if t.in_flight() == 0 {
             t.last_progress = now;
         }
