@@ -424,7 +424,7 @@ impl State {
                 return Some(i);
             };
             let key = s.out_len as i128 - i128::from(self.sent - s.turn);
-            if best.map_or(true, |(k, _)| key < k) {
+            if best.is_none_or(|(k, _)| key < k) {
                 best = Some((key, i));
             }
         }
