@@ -37,7 +37,8 @@ pub(super) struct WakeCost {
     probe: Option<Probe>,
     /// Excess over the base RTT of a first round trip after a triggering gap (s, EWMA).
     cost: f64,
-    /// The least idle gap seen to cost `cost`; `None` until a wake-up was seen.
+    /// The least idle gap seen to cost `cost`; `None` until a wake-up was seen. A path
+    /// idle half as long is expected asleep (`asleep_after`).
     trigger: Option<Duration>,
 }
 
@@ -84,19 +85,29 @@ impl WakeCost {
                 None => excess,
             };
             self.trigger = Some(self.trigger.map_or(gap, |t| t.min(gap)));
-        } else if let Some(t) = self.trigger.filter(|&t| gap >= t) {
+        } else if self.asleep_after().is_some_and(|t| gap >= t) {
             // This gap cost nothing: the path stays awake at least this long.
-            self.trigger = Some(Duration::from_micros(gap.as_micros() + 1).max(t));
+            self.trigger = Some(Duration::from_micros(2 * gap.as_micros() + 2));
         }
     }
 
+    /// The idle time after which the path is expected asleep: half the least gap seen to
+    /// cost a wake-up. That gap says only that the radio dozes somewhere below it, and
+    /// gaps are measured from the last send or ACK, so the next one of "the same" length
+    /// may come out shorter by an ACK's delay (the simulator's `--radio defaults`: a 1 s
+    /// pause measured 998 ms, the next 996 ms); half of it still covers every radio that
+    /// sleeps after half its idle gap, and a gap that costs nothing raises it (`learn`).
+    fn asleep_after(&self) -> Option<Duration> {
+        self.trigger.map(|t| Duration::from_micros(t.as_micros() / 2))
+    }
+
     /// Seconds a byte handed to the path at `now` waits for the path to wake up: while
-    /// idle for at least the trigger gap, one direction's share of the learned excess
+    /// idle for at least `asleep_after`, one direction's share of the learned excess
     /// (half: a round trip after idleness wakes both directions, the data's and the
     /// ACK's, and only the first delays the data); while the first segment after such a
     /// gap is on its way, what is left of it. Zero before any wake-up was seen.
     pub fn delay(&self, now: Instant, in_flight: u64) -> f64 {
-        let Some(trigger) = self.trigger else { return 0.0 };
+        let Some(trigger) = self.asleep_after() else { return 0.0 };
         let one_way = self.cost / 2.0;
         if in_flight == 0 {
             let idle = self.last_active.map_or(Duration::ZERO, |t| now.saturating_since(t));
@@ -106,6 +117,19 @@ impl WakeCost {
             Some(p) if p.gap >= trigger => (one_way - now.saturating_since(p.at).as_secs_f64()).max(0.0),
             _ => 0.0,
         }
+    }
+
+    /// The first instant after `now` at which [`WakeCost::delay`] may change with time
+    /// alone (None: only an input changes it): when an idle path reaches `asleep_after`;
+    /// while a wake-up is under way it changes all along (`now`).
+    pub fn changes_after(&self, now: Instant, in_flight: u64) -> Option<Instant> {
+        let after = self.asleep_after()?;
+        if in_flight == 0 {
+            let at = self.last_active? + after;
+            return (at > now).then_some(at);
+        }
+        let p = self.probe.filter(|p| p.gap >= after)?;
+        (p.at + Duration::from_secs_f64(self.cost / 2.0) > now).then_some(now)
     }
 
     /// The learned excess of a first round trip after idleness and the least idle gap that
@@ -150,10 +174,14 @@ mod tests {
         let (cost, trigger) = w.learned().expect("a wake-up was seen");
         assert_eq!(cost, Duration::from_millis(18));
         assert_eq!(trigger, Duration::from_millis(1_000));
-        // Idle that long again: half of it (the data's direction) is added to the arrival;
-        // a short pause costs nothing, a busy path nothing.
+        // Idle half that long or more: half the excess (the data's direction) is added to
+        // the arrival; a short pause costs nothing, a busy path nothing.
         assert!(close(w.delay(at(3_000), 0), 0.009));
         assert!(close(w.delay(at(1_100), 0), 0.0));
+        assert!(close(w.delay(at(1_600), 0), 0.009));
+        // A poll that found nothing to do holds until the path dozes off.
+        assert_eq!(w.changes_after(at(1_100), 0), Some(at(1_524)));
+        assert_eq!(w.changes_after(at(1_600), 0), None);
         assert!(close(w.delay(at(3_000), 10_000), 0.0));
         // A second wake-up after a shorter gap lowers the trigger and moves the cost.
         exchange(&mut w, 1_500, true, 26);
@@ -189,9 +217,10 @@ mod tests {
         exchange(&mut w, 0, true, 2);
         exchange(&mut w, 100, true, 22);
         assert_eq!(w.learned().unwrap().1, Duration::from_millis(98));
-        // 300 ms idle and no excess: the path stays awake that long.
+        // 300 ms idle and no excess: the path stays awake that long (it is expected asleep
+        // after half the trigger, now just over 300 ms).
         exchange(&mut w, 422, true, 2);
-        assert_eq!(w.learned().unwrap().1, Duration::from_micros(300_001));
+        assert_eq!(w.learned().unwrap().1, Duration::from_micros(600_002));
         assert!(close(w.delay(at(624), 0), 0.0));
         assert!(w.delay(at(800), 0) > 0.0);
     }

@@ -42,6 +42,15 @@ impl FbdtSender {
         t.est.wake.delay(self.checked_until, t.in_flight())
     }
 
+    /// The first instant after `now` at which a path's wake-up delay changes with time
+    /// alone: a poll that found nothing to do holds (`IdlePoll`) only until then.
+    pub(super) fn wake_changes_after(&self, now: crate::time::Instant) -> Option<crate::time::Instant> {
+        self.paths
+            .iter()
+            .filter_map(|t| t.est.wake.changes_after(now, t.in_flight()))
+            .min()
+    }
+
     /// [`FbdtSender::estimates`] before the wake-up delay.
     fn estimates_kept(&self, p: PathId) -> (Option<f64>, Option<f64>) {
         let t = &self.paths[p.index()];
@@ -177,7 +186,9 @@ impl FbdtSender {
     /// its queue — Cubic fills any it gets — would delay every byte it carries. None
     /// while an arrival or rate is unknown or no other path flows.
     fn lead_needed(&self, p: PathId) -> Option<u64> {
-        let mine = self.paths[p.index()].est.base_rtt().as_secs_f64() / 2.0;
+        // A dozing path's wake-up counts as delay too: it works that far ahead and is awake
+        // when its bytes are due, instead of never being in time.
+        let mine = self.paths[p.index()].est.base_rtt().as_secs_f64() / 2.0 + self.wake_delay(p);
         let (first, rate) = self.delivery_by(self.paths_flowing_besides(p))?;
         if rate == 0.0 {
             return None;

@@ -32,6 +32,9 @@ impl FbdtSender {
         let before = self.poll_marks(path);
         let mut idle = None;
         let n = self.poll_frame(path, room, now, out, &mut idle);
+        if let (Some((_, until)), Some(wake)) = (idle.as_mut(), self.wake_changes_after(now)) {
+            *until = Some(until.map_or(wake, |u| u.min(wake)));
+        }
         let quiet = n == 0 && self.poll_marks(path) == before;
         debug_assert!(
             quiet || !unchanged,
