@@ -42,6 +42,9 @@ pub(crate) struct StreamState {
     /// An RST waits behind the data the application wrote before dropping its handle.
     pub rst_queued: bool,
     pub in_sendable: bool,
+    /// `State::sent` when this stream last had a turn (or became sendable): what it has
+    /// waited for since is `sent - turn`.
+    pub turn: u64,
     pub write_waker: Option<Waker>,
     /// The peer reset or refused the stream.
     pub reset: bool,
@@ -74,8 +77,11 @@ pub(crate) struct State {
     pub streams: HashMap<u32, StreamState>,
     /// Frames without data, sent before any DATA of the next batch.
     pub control: VecDeque<Control>,
-    /// Streams with data or a FIN to send, served round-robin.
+    /// Streams with data, a FIN, a BLOCKED or an RST to send, in the order they became
+    /// sendable (see `next_turn` for who goes first).
     pub sendable: VecDeque<u32>,
+    /// DATA bytes put into batches so far (the clock of `StreamState::turn`).
+    sent: u64,
     next_local: u32,
     highest_remote: u32,
     /// Sum of every stream's `window`: the most the peers may make us buffer.
@@ -95,6 +101,7 @@ impl State {
             streams: HashMap::new(),
             control: VecDeque::new(),
             sendable: VecDeque::new(),
+            sent: 0,
             next_local: if client { 1 } else { 2 },
             highest_remote: 0,
             granted: 0,
@@ -282,6 +289,7 @@ impl State {
         if let Some(s) = self.streams.get_mut(&id) {
             if !s.in_sendable {
                 s.in_sendable = true;
+                s.turn = self.sent;
                 self.sendable.push_back(id);
             }
         }
@@ -320,16 +328,21 @@ impl State {
         }
     }
 
-    /// Moves control frames, then DATA round-robin over the sendable streams (at most
-    /// `MAX_DATA` of one stream in a row), into `batch` until it holds `max` bytes.
+    /// Moves control frames, then DATA of the sendable streams, one frame (at most
+    /// `MAX_DATA`) per turn in the order of [`State::next_turn`], into `batch` until it
+    /// holds `max` bytes. A stream's BLOCKED, FIN or RST follows its last queued byte.
     pub fn fill_batch(&mut self, batch: &mut BytesMut, max: usize) {
         while let Some(c) = self.control.pop_front() {
             c.header.encode(batch);
             batch.put_slice(&c.payload);
         }
         while batch.len() < max {
-            let Some(id) = self.sendable.pop_front() else { break };
-            let Some(s) = self.streams.get_mut(&id) else { continue };
+            let Some(i) = self.next_turn() else { break };
+            let id = self.sendable[i];
+            let Some(s) = self.streams.get_mut(&id) else {
+                self.sendable.remove(i);
+                continue;
+            };
             let n = s.out_len.min(MAX_DATA);
             if n > 0 {
                 Header {
@@ -350,14 +363,16 @@ impl State {
                     left -= k;
                 }
                 s.out_len -= n;
+                self.sent += n as u64;
+                s.turn = self.sent;
                 if let Some(w) = s.write_waker.take() {
                     w.wake();
                 }
             }
             if s.out_len > 0 {
-                self.sendable.push_back(id);
                 continue;
             }
+            self.sendable.remove(i);
             s.in_sendable = false;
             if std::mem::take(&mut s.blocked_queued) && !s.reset {
                 Header {
@@ -375,9 +390,45 @@ impl State {
                 }
                 .encode(batch);
                 s.fin_sent = true;
+            }
+            if s.rst_queued {
+                // The handle was dropped mid-exchange: its data (and FIN) went out above,
+                // now the RST (a FIN before it still reads as a clean end at the peer).
+                if !s.reset {
+                    Header {
+                        kind: Kind::Rst,
+                        stream: id,
+                        length: 0,
+                    }
+                    .encode(batch);
+                }
+                self.remove(id);
+            } else {
                 self.remove_if_done(id);
             }
         }
+    }
+
+    /// The position in `sendable` of the stream whose turn it is: the one with the least
+    /// `queued − waited` bytes (queued: its unsent bytes; waited: DATA bytes other streams
+    /// sent since its last turn). Among streams that are all just served this is the
+    /// nearest to done, so a short answer queued beside a long one goes out whole first
+    /// instead of in alternating 16 KiB frames (under processor sharing every answer ends
+    /// late); and a stream never waits for more bytes of others than it has queued itself
+    /// (plus one frame per stream waiting longer), so a long one is not starved and two long
+    /// ones alternate in runs of about one send buffer. Ties go to the one sendable first.
+    fn next_turn(&self) -> Option<usize> {
+        let mut best: Option<(i128, usize)> = None;
+        for (i, id) in self.sendable.iter().enumerate() {
+            let Some(s) = self.streams.get(id) else {
+                return Some(i);
+            };
+            let key = s.out_len as i128 - i128::from(self.sent - s.turn);
+            if best.is_none_or(|(k, _)| key < k) {
+                best = Some((key, i));
+            }
+        }
+        best.map(|(_, i)| i)
     }
 
     /// Streams open now (accepted or not, finishing or not).

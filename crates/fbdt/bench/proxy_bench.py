@@ -117,4 +117,5 @@ def main():
         print(json.dumps({"bytes": n, "seconds": dt, "goodput_mbps": n * 8 / dt / 1e6}))
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -2,6 +2,7 @@
 //! ratio, ACK round-trip time, stalls. Measured at the FBDT level so the simulator and the
 //! runtime see the same quantities; driver statistics (TCP_INFO) only seed them.
 
+use super::wake::WakeCost;
 use crate::path::PathStats;
 use crate::time::{Duration, Instant};
 
@@ -38,6 +39,8 @@ pub(super) struct PathEstimate {
     lateness_dev: Option<f64>,
     pub driver: PathStats,
     pub last_outage: Option<Instant>,
+    /// What a transfer after idleness costs (sleep-aware arrival).
+    pub wake: WakeCost,
     sample_rx: u64,
     sample_sent: u64,
 }
@@ -53,6 +56,7 @@ impl PathEstimate {
             lateness_dev: None,
             driver: PathStats::default(),
             last_outage: None,
+            wake: WakeCost::default(),
             sample_rx: 0,
             sample_sent: 0,
         }
@@ -97,6 +101,7 @@ impl PathEstimate {
     }
 
     pub fn rtt_sample(&mut self, rtt: Duration, now: Instant) {
+        self.wake.on_rtt(rtt, now, self.base_rtt());
         if self
             .base_rtt
             .is_none_or(|(min, at)| rtt <= min || now.saturating_since(at) > BASE_RTT_WINDOW)

@@ -5,6 +5,7 @@ mod estimate;
 mod layout;
 mod receiver;
 mod sender;
+mod wake;
 
 pub use config::{FbdtConfig, WindowConfig, BUDGET_MAX_WINDOW, DEFAULT_BUDGET};
 pub use receiver::FbdtReceiver;

@@ -30,6 +30,29 @@ impl FbdtSender {
     /// something), not at every arrival check of every poll. Debug builds work them out
     /// anyway and check they agree.
     fn estimates(&self, p: PathId) -> (Option<f64>, Option<f64>) {
+        let (arrival, drain) = self.estimates_kept(p);
+        (arrival.map(|a| a + self.wake_delay(p)), drain)
+    }
+
+    /// Seconds `p` is expected to take to wake up before a byte handed to it now leaves
+    /// (`wake::WakeCost::delay`; zero on a path never seen asleep). Apart from the kept
+    /// estimates: it changes with time alone, as an idle path dozes off.
+    fn wake_delay(&self, p: PathId) -> f64 {
+        let t = &self.paths[p.index()];
+        t.est.wake.delay(self.checked_until, t.in_flight())
+    }
+
+    /// The first instant after `now` at which a path's wake-up delay changes with time
+    /// alone: a poll that found nothing to do holds (`IdlePoll`) only until then.
+    pub(super) fn wake_changes_after(&self, now: crate::time::Instant) -> Option<crate::time::Instant> {
+        self.paths
+            .iter()
+            .filter_map(|t| t.est.wake.changes_after(now, t.in_flight()))
+            .min()
+    }
+
+    /// [`FbdtSender::estimates`] before the wake-up delay.
+    fn estimates_kept(&self, p: PathId) -> (Option<f64>, Option<f64>) {
         let t = &self.paths[p.index()];
         if let Some((changes, arrival, drain)) = t.estimates.get().filter(|e| e.0 == self.changes) {
             debug_assert_eq!(
@@ -49,7 +72,8 @@ impl FbdtSender {
     /// (half the base RTT). `p`'s unacknowledged bytes span one base RTT at its rate when
     /// nothing queues, so what exceeds that is queue. An idle path needs no rate: its next
     /// byte takes the one-way delay (the direction that only carries requests never
-    /// measures one).
+    /// measures one) — plus, on a path seen to doze off after that long idle, its learned
+    /// wake-up (`wake.rs`).
     pub(super) fn arrival_in(&self, p: PathId) -> Option<f64> {
         self.estimates(p).0
     }
@@ -110,7 +134,7 @@ impl FbdtSender {
         let t = &self.paths[p.index()];
         let base = t.est.base_rtt().as_secs_f64();
         let ahead = (t.in_flight() + extra) as f64 / self.estimates(p).1?;
-        Some(ahead.max(base) - base / 2.0)
+        Some(ahead.max(base) - base / 2.0 + self.wake_delay(p))
     }
 
     /// Whether a window loaded now, starting at segment `idx`, has a segment `p` delivers
@@ -162,7 +186,9 @@ impl FbdtSender {
     /// its queue — Cubic fills any it gets — would delay every byte it carries. None
     /// while an arrival or rate is unknown or no other path flows.
     fn lead_needed(&self, p: PathId) -> Option<u64> {
-        let mine = self.paths[p.index()].est.base_rtt().as_secs_f64() / 2.0;
+        // A dozing path's wake-up counts as delay too: it works that far ahead and is awake
+        // when its bytes are due, instead of never being in time.
+        let mine = self.paths[p.index()].est.base_rtt().as_secs_f64() / 2.0 + self.wake_delay(p);
         let (first, rate) = self.delivery_by(self.paths_flowing_besides(p))?;
         if rate == 0.0 {
             return None;

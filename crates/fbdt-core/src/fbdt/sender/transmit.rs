@@ -32,6 +32,9 @@ impl FbdtSender {
         let before = self.poll_marks(path);
         let mut idle = None;
         let n = self.poll_frame(path, room, now, out, &mut idle);
+        if let (Some((_, until)), Some(wake)) = (idle.as_mut(), self.wake_changes_after(now)) {
+            *until = Some(until.map_or(wake, |u| u.min(wake)));
+        }
         let quiet = n == 0 && self.poll_marks(path) == before;
         debug_assert!(
             quiet || !unchanged,
@@ -301,7 +304,9 @@ impl FbdtSender {
             self.windows[pos].deadlines.set(None);
         }
         self.stats.per_path_bytes_sent[p.index()] += len as u64;
+        let ack_allowance = self.params.max_ack_delay;
         let t = &mut self.paths[p.index()];
+        t.est.wake.on_send(now, t.in_flight() == 0, ack_allowance);
         if t.in_flight() == 0 {
             t.last_progress = now;
         }

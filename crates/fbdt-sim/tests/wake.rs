@@ -1,0 +1,91 @@
+//! Sleep-aware arrival (issue 39) through the simulator: radios that doze when idle (WiFi
+//! 200 ms / 2 ms wake-up, WiGig 100 ms / 10 ms, as `fbdt-lab workload --radio defaults`).
+//! The first small transfer after an idle second pays WiGig's wake-up (nothing is known
+//! yet); once FBDT has seen WiGig wake up, the next one goes to WiFi, which is awake first.
+
+use fbdt_core::{Config, Instant};
+use fbdt_scenario::{RadioSleep, Scenario};
+use fbdt_sim::{Sim, SimParams, SimScheme};
+
+/// Times (s) to deliver each object of `plan` — (idle gap before it in s, bytes) — over
+/// `scenario` with the default radios, in one FBDT session.
+fn fetch_times(scenario: &str, plan: &[(f64, u64)]) -> Vec<f64> {
+    let mut s = Scenario::load(scenario).unwrap();
+    s.duration_s = 10.0;
+    for p in &mut s.paths {
+        p.radio = Some(match p.name.as_str() {
+            "wifi" => RadioSleep {
+                idle_timeout_ms: 200.0,
+                wake_ms: 2.0,
+            },
+            _ => RadioSleep {
+                idle_timeout_ms: 100.0,
+                wake_ms: 10.0,
+            },
+        });
+    }
+    let schedule = s.schedule(1.0).unwrap();
+    let scheme = SimScheme::Fbdt(Config::default());
+    let params = SimParams::default();
+    let mut sim = Sim::new(&schedule, &scheme, &params).unwrap();
+    sim.set_app_limit(0);
+    let (mut limit, mut done, mut times) = (0u64, 0.0f64, Vec::new());
+    for &(gap, bytes) in plan {
+        let start = Instant::from_micros(((done + gap) * 1e6) as u64);
+        while sim.now() < start {
+            sim.step().unwrap();
+            sim.advance_until(Some(start)).unwrap();
+        }
+        limit += bytes;
+        sim.set_app_limit(limit);
+        let t0 = sim.now().as_secs_f64();
+        while sim.bytes_delivered() < limit {
+            sim.step().unwrap();
+            assert!(!sim.is_over(), "the run ended before {limit} bytes arrived");
+            sim.advance().unwrap();
+        }
+        done = sim.now().as_secs_f64();
+        times.push(done - t0);
+    }
+    times
+}
+
+#[test]
+fn after_one_wake_up_a_small_transfer_from_idle_takes_the_radio_awake_first() {
+    // A warm-up, then 1.7 kB after an idle second, twice.
+    let t = fetch_times("mobility", &[(0.0, 1_000_000), (1.0, 1_700), (1.0, 1_700)]);
+    let (first, second) = (t[1], t[2]);
+    // The first pays WiGig's 10 ms wake-up: nothing was known.
+    assert!(first > 0.010, "first idle transfer {first} s");
+    // The second goes over WiFi: its 2 ms wake-up and 2 ms delay, not WiGig's 10 ms.
+    assert!(second < 0.008, "second idle transfer {second} s (first {first} s)");
+}
+
+#[test]
+fn a_busy_small_transfer_still_takes_the_nearest_radio() {
+    // Once both radios are awake again (a 1 MB transfer), nothing dozes: the wake-ups
+    // learned after idle seconds must not push a small transfer right after it, or 5 ms
+    // later, off WiGig (1 ms away) onto WiFi (2 ms).
+    let plan = [
+        (0.0, 1_000_000),
+        (1.0, 1_700),
+        (1.0, 1_700),
+        (0.0, 1_000_000),
+        (0.0, 1_700),
+        (0.005, 1_700),
+    ];
+    let t = fetch_times("mobility", &plan);
+    let awake = fetch_times("mobility", &[(0.0, 1_000_000), (0.0, 1_700), (0.005, 1_700)]);
+    assert!(
+        t[4] <= awake[1] + 1e-6,
+        "busy transfer {} s, without idle history {} s",
+        t[4],
+        awake[1]
+    );
+    assert!(
+        t[5] <= awake[2] + 1e-6,
+        "after 5 ms {} s, without idle history {} s",
+        t[5],
+        awake[2]
+    );
+}
