@@ -318,6 +318,7 @@ async fn server(a: PerfArgs) -> anyhow::Result<()> {
                 tokio::spawn(async move {
                     if let Err(e) = serve_one(s, Some(h)).await {
                         eprintln!("fbdt session: {e:#}");
+                        give_back_freed_memory();
                     }
                 });
             }
@@ -352,6 +353,19 @@ async fn server(a: PerfArgs) -> anyhow::Result<()> {
                 });
             }
         }
+    }
+}
+
+/// Hands the allocator's free pages back to the kernel. `main` tells glibc to keep freed
+/// buffers (cheaper for a running transfer), so after sessions that failed holding full
+/// buffers — a peer that stopped reading, closed after `send_stall_timeout` — the server's
+/// RSS stayed at its peak (1.4 GiB after 64 such sessions freed 2.1 GiB). Failed sessions
+/// only: a normal run's end keeps the cheap path.
+fn give_back_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
