@@ -250,14 +250,16 @@ impl Connection {
         }
     }
 
-    /// The last accepted epoch of `path` if `epoch` is before it. An equal epoch is a
-    /// driver that numbers no connections (every JOIN carries 0), which stays allowed.
+    /// The last accepted epoch of `path` if `epoch` is not after it. Every new connection
+    /// of a path carries a higher epoch (both drivers number them), so an equal one is a
+    /// replay: under `--plaintext`, where no TLS exporter binds a JOIN to its connection,
+    /// a recorded JOIN replayed from another address would otherwise take the path over.
     fn stale_join(&self, path: PathId, epoch: u32) -> Option<u32> {
         self.joined_epochs
             .get(path.index())
             .copied()
             .flatten()
-            .filter(|&last| epoch < last)
+            .filter(|&last| epoch <= last)
     }
 
     fn note_joined(&mut self, path: PathId, epoch: u32) {

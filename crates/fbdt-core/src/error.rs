@@ -43,9 +43,10 @@ pub enum ProtocolError {
     BadAlign(&'static str),
     #[error("{path}: JOIN failed authentication")]
     BadJoin { path: PathId },
-    /// A JOIN whose connection epoch is below the last one accepted for its path: a delayed
-    /// JOIN of an older connection must not replace a newer one.
-    #[error("{path}: JOIN of connection epoch {epoch}, older than the accepted {last}")]
+    /// A JOIN whose connection epoch is not above the last one accepted for its path: a
+    /// delayed JOIN of an older connection must not replace a newer one, nor a replayed
+    /// JOIN the connection it was recorded on.
+    #[error("{path}: JOIN of connection epoch {epoch}, not after the accepted {last}")]
     StaleJoin { path: PathId, epoch: u32, last: u32 },
     #[error("HELLO parameters refused: {0}")]
     BadHello(&'static str),

@@ -736,7 +736,7 @@ fn an_ack_that_does_not_fit_is_sent_at_the_next_chance() {
 
 /// Connection epochs only grow: once a path's connection of epoch 2 was accepted, the JOIN
 /// of its epoch-1 connection (delayed, or its connection dialled earlier and slower) is
-/// refused, and only that connection is dropped.
+/// refused, and so is epoch 2's JOIN replayed; only that connection is dropped.
 #[test]
 fn a_join_older_than_the_accepted_connection_is_refused() {
     let mut pair = established(2);
@@ -767,6 +767,18 @@ fn a_join_older_than_the_accepted_connection_is_refused() {
         "{err:?}"
     );
     assert!(err.is_path_local(), "only that connection goes");
-    // The same epoch again (a driver numbering nothing re-joins with 0 every time) is allowed.
-    assert!(pair.server.accepts_join(&new, &[0; 32]));
+    // The same epoch again is a replay (issue 42: under --plaintext nothing else binds a
+    // JOIN to its connection): refused, and only that connection goes.
+    assert!(!pair.server.accepts_join(&new, &[0; 32]), "an equal epoch is a replay");
+    pair.server.path_down(PathId(1), pair.now);
+    pair.server.add_path(PathId(1), pair.now).unwrap();
+    let err = pair.server.handle_recv(PathId(1), &new, pair.now).unwrap_err();
+    assert!(
+        matches!(err, ProtocolError::StaleJoin { epoch: 2, last: 2, .. }),
+        "{err:?}"
+    );
+    assert!(err.is_path_local());
+    // The next connection (epoch 3) joins.
+    let next = join_of(&mut pair, 3);
+    assert!(pair.server.accepts_join(&next, &[0; 32]));
 }

@@ -19,7 +19,7 @@ use tokio::io::AsyncWrite;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Sleep;
 
-use crate::admission::ConnTicket;
+use crate::admission::{ConnTicket, Liveness};
 use crate::app::{AppPipe, Outbound};
 use crate::lowat::Lowat;
 use crate::paths::{Opened, PathManager};
@@ -107,6 +107,8 @@ pub(crate) struct Driver {
     /// Server: the client sent data or a JOIN (a session that does not within
     /// `NetConfig::first_data_timeout` of its start is closed).
     useful: bool,
+    /// Server: what admission reads to pick a session to evict, and may ask to close.
+    liveness: Option<Arc<Liveness>>,
 }
 
 impl Drop for Driver {
@@ -157,6 +159,7 @@ fn build(mut conn: fbdt_core::Connection, cfg: Arc<NetConfig>, specs: Option<Vec
         label,
         cfg,
         useful: false,
+        liveness: None,
     };
     Parts {
         driver,
@@ -216,6 +219,7 @@ pub(crate) fn start_server(
     cfg: Arc<NetConfig>,
     label: String,
     on_end: Box<dyn FnOnce() + Send>,
+    liveness: Arc<Liveness>,
 ) -> Session {
     let Parts {
         mut driver, session, ..
@@ -235,6 +239,7 @@ pub(crate) fn start_server(
     });
     driver.new_paths = Some(new_paths);
     driver.on_end = Some(on_end);
+    driver.liveness = Some(liveness);
     tokio::spawn(driver);
     session
 }
@@ -694,6 +699,7 @@ impl Driver {
         }
         let cs = self.conn.stats();
         self.useful |= cs.receiver.per_path_bytes_received.iter().any(|&b| b > 0);
+        self.watch(&cs);
         let paths = self
             .paths
             .iter()
@@ -728,6 +734,27 @@ impl Driver {
         };
         if let Ok(mut g) = self.shared.stats.lock() {
             *g = stats;
+        }
+    }
+
+    /// Server: tells admission how alive the session is; closes it when admission evicted
+    /// it or its peer stopped acknowledging (`NetConfig::send_stall_timeout`).
+    fn watch(&mut self, cs: &fbdt_core::ConnectionStats) {
+        let Some(l) = &self.liveness else {
+            return;
+        };
+        let (w, a) = (cs.sender.bytes_written, cs.sender.bytes_acked);
+        let verdict = l.observe(
+            self.useful,
+            cs.receiver.bytes_delivered,
+            w,
+            a,
+            self.cfg.send_stall_timeout,
+        );
+        if let Some(c) = verdict.filter(|_| !self.conn.is_closed()) {
+            tracing::warn!(session = %self.label, "closing the session: {}", c.why);
+            self.conn.close(c.code, &c.why);
+            self.shared.set_error(c.why);
         }
     }
 

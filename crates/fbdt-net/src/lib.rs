@@ -100,10 +100,16 @@ pub struct NetConfig {
     pub stats_interval: Duration,
     /// Server: most sessions at once; further HELLOs are refused (connection closed).
     pub max_sessions: usize,
-    /// Server: most accepted connections that have not yet sent a complete HELLO/JOIN.
+    /// Server: most accepted connections that have not yet sent a complete HELLO/JOIN (the
+    /// pending pool). A new connection past it evicts the oldest pending one.
     pub max_pending: usize,
-    /// Server: time a new connection has to send its first frame.
+    /// Server: time a new connection has for its TLS handshake and first frame. Client:
+    /// time a connection has for its TLS handshake and token proof (path 0, re-dials,
+    /// probes), and path 0 for the server's HELLO.
     pub handshake_timeout: Duration,
+    /// Server: [`NetConfig::handshake_timeout`] for connections that arrive while the
+    /// pending pool is more than half full.
+    pub pressured_handshake_timeout: Duration,
     /// Server: most connections held at once (pending and paths of sessions); capped
     /// further by the process's file-descriptor limit (see [`connection_cap`]).
     pub max_connections: usize,
@@ -112,6 +118,17 @@ pub struct NetConfig {
     pub max_pending_per_source: usize,
     /// Server: most sessions opened from one source address.
     pub max_sessions_per_source: usize,
+    /// Server: most pending connections from one source prefix (/24 IPv4, /64 IPv6).
+    pub max_pending_per_prefix: usize,
+    /// Server: most sessions from one source prefix (/24 IPv4, /64 IPv6).
+    pub max_sessions_per_prefix: usize,
+    /// Server: when the session table is full, a session whose client sent data may be
+    /// evicted for a new one once neither direction progressed for this long (sessions
+    /// that never became useful go first, at any age). `None`: only those are evicted.
+    pub evict_idle_after: Option<Duration>,
+    /// Server: a session whose peer acknowledged none of its outstanding bytes for this
+    /// long (a peer that does not read) is closed, and its buffers freed. `None`: never.
+    pub send_stall_timeout: Option<Duration>,
     /// Server: a session must become useful (its client's first data, or a JOIN) this soon
     /// after its HELLO, or it is closed.
     pub first_data_timeout: Duration,
@@ -150,12 +167,21 @@ impl Default for NetConfig {
             // The kernel's minimum: a recovered link is used again within ~1 s + 1 RTT.
             rto_max_ms: Some(1000),
             stats_interval: Duration::from_millis(10),
-            max_sessions: 64,
-            max_pending: 128,
+            // An idle session costs the server at most ~30 KiB with TLS, ~16 KiB plaintext
+            // (measured, `idle_session_memory` in tests/exhaustion.rs): 1024 idle ones are
+            // ~30 MiB. A busy one costs its buffers (docs/security.md, "Limits").
+            max_sessions: 1024,
+            max_pending: 512,
             handshake_timeout: Duration::from_secs(5),
+            // A TLS handshake and a first frame take two round trips: 1 s covers 300 ms RTTs.
+            pressured_handshake_timeout: Duration::from_secs(1),
             max_connections: 8192,
             max_pending_per_source: 16,
             max_sessions_per_source: 16,
+            max_pending_per_prefix: 64,
+            max_sessions_per_prefix: 64,
+            evict_idle_after: Some(Duration::from_secs(2)),
+            send_stall_timeout: Some(Duration::from_secs(20)),
             first_data_timeout: Duration::from_secs(10),
             dead_peer_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(3),

@@ -97,6 +97,11 @@ impl ServerIdentity {
         std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
             .create(dir)
             .map_err(|e| io::Error::new(e.kind(), format!("creating key directory {}: {e}", dir.display())))?;
+        // A directory that already existed keeps its mode through `create`: the key's
+        // directory is ours alone.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| io::Error::new(e.kind(), format!("making key directory {} private: {e}", dir.display())))?;
         write_private(&key, generated.key_pair.serialize_pem().as_bytes())?;
         std::fs::write(&cert, generated.cert.pem())
             .map_err(|e| io::Error::new(e.kind(), format!("writing {}: {e}", cert.display())))?;
@@ -104,8 +109,21 @@ impl ServerIdentity {
         Self::from_pem_files(&cert, &key)
     }
 
-    /// Loads a certificate (the first in the file) and a private key from PEM files.
+    /// Loads a certificate (the first in the file) and a private key from PEM files. A key
+    /// file that its group or others may read is loaded with a warning (anyone who reads
+    /// it can impersonate this server).
     pub fn from_pem_files(cert: &Path, key: &Path) -> io::Result<Self> {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(m) = std::fs::metadata(key) {
+            let mode = m.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                tracing::warn!(
+                    "private key {} has mode {mode:04o}: its group or others can read it (chmod 600 {})",
+                    key.display(),
+                    key.display()
+                );
+            }
+        }
         let c = CertificateDer::from_pem_file(cert)
             .map_err(|e| other(format!("reading certificate {}: {e}", cert.display())))?;
         let k = PrivateKeyDer::from_pem_file(key)
@@ -264,6 +282,7 @@ impl TlsClient {
                     provider,
                     trust,
                     lock: Mutex::new(()),
+                    accepted: Mutex::new(None),
                 };
                 builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier))
             }
@@ -286,6 +305,56 @@ pub struct TlsServer {
     token: Option<Vec<u8>>,
     fingerprint: String,
     client_certs: bool,
+    /// Wrong token proofs per source address, for [`WRONG_TOKENS_PER_SOURCE`].
+    strikes: Mutex<std::collections::HashMap<std::net::IpAddr, Strikes>>,
+}
+
+/// Wrong token proofs one source address may send per [`STRIKE_WINDOW`]; past them its
+/// connections are closed right after accept, before any TLS work, until the window ends.
+pub const WRONG_TOKENS_PER_SOURCE: u32 = 5;
+/// The window [`WRONG_TOKENS_PER_SOURCE`] counts in.
+pub const STRIKE_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+/// Source addresses whose wrong tokens are remembered at once (older windows are
+/// forgotten first; a full table of live windows stops counting new sources).
+const MAX_STRIKE_SOURCES: usize = 4096;
+
+struct Strikes {
+    since: std::time::Instant,
+    count: u32,
+}
+
+impl TlsServer {
+    /// A source that sent too many wrong tokens lately.
+    fn barred(&self, ip: std::net::IpAddr) -> bool {
+        let Ok(m) = self.strikes.lock() else {
+            return false;
+        };
+        m.get(&ip)
+            .is_some_and(|s| s.since.elapsed() < STRIKE_WINDOW && s.count >= WRONG_TOKENS_PER_SOURCE)
+    }
+
+    fn strike(&self, ip: std::net::IpAddr) {
+        let Ok(mut m) = self.strikes.lock() else {
+            return;
+        };
+        if m.len() >= MAX_STRIKE_SOURCES && !m.contains_key(&ip) {
+            m.retain(|_, s| s.since.elapsed() < STRIKE_WINDOW);
+            if m.len() >= MAX_STRIKE_SOURCES {
+                return;
+            }
+        }
+        let s = m.entry(ip).or_insert(Strikes {
+            since: std::time::Instant::now(),
+            count: 0,
+        });
+        if s.since.elapsed() >= STRIKE_WINDOW {
+            *s = Strikes {
+                since: std::time::Instant::now(),
+                count: 0,
+            };
+        }
+        s.count += 1;
+    }
 }
 
 impl TlsServer {
@@ -332,6 +401,7 @@ impl TlsServer {
             token,
             fingerprint,
             client_certs: client_ca.is_some(),
+            strikes: Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -358,6 +428,9 @@ struct PinVerifier {
     provider: Arc<CryptoProvider>,
     trust: Trust,
     lock: Mutex<()>,
+    /// Known hosts: the server key this client accepted first (its session's path 0).
+    /// Every later connection — another path, a new server address — must show it.
+    accepted: Mutex<Option<[u8; 32]>>,
 }
 
 impl PinVerifier {
@@ -376,19 +449,31 @@ impl PinVerifier {
             }
             Trust::KnownHosts(file) => {
                 let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+                let mut accepted = self.accepted.lock().unwrap_or_else(|e| e.into_inner());
                 let text = match std::fs::read_to_string(file) {
                     Ok(t) => t,
                     Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
                     Err(e) => return Err(format!("reading known-hosts file {}: {e}", file.display())),
                 };
+                // Lines are `HOST sha256:HEX`: a host seen before must show its key; a key
+                // on any line is a server identity we know.
+                let mut known_identity = false;
                 for (n, line) in text.lines().enumerate() {
                     let mut words = line.split_whitespace();
-                    if words.next() != Some(host) {
+                    let this_host = words.next() == Some(host);
+                    let known = words.next().map(parse_fingerprint);
+                    known_identity |= matches!(known, Some(Ok(k)) if k == digest);
+                    if !this_host {
                         continue;
                     }
-                    let known = words.next().map(parse_fingerprint);
                     return match known {
-                        Some(Ok(k)) if k == digest => Ok(()),
+                        Some(Ok(k)) if k == digest => match *accepted {
+                            Some(a) if a != digest => Err(other_identity(host, &fp, &a)),
+                            _ => {
+                                *accepted = Some(digest);
+                                Ok(())
+                            }
+                        },
                         _ => Err(format!(
                             "server certificate for {host} changed: now {fp}, but {}:{} says otherwise \
                              (if the server's key really changed, delete that line)",
@@ -396,6 +481,13 @@ impl PinVerifier {
                             n + 1
                         )),
                     };
+                }
+                // A new address: it must be the server this client already trusts (path 0's
+                // key); a foreign key is refused and never recorded.
+                if let Some(a) = *accepted {
+                    if a != digest {
+                        return Err(other_identity(host, &fp, &a));
+                    }
                 }
                 if let Some(dir) = file.parent() {
                     let _ = std::fs::create_dir_all(dir);
@@ -406,12 +498,30 @@ impl PinVerifier {
                     .open(file)
                     .map_err(|e| format!("writing known-hosts file {}: {e}", file.display()))?;
                 writeln!(f, "{host} {fp}").map_err(|e| format!("writing known-hosts file {}: {e}", file.display()))?;
-                tracing::warn!("trusting {host} on first use: {fp} (recorded in {})", file.display());
+                if known_identity || accepted.is_some() {
+                    tracing::info!(
+                        "{host} is a known server ({fp}) at a new address (recorded in {})",
+                        file.display()
+                    );
+                } else {
+                    tracing::warn!("trusting {host} on first use: {fp} (recorded in {})", file.display());
+                }
+                *accepted = Some(digest);
                 Ok(())
             }
             Trust::Ca(_) => Err("CA trust does not use pins".into()),
         }
     }
+}
+
+/// A connection whose server shows another key than the one this client's session
+/// already trusts (path 0's).
+fn other_identity(host: &str, fp: &str, trusted: &[u8; 32]) -> String {
+    format!(
+        "{host} presents {fp}, but this session's server (path 0) is sha256:{}: refused, not recorded \
+         (every path must reach the same server)",
+        hex::encode(trusted)
+    )
 }
 
 impl ServerCertVerifier for PinVerifier {
@@ -740,6 +850,17 @@ pub struct Refused {
 /// a peer that did not start a TLS handshake is refused with an FBDT CLOSE it can read
 /// (and likewise a plaintext server answers a TLS ClientHello with a CLOSE).
 pub async fn accept(tcp: TcpStream, security: &Security) -> Result<PathStream, Refused> {
+    let source = tcp.peer_addr().ok().map(|a| a.ip());
+    if let (Security::Server(tls), Some(ip)) = (security, source) {
+        if tls.token.is_some() && tls.barred(ip) {
+            return Err(Refused {
+                why: format!(
+                    "{ip} sent {WRONG_TOKENS_PER_SOURCE} wrong tokens within {STRIKE_WINDOW:?}: refused until that passes"
+                ),
+                tell: None,
+            });
+        }
+    }
     let mut first = [0u8; 1];
     let peeked = tcp.peek(&mut first).await;
     let speaks_tls = matches!(peeked, Ok(1)) && first[0] == TLS_HANDSHAKE;
@@ -779,6 +900,9 @@ pub async fn accept(tcp: TcpStream, security: &Security) -> Result<PathStream, R
     })?;
     if let Some(token) = &tls.token {
         if token_proof(token, &s).verify_slice(&proof).is_err() {
+            if let Some(ip) = source {
+                tls.strike(ip);
+            }
             return Err(Refused {
                 why: "the client's token is wrong (--token)".into(),
                 tell: Some(s),
@@ -803,6 +927,140 @@ mod tests {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let spec: PathSpec = l.local_addr().unwrap().to_string().parse().unwrap();
         (dir, server, client, l, spec)
+    }
+
+    /// Wrong tokens are rate-limited per source address: past
+    /// [`WRONG_TOKENS_PER_SOURCE`] in a window, that address's connections are closed
+    /// before any TLS work — even one with the right token — while another address is
+    /// served.
+    #[tokio::test]
+    async fn wrong_tokens_bar_their_source_for_a_while() {
+        let dir = std::env::temp_dir().join(format!("fbdt-secure-strikes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let id = ServerIdentity::load_or_generate(&dir).unwrap();
+        let pin = parse_fingerprint(&id.fingerprint()).unwrap();
+        let server = Security::Server(Arc::new(TlsServer::new(id, Some(b"the-right-token".to_vec())).unwrap()));
+        let client = |t: &[u8]| {
+            Security::Client(Arc::new(
+                TlsClient::new(Trust::Pins(vec![pin]), Some(t.to_vec())).unwrap(),
+            ))
+        };
+        let (wrong, right) = (client(b"a-wrong-token"), client(b"the-right-token"));
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let spec: PathSpec = l.local_addr().unwrap().to_string().parse().unwrap();
+        let srv = tokio::spawn(async move {
+            let mut outcomes = Vec::new();
+            for _ in 0..WRONG_TOKENS_PER_SOURCE + 3 {
+                let (tcp, _) = l.accept().await.unwrap();
+                outcomes.push(match accept(tcp, &server).await {
+                    Ok(_) => "served".to_string(),
+                    Err(r) => r.why,
+                });
+            }
+            outcomes
+        });
+        let dial = |from: &str, sec: Security| {
+            let from: std::net::IpAddr = from.parse().unwrap();
+            let spec = spec.clone();
+            async move {
+                let s = tokio::net::TcpSocket::new_v4().unwrap();
+                s.bind(std::net::SocketAddr::new(from, 0)).unwrap();
+                let tcp = s.connect(spec.remote).await.unwrap();
+                let mut c = connect(tcp, &spec, &sec).await.ok()?;
+                let mut b = [0u8; 1];
+                let _ = c.read(&mut b).await;
+                Some(())
+            }
+        };
+        for _ in 0..WRONG_TOKENS_PER_SOURCE + 1 {
+            dial("127.0.0.2", wrong.clone()).await;
+        }
+        dial("127.0.0.2", right.clone()).await;
+        let other = tokio::spawn(async move {
+            let tcp = TcpStream::connect(spec.remote).await.unwrap();
+            connect(tcp, &spec, &right).await.map(|_| ())
+        });
+        let outcomes = srv.await.unwrap();
+        let _ = other.await;
+        let _ = std::fs::remove_dir_all(&dir);
+        let n = WRONG_TOKENS_PER_SOURCE as usize;
+        assert!(
+            outcomes[..n].iter().all(|o| o.contains("token is wrong")),
+            "{outcomes:?}"
+        );
+        assert!(
+            outcomes[n..n + 2].iter().all(|o| o.contains("wrong tokens within")),
+            "{outcomes:?}"
+        );
+        assert_eq!(outcomes[n + 2], "served", "another address is served: {outcomes:?}");
+    }
+
+    /// Known hosts are keyed by server identity: once a client trusted path 0's server, a
+    /// new address showing another key is refused (and not recorded), while one showing
+    /// the same key is recorded as the known server at a new address.
+    #[tokio::test]
+    async fn every_address_must_show_path_0s_key() {
+        let base = std::env::temp_dir().join(format!("fbdt-secure-identity-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (ka, kb) = (base.join("a"), base.join("b"));
+        let known = base.join("known_hosts");
+        let serve_on = |ip: &str, keys: PathBuf| {
+            let ip: std::net::IpAddr = ip.parse().unwrap();
+            async move {
+                let id = ServerIdentity::load_or_generate(&keys).unwrap();
+                let sec = Security::Server(Arc::new(TlsServer::new(id, None).unwrap()));
+                let l = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+                let spec: PathSpec = l.local_addr().unwrap().to_string().parse().unwrap();
+                let task = tokio::spawn(async move {
+                    while let Ok((tcp, _)) = l.accept().await {
+                        if let Ok(mut s) = accept(tcp, &sec).await {
+                            let _ = s.write_all(b"x").await;
+                            let _ = s.flush().await;
+                        }
+                    }
+                });
+                (spec, task)
+            }
+        };
+        let client = Security::Client(Arc::new(
+            TlsClient::new(Trust::KnownHosts(known.clone()), None).unwrap(),
+        ));
+        let dial = |spec: PathSpec, sec: Security| async move {
+            let tcp = TcpStream::connect(spec.remote).await.unwrap();
+            connect(tcp, &spec, &sec).await.map(|_| ())
+        };
+        let (a, ta) = serve_on("127.0.0.1", ka.clone()).await;
+        let (b, tb) = serve_on("127.0.0.2", kb).await;
+        let (a2, ta2) = serve_on("127.0.0.3", ka).await;
+        dial(a.clone(), client.clone())
+            .await
+            .expect("path 0 trusted on first use");
+        let e = dial(b, client.clone()).await.expect_err("another key on a new address");
+        assert!(e.to_string().contains("this session's server (path 0)"), "{e}");
+        dial(a2, client.clone()).await.expect("the same key on a new address");
+        let text = std::fs::read_to_string(&known).unwrap();
+        assert!(text.contains("127.0.0.1 ") && text.contains("127.0.0.3 "), "{text}");
+        assert!(!text.contains("127.0.0.2"), "the foreign key is never recorded: {text}");
+        for t in [ta, tb, ta2] {
+            t.abort();
+        }
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// A key directory that already existed with a wider mode is made 0700 when the key is
+    /// generated in it; the key file is 0600.
+    #[test]
+    fn the_key_directory_is_made_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("fbdt-secure-mode-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ServerIdentity::load_or_generate(&dir).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&dir.join(KEY_FILE)), 0o600);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A re-join resumes TLS (no certificate, one round trip); prints what each handshake

@@ -12,10 +12,10 @@ use fbdt_core::wire::{self, Close, Frame};
 use fbdt_core::{max_frame_len, Connection, Instant, PathBinding, PathId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::admission::{Admission, ConnTicket, PendingTicket};
+use crate::admission::{self, Admission, ConnTicket, Liveness, PendingAdmit};
 use crate::driver;
 use crate::secure::{self, PathStream};
 use crate::session::NewPath;
@@ -24,11 +24,41 @@ use crate::{Error, NetConfig, Session};
 /// Joining connections queued for one session before its task takes them.
 const JOIN_QUEUE: usize = 16;
 
+/// A running session as the router sees it: where its JOINs go, and how alive it is.
+struct Entry {
+    joins: mpsc::Sender<NewPath>,
+    live: Arc<Liveness>,
+}
+
 struct Registry {
-    sessions: Mutex<HashMap<[u8; 8], mpsc::Sender<NewPath>>>,
+    sessions: Mutex<HashMap<[u8; 8], Entry>>,
     count: AtomicUsize,
     next_id: AtomicUsize,
     admission: Arc<Admission>,
+}
+
+impl Registry {
+    /// Counts a new session, making room when the server is full: a session that never
+    /// became useful, else the longest-idle one, is evicted (see [`admission::evict_one`]);
+    /// evicted sessions close within a stats tick and their final flush, and while they
+    /// do the count may exceed `max_sessions` by at most an eighth.
+    fn take_slot(&self, cfg: &NetConfig) -> Result<(), String> {
+        let max = cfg.max_sessions;
+        let n = self.count.fetch_add(1, Ordering::SeqCst);
+        if n < max {
+            return Ok(());
+        }
+        let evicted = n < max + max / 8 + 1
+            && self
+                .sessions
+                .lock()
+                .is_ok_and(|m| admission::evict_one(m.values().map(|e| &e.live), cfg.evict_idle_after));
+        if evicted {
+            return Ok(());
+        }
+        self.count.fetch_sub(1, Ordering::SeqCst);
+        Err(format!("server full ({max} sessions)"))
+    }
 }
 
 /// Accepts FBDT sessions. Dropping it stops accepting: running sessions go on over the paths
@@ -77,7 +107,6 @@ pub async fn listen(addrs: &[SocketAddr], cfg: NetConfig) -> Result<Listener, Er
         next_id: AtomicUsize::new(0),
         admission: admission.clone(),
     });
-    let pending = Arc::new(Semaphore::new(cfg.max_pending));
     let mut bound = Vec::new();
     let mut tasks = Vec::new();
     for a in addrs {
@@ -85,12 +114,8 @@ pub async fn listen(addrs: &[SocketAddr], cfg: NetConfig) -> Result<Listener, Er
             .await
             .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("listen on {a}: {e}"))))?;
         bound.push(l.local_addr()?);
-        let gate = Gate {
-            pending: pending.clone(),
-            admission: admission.clone(),
-        };
         let (cfg, registry, tx) = (cfg.clone(), registry.clone(), tx.clone());
-        tasks.push(tokio::spawn(accept_loop(l, cfg, registry, gate, tx)));
+        tasks.push(tokio::spawn(accept_loop(l, cfg, registry, tx)));
     }
     Ok(Listener {
         rx,
@@ -99,44 +124,9 @@ pub async fn listen(addrs: &[SocketAddr], cfg: NetConfig) -> Result<Listener, Er
     })
 }
 
-/// What a new connection must pass before the server reads from it.
-#[derive(Clone)]
-struct Gate {
-    /// Connections (from anyone) that have not sent their first frame.
-    pending: Arc<Semaphore>,
-    admission: Arc<Admission>,
-}
-
-/// A connection let in: its places in the counts, given back when they drop.
-struct Admitted {
-    conn: ConnTicket,
-    pending: (OwnedSemaphorePermit, PendingTicket),
-}
-
-impl Gate {
-    fn admit(&self, peer: SocketAddr, max_pending: usize) -> Result<Admitted, String> {
-        let (conn, per_source) = self.admission.connection(peer.ip())?;
-        let permit = self
-            .pending
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| format!("{max_pending} connections already awaiting their first frame"))?;
-        Ok(Admitted {
-            conn,
-            pending: (permit, per_source),
-        })
-    }
-}
-
 /// Accepts until the listener is dropped: an accept error (EMFILE, ENFILE, ENOBUFS, ...)
 /// only pauses it.
-async fn accept_loop(
-    l: TcpListener,
-    cfg: Arc<NetConfig>,
-    registry: Arc<Registry>,
-    gate: Gate,
-    tx: mpsc::Sender<Session>,
-) {
+async fn accept_loop(l: TcpListener, cfg: Arc<NetConfig>, registry: Arc<Registry>, tx: mpsc::Sender<Session>) {
     loop {
         let (stream, peer) = match l.accept().await {
             Ok(x) => x,
@@ -147,7 +137,7 @@ async fn accept_loop(
                 continue;
             }
         };
-        let admitted = match gate.admit(peer, cfg.max_pending) {
+        let admitted = match registry.admission.connection(peer.ip()) {
             Ok(a) => a,
             Err(why) => {
                 // Closed without a CLOSE frame: this may be a JOIN of a live session, and a
@@ -194,27 +184,29 @@ async fn refuse(mut stream: PathStream, peer: SocketAddr, code: u16, reason: Str
     .await;
 }
 
-async fn route(
+/// The TLS handshake and token proof (or nothing with --plaintext), then the first frame,
+/// within `limit`: the secured stream, the bytes read and what they begin with. `None`
+/// when the connection was dropped or refused (the peer told why where it can read it).
+async fn first_frame_within(
     tcp: TcpStream,
     peer: SocketAddr,
-    admitted: Admitted,
-    cfg: Arc<NetConfig>,
-    registry: Arc<Registry>,
-    tx: mpsc::Sender<Session>,
-) {
-    // TLS handshake and token proof (or nothing with --plaintext), within the same deadline
-    // as the first frame.
-    let deadline = tokio::time::Instant::now() + cfg.handshake_timeout;
+    limit: std::time::Duration,
+    cfg: &NetConfig,
+) -> Option<(PathStream, Vec<u8>, FirstFrame)> {
+    let deadline = tokio::time::Instant::now() + limit;
     let mut stream = match tokio::time::timeout_at(deadline, secure::accept(tcp, &cfg.security)).await {
         Ok(Ok(s)) => s,
-        Ok(Err(secure::Refused { why, tell: Some(s) })) => return refuse(s, peer, 1, why).await,
+        Ok(Err(secure::Refused { why, tell: Some(s) })) => {
+            refuse(s, peer, 1, why).await;
+            return None;
+        }
         Ok(Err(secure::Refused { why, tell: None })) => {
             tracing::warn!(%peer, "dropped connection: {why}");
-            return;
+            return None;
         }
         Err(_) => {
-            tracing::warn!(%peer, "dropped connection: no TLS handshake within {:?}", cfg.handshake_timeout);
-            return;
+            tracing::warn!(%peer, "dropped connection: no TLS handshake within {limit:?}");
+            return None;
         }
     };
     let mut buf = Vec::with_capacity(512);
@@ -241,24 +233,55 @@ async fn route(
         Ok(Ok(f)) => f,
         Ok(Err((0, why))) => {
             tracing::warn!(%peer, "dropped connection: {why}");
-            return;
+            return None;
         }
-        Ok(Err((code, why))) => return refuse(stream, peer, code, why).await,
+        Ok(Err((code, why))) => {
+            refuse(stream, peer, code, why).await;
+            return None;
+        }
         Err(_) => {
-            return refuse(
-                stream,
-                peer,
-                1,
-                format!("no HELLO or JOIN within {:?}", cfg.handshake_timeout),
-            )
-            .await
+            refuse(stream, peer, 1, format!("no HELLO or JOIN within {limit:?}")).await;
+            return None;
         }
     };
-    let Admitted { conn: ticket, pending } = admitted;
+    Some((stream, buf, first))
+}
+
+async fn route(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    admitted: PendingAdmit,
+    cfg: Arc<NetConfig>,
+    registry: Arc<Registry>,
+    tx: mpsc::Sender<Session>,
+) {
+    let PendingAdmit {
+        conn: ticket,
+        pending,
+        evicted,
+        deadline,
+    } = admitted;
+    // Until its first frame the connection may be evicted from the full pending pool for
+    // a newer one: closed without a word (it may be a live session's JOIN, which would
+    // only re-dial).
+    let first = tokio::select! {
+        r = first_frame_within(tcp, peer, deadline, &cfg) => r,
+        () = evicted.cancelled() => {
+            tracing::debug!(%peer, "dropped connection: evicted from the full pending pool");
+            return;
+        }
+    };
+    let Some((stream, buf, first)) = first else {
+        return;
+    };
     drop(pending);
     match first {
         FirstFrame::Join { token, path_index } => {
-            let target = registry.sessions.lock().ok().and_then(|m| m.get(&token).cloned());
+            let target = registry
+                .sessions
+                .lock()
+                .ok()
+                .and_then(|m| m.get(&token).map(|e| e.joins.clone()));
             let Some(target) = target else {
                 return refuse(stream, peer, 6, "JOIN for an unknown session".into()).await;
             };
@@ -290,9 +313,8 @@ async fn open_session(
         Ok(t) => t,
         Err(why) => return refuse(stream, peer, 7, format!("refused: {why}")).await,
     };
-    if registry.count.fetch_add(1, Ordering::SeqCst) >= cfg.max_sessions {
-        registry.count.fetch_sub(1, Ordering::SeqCst);
-        return refuse(stream, peer, 7, format!("server full ({} sessions)", cfg.max_sessions)).await;
+    if let Err(why) = registry.take_slot(cfg) {
+        return refuse(stream, peer, 7, why).await;
     }
     let mut core = cfg.core.clone();
     core.seed = rand::random();
@@ -327,9 +349,16 @@ async fn open_session(
         return;
     };
     let (jtx, jrx) = mpsc::channel(JOIN_QUEUE);
+    let live = Liveness::new(peer.ip());
     let inserted = match registry.sessions.lock() {
         Ok(mut m) if !m.contains_key(&token) => {
-            m.insert(token, jtx);
+            m.insert(
+                token,
+                Entry {
+                    joins: jtx,
+                    live: live.clone(),
+                },
+            );
             true
         }
         _ => false,
@@ -354,7 +383,7 @@ async fn open_session(
         first: Vec::new(),
         ticket: Some(ticket),
     };
-    let s = driver::start_server(conn, path0, rest, jrx, cfg.clone(), format!("s{id}"), on_end);
+    let s = driver::start_server(conn, path0, rest, jrx, cfg.clone(), format!("s{id}"), on_end, live);
     if tx.try_send(s).is_err() {
         tracing::warn!(%peer, "session dropped: the application is not accepting");
     }

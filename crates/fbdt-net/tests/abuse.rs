@@ -68,6 +68,7 @@ async fn silent_hellos_neither_fill_the_server_nor_stay() {
         max_sessions_per_source: 4,
         // This test is about sessions: all 80 may wait for their HELLO to be read.
         max_pending_per_source: 128,
+        max_pending_per_prefix: 128,
         first_data_timeout: Duration::from_millis(500),
         ..NetConfig::default()
     };

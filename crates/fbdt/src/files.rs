@@ -19,6 +19,11 @@ pub struct RecvArgs {
     /// Where the bytes go; `-` = stdout.
     #[arg(long, short, value_name = "FILE|-")]
     output: String,
+    /// Take the stream of whichever sender reaches this port first. Without it the
+    /// receiver needs --token/--token-file or --client-ca (TLS), so only your sender can
+    /// write the output.
+    #[arg(long)]
+    allow_anyone: bool,
     #[command(flatten)]
     net: NetArgs,
 }
@@ -75,6 +80,19 @@ async fn pump(
 }
 
 pub async fn recv(a: RecvArgs) -> anyhow::Result<()> {
+    // The one session is the first that arrives: without a token or client certificate,
+    // anyone who reaches the port first writes the output (and the real sender is told
+    // "server full").
+    let sec = &a.net.security;
+    if !sec.requires_token() && !sec.requires_client_cert() {
+        if !a.allow_anyone {
+            bail!(
+                "recv: give --token/--token-file or --client-ca so only your sender can write {}, \
+                 or --allow-anyone to take the first sender that reaches this port",
+                a.output
+            );
+        }
+    }
     // The output is opened before anything listens: a path that cannot be written fails
     // now, not after a sender connected.
     let out: Box<dyn AsyncWrite + Unpin + Send> = if a.output == "-" {
@@ -86,6 +104,12 @@ pub async fn recv(a: RecvArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot create {}", a.output))?,
         )
     };
+    if a.allow_anyone && !sec.requires_token() && !sec.requires_client_cert() {
+        crate::log!(
+            "fbdt: warning: recv --allow-anyone: the first sender to reach this port writes {}",
+            a.output
+        );
+    }
     // One session: a second HELLO is refused while it lives, but the listener stays open
     // for its late paths and re-joins until it ends.
     let cfg = fbdt_net::NetConfig {

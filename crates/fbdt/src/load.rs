@@ -57,9 +57,11 @@ pub struct LoadArgs {
     net: NetArgs,
 }
 
-/// Loopback source address of path `p` of session `s`: one per (session, path).
+/// Loopback source address of path `p` of session `s`: one per (session, path), and
+/// consecutive sessions in different /24s (the server caps sessions per /24 too: 64 by
+/// default), so up to 16,384 sessions stay under its per-prefix caps.
 fn source(s: usize, p: usize) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(127, 1 + p as u8, (s / 250) as u8, (s % 250) as u8 + 2))
+    IpAddr::V4(Ipv4Addr::new(127, 1 + p as u8, (s % 256) as u8, (s / 256) as u8 + 2))
 }
 
 /// Resident set size of process `pid`, bytes.

@@ -45,8 +45,8 @@ server prints its key's fingerprint, the client pins it (or trusts on first use 
 Benchmarks without TLS: --plaintext on both ends.
 
 Files:
-  server$ fbdt recv --listen 0.0.0.0:5300 --output big.iso
-  client$ fbdt send big.iso --path 192.168.1.20=10.0.0.1:5300 --path 10.1.0.20=10.0.0.1:5300
+  server$ fbdt recv --listen 0.0.0.0:5300 --output big.iso --token-file t
+  client$ fbdt send big.iso --path 192.168.1.20=10.0.0.1:5300 --path 10.1.0.20=10.0.0.1:5300 --token-file t
 
 Any application (SOCKS5 / HTTP proxy on the client, destinations dialled by the server):
   server$ fbdt serve --listen 0.0.0.0:5400 --token-file t

@@ -8,6 +8,11 @@ use anyhow::{bail, Context};
 use fbdt_net::secure::{default_key_dir, default_known_hosts, parse_fingerprint};
 use fbdt_net::{ClientCert, Security, ServerIdentity, TlsClient, TlsServer, Trust};
 
+/// Shortest token taken: a token is guessed off-line from nothing, but online guesses are
+/// only rate-limited (see `fbdt_net::secure::WRONG_TOKENS_PER_SOURCE`), so it must not be
+/// short enough to enumerate.
+pub const MIN_TOKEN_LEN: usize = 12;
+
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct SecurityArgs {
     /// No TLS: FBDT frames go over bare TCP, readable and forgeable by anyone on a path.
@@ -78,11 +83,20 @@ impl SecurityArgs {
     }
 
     fn token(&self) -> anyhow::Result<Option<Vec<u8>>> {
+        let checked = |t: &str, what: String| -> anyhow::Result<Option<Vec<u8>>> {
+            if t.len() < MIN_TOKEN_LEN {
+                bail!(
+                    "{what} is {} bytes: a token needs at least {MIN_TOKEN_LEN} (e.g. `head -c 16 /dev/urandom | base64 > FILE`)",
+                    t.len()
+                );
+            }
+            Ok(Some(t.as_bytes().to_vec()))
+        };
         if let Some(t) = &self.token {
             if t.is_empty() {
                 bail!("--token is empty");
             }
-            return Ok(Some(t.as_bytes().to_vec()));
+            return checked(t, "--token".into());
         }
         let Some(f) = &self.token_file else {
             return Ok(None);
@@ -92,7 +106,7 @@ impl SecurityArgs {
         if t.is_empty() {
             bail!("token file {} is empty", f.display());
         }
-        Ok(Some(t.as_bytes().to_vec()))
+        checked(t, format!("the token in {}", f.display()))
     }
 
     /// The server's settings; prints the key's fingerprint for clients to pin.

@@ -30,11 +30,19 @@ fn recv_into_a_missing_directory_fails_at_start() {
         "127.0.0.1:0",
         "--output",
         "/nonexistent-dir/x/out.bin",
+        "--allow-anyone",
     ]);
     fails_naming(&out, "/nonexistent-dir/x/out.bin");
     // The OS error appears once.
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.matches("No such file").count(), 1, "{err}");
+}
+
+#[test]
+fn recv_without_a_token_needs_allow_anyone() {
+    let out = fbdt(&["recv", "--listen", "127.0.0.1:0", "--output", "/tmp/never-written"]);
+    fails_naming(&out, "--allow-anyone");
+    assert!(!std::path::Path::new("/tmp/never-written").exists());
 }
 
 #[test]

@@ -469,7 +469,7 @@ fn a_config_file_sets_the_options_and_its_errors_name_file_and_line() {
     std::fs::write(
         &good,
         format!(
-            "listen = [\"127.0.0.1:0\"]\nallow = [\"127.0.0.1\", \"public\"]\nkey_dir = \"{keys}\"\ntoken = \"t\"\n"
+            "listen = [\"127.0.0.1:0\"]\nallow = [\"127.0.0.1\", \"public\"]\nkey_dir = \"{keys}\"\ntoken = \"config-file-token\"\n"
         ),
     )
     .unwrap();

@@ -72,7 +72,7 @@ pub struct ProxyArgs {
     #[arg(long)]
     early_reply: bool,
     /// Control socket `fbdt status` reads (default: $XDG_RUNTIME_DIR/fbdt-proxy.sock or
-    /// /tmp/fbdt-proxy-UID.sock).
+    /// proxy.sock in ~/.local/share/fbdt).
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
     #[command(flatten)]
@@ -80,6 +80,13 @@ pub struct ProxyArgs {
 }
 
 pub async fn run(a: ProxyArgs) -> anyhow::Result<()> {
+    if !a.listen.ip().is_loopback() {
+        log!(
+            "fbdt: warning: --listen {}: not a loopback address; SOCKS5 and HTTP proxies have no \
+             authentication, so anyone who reaches it can use the server through this proxy",
+            a.listen
+        );
+    }
     let listener = TcpListener::bind(a.listen)
         .await
         .with_context(|| format!("listening on {}", a.listen))?;
@@ -104,7 +111,10 @@ pub async fn run(a: ProxyArgs) -> anyhow::Result<()> {
             upstream.clone(),
         )))
     });
-    let control = a.control.clone().unwrap_or_else(status::default_socket);
+    let control = match a.control.clone() {
+        Some(c) => c,
+        None => status::default_socket()?,
+    };
     let _control = status::serve(&control, upstream.clone())?;
     let _nft = if a.transparent {
         let mut servers: Vec<_> = a.paths.iter().map(|p| p.remote.ip()).collect();

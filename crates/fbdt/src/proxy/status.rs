@@ -15,11 +15,15 @@ use super::upstream::Upstream;
 /// How often rates are computed (each rate is the bytes of the last interval).
 const SAMPLE: Duration = Duration::from_secs(1);
 
-pub fn default_socket() -> PathBuf {
+/// `$XDG_RUNTIME_DIR/fbdt-proxy.sock`, else `proxy.sock` in the key directory
+/// (`~/.local/share/fbdt`, private to the user). Never a fixed name in /tmp: another user
+/// could create it first.
+pub fn default_socket() -> anyhow::Result<PathBuf> {
     match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(d) if !d.is_empty() => PathBuf::from(d).join("fbdt-proxy.sock"),
-        // SAFETY: getuid cannot fail and touches no memory.
-        _ => PathBuf::from(format!("/tmp/fbdt-proxy-{}.sock", unsafe { libc::getuid() })),
+        Some(d) if !d.is_empty() => Ok(PathBuf::from(d).join("fbdt-proxy.sock")),
+        _ => fbdt_net::secure::default_key_dir()
+            .map(|d| d.join("proxy.sock"))
+            .context("neither $XDG_RUNTIME_DIR nor $HOME is set: give --control PATH"),
     }
 }
 
@@ -58,7 +62,19 @@ pub fn serve(path: &Path, up: Arc<Upstream>) -> anyhow::Result<SocketGuard> {
         );
     }
     let _ = std::fs::remove_file(path);
-    let listener = UnixListener::bind(path).with_context(|| format!("control socket {}", path.display()))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
+    }
+    // Created 0600 under a umask of 077, not chmodded after bind: no moment when another
+    // user may connect. (The umask is the process's; nothing else creates files now.)
+    // SAFETY: umask only swaps the process's file-mode mask.
+    let old = unsafe { libc::umask(0o077) };
+    let bound = UnixListener::bind(path);
+    // SAFETY: as above, restoring the previous mask.
+    unsafe { libc::umask(old) };
+    let listener = bound.with_context(|| format!("control socket {}", path.display()))?;
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .with_context(|| format!("chmod 0600 {}", path.display()))?;
@@ -187,7 +203,10 @@ pub struct StatusArgs {
 }
 
 pub async fn run(a: StatusArgs) -> anyhow::Result<()> {
-    let path = a.control.unwrap_or_else(default_socket);
+    let path = match a.control {
+        Some(p) => p,
+        None => default_socket()?,
+    };
     let mut c = UnixStream::connect(&path)
         .await
         .with_context(|| format!("control socket {} (is fbdt proxy running?)", path.display()))?;
