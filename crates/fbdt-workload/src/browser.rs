@@ -37,8 +37,8 @@ use serde_json::{json, Value};
 use super::metrics::{summarise, Summary};
 use super::setup::{Browser, Setup, WorkloadArgs};
 use super::web::{generate, page, PageSpec};
-use crate::app::{FBDT_PORT, HTTP_PORT, PROXY_PORT};
 use fbdt_harness::process::Children;
+use fbdt_harness::process::{FBDT_PORT, HTTP_PORT, PROXY_PORT};
 
 /// The paper's gap between page loads.
 const GAP: Duration = Duration::from_secs(1);
@@ -121,7 +121,7 @@ pub(super) fn route(scheme: &str, setup: &Setup) -> Result<Route> {
 }
 
 /// Is `program` an executable file in `$PATH`?
-pub(crate) fn on_path(program: &str) -> bool {
+pub fn on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
@@ -642,7 +642,7 @@ impl Traffic {
     /// Bytes each radio's client end received since `start`, and (`mptcp`) the MPTCP
     /// connections opened.
     pub(super) fn end(self, tb: &Testbed) -> Result<(BTreeMap<String, u64>, Option<u64>)> {
-        let per_path = crate::app::received(&self.before, &tb.path_counters()?);
+        let per_path = fbdt_harness::process::received(&self.before, &tb.path_counters()?);
         let mptcp = match self.mptcp_before {
             Some(b) => Some(mptcp_capable(tb)?.saturating_sub(b)),
             None => None,
@@ -914,7 +914,7 @@ pub(super) fn start_servers(tb: &Testbed, route: &Route, plan: &ServePlan, child
         return Ok(servers);
     }
     let fbdt = plan.fbdt.expect("the fbdt binary was found for an fbdt scheme");
-    let (security, serve_security) = crate::app::security_args(dir, false)?;
+    let (security, serve_security) = fbdt_harness::process::security_args(dir, false)?;
     let mut serve = tb.command(Side::Server, &fbdt.display().to_string());
     serve.args(["serve", "--listen", &format!("0.0.0.0:{FBDT_PORT}")]);
     for a in &allow {
@@ -1095,7 +1095,7 @@ pub fn run(setup: &Setup, args: &WorkloadArgs, browser: Browser) -> Result<Vec<B
     };
     let loads = args.page_loads as usize;
     let total = setup.schemes.len() * setup.seeds.len() * versions.len() * pages.len() * loads;
-    let bar = crate::progress::bar(total as u64);
+    let bar = fbdt_harness::progress::bar(total as u64);
     bar.set_style(
         ProgressStyle::with_template("web (chromium) [{bar:30}] {pos}/{len} loads, ETA {eta} {msg}")
             .expect("valid template")
