@@ -19,13 +19,15 @@ mod gateway_side;
 pub mod io;
 pub mod link;
 pub mod pacer;
+pub mod params;
 pub mod stats;
 pub mod transfer;
 pub mod tun;
 
 use std::net::SocketAddr;
 
-pub use link::{inner_mtu, CotagLink, CotagParams, Mode};
+pub use link::{inner_mtu, CotagLink};
+pub use params::{CotagParams, Mode};
 pub use stats::{Cause, FailureBreakdown, FailureTrace, LinkStats, LinkTrace, SideStats};
 
 /// IPv4 + UDP header bytes around every datagram: what the emulator's rate stage also counts.

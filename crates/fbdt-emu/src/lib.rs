@@ -45,5 +45,9 @@ pub use testbed::{
 
 /// Why root tests must be skipped here, if they must (not root / no CAP_NET_ADMIN / no `ip`).
 pub fn skip_reason() -> Option<String> {
-    ns::privileged().err()
+    match ns::privileged() {
+        Ok(()) => None,
+        Err(Error::NotPrivileged { reason }) => Some(reason),
+        Err(e) => Some(e.to_string()),
+    }
 }

@@ -229,8 +229,8 @@ pub fn destroy(ns: &str) -> bool {
 }
 
 /// Whether this process may create namespaces and configure links (root or CAP_NET_ADMIN +
-/// CAP_SYS_ADMIN). Returns the reason when it may not.
-pub fn privileged() -> std::result::Result<(), String> {
+/// CAP_SYS_ADMIN). [`Error::NotPrivileged`] says why when it may not.
+pub fn privileged() -> Result<()> {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let cap_eff = status
         .lines()
@@ -240,7 +240,9 @@ pub fn privileged() -> std::result::Result<(), String> {
     const CAP_NET_ADMIN: u64 = 12;
     const CAP_SYS_ADMIN: u64 = 21;
     if cap_eff & (1 << CAP_NET_ADMIN) == 0 || cap_eff & (1 << CAP_SYS_ADMIN) == 0 {
-        return Err("needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) to create network namespaces".into());
+        return Err(Error::NotPrivileged {
+            reason: "needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) to create network namespaces".into(),
+        });
     }
     if Command::new("ip")
         .arg("-V")
@@ -249,7 +251,9 @@ pub fn privileged() -> std::result::Result<(), String> {
         .status()
         .is_err()
     {
-        return Err("needs the `ip` tool (Debian package iproute2)".into());
+        return Err(Error::NotPrivileged {
+            reason: "needs the `ip` tool (Debian package iproute2)".into(),
+        });
     }
     Ok(())
 }

@@ -67,6 +67,13 @@ pub enum LinkMode {
 /// comes back, so it leaves promptly.
 pub const HOLD_RATE_BPS: u64 = 1_000;
 
+/// A step's rate as the emulator's cells take it, bit/s.
+pub(crate) fn bps(rate_mbps: f64) -> u64 {
+    // Never 0: rattan-core panics on a 0 bit/s rate (division when rescaling the packet in
+    // flight). Positive rates below the hold rate are clamped up to it.
+    ((rate_mbps * 1e6).round() as u64).max(HOLD_RATE_BPS)
+}
+
 /// One emulated path (one radio).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PathPlan {

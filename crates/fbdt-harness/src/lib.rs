@@ -6,16 +6,29 @@
 //!   [`results::fidelity::RunFidelity`]); nothing there runs a backend;
 //! - [`traffic`]: what the flows of a run are (bulk, paper 003's bursts);
 //! - [`sim`]: the simulator's parameters for a scenario;
-//! - [`process`]: programs started around a testbed run.
+//! - [`process`]: programs started around a testbed run;
+//! - [`backend`]: the [`backend::Backend`] trait — one scheme, one run — with the
+//!   simulator's implementation in [`sim`] and the testbed's in [`emu`], and the one
+//!   [`backend::aggregate`] of repetitions into a result; [`error::HarnessError`] is what
+//!   they fail with;
+//! - [`progress`]: progress bars that log when stderr is not a terminal; [`parallel`]:
+//!   independent simulator runs spread over cores.
 //!
-//! Dependencies point downward: the backends (fbdt-lab's `emu/`, the simulator driver) fill
-//! these types; nothing here imports them.
+//! Dependencies point downward: the results model imports no backend; the backends fill it.
 
+pub mod backend;
+pub mod emu;
+pub mod error;
+pub mod parallel;
 pub mod process;
+pub mod progress;
 pub mod results;
 pub mod scheme;
 pub mod sim;
 pub mod traffic;
+
+pub use backend::{Backend, BackendKind, Outcome};
+pub use error::HarnessError;
 
 /// What the testbed lets every kernel socket grow to, passed to whatever must match it (the
 /// simulator's windows, FBDT's and the meta layer's buffers): a scheme is then one
@@ -32,4 +45,15 @@ impl From<&fbdt_emu::TestbedOptions> for TestbedLimits {
             tcp_buffer_max: o.tcp_buffer_max,
         }
     }
+}
+
+/// Overrides the scenario's duration (`--duration`), checked.
+pub fn set_duration(scenario: &mut fbdt_scenario::Scenario, duration: Option<f64>) -> anyhow::Result<()> {
+    if let Some(d) = duration {
+        if !(d.is_finite() && d > 0.0 && d <= 86_400.0) {
+            anyhow::bail!("--duration must be in (0, 86400] seconds, got {d}");
+        }
+        scenario.duration_s = d;
+    }
+    Ok(())
 }

@@ -1,10 +1,17 @@
 //! The simulator's side of a run: its parameters for a scenario and path model, with the
-//! testbed's limits passed in so that both backends run the same configuration.
+//! testbed's limits passed in so that both backends run the same configuration, and the
+//! simulator as a [`Backend`].
 
-use anyhow::{bail, Result};
-use fbdt_scenario::Scenario;
-use fbdt_sim::{PathModel, SimParams};
+use anyhow::{anyhow, bail, Result};
+use fbdt_scenario::{Scenario, Schedule};
+use fbdt_sim::{PathModel, SimParams, SimScheme};
+use indicatif::ProgressBar;
 
+use crate::backend::{Backend, Outcome};
+use crate::error::HarnessError;
+use crate::results::{Sample, TcpPathCounters};
+use crate::scheme;
+use crate::traffic::Traffic;
 use crate::TestbedLimits;
 
 /// What the simulator records as the congestion control: its paths are ideal pipes (see
@@ -55,5 +62,89 @@ pub fn sim_params(scenario: &Scenario, model: PathModel, grain_us: u64, limits: 
             .collect(),
         seed: scenario.seed,
         ..SimParams::default()
+    }
+}
+
+/// The simulator as a [`Backend`]: every run of a command shares the parameters (its seed
+/// replaced by the run's), the scale and the testbed's limits; progress in simulated
+/// sample intervals moves `bar`.
+pub struct SimBackend {
+    pub params: SimParams,
+    pub scale: f64,
+    pub limits: TestbedLimits,
+    pub bar: ProgressBar,
+}
+
+impl SimBackend {
+    /// Sample intervals in one run of `scenario`: the bar's steps per run.
+    pub fn ticks_per_run(&self, scenario: &Scenario) -> u64 {
+        (scenario.duration_s / self.params.sample_interval_s).round() as u64
+    }
+
+    /// What one run of `name` with `seed` simulates: the scenario's schedule at this
+    /// backend's scale, the scheme and the parameters, all with `seed`.
+    pub fn prepare(&self, scenario: &Scenario, name: &str, seed: u64) -> Result<SimRun, HarnessError> {
+        let mut sc = scenario.clone();
+        sc.seed = seed;
+        Ok(SimRun {
+            schedule: sc.schedule(self.scale)?,
+            scheme: scheme::parse_sim(name, &sc, seed, &self.limits)?,
+            params: SimParams {
+                seed,
+                ..self.params.clone()
+            },
+        })
+    }
+}
+
+/// One simulated run's inputs ([`SimBackend::prepare`]).
+pub struct SimRun {
+    pub schedule: Schedule,
+    pub scheme: SimScheme,
+    pub params: SimParams,
+}
+
+impl Backend for SimBackend {
+    fn run(&self, scenario: &Scenario, name: &str, traffic: Traffic, seed: u64) -> Result<Outcome, HarnessError> {
+        if traffic != Traffic::Bulk {
+            return Err(anyhow!("--traffic bursts needs --backend emu (the simulator runs one bulk flow)").into());
+        }
+        let SimRun {
+            schedule,
+            scheme: sim_scheme,
+            params,
+        } = self.prepare(scenario, name, seed)?;
+        let bar = &self.bar;
+        let base = bar.position();
+        let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |t| {
+            bar.set_position(base + (t / params.sample_interval_s).round() as u64)
+        })
+        .map_err(|e| HarnessError::from(e).in_run(name, seed))?;
+        bar.set_position(base + self.ticks_per_run(scenario));
+        let names = schedule.paths.iter().map(|p| p.name.clone());
+        Ok(Outcome {
+            goodput_mbps: out.goodput_mbps,
+            bytes: out.bytes_delivered,
+            redundant_bytes: out.redundant_bytes,
+            series: out.series.iter().map(|&(t, mbps)| Sample { t, mbps }).collect(),
+            seconds: out.per_second_mbps,
+            per_path_bytes: names.clone().zip(out.per_path_bytes).collect(),
+            tcp_per_path: names
+                .zip(&out.per_path_tcp)
+                .map(|(p, c)| {
+                    let c = TcpPathCounters {
+                        loss_events: c.loss_events,
+                        timeouts: c.timeouts,
+                    };
+                    (p, c)
+                })
+                .collect(),
+            counters: match (out.server, out.client) {
+                (Some(s), Some(c)) => Some((s.sender, c.receiver)),
+                _ => None,
+            },
+            delay: out.delay,
+            ..Outcome::default()
+        })
     }
 }

@@ -6,7 +6,21 @@ use std::path::Path;
 use std::process::Command;
 
 /// The crates kept free of import circles; add a crate here once its circles are opened.
-const OPENED: &[&str] = &["fbdt-harness", "fbdt-lab", "fbdt-sim"];
+/// Not yet: fbdt (main.rs ↔ its commands) and fbdt-core (`wire/` mod.rs ↔ frames).
+const OPENED: &[&str] = &[
+    "cotag",
+    "cotag-net",
+    "fbdt-emu",
+    "fbdt-font",
+    "fbdt-harness",
+    "fbdt-lab",
+    "fbdt-mux",
+    "fbdt-net",
+    "fbdt-scenario",
+    "fbdt-sim",
+    "fbdt-workload",
+    "jpoc",
+];
 
 #[test]
 fn opened_crates_have_no_import_circle() {

@@ -214,7 +214,7 @@ struct Job {
 pub fn run(args: AgreeArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     let limits = fbdt_harness::TestbedLimits::from(testbed);
     let (testbeds, notes) = read_testbed(&args.testbed)?;
-    let jobs = crate::parallel::jobs(args.jobs)?;
+    let jobs = fbdt_harness::parallel::jobs(args.jobs)?;
     if args.seeds == Some(0) || args.seeds.is_some_and(|n| n > 100) {
         bail!("--seeds must be in 1..=100");
     }
@@ -251,7 +251,7 @@ pub fn run(args: AgreeArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
             }
         }
     }
-    let bar = crate::progress::bar(work.len() as u64);
+    let bar = fbdt_harness::progress::bar(work.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("agree [{bar:30}] {pos}/{len} simulator runs, ETA {eta}")
             .expect("valid template")
@@ -261,7 +261,7 @@ pub fn run(args: AgreeArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
         let (t, scale, _) = &rows[j.row];
         let mut sc = t.report.scenario_def.clone();
         sc.seed = j.seed;
-        crate::run::set_duration(&mut sc, Some(t.report.duration_s))?;
+        fbdt_harness::set_duration(&mut sc, Some(t.report.duration_s))?;
         let schedule = sc.schedule(*scale)?;
         let params = fbdt_harness::sim::sim_params(&sc, PathModel::Tcp, 0, &limits);
         let sim_scheme = scheme::parse_sim(&j.scheme, &sc, sc.seed, &limits)?;
@@ -269,7 +269,7 @@ pub fn run(args: AgreeArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
             .with_context(|| format!("{} at scale {scale}, {} seed {}", t.report.scenario, j.scheme, j.seed))?;
         Ok(out.goodput_mbps)
     };
-    let goodputs = crate::parallel::map(&work, jobs, &bar, one);
+    let goodputs = fbdt_harness::parallel::map(&work, jobs, &bar, one);
     bar.finish_and_clear();
     let goodputs = goodputs?;
     let mut sums: Vec<BTreeMap<String, (f64, u32)>> = rows.iter().map(|_| BTreeMap::new()).collect();
@@ -342,7 +342,7 @@ pub fn run(args: AgreeArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     };
     print_table(&report, testbeds.len());
     if let Some(path) = &args.json {
-        crate::run::write_json(path, &report)?;
+        fbdt_harness::results::write_json(path, &report)?;
         eprintln!("wrote {}", path.display());
     }
     Ok(())

@@ -22,11 +22,10 @@ use rand::{RngCore, SeedableRng};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use fbdt_harness::process::{fbdt_binary, wait_listening, Children, READY_LIMIT};
+use fbdt_harness::process::{
+    fbdt_binary, received, security_args, wait_listening, Children, FBDT_PORT, HTTP_PORT, PROXY_PORT, READY_LIMIT,
+};
 
-pub(crate) const HTTP_PORT: u16 = 8080;
-pub(crate) const FBDT_PORT: u16 = 5400;
-pub(crate) const PROXY_PORT: u16 = 1080;
 /// `fbdt perf --server` for the curl apps' baseline (TCP/MPTCP would take the next port).
 const PERF_PORT: u16 = 5410;
 /// `--app transparent`: the origin's own address, on the server namespace's loopback.
@@ -149,18 +148,6 @@ pub struct ClientRun {
     /// went through the proxy (a direct connection would take one).
     pub per_path_bytes: std::collections::BTreeMap<String, u64>,
     pub fidelity: fbdt_emu::Fidelity,
-}
-
-/// Bytes each radio's client end received between two counter readings.
-pub(crate) fn received(
-    before: &[fbdt_emu::PathCounters],
-    after: &[fbdt_emu::PathCounters],
-) -> std::collections::BTreeMap<String, u64> {
-    before
-        .iter()
-        .zip(after)
-        .map(|(b, a)| (a.name.clone(), a.client.rx_bytes.saturating_sub(b.client.rx_bytes)))
-        .collect()
 }
 
 /// What a program run through the proxy printed, and how it went.
@@ -524,38 +511,6 @@ fn write_video(path: &Path, bytes: u64) -> Result<()> {
     Ok(())
 }
 
-/// The options of `fbdt proxy` and of `fbdt serve` for one run: plaintext (anyone allowed),
-/// or TLS 1.3 with a server key generated in `dir`, its pinned fingerprint and a fresh token.
-pub(crate) fn security_args(dir: &Path, plaintext: bool) -> Result<(Vec<String>, Vec<String>)> {
-    let mut security: Vec<String> = Vec::new();
-    let mut serve_security: Vec<String> = Vec::new();
-    if plaintext {
-        security.push("--plaintext".into());
-        serve_security.extend(["--plaintext".into(), "--allow-anyone".into()]);
-    } else {
-        let key_dir = dir.join("key");
-        let identity = fbdt_net::ServerIdentity::load_or_generate(&key_dir).context("generating the server key")?;
-        let token = dir.join("token");
-        let mut t = [0u8; 16];
-        rand::rngs::OsRng.fill_bytes(&mut t);
-        std::fs::write(&token, t.iter().map(|b| format!("{b:02x}")).collect::<String>())?;
-        let token = token.display().to_string();
-        security.extend([
-            "--pin".into(),
-            identity.fingerprint(),
-            "--token-file".into(),
-            token.clone(),
-        ]);
-        serve_security.extend([
-            "--key-dir".into(),
-            key_dir.display().to_string(),
-            "--token-file".into(),
-            token,
-        ]);
-    }
-    Ok((security, serve_security))
-}
-
 pub fn run(args: AppArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     if let Some(why) = fbdt_emu::skip_reason() {
         bail!("fbdt-lab app needs root to build the emulated testbed: {why}");
@@ -565,8 +520,8 @@ pub fn run(args: AppArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     }
     let fbdt = fbdt_binary(args.fbdt.as_deref())?;
     let scenario = Scenario::load(&args.scenario)?;
-    let bar = crate::progress::bar(0);
-    let (scale, _) = crate::emu::scale_of(&scenario, args.scale, testbed, &bar)?;
+    let bar = fbdt_harness::progress::bar(0);
+    let (scale, _) = fbdt_harness::emu::scale_of(&scenario, args.scale, testbed, &bar)?;
     let schedule = scenario.schedule(scale)?;
     let spec = fbdt_emu::spec_from_schedule(&scenario, &schedule)?;
     let capacity_mbps = spec.capacity_mbps();
@@ -803,7 +758,7 @@ pub fn run(args: AppArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
         println!("small requests, time per request through the proxy ÷ the best radio alone: {r:.3}");
     }
     if let Some(path) = &args.json {
-        crate::run::write_json(path, &report)?;
+        fbdt_harness::results::write_json(path, &report)?;
         eprintln!("wrote {}", path.display());
     }
     let corrupt: Vec<&str> = report

@@ -170,7 +170,7 @@ fn bench_sim(args: BenchSimArgs, limits: fbdt_harness::TestbedLimits) -> Result<
     let mut results = Vec::new();
     for name in &args.scenarios {
         let mut scenario = Scenario::load(name)?;
-        crate::run::set_duration(&mut scenario, args.duration)?;
+        fbdt_harness::set_duration(&mut scenario, args.duration)?;
         let schedule = scenario.schedule(1.0)?;
         for model in fbdt_sim::PathModel::ALL {
             for (payload_name, payload) in &payloads {
@@ -239,7 +239,7 @@ fn bench_sim(args: BenchSimArgs, limits: fbdt_harness::TestbedLimits) -> Result<
         report.steal_pct.map_or("unknown".into(), |p| format!("{p:.1} %"))
     );
     match args.json {
-        Some(Some(path)) => crate::run::write_json(&path, &report)?,
+        Some(Some(path)) => fbdt_harness::results::write_json(&path, &report)?,
         Some(None) => println!("{}", serde_json::to_string_pretty(&report)?),
         None => {}
     }

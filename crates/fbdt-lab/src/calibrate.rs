@@ -351,7 +351,7 @@ pub fn run_bench(args: BenchArgs, testbed: &TestbedOptions) -> Result<()> {
     };
     println!("load average before {} after {}", b.loadavg_before, b.loadavg_after);
     if let Some(path) = &args.json {
-        crate::run::write_json(path, &b)?;
+        fbdt_harness::results::write_json(path, &b)?;
         println!("wrote {}", path.display());
     }
     Ok(())

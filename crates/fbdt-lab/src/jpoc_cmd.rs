@@ -122,7 +122,7 @@ fn progress(common: &CommonArgs, total: u64, what: &str) -> ProgressBar {
         return ProgressBar::hidden();
     }
     // Drawn on a terminal; logged every few seconds otherwise (crate::progress).
-    let pb = crate::progress::bar(total);
+    let pb = fbdt_harness::progress::bar(total);
     if let Ok(style) = ProgressStyle::with_template("{msg} [{elapsed_precise}] {wide_bar} {pos}/{len} (eta {eta})") {
         pb.set_style(style);
     }

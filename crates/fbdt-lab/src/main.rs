@@ -4,15 +4,11 @@ mod agree;
 mod app;
 mod bench;
 mod calibrate;
-mod emu;
 mod jpoc_cmd;
 mod paper;
-mod parallel;
-mod progress;
 mod run;
 mod sweep;
 mod sweep_cotag;
-mod workload;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -55,7 +51,7 @@ enum Command {
     #[command(subcommand)]
     Jpoc(jpoc_cmd::JpocCommand),
     /// What applications feel: files, web pages, progressive and 360° video (docs/workloads.md).
-    Workload(workload::WorkloadArgs),
+    Workload(fbdt_workload::WorkloadArgs),
     /// A real application (curl) through `fbdt proxy`/`fbdt serve` over the emulated radios,
     /// beside each radio alone: goodput, content hash, longest delivery gap (root).
     App(app::AppArgs),
@@ -110,7 +106,7 @@ fn real_main() -> Result<()> {
         Command::Sweep(args) => sweep::run(args, &testbed),
         Command::Agree(args) => agree::run(args, &testbed),
         Command::Jpoc(cmd) => jpoc_cmd::run(cmd),
-        Command::Workload(args) => workload::run(args, &testbed),
+        Command::Workload(args) => fbdt_workload::run(args, &testbed),
         Command::App(args) => app::run(args, &testbed),
         Command::Reap { program, args } => {
             let code = fbdt_emu::reaper::run_reaping(&program, &args)

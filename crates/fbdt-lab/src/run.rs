@@ -4,33 +4,26 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant as WallClock;
 
-use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
+use anyhow::{bail, Result};
+use clap::Args;
 use fbdt_scenario::Scenario;
-use fbdt_sim::{PathModel, SimParams};
+use fbdt_sim::PathModel;
 use indicatif::ProgressStyle;
 
+use fbdt_harness::backend::{aggregate, Backend as _, BackendKind};
 use fbdt_harness::results::fidelity::RunFidelity;
-use fbdt_harness::results::{percentile, Counters, DelayPool, Meta, RunReport, RunSummary, Sample, SchemeResult};
-use fbdt_harness::scheme;
-use fbdt_harness::sim::{check_grain, sim_params, SIM_CONGESTION_CONTROL};
+use fbdt_harness::results::{Meta, RunReport, SchemeResult};
+use fbdt_harness::scheme::{self, Encryption};
+use fbdt_harness::sim::{check_grain, sim_params, SimBackend, SIM_CONGESTION_CONTROL};
 use fbdt_harness::traffic::Traffic;
 use fbdt_harness::TestbedLimits;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Backend {
-    /// Deterministic simulator driving the protocol core over modelled paths.
-    Sim,
-    /// Emulated radios in network namespaces (real TCP stacks).
-    Emu,
-}
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Built-in scenario name (see `fbdt-lab scenarios`) or a scenario .toml file.
     pub scenario: String,
-    #[arg(long, value_enum, default_value_t = Backend::Sim)]
-    pub backend: Backend,
+    #[arg(long, value_enum, default_value_t = BackendKind::Sim)]
+    pub backend: BackendKind,
     /// Simulator path model: `pipe` (ideal TCP pipes, fast) or `tcp` (congestion window,
     /// loss recovery, RTO back-off, bottleneck queue; see docs/simulator.md).
     #[arg(long, default_value_t = PathModel::Pipe)]
@@ -78,7 +71,7 @@ pub fn run(args: RunArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<RunRepor
         bail!("--repeat must be in 1..=1000");
     }
     let mut scenario = Scenario::load(&args.scenario)?;
-    crate::run::set_duration(&mut scenario, args.duration)?;
+    fbdt_harness::set_duration(&mut scenario, args.duration)?;
     let seed = args.seed.unwrap_or(scenario.seed);
     scenario.seed = seed;
     let names: Vec<String> = if args.schemes.is_empty() {
@@ -95,7 +88,7 @@ pub fn run(args: RunArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<RunRepor
     if names.is_empty() {
         bail!("--schemes is empty");
     }
-    if args.backend == Backend::Emu {
+    if args.backend == BackendKind::Emu {
         return run_emu(&args, scenario, &names, seed, testbed);
     }
     if args.traffic != Traffic::Bulk {
@@ -114,95 +107,35 @@ pub fn run(args: RunArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<RunRepor
     check_grain(args.model, args.grain)?;
     let params = sim_params(&scenario, args.model, args.grain, &limits);
     let ticks_per_run = (scenario.duration_s / params.sample_interval_s).round() as u64;
-    let bar = crate::progress::bar(ticks_per_run * names.len() as u64 * u64::from(args.repeat));
+    let bar = fbdt_harness::progress::bar(ticks_per_run * names.len() as u64 * u64::from(args.repeat));
     bar.set_style(
         ProgressStyle::with_template("{msg:>24} [{bar:30}] {percent:>3}% sim-time, ETA {eta}")
             .expect("valid template")
             .progress_chars("=> "),
     );
 
+    let sim = SimBackend {
+        params: params.clone(),
+        scale,
+        limits,
+        bar: bar.clone(),
+    };
     let mut results = Vec::new();
     for name in &names {
         bar.set_message(name.clone());
         let started = WallClock::now();
         let mut runs = Vec::new();
-        let mut seconds = Vec::new();
-        let mut series: Vec<Sample> = Vec::new();
-        let mut total = SchemeResult {
-            scheme: name.clone(),
-            // The simulator carries no TLS (a `+tls` scheme is refused before this).
-            encryption: "none".into(),
-            ..SchemeResult::default()
-        };
-        let mut delays = DelayPool::default();
-        let is_mp = name.starts_with("mp:");
         for r in 0..args.repeat {
             let run_seed = seed + u64::from(r);
-            let mut sc = scenario.clone();
-            sc.seed = run_seed;
-            let schedule = if r == 0 { first.clone() } else { sc.schedule(scale)? };
-            let params = SimParams {
-                seed: run_seed,
-                ..params.clone()
-            };
-            let sim_scheme = scheme::parse_sim(name, &sc, run_seed, &limits)?;
-            let base = bar.position();
-            let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |t| {
-                bar.set_position(base + (t / params.sample_interval_s).round() as u64)
-            })
-            .with_context(|| format!("scheme {name}, seed {run_seed}"))?;
-            bar.set_position(base + ticks_per_run);
-            if r == 0 {
-                series = out.series.iter().map(|&(t, mbps)| Sample { t, mbps }).collect();
-            }
-            seconds.extend_from_slice(&out.per_second_mbps);
-            delays.add(&out.delay);
-            runs.push(RunSummary {
-                seed: run_seed,
-                goodput_mbps: out.goodput_mbps,
-                redundant_bytes: out.redundant_bytes,
-            });
-            total.bytes_delivered += out.bytes_delivered;
-            total.redundant_bytes += out.redundant_bytes;
-            for (p, b) in schedule.paths.iter().zip(&out.per_path_bytes) {
-                *total.per_path_bytes.entry(p.name.clone()).or_default() += b;
-            }
-            for (p, c) in schedule.paths.iter().zip(&out.per_path_tcp) {
-                let t = total
-                    .tcp_per_path
-                    .get_or_insert_with(BTreeMap::new)
-                    .entry(p.name.clone())
-                    .or_default();
-                t.loss_events += c.loss_events;
-                t.timeouts += c.timeouts;
-            }
-            if let (true, Some(s), Some(c)) = (is_mp, &out.server, &out.client) {
-                let m = total.recv_buffer_max_bytes.get_or_insert(0);
-                *m = (*m).max(c.receiver.max_buffered_bytes);
-                *total.reinjected_bytes.get_or_insert(0) += s.sender.redundant_bytes_sent;
-            }
-            if let (Some(s), Some(c)) = (&out.server, &out.client) {
-                total
-                    .counters
-                    .get_or_insert_with(Counters::default)
-                    .add(&s.sender, &c.receiver);
-            }
+            runs.push((run_seed, sim.run(&scenario, name, Traffic::Bulk, run_seed)?));
         }
-        total.goodput_mbps = runs.iter().map(|r| r.goodput_mbps).sum::<f64>() / runs.len() as f64;
-        total.goodput_p10_mbps = percentile(&seconds, 0.1);
-        total.goodput_p50_mbps = percentile(&seconds, 0.5);
-        total.goodput_p90_mbps = percentile(&seconds, 0.9);
-        total.series_100ms_mbps = series.iter().map(|s| s.mbps).collect();
-        total.series = series;
-        total.delivery_delay_ms = delays.summary();
-        total.runs = if args.repeat > 1 { runs } else { Vec::new() };
-        total.wall_s = started.elapsed().as_secs_f64();
+        // The simulator carries no TLS (a `+tls` scheme is refused before this).
+        let total = aggregate(name, Encryption::None, runs, started.elapsed().as_secs_f64());
         bar.println(format!(
             "{name}: {:.1} Mbit/s ({:.1}x real time)",
             total.goodput_mbps,
             scenario.duration_s * f64::from(args.repeat) / total.wall_s.max(1e-9)
         ));
-        total.fill_ack_rate();
         results.push(total);
     }
     bar.finish_and_clear();
@@ -219,7 +152,7 @@ pub fn run(args: RunArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<RunRepor
     publish(
         &args,
         scenario,
-        Backend::Sim,
+        BackendKind::Sim,
         seed,
         scale,
         capacity_mbps,
@@ -229,17 +162,6 @@ pub fn run(args: RunArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<RunRepor
     )
 }
 
-/// Overrides the scenario's duration (`--duration`), checked.
-pub fn set_duration(scenario: &mut Scenario, duration: Option<f64>) -> Result<()> {
-    if let Some(d) = duration {
-        if !(d.is_finite() && d > 0.0 && d <= 86_400.0) {
-            bail!("--duration must be in (0, 86400] seconds, got {d}");
-        }
-        scenario.duration_s = d;
-    }
-    Ok(())
-}
-
 fn run_emu(
     args: &RunArgs,
     scenario: Scenario,
@@ -247,23 +169,24 @@ fn run_emu(
     seed: u64,
     testbed: &fbdt_emu::TestbedOptions,
 ) -> Result<RunReport> {
-    let bar =
-        crate::progress::bar((scenario.duration_s / 0.1).round() as u64 * names.len() as u64 * u64::from(args.repeat));
+    let bar = fbdt_harness::progress::bar(
+        (scenario.duration_s / 0.1).round() as u64 * names.len() as u64 * u64::from(args.repeat),
+    );
     bar.set_style(
         ProgressStyle::with_template("{msg:>24} [{bar:30}] {percent:>3}%, ETA {eta}")
             .expect("valid template")
             .progress_chars("=> "),
     );
-    let choice = crate::emu::ScaleChoice {
+    let choice = fbdt_harness::emu::ScaleChoice {
         given: args.scale,
         auto: args.auto_scale,
     };
-    let emu = crate::emu::run(&scenario, names, choice, args.repeat, args.traffic, testbed, &bar)?;
+    let emu = fbdt_harness::emu::run(&scenario, names, choice, args.repeat, args.traffic, testbed, &bar)?;
     bar.finish_and_clear();
     publish(
         args,
         scenario,
-        Backend::Emu,
+        BackendKind::Emu,
         seed,
         emu.scale,
         emu.capacity_mbps,
@@ -279,7 +202,7 @@ fn run_emu(
 fn publish(
     args: &RunArgs,
     scenario: Scenario,
-    backend: Backend,
+    backend: BackendKind,
     seed: u64,
     scale: f64,
     capacity_mbps: f64,
@@ -288,9 +211,11 @@ fn publish(
     fidelity: Option<RunFidelity>,
 ) -> Result<RunReport> {
     let (backend, congestion_control) = match backend {
-        Backend::Sim if args.model == PathModel::Tcp => ("sim", format!("{} (tcp model)", scenario.congestion_control)),
-        Backend::Sim => ("sim", SIM_CONGESTION_CONTROL.to_string()),
-        Backend::Emu => ("emu", scenario.congestion_control.clone()),
+        BackendKind::Sim if args.model == PathModel::Tcp => {
+            ("sim", format!("{} (tcp model)", scenario.congestion_control))
+        }
+        BackendKind::Sim => ("sim", SIM_CONGESTION_CONTROL.to_string()),
+        BackendKind::Emu => ("emu", scenario.congestion_control.clone()),
     };
     let report = RunReport {
         scenario: scenario.name.clone(),
@@ -312,7 +237,7 @@ fn publish(
         println!("{line}");
     }
     if let Some(path) = &args.json {
-        write_json(path, &report)?;
+        fbdt_harness::results::write_json(path, &report)?;
         eprintln!("wrote {}", path.display());
     }
     Ok(report)
@@ -331,11 +256,6 @@ fn sum_standalone(scenario: &Scenario, results: &[SchemeResult]) -> Option<f64> 
         })
         .collect();
     (tcp.len() == scenario.paths.len()).then(|| tcp.iter().sum())
-}
-
-pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<()> {
-    let text = serde_json::to_string_pretty(value)?;
-    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
 }
 
 fn print_table(r: &RunReport) {

@@ -164,7 +164,7 @@ fn run_cotag(args: &SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()>
                 points: points.to_vec(),
                 claims: crate::sweep_cotag::claims(points),
             };
-            crate::run::write_json(path, &report)?;
+            fbdt_harness::results::write_json(path, &report)?;
         }
         Ok(())
     };
@@ -197,7 +197,7 @@ pub fn run(args: SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
         bail!("--values is empty");
     }
     let mut scenario = Scenario::load(scenario_arg)?;
-    crate::run::set_duration(&mut scenario, args.duration)?;
+    fbdt_harness::set_duration(&mut scenario, args.duration)?;
     for v in &values {
         match over {
             Param::Seed if *v < 0.0 || v.fract() != 0.0 => bail!("--values: seed {v} is not a whole number >= 0"),
@@ -208,12 +208,12 @@ pub fn run(args: SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     for s in &args.schemes {
         scheme::parse_sim(s, &scenario, scenario.seed, &limits)?;
     }
-    let jobs = crate::parallel::jobs(args.jobs)?;
+    let jobs = fbdt_harness::parallel::jobs(args.jobs)?;
     let work: Vec<(f64, String)> = values
         .iter()
         .flat_map(|&v| args.schemes.iter().map(move |s| (v, s.clone())))
         .collect();
-    let bar = crate::progress::bar(work.len() as u64);
+    let bar = fbdt_harness::progress::bar(work.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("sweep [{bar:30}] {pos}/{len} runs, ETA {eta}")
             .expect("valid template")
@@ -241,7 +241,7 @@ pub fn run(args: SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
             wall_s: started.elapsed().as_secs_f64(),
         })
     };
-    let points = crate::parallel::map(&work, jobs, &bar, one);
+    let points = fbdt_harness::parallel::map(&work, jobs, &bar, one);
     bar.finish_and_clear();
     let points = points?;
     println!(
@@ -263,7 +263,7 @@ pub fn run(args: SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
         points,
     };
     if let Some(path) = &args.json {
-        crate::run::write_json(path, &report)?;
+        fbdt_harness::results::write_json(path, &report)?;
         eprintln!("wrote {}", path.display());
     }
     Ok(())

@@ -451,7 +451,7 @@ pub fn run_grid(
         .collect();
     let ticks =
         (grid.duration_s / 0.1).round() as u64 * schemes.len() as u64 * cells.len() as u64 * u64::from(grid.repeat);
-    let bar = crate::progress::bar(ticks);
+    let bar = fbdt_harness::progress::bar(ticks);
     bar.set_style(
         ProgressStyle::with_template("{prefix} {msg:>16} [{bar:30}] {percent:>3}%, ETA {eta}")
             .expect("valid template")
@@ -472,11 +472,11 @@ pub fn run_grid(
             });
             let mut one = sc.clone();
             one.seed = sc.seed + u64::from(r);
-            let choice = crate::emu::ScaleChoice {
+            let choice = fbdt_harness::emu::ScaleChoice {
                 given: Some(grid.scale),
                 auto: false,
             };
-            let run = crate::emu::run(&one, &schemes, choice, 1, grid.traffic, testbed, &bar)
+            let run = fbdt_harness::emu::run(&one, &schemes, choice, 1, grid.traffic, testbed, &bar)
                 .with_context(|| format!("point {corr}, PER {per}, {lat} ms, seed {}", one.seed))?;
             for (k, res) in run.results.iter().enumerate() {
                 runs[k].push(scheme_run(res, &run.fidelity, one.seed));

@@ -15,8 +15,10 @@
 //! The frame format is in `frame`, the per-stream accounting (pure, no I/O) in `state`,
 //! the two tasks that move frames in `driver`, the application's handle in `stream`.
 
+mod config;
 mod driver;
 mod frame;
+mod shared;
 mod state;
 mod stream;
 
@@ -25,38 +27,10 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 
+pub use config::{MuxConfig, INITIAL_WINDOW};
 pub use driver::Transport;
 pub use frame::{MAX_DATA, MAX_OPEN};
 pub use stream::MuxStream;
-
-/// Every stream's first window, both directions (part of the protocol: both ends assume it).
-pub const INITIAL_WINDOW: u64 = 128 * 1024;
-
-#[derive(Clone, Debug)]
-pub struct MuxConfig {
-    /// Most streams open at once (ours and the peer's); further OPENs are refused.
-    pub max_streams: usize,
-    /// Largest window one stream may grow to. 16 MiB carries 1 Gbit/s over 130 ms, or
-    /// 4 Gbit/s over 33 ms.
-    pub max_window: u64,
-    /// Most bytes the windows of all streams may add up to by growing; a stream always
-    /// gets its initial window, so what peers can make us buffer is at most
-    /// `max(budget, max_streams × INITIAL_WINDOW)`.
-    pub budget: u64,
-    /// Most unsent bytes one stream queues here before its writer waits.
-    pub send_buffer: usize,
-}
-
-impl Default for MuxConfig {
-    fn default() -> Self {
-        MuxConfig {
-            max_streams: 512,
-            max_window: 16 << 20,
-            budget: 128 << 20,
-            send_buffer: 256 * 1024,
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum MuxError {
@@ -66,21 +40,8 @@ pub enum MuxError {
     Open(String),
 }
 
-pub(crate) struct Shared {
-    pub state: Mutex<State>,
-    /// Wakes the writer task when frames are queued.
-    pub writer: tokio::sync::Notify,
-}
-
+pub(crate) use shared::Shared;
 pub(crate) use state::State;
-
-impl Shared {
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // A panic while holding the lock would be a bug in this crate; the state is still
-        // consistent enough to end every stream with an error, so carry on with it.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
 
 /// Opens streams; cheap to clone. The mux runs until the transport ends or fails, or every
 /// `Mux` and the [`Incoming`] are dropped.

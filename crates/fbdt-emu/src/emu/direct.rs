@@ -26,10 +26,15 @@ use std::{
 
 use rand010::{rngs::StdRng, RngExt, SeedableRng};
 
+use rattan_env::veth::VethCell;
+
+use super::host_io::{self, grow_socket_buffers};
 use super::offload::{self, VnetHdr, VNET_HDR_LEN};
 use super::ring::{self, RxRing, StampClock};
-use super::*;
+use crate::error::{Error, Result};
+use crate::probe::Lateness;
 use crate::radio::RadioClock;
+use crate::spec::{bps, PathStep};
 
 /// Frames read or written per system call.
 const BATCH: usize = 64;

@@ -1,7 +1,7 @@
 //! What the emulator asks of the host: real-time scheduling, AF_PACKET sockets found,
 //! sized, counted and closed.
 
-use super::*;
+use std::collections::HashSet;
 
 /// File descriptors of this process that are AF_PACKET sockets.
 pub(super) fn packet_socket_fds() -> HashSet<i32> {

@@ -8,7 +8,6 @@
 //! server namespace with our own addressing.
 
 use std::{
-    collections::HashSet,
     net::{IpAddr, Ipv4Addr},
     sync::{
         atomic::{AtomicU64, Ordering},
@@ -22,12 +21,12 @@ use rattan_core::{
     cells::{
         bandwidth::{
             queue::{DropTailQueue, DropTailQueueConfig},
-            BwCellConfig, BwCellControlInterface, BwType,
+            BwCellConfig, BwType,
         },
-        delay::{DelayCellConfig, DelayCellControlInterface},
+        delay::DelayCellConfig,
         external::{VirtualEthernet, VirtualEthernetId},
-        loss::{LossCell, LossCellConfig, LossCellControlInterface},
-        ControlInterface, StdPacket,
+        loss::LossCell,
+        StdPacket,
     },
     core::RattanCore,
     metal::io::af_packet::AfPacketDriver,
@@ -43,7 +42,7 @@ use crate::{
     error::{Error, Result},
     probe::{Lateness, ProbeCell},
     radio::{Doze, RadioCell},
-    spec::{LinkMode, PathStep, HOLD_RATE_BPS},
+    spec::{bps, PathStep},
     testbed::options::{Datapath, TestbedOptions},
 };
 
@@ -56,12 +55,10 @@ mod ring;
 pub use host_io::{allowed_cpus, emulator_cpu, endpoint_cpus, endpoint_rps_mask, PacketStats, PACKET_SOCKET_BUFFER};
 use host_io::{close_fds, grow_socket_buffers, packet_socket_fds, pin_to_emulator_cpu, set_realtime};
 pub(crate) use path_control::PathControl;
-use path_control::{bps, emu_err, KernelRate, RateStage, Stages};
+use path_control::{emu_err, KernelRate, RateStage, Stages};
 
 /// Name prefix of the emulator's runtime threads (the fidelity monitors find them by it).
 pub(crate) const EMU_THREAD: &str = "fbdt-emu-rt";
-
-type Bw = BwCellControlInterface<StdPacket, DropTailQueue<StdPacket>>;
 
 /// Addresses and names of one path's two veth pairs.
 #[derive(Debug, Clone)]

@@ -1,7 +1,32 @@
 //! One path's live controls: where its rate limit lives (rattan cells or the kernel's HTB)
 //! and how a schedule step is applied to its cells.
 
-use super::*;
+use std::{
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
+    time::Duration,
+};
+
+use rattan_core::{
+    cells::{
+        bandwidth::{queue::DropTailQueue, BwCellConfig, BwCellControlInterface},
+        delay::{DelayCellConfig, DelayCellControlInterface},
+        loss::{LossCellConfig, LossCellControlInterface},
+        ControlInterface, StdPacket,
+    },
+    netem_trace::Bandwidth,
+};
+
+use crate::{
+    error::{Error, Result},
+    probe::Lateness,
+    spec::{bps, LinkMode, PathStep, HOLD_RATE_BPS},
+};
+
+/// A rate cell's control (rattan-core's, with a drop-tail queue).
+pub(super) type Bw = BwCellControlInterface<StdPacket, DropTailQueue<StdPacket>>;
 
 /// Where a path's rate limit lives (see [`Datapath`]).
 pub(super) enum RateStage {
@@ -110,12 +135,6 @@ pub(crate) struct PathControl {
     pub(super) radio_rate_bps: Arc<AtomicU64>,
     /// Wake-ups of the radio (data direction, ACK direction); 0 without radio sleep.
     pub radio_wakeups: [Arc<AtomicU64>; 2],
-}
-
-pub(super) fn bps(rate_mbps: f64) -> u64 {
-    // Never 0: rattan-core panics on a 0 bit/s rate (division when rescaling the packet in
-    // flight). Positive rates below the hold rate are clamped up to it.
-    ((rate_mbps * 1e6).round() as u64).max(HOLD_RATE_BPS)
 }
 
 /// `rate_bps` × (1 − `loss`), never below the hold rate.

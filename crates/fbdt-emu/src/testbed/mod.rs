@@ -109,7 +109,7 @@ impl Testbed {
     /// Creates namespaces, links, emulator, routing and MPTCP configuration, and applies
     /// every path's first step. The schedule's later steps run after [`Testbed::play`].
     pub fn start(spec: &TestbedSpec, opts: &TestbedOptions) -> Result<Self> {
-        ns::privileged().map_err(|reason| Error::NotPrivileged { reason })?;
+        ns::privileged()?;
         spec.validate()?;
         crate::install_signal_handler();
         let k = SEQ.fetch_add(1, Ordering::Relaxed);

@@ -432,3 +432,10 @@ mod tests {
         assert_eq!(r.sd_100ms_mbps(), Some(2.0));
     }
 }
+
+/// Writes `value` as pretty JSON (and a final newline) to `path`.
+pub fn write_json(path: &std::path::Path, value: &impl Serialize) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let text = serde_json::to_string_pretty(value)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+}

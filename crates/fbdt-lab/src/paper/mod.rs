@@ -18,9 +18,10 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use fbdt_scenario::Scenario;
 
-use crate::run::{self, Backend, RunArgs};
+use crate::run::{self, RunArgs};
 use fbdt_harness::results::RunReport;
 use fbdt_harness::scheme;
+use fbdt_harness::BackendKind;
 use summary::{Failure, RunInfo, Summary};
 
 #[derive(Args, Debug)]
@@ -31,7 +32,7 @@ pub struct PaperArgs {
     pub quick: bool,
     /// Default: emu when running as root, otherwise an error (pass --backend sim).
     #[arg(long, value_enum)]
-    pub backend: Option<Backend>,
+    pub backend: Option<BackendKind>,
     /// Simulator path model (`--backend sim`): pipe or tcp.
     #[arg(long, default_value_t = fbdt_sim::PathModel::Pipe)]
     pub model: fbdt_sim::PathModel,
@@ -74,7 +75,7 @@ pub struct PaperArgs {
     /// testbed, as root: every run in real time, about an hour for the four scenarios;
     /// flagged runs count in no claim).
     #[arg(long, value_enum, default_value = "sim")]
-    pub workloads_backend: Backend,
+    pub workloads_backend: BackendKind,
     /// Leave out the COTAG section (paper 003's ten-flow bursts on the testbed; it runs only
     /// on the emulated backend as root: about 2 minutes with --quick).
     #[arg(long)]
@@ -89,10 +90,10 @@ const WORKLOADS_JSON: &str = "workloads.json";
 
 /// The backend to use: the one asked for, else the testbed when we may build it. Never a
 /// silent switch to the simulator: its numbers mean something else.
-fn resolve_backend(asked: Option<Backend>, emu_skip: Option<String>) -> Result<Backend> {
+fn resolve_backend(asked: Option<BackendKind>, emu_skip: Option<String>) -> Result<BackendKind> {
     match (asked, emu_skip) {
         (Some(b), _) => Ok(b),
-        (None, None) => Ok(Backend::Emu),
+        (None, None) => Ok(BackendKind::Emu),
         (None, Some(why)) => bail!(
             "the default backend is the emulated testbed, which needs root ({why}); run as root, \
              or pass --backend sim for the simulator"
@@ -100,10 +101,10 @@ fn resolve_backend(asked: Option<Backend>, emu_skip: Option<String>) -> Result<B
     }
 }
 
-fn backend_name(b: Backend) -> &'static str {
+fn backend_name(b: BackendKind) -> &'static str {
     match b {
-        Backend::Sim => "sim",
-        Backend::Emu => "emu",
+        BackendKind::Sim => "sim",
+        BackendKind::Emu => "emu",
     }
 }
 
@@ -132,12 +133,12 @@ fn load_scenarios(names: &[String]) -> Result<Vec<(String, Scenario)>> {
 
 /// Every scheme of the plan must parse before anything runs, so a typo fails in a second,
 /// not after the first ten minutes of the suite.
-fn check_schemes(plan: &[suite::Planned], scenarios: &[(String, Scenario)], backend: Backend) -> Result<()> {
+fn check_schemes(plan: &[suite::Planned], scenarios: &[(String, Scenario)], backend: BackendKind) -> Result<()> {
     for (p, (_, sc)) in plan.iter().zip(scenarios) {
         for name in &p.schemes {
             for n in scheme::expand(name)? {
                 if n == "mptcp" {
-                    if backend != Backend::Emu {
+                    if backend != BackendKind::Emu {
                         bail!("scheme `mptcp` (kernel MPTCP) runs only on the emulated testbed (--backend emu)");
                     }
                 } else {
@@ -156,7 +157,7 @@ fn mmss(s: f64) -> String {
 
 pub fn run(args: PaperArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     let backend = resolve_backend(args.backend, fbdt_emu::skip_reason())?;
-    if args.workloads_backend == Backend::Emu && !args.skip_workloads && !args.render_only {
+    if args.workloads_backend == BackendKind::Emu && !args.skip_workloads && !args.render_only {
         if let Some(why) = fbdt_emu::skip_reason() {
             bail!("--workloads-backend emu needs the emulated testbed, which needs root ({why})");
         }
@@ -280,17 +281,17 @@ pub fn run(args: PaperArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
 }
 
 /// The COTAG section runs on the testbed only, as root, unless skipped.
-fn cotag_runs(args: &PaperArgs, backend: Backend) -> bool {
+fn cotag_runs(args: &PaperArgs, backend: BackendKind) -> bool {
     if args.skip_cotag {
         return false;
     }
     match (backend, fbdt_emu::skip_reason()) {
-        (Backend::Emu, None) => true,
-        (Backend::Emu, Some(why)) => {
+        (BackendKind::Emu, None) => true,
+        (BackendKind::Emu, Some(why)) => {
             eprintln!("COTAG section skipped: it needs the testbed as root ({why})");
             false
         }
-        (Backend::Sim, _) => false,
+        (BackendKind::Sim, _) => false,
     }
 }
 
@@ -309,7 +310,7 @@ fn run_cotag(
             .sum::<usize>()
     );
     let outcome = cotag::run(args.quick, args.scale, testbed)
-        .and_then(|c| run::write_json(&out.join(cotag::JSON), &c).map(|_| c));
+        .and_then(|c| fbdt_harness::results::write_json(&out.join(cotag::JSON), &c).map(|_| c));
     match outcome {
         Ok(c) => Some(c),
         Err(e) => {
@@ -344,7 +345,7 @@ fn run_workloads(
     let outcome = workloads::run(&scenarios, args.quick, args.workloads_backend, testbed, &|line| {
         eprintln!("{line}")
     })
-    .and_then(|w| run::write_json(&out.join(WORKLOADS_JSON), &w).map(|_| w));
+    .and_then(|w| fbdt_harness::results::write_json(&out.join(WORKLOADS_JSON), &w).map(|_| w));
     match outcome {
         Ok(w) => Some(w),
         Err(e) => {
@@ -362,7 +363,7 @@ fn run_workloads(
 /// written when they were measured (else it is rebuilt from the reports, without a duration).
 fn render_existing(
     args: &PaperArgs,
-    backend: Backend,
+    backend: BackendKind,
     out: &Path,
     plan: &[suite::Planned],
     scenarios: Vec<(String, Scenario)>,
@@ -450,7 +451,7 @@ fn write_outputs(
     if let Some(c) = sections.cotag {
         summary = summary.with_cotag(c);
     }
-    run::write_json(&out.join("summary.json"), &summary)?;
+    fbdt_harness::results::write_json(&out.join("summary.json"), &summary)?;
     let mut figures = figures(out, &reports)?;
     if let Some(c) = &summary.cotag {
         plot::save(out, "cotag-bars", &cotag::Bars { section: c })?;
@@ -481,7 +482,7 @@ fn write_outputs(
     Ok(())
 }
 
-fn run_info(args: &PaperArgs, backend: Backend, reports: &[RunReport], at: SystemTime, wall_s: f64) -> RunInfo {
+fn run_info(args: &PaperArgs, backend: BackendKind, reports: &[RunReport], at: SystemTime, wall_s: f64) -> RunInfo {
     let mut scales: Vec<f64> = Vec::new();
     let mut ccs: Vec<String> = Vec::new();
     for r in reports {
@@ -645,11 +646,11 @@ mod tests {
 
     #[test]
     fn no_silent_switch_to_the_simulator() {
-        assert_eq!(resolve_backend(None, None).unwrap(), Backend::Emu);
-        assert_eq!(resolve_backend(Some(Backend::Sim), None).unwrap(), Backend::Sim);
+        assert_eq!(resolve_backend(None, None).unwrap(), BackendKind::Emu);
+        assert_eq!(resolve_backend(Some(BackendKind::Sim), None).unwrap(), BackendKind::Sim);
         assert_eq!(
-            resolve_backend(Some(Backend::Emu), Some("not root".into())).unwrap(),
-            Backend::Emu
+            resolve_backend(Some(BackendKind::Emu), Some("not root".into())).unwrap(),
+            BackendKind::Emu
         );
         let e = resolve_backend(None, Some("not root".into())).unwrap_err().to_string();
         assert!(e.contains("--backend sim") && e.contains("not root"), "{e}");
@@ -663,13 +664,13 @@ mod tests {
         assert!(e.contains("no-such"), "{e}");
         let sc = load_scenarios(&["los".into(), "los".into()]).unwrap();
         assert_eq!(sc.len(), 1);
-        let plan = suite::plan(&sc, Backend::Sim, true, &["tcp:lte".into()], None);
-        let e = format!("{:#}", check_schemes(&plan, &sc, Backend::Sim).unwrap_err());
+        let plan = suite::plan(&sc, BackendKind::Sim, true, &["tcp:lte".into()], None);
+        let e = format!("{:#}", check_schemes(&plan, &sc, BackendKind::Sim).unwrap_err());
         assert!(e.contains("lte"), "{e}");
-        let plan = suite::plan(&sc, Backend::Sim, true, &["mptcp".into()], None);
-        assert!(check_schemes(&plan, &sc, Backend::Sim).is_err());
-        let plan = suite::plan(&sc, Backend::Emu, true, &[], None);
-        check_schemes(&plan, &sc, Backend::Emu).unwrap();
+        let plan = suite::plan(&sc, BackendKind::Sim, true, &["mptcp".into()], None);
+        assert!(check_schemes(&plan, &sc, BackendKind::Sim).is_err());
+        let plan = suite::plan(&sc, BackendKind::Emu, true, &[], None);
+        check_schemes(&plan, &sc, BackendKind::Emu).unwrap();
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use fbdt_scenario::Scenario;
 
-use crate::run::Backend;
+use fbdt_harness::BackendKind;
 
 /// The FBDT journal paper's throughput figures, in the paper's order. Each group becomes one
 /// bar chart.
@@ -44,10 +44,10 @@ pub fn group_of(scenario: &str) -> (&'static str, &'static str) {
 
 /// The MPTCP the paper compares with: the kernel's on the testbed; in the simulator our
 /// userspace meta layer with BLEST, the scheduler the FBDT paper's MPTCP ran.
-pub fn baseline(backend: Backend) -> &'static str {
+pub fn baseline(backend: BackendKind) -> &'static str {
     match backend {
-        Backend::Emu => "mptcp",
-        Backend::Sim => "mp:blest",
+        BackendKind::Emu => "mptcp",
+        BackendKind::Sim => "mp:blest",
     }
 }
 
@@ -56,7 +56,7 @@ const FULL_EXTRAS: [&str; 3] = ["mp:minrtt", "mp:blest", "mp:musher"];
 
 /// `fbdt`, the MPTCP baseline, (full runs) the userspace schedulers, `tcp:<path>` for every
 /// path, then the user's extras; each name once, first occurrence wins.
-pub fn schemes_for(scenario: &Scenario, backend: Backend, quick: bool, extra: &[String]) -> Vec<String> {
+pub fn schemes_for(scenario: &Scenario, backend: BackendKind, quick: bool, extra: &[String]) -> Vec<String> {
     let mut names: Vec<String> = vec!["fbdt".into(), baseline(backend).into()];
     if !quick {
         names.extend(FULL_EXTRAS.iter().map(|s| s.to_string()));
@@ -104,7 +104,7 @@ pub struct Planned {
 /// The whole plan. `duration_override` (hidden `--duration`, for tests) wins over everything.
 pub fn plan(
     scenarios: &[(String, Scenario)],
-    backend: Backend,
+    backend: BackendKind,
     quick: bool,
     extra: &[String],
     duration_override: Option<f64>,
@@ -157,16 +157,16 @@ mod tests {
     fn schemes_follow_the_backend_and_the_mode() {
         let los = load("los");
         assert_eq!(
-            schemes_for(&los, Backend::Emu, true, &[]),
+            schemes_for(&los, BackendKind::Emu, true, &[]),
             ["fbdt", "mptcp", "tcp:wifi", "tcp:wigig"]
         );
         assert_eq!(
-            schemes_for(&los, Backend::Sim, true, &[]),
+            schemes_for(&los, BackendKind::Sim, true, &[]),
             ["fbdt", "mp:blest", "tcp:wifi", "tcp:wigig"]
         );
         // Full runs add the userspace schedulers; mp:blest is not listed twice in the simulator.
         assert_eq!(
-            schemes_for(&los, Backend::Sim, false, &["fbdt+rto=0".into(), "tcp:wifi".into()]),
+            schemes_for(&los, BackendKind::Sim, false, &["fbdt+rto=0".into(), "tcp:wifi".into()]),
             [
                 "fbdt",
                 "mp:blest",
@@ -177,7 +177,10 @@ mod tests {
                 "fbdt+rto=0"
             ]
         );
-        assert_eq!(schemes_for(&load("rats4"), Backend::Emu, false, &[]).len(), 2 + 3 + 4);
+        assert_eq!(
+            schemes_for(&load("rats4"), BackendKind::Emu, false, &[]).len(),
+            2 + 3 + 4
+        );
     }
 
     #[test]
@@ -196,10 +199,10 @@ mod tests {
             .into_iter()
             .map(|n| (n.to_string(), load(n)))
             .collect();
-        let p = plan(&scenarios, Backend::Emu, true, &[], None);
+        let p = plan(&scenarios, BackendKind::Emu, true, &[], None);
         assert_eq!(p.iter().map(|p| p.schemes.len()).sum::<usize>(), 46);
         assert!(p.iter().all(|p| p.duration_s <= 12.0));
-        let p = plan(&scenarios, Backend::Sim, false, &[], Some(2.0));
+        let p = plan(&scenarios, BackendKind::Sim, false, &[], Some(2.0));
         assert!(p.iter().all(|p| p.duration_s == 2.0));
         assert_eq!(p[0].duration_s, 2.0);
     }

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use super::check::{Check, Status};
 use super::text::short;
-use crate::run::Backend;
-use crate::workload::{self, Browser, Kind, Setup, WorkloadArgs};
+use fbdt_harness::BackendKind;
+use fbdt_workload::{self as workload, Browser, Kind, Setup, WorkloadArgs};
 
 /// The paper's mobility-related scenarios the workloads run over.
 pub const SCENARIOS: [&str; 4] = ["los", "nlos", "mobility", "blockage"];
@@ -86,8 +86,8 @@ impl Table {
     }
 }
 
-fn args(kind: Kind, scenario: &str, quick: bool, backend: Backend) -> WorkloadArgs {
-    let emu = backend == Backend::Emu;
+fn args(kind: Kind, scenario: &str, quick: bool, backend: BackendKind) -> WorkloadArgs {
+    let emu = backend == BackendKind::Emu;
     // The testbed runs in real time: its quick section leaves out the largest files (1 GB at
     // los's scale is 17 MB over WiFi alone: ~17 s a run).
     let sizes: &[&str] = if emu && quick {
@@ -146,7 +146,7 @@ fn dashjs_available() -> bool {
 pub fn run(
     scenarios: &[String],
     quick: bool,
-    backend: Backend,
+    backend: BackendKind,
     testbed: &fbdt_emu::TestbedOptions,
     progress: &dyn Fn(&str),
 ) -> Result<WorkloadSection> {
@@ -160,8 +160,8 @@ pub fn run(
                 "[workloads {}/{steps}] {kind:?} over {scenario} ({}), elapsed {:.0} s",
                 i * kinds.len() + j + 1,
                 match backend {
-                    Backend::Sim => "simulator",
-                    Backend::Emu => "testbed",
+                    BackendKind::Sim => "simulator",
+                    BackendKind::Emu => "testbed",
                 },
                 started.elapsed().as_secs_f64()
             ));
@@ -179,12 +179,12 @@ pub fn run(
         .map(|_| format!("dash.js {} (BOLA) in chromium", workload::dash_browser::DASHJS_VERSION));
     Ok(WorkloadSection {
         backend: match backend {
-            Backend::Sim => "sim".into(),
-            Backend::Emu => "emu".into(),
+            BackendKind::Sim => "sim".into(),
+            BackendKind::Emu => "emu".into(),
         },
         model: match backend {
-            Backend::Sim => probe.model.to_string(),
-            Backend::Emu => "testbed".into(),
+            BackendKind::Sim => probe.model.to_string(),
+            BackendKind::Emu => "testbed".into(),
         },
         repeat: probe.repeat,
         radio: RADIO.into(),

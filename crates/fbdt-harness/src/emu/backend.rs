@@ -10,17 +10,18 @@ use std::time::Instant as WallClock;
 use anyhow::{bail, Context, Result};
 use fbdt_emu::calibrate::ScaleSource;
 use fbdt_emu::perf;
-use fbdt_emu::{Testbed, TestbedOptions};
-use fbdt_scenario::Scenario;
+use fbdt_emu::{Testbed, TestbedOptions, TestbedSpec};
+use fbdt_scenario::{Scenario, Schedule};
 use indicatif::ProgressBar;
 
-use fbdt_harness::results::bursts::BurstStats;
-use fbdt_harness::results::cotag::CotagCounters;
-use fbdt_harness::results::fidelity::{RunEntry, RunFidelity};
-use fbdt_harness::results::{percentile, Counters, DelayPool, RunSummary, Sample, SchemeResult};
-use fbdt_harness::scheme::{self, Encryption};
-use fbdt_harness::traffic::Traffic;
-use fbdt_net::{NetConfig, SessionStats};
+use crate::backend::{aggregate, Backend, Outcome};
+use crate::error::HarnessError;
+use crate::results::cotag::CotagCounters;
+use crate::results::fidelity::{RunEntry, RunFidelity};
+use crate::results::{Sample, SchemeResult};
+use crate::scheme;
+use crate::traffic::Traffic;
+use fbdt_net::NetConfig;
 
 use super::transport::{transport, transport_encryption, Transport};
 
@@ -49,12 +50,12 @@ pub const AUTO_SCALE_STEP: f64 = 1.5;
 
 /// `given`, else this host's calibrated scale for the scenario (cached, or measured now),
 /// else — on a busy host or when no scale is faithful — the default guess, said on `bar`.
-pub(crate) fn scale_of(
+pub fn scale_of(
     scenario: &Scenario,
     given: Option<f64>,
     testbed: &TestbedOptions,
     bar: &ProgressBar,
-) -> Result<(f64, ScaleSource)> {
+) -> Result<(f64, ScaleSource), HarnessError> {
     if let Some(s) = given {
         return Ok((s, ScaleSource::Given));
     }
@@ -81,25 +82,32 @@ pub(crate) fn scale_of(
     Ok((s, src))
 }
 
-/// One scheme's run on a fresh testbed.
-struct Single {
-    goodput_mbps: f64,
-    /// Bytes that arrived within the duration.
-    bytes: u64,
-    series: Vec<Sample>,
-    /// One-second goodputs.
-    seconds: Vec<f64>,
-    per_path_bytes: BTreeMap<String, u64>,
-    /// Seconds the transfer took (for per-second counts).
-    secs: f64,
-    /// (server, client) counters of session-based schemes.
-    sessions: Option<(SessionStats, SessionStats)>,
-    /// In-order delivery delay samples.
-    delay: fbdt_core::delay_probe::DelaySamples,
-    cotag: Option<CotagCounters>,
-    /// `--traffic bursts`: the burst metrics.
-    bursts: Option<BurstStats>,
-    fidelity: fbdt_emu::Fidelity,
+/// The testbed as a [`Backend`]: each run on a fresh testbed at `scale`, progress in
+/// 100-ms steps of the duration on `bar`.
+pub struct Emu {
+    pub scale: f64,
+    pub testbed: TestbedOptions,
+    pub bar: ProgressBar,
+}
+
+impl Emu {
+    /// What one run with `seed` plays: the scenario with that seed, its schedule at this
+    /// backend's scale and the testbed built from it.
+    pub fn prepare(&self, scenario: &Scenario, seed: u64) -> Result<(Scenario, Schedule, TestbedSpec), HarnessError> {
+        let mut sc = scenario.clone();
+        sc.seed = seed;
+        let schedule = sc.schedule(self.scale)?;
+        let spec = fbdt_emu::spec_from_schedule(&sc, &schedule)?;
+        Ok((sc, schedule, spec))
+    }
+}
+
+impl Backend for Emu {
+    fn run(&self, scenario: &Scenario, name: &str, traffic: Traffic, seed: u64) -> Result<Outcome, HarnessError> {
+        let (sc, schedule, spec) = self.prepare(scenario, seed)?;
+        run_one(&sc, &spec, &schedule, name, traffic, &self.testbed, &self.bar)
+            .map_err(|e| HarnessError::from(e).in_run(name, seed))
+    }
 }
 
 /// Runs every scheme in `names` for the scenario's duration, `repeat` times (interleaved:
@@ -114,9 +122,9 @@ pub fn run(
     traffic: Traffic,
     testbed: &TestbedOptions,
     bar: &ProgressBar,
-) -> Result<EmuRun> {
+) -> Result<EmuRun, HarnessError> {
     if let Some(why) = fbdt_emu::skip_reason() {
-        bail!("--backend emu needs root (CAP_NET_ADMIN) to build network namespaces: {why}");
+        return Err(HarnessError::NeedsRoot(why));
     }
     for n in names {
         transport(n, scenario)?;
@@ -161,16 +169,18 @@ fn run_at(
     traffic: Traffic,
     testbed: &TestbedOptions,
     bar: &ProgressBar,
-) -> Result<(EmuRun, Vec<RunEntry>)> {
+) -> Result<(EmuRun, Vec<RunEntry>), HarnessError> {
     let mut entries = Vec::new();
     let first = scenario.schedule(scale)?;
-    let mut singles: Vec<Vec<(u64, Single)>> = names.iter().map(|_| Vec::new()).collect();
+    let mut singles: Vec<Vec<(u64, Outcome)>> = names.iter().map(|_| Vec::new()).collect();
     let mut wall = vec![0.0; names.len()];
+    let emu = Emu {
+        scale,
+        testbed: testbed.clone(),
+        bar: bar.clone(),
+    };
     for r in 0..repeat {
-        let mut sc = scenario.clone();
-        sc.seed = scenario.seed + u64::from(r);
-        let schedule = if r == 0 { first.clone() } else { sc.schedule(scale)? };
-        let spec = fbdt_emu::spec_from_schedule(&sc, &schedule)?;
+        let seed = scenario.seed + u64::from(r);
         for (i, name) in names.iter().enumerate() {
             bar.set_message(if repeat > 1 {
                 format!("{name} #{}", r + 1)
@@ -178,21 +188,21 @@ fn run_at(
                 name.clone()
             });
             let started = WallClock::now();
-            let one = run_one(&sc, &spec, &schedule, name, traffic, testbed, bar)
-                .with_context(|| format!("scheme {name}, seed {}", sc.seed))?;
+            let one = emu.run(scenario, name, traffic, seed)?;
+            let fidelity = one.fidelity.clone().context("the testbed reported no fidelity")?;
             wall[i] += started.elapsed().as_secs_f64();
             bar.println(format!(
                 "{name}: {:.1} Mbit/s (emulated, scale {scale:.3}, seed {}){}",
                 one.goodput_mbps,
-                sc.seed,
-                if one.fidelity.faithful {
+                seed,
+                if fidelity.faithful {
                     String::new()
                 } else {
-                    format!(" UNFAITHFUL: {}", one.fidelity.reasons.join("; "))
+                    format!(" UNFAITHFUL: {}", fidelity.reasons.join("; "))
                 }
             ));
-            entries.push(RunEntry::new(name, sc.seed, scale, &one.fidelity));
-            singles[i].push((sc.seed, one));
+            entries.push(RunEntry::new(name, seed, scale, &fidelity));
+            singles[i].push((seed, one));
         }
     }
     let results = names
@@ -222,7 +232,7 @@ fn run_one(
     traffic: Traffic,
     testbed: &TestbedOptions,
     bar: &ProgressBar,
-) -> Result<Single> {
+) -> Result<Outcome> {
     let ticks = (scenario.duration_s / 0.1).round() as u64;
     let transport = transport(name, scenario)?;
     let base = bar.position();
@@ -300,18 +310,26 @@ fn run_one(
     // stamps the mark), and taking the last sample at or before the duration dropped
     // FBDT's last 100 ms — 1 % of a 10-s run.
     let bytes = transfer.bytes_by(scenario.duration_s);
-    Ok(Single {
+    let secs = transfer.secs;
+    Ok(Outcome {
         goodput_mbps: bytes as f64 * 8.0 / scenario.duration_s / 1e6,
         bytes,
+        redundant_bytes: sessions.as_ref().map_or(0, |(_, c)| c.redundant_bytes_received),
         series,
         seconds,
         per_path_bytes,
-        secs: transfer.secs,
-        sessions,
+        counters: sessions
+            .as_ref()
+            .map(|(server, client)| (server.core.sender.clone(), client.core.receiver.clone())),
+        wakeups_per_s: sessions
+            .as_ref()
+            .map(|(s, c)| (s.wakeups + c.wakeups) as f64 / secs.max(1e-9)),
+        endpoint_cpu_cores: Some(fidelity.endpoints_cpu),
         delay,
         cotag,
         bursts,
-        fidelity,
+        fidelity: Some(fidelity),
+        ..Outcome::default()
     })
 }
 
@@ -346,7 +364,7 @@ fn run_bursts(
     played: WallClock,
     progress: &(dyn Fn(f64) + Sync),
 ) -> Result<Bursts> {
-    let plan = fbdt_harness::traffic::Plan::for_duration(scenario.duration_s);
+    let plan = crate::traffic::Plan::for_duration(scenario.duration_s);
     let (net, ends) = match &transport {
         Transport::Session(core, encryption) => {
             let mut core = core.clone();
@@ -384,92 +402,4 @@ fn run_bursts(
         run,
         cotag: Some(counters),
     })
-}
-
-/// Means over the repetitions (goodput), pooled one-second samples (percentiles), sums
-/// (bytes); the series is the first repetition's.
-fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Single)>, wall_s: f64) -> SchemeResult {
-    let seconds: Vec<f64> = runs.iter().flat_map(|(_, r)| r.seconds.iter().copied()).collect();
-    let mut per_path_bytes: BTreeMap<String, u64> = BTreeMap::new();
-    let mut counters: Option<Counters> = None;
-    let mut reinjected: Option<u64> = None;
-    let mut recv_buffer_max: Option<u64> = None;
-    let mut redundant = 0;
-    let mut delays = DelayPool::default();
-    let mut cotag: Option<CotagCounters> = None;
-    let mut bursts: Option<BurstStats> = None;
-    for (_, r) in &runs {
-        delays.add(&r.delay);
-        if let Some(b) = &r.bursts {
-            match &mut bursts {
-                Some(all) => all.add(b),
-                None => bursts = Some(b.clone()),
-            }
-        }
-        if let Some(c) = &r.cotag {
-            cotag.get_or_insert_with(Default::default).add(c);
-        }
-        for (p, b) in &r.per_path_bytes {
-            *per_path_bytes.entry(p.clone()).or_default() += b;
-        }
-        if let Some((server, client)) = &r.sessions {
-            redundant += client.redundant_bytes_received;
-            counters
-                .get_or_insert_with(Counters::default)
-                .add(&server.core.sender, &client.core.receiver);
-            if name.starts_with("mp:") {
-                *reinjected.get_or_insert(0) += server.core.sender.redundant_bytes_sent;
-                let m = recv_buffer_max.get_or_insert(0);
-                *m = (*m).max(client.core.receiver.max_buffered_bytes);
-            }
-        }
-    }
-    let summaries: Vec<RunSummary> = runs
-        .iter()
-        .map(|(seed, r)| RunSummary {
-            seed: *seed,
-            goodput_mbps: r.goodput_mbps,
-            redundant_bytes: r.sessions.as_ref().map_or(0, |(_, c)| c.redundant_bytes_received),
-        })
-        .collect();
-    let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-    let endpoint_cpu_cores = mean(runs.iter().map(|(_, r)| r.fidelity.endpoints_cpu).collect());
-    let wakeups_per_s = mean(
-        runs.iter()
-            .filter_map(|(_, r)| {
-                r.sessions
-                    .as_ref()
-                    .map(|(s, c)| (s.wakeups + c.wakeups) as f64 / r.secs.max(1e-9))
-            })
-            .collect(),
-    );
-    let mut result = SchemeResult {
-        scheme: name.to_string(),
-        encryption: encryption.label().to_string(),
-        goodput_mbps: summaries.iter().map(|r| r.goodput_mbps).sum::<f64>() / summaries.len().max(1) as f64,
-        goodput_p10_mbps: percentile(&seconds, 0.1),
-        goodput_p50_mbps: percentile(&seconds, 0.5),
-        goodput_p90_mbps: percentile(&seconds, 0.9),
-        bytes_delivered: runs.iter().map(|(_, r)| r.bytes).sum(),
-        redundant_bytes: redundant,
-        per_path_bytes,
-        series_100ms_mbps: runs
-            .first()
-            .map(|(_, r)| r.series.iter().map(|s| s.mbps).collect())
-            .unwrap_or_default(),
-        series: runs.into_iter().next().map(|(_, r)| r.series).unwrap_or_default(),
-        runs: if summaries.len() > 1 { summaries } else { Vec::new() },
-        counters,
-        recv_buffer_max_bytes: recv_buffer_max,
-        reinjected_bytes: reinjected,
-        wall_s,
-        delivery_delay_ms: delays.summary(),
-        cotag,
-        bursts,
-        endpoint_cpu_cores,
-        wakeups_per_s,
-        ..SchemeResult::default()
-    };
-    result.fill_ack_rate();
-    result
 }

@@ -6,15 +6,17 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use fbdt_harness::emu::Emu;
 use fbdt_harness::scheme;
-use fbdt_scenario::{Scenario, Schedule};
-use fbdt_sim::{PathModel, SimParams, SimScheme};
-use indicatif::ProgressStyle;
+use fbdt_harness::sim::SimBackend;
+use fbdt_harness::BackendKind;
+use fbdt_scenario::Scenario;
+use fbdt_sim::PathModel;
+use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use super::driver::{self, Application, ObjectRecord};
-use super::{emu, radio};
-use crate::run::Backend;
+use super::driver::{Application, Drive, ObjectRecord};
+use super::radio;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -39,8 +41,8 @@ pub struct WorkloadArgs {
     pub kind: Kind,
     /// Built-in scenario name or a scenario .toml file.
     pub scenario: String,
-    #[arg(long, value_enum, default_value_t = Backend::Sim)]
-    pub backend: Backend,
+    #[arg(long, value_enum, default_value_t = BackendKind::Sim)]
+    pub backend: BackendKind,
     /// Simulator path model (see docs/simulator.md).
     #[arg(long, default_value_t = PathModel::Pipe)]
     pub model: PathModel,
@@ -121,13 +123,14 @@ pub struct Setup {
     pub seeds: Vec<u64>,
     pub scale: f64,
     pub model: PathModel,
-    backend: Backend,
-    max_s: f64,
+    backend: BackendKind,
+    /// Where every run of `run_one` goes: the simulator or the testbed.
+    driver: Box<dyn Drive>,
     jobs: usize,
     /// What the testbed's monitors said about each emulated run.
     fidelity: std::sync::Mutex<Vec<RunVerdict>>,
     /// The options every emulated run builds its testbed with.
-    pub(crate) testbed: fbdt_emu::TestbedOptions,
+    pub testbed: fbdt_emu::TestbedOptions,
 }
 
 /// One emulated run's verdict from the fidelity monitors (docs/testbed.md).
@@ -142,8 +145,9 @@ pub struct RunVerdict {
 }
 
 impl Setup {
-    pub(crate) fn new(args: &WorkloadArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<Self> {
-        if args.browser.is_some() && (!matches!(args.kind, Kind::Web | Kind::Dash) || args.backend != Backend::Emu) {
+    pub fn new(args: &WorkloadArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<Self> {
+        if args.browser.is_some() && (!matches!(args.kind, Kind::Web | Kind::Dash) || args.backend != BackendKind::Emu)
+        {
             bail!("--browser loads real pages or video on the testbed: it goes with `workload web|dash --backend emu`");
         }
         if args.abr.is_some_and(|a| a != Abr::Throughput) && (args.kind != Kind::Dash || args.browser.is_none()) {
@@ -158,12 +162,12 @@ impl Setup {
         let mut scenario = Scenario::load(&args.scenario)?;
         radio::apply(&mut scenario, &args.radio).context("--radio")?;
         let scenario_duration_s = scenario.duration_s;
-        crate::run::set_duration(&mut scenario, Some(args.max_duration)).context("--max-duration")?;
+        fbdt_harness::set_duration(&mut scenario, Some(args.max_duration)).context("--max-duration")?;
         let seed = args.seed.unwrap_or(scenario.seed);
         let schemes: Vec<String> = if args.schemes.is_empty() {
             let multipath = match args.backend {
-                Backend::Sim => "mp:minrtt",
-                Backend::Emu => "mptcp",
+                BackendKind::Sim => "mp:minrtt",
+                BackendKind::Emu => "mptcp",
             };
             ["fbdt".to_string(), multipath.to_string()]
                 .into_iter()
@@ -182,29 +186,48 @@ impl Setup {
         for s in &schemes {
             let parsed = scheme::parse(s, &scenario, seed)?;
             match args.backend {
-                Backend::Sim => {
+                BackendKind::Sim => {
                     parsed.into_sim()?;
                 }
-                Backend::Emu => {
-                    crate::emu::transport::transport(s, &scenario)?;
+                BackendKind::Emu => {
+                    fbdt_harness::emu::transport::transport(s, &scenario)?;
                 }
             }
         }
         let jobs = match (args.backend, args.jobs) {
             (_, Some(j)) if j == 0 || j > 1024 => bail!("--jobs must be in 1..=1024"),
-            (Backend::Emu, Some(j)) if j > 1 => bail!("--jobs: emulated runs share the testbed's CPU; one at a time"),
-            (Backend::Emu, _) => 1,
-            (Backend::Sim, j) => j.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            (BackendKind::Emu, Some(j)) if j > 1 => {
+                bail!("--jobs: emulated runs share the testbed's CPU; one at a time")
+            }
+            (BackendKind::Emu, _) => 1,
+            (BackendKind::Sim, j) => j.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         };
         let scale = match args.backend {
-            Backend::Sim => args.scale.unwrap_or(1.0),
-            Backend::Emu => {
+            BackendKind::Sim => args.scale.unwrap_or(1.0),
+            BackendKind::Emu => {
                 // Shows the calibration's messages (a first run on a host measures it).
-                let bar = crate::progress::spinner();
-                let scale = crate::emu::scale_of(&scenario, args.scale, testbed, &bar)?.0;
+                let bar = fbdt_harness::progress::spinner();
+                let scale = fbdt_harness::emu::scale_of(&scenario, args.scale, testbed, &bar)?.0;
                 bar.finish_and_clear();
                 scale
             }
+        };
+        // The scenario runs for `--max-duration` (set above), which bounds every run.
+        let driver: Box<dyn Drive> = match args.backend {
+            BackendKind::Sim => {
+                let limits = fbdt_harness::TestbedLimits::from(testbed);
+                Box::new(SimBackend {
+                    params: fbdt_harness::sim::sim_params(&scenario, args.model, 0, &limits),
+                    scale,
+                    limits,
+                    bar: ProgressBar::hidden(),
+                })
+            }
+            BackendKind::Emu => Box::new(Emu {
+                scale,
+                testbed: testbed.clone(),
+                bar: ProgressBar::hidden(),
+            }),
         };
         Ok(Setup {
             scenario,
@@ -214,7 +237,7 @@ impl Setup {
             scale,
             model: args.model,
             backend: args.backend,
-            max_s: args.max_duration,
+            driver,
             jobs,
             fidelity: std::sync::Mutex::default(),
             testbed: testbed.clone(),
@@ -232,41 +255,18 @@ impl Setup {
 
     /// One run of `app` for `scheme` with `seed`: the object timeline.
     pub fn run_one(&self, scheme_name: &str, seed: u64, app: &mut dyn Application) -> Result<Vec<ObjectRecord>> {
-        let limits = fbdt_harness::TestbedLimits::from(&self.testbed);
-        let mut sc = self.scenario.clone();
-        sc.seed = seed;
-        let schedule: Schedule = sc.schedule(self.scale)?;
-        let ran = match self.backend {
-            Backend::Sim => {
-                let params = SimParams {
-                    seed,
-                    ..fbdt_harness::sim::sim_params(&sc, self.model, 0, &limits)
-                };
-                let scheme: SimScheme = scheme::parse_sim(scheme_name, &sc, seed, &limits)?;
-                let delay = driver::request_delay_s(&schedule, &scheme);
-                driver::drive(&schedule, &scheme, &params, delay, app)
-            }
-            Backend::Emu => {
-                let spec = fbdt_emu::spec_from_schedule(&sc, &schedule)?;
-                emu::drive(&sc, &spec, &self.testbed, scheme_name, self.max_s, app).map(|out| {
-                    let mut runs = self.fidelity.lock().expect("not poisoned");
-                    let run = runs.len();
-                    runs.push(RunVerdict {
-                        run,
-                        scheme: scheme_name.to_string(),
-                        seed,
-                        faithful: out.fidelity.faithful,
-                        reasons: out.fidelity.reasons,
-                    });
-                    out.records
-                })
-            }
-        };
-        ran.with_context(|| format!("scheme {scheme_name}, seed {seed}"))
+        let ran = self
+            .driver
+            .drive(&self.scenario, scheme_name, seed, app)
+            .with_context(|| format!("scheme {scheme_name}, seed {seed}"))?;
+        if let Some(fidelity) = ran.fidelity {
+            self.record_fidelity(scheme_name, seed, fidelity);
+        }
+        Ok(ran.records)
     }
 
     /// Notes an emulated run's fidelity verdict (runs that do not go through `run_one`).
-    pub(crate) fn record_fidelity(&self, scheme: &str, seed: u64, fidelity: fbdt_emu::Fidelity) {
+    pub fn record_fidelity(&self, scheme: &str, seed: u64, fidelity: fbdt_emu::Fidelity) {
         let mut runs = self.fidelity.lock().expect("not poisoned");
         let run = runs.len();
         runs.push(RunVerdict {
@@ -280,13 +280,13 @@ impl Setup {
 
     /// Runs `one` on every item, `jobs` at a time, with a progress bar; results in order.
     pub fn run_all<T: Sync, R: Send>(&self, items: &[T], one: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
-        let bar = crate::progress::bar(items.len() as u64);
+        let bar = fbdt_harness::progress::bar(items.len() as u64);
         bar.set_style(
             ProgressStyle::with_template("workload [{bar:30}] {pos}/{len} runs, ETA {eta}")
                 .expect("valid template")
                 .progress_chars("=> "),
         );
-        let results = crate::parallel::map(items, self.jobs, &bar, one);
+        let results = fbdt_harness::parallel::map(items, self.jobs, &bar, one);
         bar.finish_and_clear();
         results
     }
@@ -338,12 +338,12 @@ impl Setup {
             kind,
             scenario: self.scenario.name.clone(),
             backend: match self.backend {
-                Backend::Sim => "sim",
-                Backend::Emu => "emu",
+                BackendKind::Sim => "sim",
+                BackendKind::Emu => "emu",
             },
             model: match self.backend {
-                Backend::Sim => self.model.to_string(),
-                Backend::Emu => "testbed".to_string(),
+                BackendKind::Sim => self.model.to_string(),
+                BackendKind::Emu => "testbed".to_string(),
             },
             scale: self.scale,
             seeds: self.seeds.clone(),
@@ -354,7 +354,7 @@ impl Setup {
                 .filter_map(|p| p.radio.map(|r| (p.name.clone(), r)))
                 .collect(),
             results,
-            faithful: (self.backend == Backend::Emu).then(|| fidelity.iter().all(|f| f.faithful)),
+            faithful: (self.backend == BackendKind::Emu).then(|| fidelity.iter().all(|f| f.faithful)),
             fidelity,
             meta: fbdt_harness::results::Meta::here(),
         }

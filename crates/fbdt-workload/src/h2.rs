@@ -133,7 +133,7 @@ pub fn serve(
 ) -> Result<()> {
     let acceptor = identity.tls()?;
     let files = Arc::new(files);
-    crate::emu::session::runtime()?.block_on(async move {
+    fbdt_harness::emu::session::runtime()?.block_on(async move {
         let listener = listener(port, mptcp)?;
         tokio::pin!(stop);
         loop {

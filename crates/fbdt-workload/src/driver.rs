@@ -9,7 +9,8 @@
 
 use anyhow::{bail, Context, Result};
 use fbdt_core::Instant;
-use fbdt_scenario::Schedule;
+use fbdt_harness::sim::SimBackend;
+use fbdt_scenario::{Scenario, Schedule};
 use fbdt_sim::{Sim, SimParams, SimScheme};
 use serde::Serialize;
 
@@ -79,6 +80,33 @@ pub trait Application: Send {
     /// completes then (a live encoder deciding its next GoP). It must move on once called.
     fn wake_at(&self) -> Option<f64> {
         None
+    }
+}
+
+/// A backend that drives an application: the simulator's [`SimBackend`] (here) and the
+/// testbed's [`fbdt_harness::emu::Emu`] (emu.rs) — the backends `fbdt-lab run` uses, so a
+/// workload runs wherever a bulk flow runs, through this one call.
+pub trait Drive: Sync {
+    /// One run of `app` for `scheme` over `scenario` with `seed`, until the application
+    /// finished and every object arrived, or the scenario's duration passed.
+    fn drive(&self, scenario: &Scenario, scheme: &str, seed: u64, app: &mut dyn Application) -> Result<Drove>;
+}
+
+/// What one run of an application produced.
+pub struct Drove {
+    pub records: Vec<ObjectRecord>,
+    /// The testbed's fidelity verdict (none in the simulator).
+    pub fidelity: Option<fbdt_emu::Fidelity>,
+}
+
+impl Drive for SimBackend {
+    fn drive(&self, scenario: &Scenario, name: &str, seed: u64, app: &mut dyn Application) -> Result<Drove> {
+        let run = self.prepare(scenario, name, seed)?;
+        let delay = request_delay_s(&run.schedule, &run.scheme);
+        Ok(Drove {
+            records: drive(&run.schedule, &run.scheme, &run.params, delay, app)?,
+            fidelity: None,
+        })
     }
 }
 

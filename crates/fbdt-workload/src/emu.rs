@@ -20,9 +20,10 @@ use fbdt_net::{LocalBind, NetConfig, PathSpec};
 use fbdt_scenario::Scenario;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::driver::{Application, ObjectRecord, Objects};
-use crate::emu::session::ACCEPT_LIMIT;
-use crate::emu::transport::{kernel_connect, kernel_listener, Transport};
+use super::driver::{Application, Drive, Drove, ObjectRecord, Objects};
+use fbdt_harness::emu::session::ACCEPT_LIMIT;
+use fbdt_harness::emu::transport::{kernel_connect, kernel_listener, Transport};
+use fbdt_harness::emu::Emu;
 
 /// Largest object one request may ask for (the file workload's largest size).
 const MAX_OBJECT_BYTES: u64 = 100_000_000_000;
@@ -32,23 +33,24 @@ const CHUNK: usize = 64 * 1024;
 /// object size or chunk boundary lines up with it.
 const PERIOD: usize = 251;
 
-/// What one emulated workload run produced.
-pub struct EmuOutcome {
-    pub records: Vec<ObjectRecord>,
-    pub fidelity: fbdt_emu::Fidelity,
+impl Drive for Emu {
+    fn drive(&self, scenario: &Scenario, name: &str, seed: u64, app: &mut dyn Application) -> Result<Drove> {
+        let (sc, _, spec) = self.prepare(scenario, seed)?;
+        drive(&sc, &spec, &self.testbed, name, sc.duration_s, app)
+    }
 }
 
 /// One run of `app` for `scheme_name` on a fresh testbed built from `spec`, until the
 /// application is finished and every object arrived, or `max_s` seconds.
-pub fn drive(
+fn drive(
     scenario: &Scenario,
     spec: &TestbedSpec,
     testbed: &fbdt_emu::TestbedOptions,
     scheme_name: &str,
     max_s: f64,
     app: &mut dyn Application,
-) -> Result<EmuOutcome> {
-    let transport = crate::emu::transport::transport(scheme_name, scenario)?;
+) -> Result<Drove> {
+    let transport = fbdt_harness::emu::transport::transport(scheme_name, scenario)?;
     let mut tb = Testbed::start(spec, testbed).context("starting the testbed")?;
     tb.play()?;
     let records = match transport {
@@ -59,7 +61,7 @@ pub fn drive(
                 core: *core,
                 ..NetConfig::default()
             };
-            let ends = crate::emu::session::Ends::new(encryption)?;
+            let ends = fbdt_harness::emu::session::Ends::new(encryption)?;
             over_session(&tb, net, ends, max_s, app)
         }
         Transport::CotagLink(_) => Err(anyhow!(
@@ -69,9 +71,9 @@ pub fn drive(
     };
     let fidelity = tb.fidelity();
     tb.stop();
-    Ok(EmuOutcome {
+    Ok(Drove {
         records: records?,
-        fidelity,
+        fidelity: Some(fidelity),
     })
 }
 
@@ -86,7 +88,7 @@ fn over_kernel_socket(
     let (server_ip, client_ip) = (p.server_ip, p.client_ip);
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let server = tb.spawn_in(Side::Server, move || -> Result<()> {
-        crate::emu::session::runtime()?.block_on(async move {
+        fbdt_harness::emu::session::runtime()?.block_on(async move {
             let listener = kernel_listener(server_ip, proto)?;
             let _ = addr_tx.send(listener.local_addr()?);
             let (stream, _) = tokio::time::timeout(ACCEPT_LIMIT, listener.accept())
@@ -98,7 +100,7 @@ fn over_kernel_socket(
     let addr = addr_rx.recv_timeout(Duration::from_secs(10));
     let client = match addr {
         Ok(addr) => tb.run_in(Side::Client, || -> Result<Vec<ObjectRecord>> {
-            crate::emu::session::runtime()?.block_on(async {
+            fbdt_harness::emu::session::runtime()?.block_on(async {
                 let stream = kernel_connect(client_ip, addr, proto)?;
                 run_client(stream, app, max_s).await
             })
@@ -111,7 +113,7 @@ fn over_kernel_socket(
 fn over_session(
     tb: &Testbed,
     net: NetConfig,
-    ends: crate::emu::session::Ends,
+    ends: fbdt_harness::emu::session::Ends,
     max_s: f64,
     app: &mut dyn Application,
 ) -> Result<Vec<ObjectRecord>> {
@@ -122,8 +124,8 @@ fn over_session(
     };
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let server = tb.spawn_in(Side::Server, move || -> Result<()> {
-        crate::emu::session::runtime()?.block_on(async move {
-            let (_listener, session) = crate::emu::session::accept_one(&listen_on, server_net, addr_tx).await?;
+        fbdt_harness::emu::session::runtime()?.block_on(async move {
+            let (_listener, session) = fbdt_harness::emu::session::accept_one(&listen_on, server_net, addr_tx).await?;
             serve(session).await
         })
     })?;
@@ -143,7 +145,7 @@ fn over_session(
                 ..net
             };
             tb.run_in(Side::Client, || -> Result<Vec<ObjectRecord>> {
-                crate::emu::session::runtime()?.block_on(async {
+                fbdt_harness::emu::session::runtime()?.block_on(async {
                     let session = fbdt_net::connect(specs, client_net).await.context("connecting")?;
                     run_client(session, app, max_s).await
                 })
@@ -355,7 +357,7 @@ mod tests {
     /// responses arrive in order with every byte checked, and deadlines see partial objects.
     #[test]
     fn client_and_server_over_a_pipe() {
-        let rt = crate::emu::session::runtime().unwrap();
+        let rt = fbdt_harness::emu::session::runtime().unwrap();
         let records = rt.block_on(async {
             let (c, s) = tokio::io::duplex(16 * 1024);
             let server = tokio::spawn(serve(s));
@@ -386,7 +388,7 @@ mod tests {
 
     #[test]
     fn a_bad_request_closes_the_stream() {
-        let rt = crate::emu::session::runtime().unwrap();
+        let rt = fbdt_harness::emu::session::runtime().unwrap();
         let err = rt.block_on(async {
             let (mut c, s) = tokio::io::duplex(1024);
             let server = tokio::spawn(serve(s));

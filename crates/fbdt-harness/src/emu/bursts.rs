@@ -1,7 +1,7 @@
 //! `fbdt-lab run --backend emu --traffic bursts`: paper 003's traffic (§5.2) on the
 //! testbed — ten TCP flows that send in 2-second bursts — through any scheme.
 //!
-//! The model (docs/cotag.md, "Traffic"; the numbers in `fbdt_harness::traffic`): `FLOWS`
+//! The model (docs/cotag.md, "Traffic"; the numbers in `crate::traffic`): `FLOWS`
 //! connections are opened before the first burst; burst `b` starts at
 //! `b × (BURST_S + GAP_S)` after a common start and lasts `BURST_S`; in it every flow writes as fast as its transport takes the bytes (the paper's
 //! per-flow offered rate of 0.6–2 Gbit/s, ten times over, is above both links at any scale we
@@ -33,8 +33,8 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
-use fbdt_harness::results::bursts::{mean, BurstStats};
-use fbdt_harness::traffic::{Plan, PAPER_VOLUME_BITS};
+use crate::results::bursts::{mean, BurstStats};
+use crate::traffic::{Plan, PAPER_VOLUME_BITS};
 
 use crate::emu::transport::Transport;
 

@@ -5,16 +5,16 @@
 
 use std::time::Instant;
 
+use crate::results::cotag::CotagCounters;
+use crate::scheme::cotag::CotagScheme;
 use anyhow::{bail, Context, Result};
 use cotag_net::transfer::{self, Amount};
 use cotag_net::{CotagLink, CotagParams, LinkStats, Mode};
 use fbdt_emu::perf::Transfer;
 use fbdt_emu::Testbed;
-use fbdt_harness::results::cotag::CotagCounters;
-use fbdt_harness::scheme::cotag::CotagScheme;
 
 /// A run's counters from the COTAG link's statistics (`results[].cotag`).
-pub(crate) fn counters_from_run(stats: &LinkStats, retrans: u64, params: Option<&CotagParams>) -> CotagCounters {
+pub fn counters_from_run(stats: &LinkStats, retrans: u64, params: Option<&CotagParams>) -> CotagCounters {
     let mut c = CotagCounters {
         tcp_retransmissions: retrans,
         coding_overhead: stats.coding_overhead(),

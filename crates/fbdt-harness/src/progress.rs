@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, TermLike};
 pub(crate) const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// A bar of `len` steps: drawn on a terminal, logged otherwise.
-pub(crate) fn bar(len: u64) -> ProgressBar {
+pub fn bar(len: u64) -> ProgressBar {
     if std::io::stderr().is_terminal() {
         ProgressBar::new(len)
     } else {
@@ -23,7 +23,7 @@ pub(crate) fn bar(len: u64) -> ProgressBar {
 }
 
 /// A spinner (no known length): drawn on a terminal, logged otherwise.
-pub(crate) fn spinner() -> ProgressBar {
+pub fn spinner() -> ProgressBar {
     if std::io::stderr().is_terminal() {
         ProgressBar::new_spinner()
     } else {

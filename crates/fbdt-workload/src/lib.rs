@@ -1,21 +1,25 @@
-//! `fbdt-lab workload file|web|progressive|dash|vr <scenario>`: what applications feel
-//! (paper 001 sec. VI-C): file completion times, page loads, progressive 8K video, 360°
-//! tiles — every scheme over one scenario, results JSON beside the paper's numbers.
-//! docs/workloads.md describes the models.
+//! The lab's workloads (`fbdt-lab workload file|web|progressive|dash|vr <scenario>`): what
+//! applications feel (paper 001 sec. VI-C): file completion times, page loads, progressive
+//! 8K video, 360° tiles — every scheme over one scenario, results JSON beside the paper's
+//! numbers. docs/workloads.md describes the models.
+//!
+//! An application ([`driver::Application`]) asks for objects; a backend of fbdt-harness
+//! drives it ([`driver::Drive`]: the simulator in driver.rs, the testbed in emu.rs) and
+//! returns the object timeline every metric (metrics.rs) is computed from.
 
-pub(crate) mod browser;
-pub(crate) mod dash;
-pub(crate) mod dash_browser;
-mod driver;
+pub mod browser;
+pub mod dash;
+pub mod dash_browser;
+pub mod driver;
 mod emu;
-pub(crate) mod file;
+pub mod file;
 mod h2;
 mod metrics;
-pub(crate) mod progressive;
+pub mod progressive;
 mod radio;
 mod setup;
-pub(crate) mod vr;
-pub(crate) mod web;
+pub mod vr;
+pub mod web;
 
 use anyhow::Result;
 use serde::Serialize;
@@ -24,7 +28,7 @@ pub use setup::{Browser, Kind, Setup, WorkloadArgs, WorkloadReport};
 
 fn write<R: Serialize>(args: &WorkloadArgs, report: &WorkloadReport<R>) -> Result<()> {
     if let Some(path) = &args.json {
-        crate::run::write_json(path, report)?;
+        fbdt_harness::results::write_json(path, report)?;
         eprintln!("wrote {}", path.display());
     }
     Ok(())

@@ -4,9 +4,9 @@
 //! `mp:*`), `cotag_link` the COTAG and dual-rr link, `bursts` paper 003's burst traffic.
 
 mod backend;
-pub(crate) mod bursts;
-pub(crate) mod cotag_link;
-pub(crate) mod session;
-pub(crate) mod transport;
+pub mod bursts;
+pub mod cotag_link;
+pub mod session;
+pub mod transport;
 
-pub(crate) use backend::{run, scale_of, ScaleChoice};
+pub use backend::{run, scale_of, Emu, EmuRun, ScaleChoice};

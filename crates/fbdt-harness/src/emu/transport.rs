@@ -4,14 +4,14 @@
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
+use crate::scheme::cotag::CotagScheme;
+use crate::scheme::{self, Encryption, Scheme};
 use anyhow::{Context, Result};
 use fbdt_emu::perf::Proto;
-use fbdt_harness::scheme::cotag::CotagScheme;
-use fbdt_harness::scheme::{self, Encryption, Scheme};
 use fbdt_scenario::Scenario;
 
 /// How a scheme runs on the testbed.
-pub(crate) enum Transport {
+pub enum Transport {
     /// A kernel socket (TCP or MPTCP) from the client address of this path.
     Kernel(Proto, usize),
     /// The fbdt-net runtime with this core configuration (FBDT or the `mp:*` meta layer),
@@ -21,7 +21,7 @@ pub(crate) enum Transport {
     CotagLink(Option<CotagScheme>),
 }
 
-pub(crate) fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
+pub fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
     Ok(match scheme::parse(name, scenario, scenario.seed)? {
         Scheme::Fbdt(cfg, encryption) => Transport::Session(cfg, encryption),
         Scheme::Tcp { path } => Transport::Kernel(Proto::Tcp, path),
@@ -33,7 +33,7 @@ pub(crate) fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
 }
 
 /// What a scheme's results record as its encryption (names were checked before the runs).
-pub(crate) fn transport_encryption(name: &str, scenario: &Scenario) -> Encryption {
+pub fn transport_encryption(name: &str, scenario: &Scenario) -> Encryption {
     scheme::parse(name, scenario, scenario.seed).map_or(Encryption::None, |s| s.encryption())
 }
 
@@ -46,7 +46,7 @@ fn socket(proto: Proto) -> std::io::Result<socket2::Socket> {
 }
 
 /// Must run in the server namespace.
-pub(crate) fn kernel_listener(ip: Ipv4Addr, proto: Proto) -> Result<tokio::net::TcpListener> {
+pub fn kernel_listener(ip: Ipv4Addr, proto: Proto) -> Result<tokio::net::TcpListener> {
     let s = socket(proto).context("socket")?;
     s.set_reuse_address(true)?;
     s.bind(&SocketAddr::V4(SocketAddrV4::new(ip, 0)).into())
@@ -58,7 +58,7 @@ pub(crate) fn kernel_listener(ip: Ipv4Addr, proto: Proto) -> Result<tokio::net::
 
 /// Must run in the client namespace, inside a runtime. Bound to `src` so policy routing
 /// sends it by that path; no Nagle delay on the small requests.
-pub(crate) fn kernel_connect(src: Ipv4Addr, dst: SocketAddr, proto: Proto) -> Result<tokio::net::TcpStream> {
+pub fn kernel_connect(src: Ipv4Addr, dst: SocketAddr, proto: Proto) -> Result<tokio::net::TcpStream> {
     let s = socket(proto).context("socket")?;
     s.bind(&SocketAddr::V4(SocketAddrV4::new(src, 0)).into())
         .context("bind")?;

@@ -481,7 +481,7 @@ pub fn run(setup: &Setup, args: &WorkloadArgs, browser: Browser) -> Result<Vec<D
     };
     let ladder = ladder(segments, setup.scale)?;
     let limit = Duration::from_secs_f64(args.max_duration);
-    let bar = crate::progress::bar((setup.schemes.len() * setup.seeds.len()) as u64);
+    let bar = fbdt_harness::progress::bar((setup.schemes.len() * setup.seeds.len()) as u64);
     bar.set_style(
         ProgressStyle::with_template("dash (chromium) [{bar:30}] {pos}/{len} playbacks, ETA {eta} {msg}")
             .expect("valid template")

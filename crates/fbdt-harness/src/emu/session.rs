@@ -15,14 +15,14 @@ use fbdt_net::{
     DelayMarks, LocalBind, NetConfig, PathSpec, Security, ServerIdentity, SessionStats, TlsClient, TlsServer, Trust,
 };
 
-use fbdt_harness::scheme::Encryption;
+use crate::scheme::Encryption;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Cumulative-bytes samples are taken this often, as `fbdt_emu::perf::download` does.
 const SAMPLE: Duration = Duration::from_millis(100);
 const CHUNK: usize = 256 * 1024;
 /// Time the server waits for the client's session after it started listening.
-pub(crate) const ACCEPT_LIMIT: Duration = Duration::from_secs(15);
+pub const ACCEPT_LIMIT: Duration = Duration::from_secs(15);
 /// After the sending time, how long the sender may wait for its last bytes to be
 /// acknowledged and the receiver may keep reading.
 const DRAIN_LIMIT: Duration = Duration::from_secs(5);
@@ -51,8 +51,8 @@ fn join_marks(sent: &DelayMarks, delivered: &DelayMarks, origin: Instant, end: I
 /// Each end's security for one run: plaintext, or TLS 1.3 with a server key made for this
 /// run and pinned by the client (as `fbdt` runs by default, without a token).
 pub struct Ends {
-    pub(crate) server: Security,
-    pub(crate) client: Security,
+    pub server: Security,
+    pub client: Security,
 }
 
 impl Ends {
@@ -83,7 +83,7 @@ impl Ends {
 /// [`ACCEPT_LIMIT`]. Runs in the server namespace. The listener comes back with the session
 /// and must live as long as it: dropping it also refuses the session's later JOINs (a slow
 /// path's first connection, every re-join after a stall).
-pub(crate) async fn accept_one(
+pub async fn accept_one(
     listen_on: &[std::net::SocketAddr],
     net: NetConfig,
     addr_tx: std::sync::mpsc::Sender<Vec<std::net::SocketAddr>>,
@@ -97,7 +97,7 @@ pub(crate) async fn accept_one(
     Ok((listener, session))
 }
 
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

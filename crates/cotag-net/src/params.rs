@@ -1,0 +1,90 @@
+//! What COTAG runs with on the testbed: its parameters and the link's mode (COTAG or the
+//! uncoded dual-rr), shared by the link and its two sides.
+
+use cotag::{ApConfig, DeviceConfig, GatewayConfig};
+
+/// The AP pacers' bucket, in full-size packets. The server loop's turns (reading the TUN
+/// device, coding, the kernel's TCP work done in its syscalls) last up to a few ms on a
+/// loaded host; a bucket of 3 packets lost the link's slots meanwhile, and an AP sent 4 of
+/// the 7–8 Highs its window had room for (measured: 81–171 of 271–341 failed cohorts).
+/// 8 packets (~1 ms at the scaled High rate) let the emulator's queue absorb the catch-up
+/// burst; its rate stage still enforces the link's rate.
+pub const PACE_BURST_PACKETS: f64 = 8.0;
+/// The device's liveness timeout at least this long (µs): a Low link (30 Mbit/s at scale
+/// 0.1) takes 3.2 ms to carry an 8-packet burst, and with 3 T = 3 ms (1.5 ms at T = 0.5)
+/// the device gave cohorts up whose combinations were still queued in the emulator
+/// (measured: 96–380 cohorts per 3 runs, every combination arriving late, none lost).
+pub const DEVICE_LIVENESS_MIN_US: u64 = 10_000;
+
+/// Packets per period the gateway leaves out of each cohort so the links' windows have room
+/// for Low extras ("taking" is extras with the capacity left; with cohorts filling the
+/// budget exactly there was none while the flows saturate). cotag-corr-zero / -pos, bursts,
+/// 3 runs each: at PER 0.5 % a margin of 0 lost 572 / 585 cohorts to the path's loss
+/// (104 / 110 Mbit/s, dual-rr 111 / 111), a margin of 1 lost 30 / 25 (118 / 122); at PER 0
+/// the margin costs ~9 % (130 → 118 Mbit/s, dual-rr 107). docs/cotag.md, "Why cohorts fail".
+pub const COHORT_MARGIN: usize = 1;
+
+/// COTAG's parameters on the testbed.
+#[derive(Debug, Clone)]
+pub struct CotagParams {
+    pub gateway: GatewayConfig,
+    pub ap: ApConfig,
+    pub device: DeviceConfig,
+    /// Fraction of a path's scheduled rate its AP sends at.
+    pub pace_factor: f64,
+    /// Token-bucket depth of the AP pacer, bytes.
+    pub pace_burst_bytes: f64,
+}
+
+impl CotagParams {
+    /// Period `t_us`, cohorts capped at what both paths carry in one period at their peak
+    /// `capacity_bps` (the cap also sets the coefficient count, so the inner MTU). Each
+    /// cohort is further bounded by the links' *current* rates (`CohortSize::Budget`, see
+    /// [`CotagParams::new`]): a cohort larger than what the links carry in its forwarding
+    /// window is flushed in part by the APs and lost whole — with the peak-sized cap alone
+    /// that was 95 % of the failed cohorts on the testbed (docs/cotag.md, "Why cohorts
+    /// fail").
+    pub fn for_capacity(t_us: u64, capacity_bps: f64) -> CotagParams {
+        let per_period = capacity_bps * t_us as f64 / 1e6 / (8.0 * 1_400.0);
+        CotagParams::new(t_us, (per_period.ceil() as usize).clamp(4, cotag::gf::MAX_CAUCHY))
+    }
+
+    /// Period `t_us`, cohorts of at most `max_cohort` packets and at most what both links
+    /// carry in one period at their current scheduled rate less [`COHORT_MARGIN`], Highs
+    /// split in proportion to those rates, Low extras only into the room the rates leave
+    /// (docs/cotag.md, "Why cohorts fail"); AP liveness 3 T, device liveness 3 T but at least
+    /// [`DEVICE_LIVENESS_MIN_US`]; the rest the core's defaults — including the gateway's
+    /// Low extras (up to 1 × n_k per cohort, split like the Highs): an AP re-encodes only
+    /// from what it holds, so only the gateway's full-span Lows let one AP make up for the
+    /// other's shortfall.
+    pub fn new(t_us: u64, max_cohort: usize) -> CotagParams {
+        let liveness_us = 3 * t_us;
+        CotagParams {
+            gateway: GatewayConfig {
+                period_us: t_us,
+                max_cohort,
+                queue_packets: (8 * max_cohort).max(1_024),
+                cohort_size: cotag::CohortSize::Budget { margin: COHORT_MARGIN },
+                high_split: cotag::HighSplit::Budget,
+                ..GatewayConfig::default()
+            },
+            ap: ApConfig {
+                liveness_us,
+                ..ApConfig::default()
+            },
+            device: DeviceConfig {
+                liveness_us: liveness_us.max(DEVICE_LIVENESS_MIN_US),
+                ..DeviceConfig::default()
+            },
+            pace_factor: 0.97,
+            pace_burst_bytes: PACE_BURST_PACKETS * 1500.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Mode {
+    Cotag(Box<CotagParams>),
+    /// Uncoded dual connectivity: packets alternate between the two paths.
+    DualRr,
+}
