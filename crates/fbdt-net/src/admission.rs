@@ -5,16 +5,20 @@
 //! through the server can leak a slot. Limits are listed in docs/security.md ("Limits").
 //!
 //! Full is not the end of admission:
-//! - the pending pool (connections before their first frame) evicts its *oldest* member
-//!   for a new connection: a legitimate connection finishes its handshake in a round trip
-//!   or two, a flood's connections sit there, so a re-JOIN of a live session (which looks
-//!   like any other connection until its first frame) is never refused because of the
-//!   pool. Past half full, new connections get the shorter
+//! - the pending pool (connections before their first frame) evicts, for a new connection,
+//!   the oldest member of the source prefix holding the most pending connections: a flood's
+//!   connections sit there in numbers, a legitimate one finishes its handshake in a round
+//!   trip or two, so a re-JOIN of a live session (which looks like any other connection
+//!   until its first frame) is neither refused because of the pool nor pushed out by a
+//!   flood from a few prefixes. Past half full, new connections get the shorter
 //!   `NetConfig::pressured_handshake_timeout`;
-//! - a full session table evicts a session that never became useful (oldest first), then
-//!   the useful session idle longest (idle at least `NetConfig::evict_idle_after`).
+//! - a full session table evicts only from the newcomer's own prefix or from one holding
+//!   at least two sessions more (so a flood cannot evict a light user, nor churn its own
+//!   sessions young across its prefixes): from the heaviest such prefix, a session that
+//!   never became useful (oldest first), then the useful session idle longest (idle at
+//!   least `NetConfig::evict_idle_after`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -89,11 +93,44 @@ impl Kind {
     }
 }
 
-/// The pending pool: connections that have not sent their first frame, oldest first.
+/// The pending pool: connections that have not sent their first frame, oldest first, and
+/// the same ids grouped by source prefix.
 #[derive(Default)]
 struct Pool {
     next: u64,
-    members: BTreeMap<u64, CancellationToken>,
+    members: BTreeMap<u64, (IpAddr, CancellationToken)>,
+    by_prefix: HashMap<IpAddr, BTreeSet<u64>>,
+}
+
+impl Pool {
+    fn insert(&mut self, prefix: IpAddr, evicted: CancellationToken) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.members.insert(id, (prefix, evicted));
+        self.by_prefix.entry(prefix).or_default().insert(id);
+        id
+    }
+
+    fn remove(&mut self, id: u64) -> Option<CancellationToken> {
+        let (prefix, token) = self.members.remove(&id)?;
+        if let Some(ids) = self.by_prefix.get_mut(&prefix) {
+            ids.remove(&id);
+            if ids.is_empty() {
+                self.by_prefix.remove(&prefix);
+            }
+        }
+        Some(token)
+    }
+
+    /// The oldest member of the prefix holding the most members (ties: the prefix whose
+    /// oldest member is older).
+    fn eviction_candidate(&self) -> Option<u64> {
+        self.by_prefix
+            .values()
+            .filter_map(|ids| Some((ids.len(), std::cmp::Reverse(*ids.first()?))))
+            .max()
+            .map(|(_, std::cmp::Reverse(id))| id)
+    }
 }
 
 /// Counts shared by every accept loop of one listener.
@@ -146,7 +183,7 @@ impl Admission {
 
     /// A new TCP connection from `ip`: counted against the global cap, as pending for its
     /// source and prefix, and in the pending pool until it sent its first frame. A full
-    /// pool makes room by evicting its oldest member.
+    /// pool makes room by evicting the oldest member of its heaviest prefix.
     pub fn connection(self: &Arc<Self>, ip: IpAddr) -> Result<PendingAdmit, Refusal> {
         if self.connections.fetch_add(1, Ordering::SeqCst) >= self.cap {
             self.connections.fetch_sub(1, Ordering::SeqCst);
@@ -165,14 +202,13 @@ impl Admission {
             .lock()
             .map_err(|_| Refusal::from("admission state poisoned"))?;
         while pool.members.len() >= self.max_pending {
-            if let Some((_, oldest)) = pool.members.pop_first() {
-                oldest.cancel();
-                self.evicted_pending.fetch_add(1, Ordering::Relaxed);
-            }
+            let Some(token) = pool.eviction_candidate().and_then(|id| pool.remove(id)) else {
+                break;
+            };
+            token.cancel();
+            self.evicted_pending.fetch_add(1, Ordering::Relaxed);
         }
-        let id = pool.next;
-        pool.next += 1;
-        pool.members.insert(id, evicted.clone());
+        let id = pool.insert(prefix_of(ip), evicted.clone());
         let deadline = if pool.members.len() * 2 > self.max_pending {
             self.pressured_handshake_timeout
         } else {
@@ -291,7 +327,7 @@ pub(crate) struct PendingTicket {
 impl Drop for PendingTicket {
     fn drop(&mut self) {
         if let Ok(mut p) = self.adm.pool.lock() {
-            p.members.remove(&self.id);
+            p.remove(self.id);
         }
     }
 }
@@ -394,44 +430,49 @@ impl Liveness {
     }
 }
 
-/// Picks the session to evict for a new one among `sessions` (none of them already
-/// marked), from the source prefix that holds the most sessions — a flood's, not a light
-/// user's: in it, the oldest session that never became useful, else the useful one idle
-/// longest, if idle at least `min_idle` (`None`: useful sessions are never evicted).
+/// Picks the session to evict for a new one from `newcomer` among `sessions`. Only the
+/// newcomer's own source prefix, or a prefix holding at least two sessions more than it,
+/// gives way: taking from a prefix one session heavier would only move the imbalance, and
+/// would let a flood spread over many prefixes evict its own sessions round after round,
+/// keeping them young while a light user's idle session ages into the victim. From the
+/// heaviest such prefix: the oldest session that never became useful, else the useful one
+/// idle longest, if idle at least `min_idle` (`None`: useful sessions are never evicted).
 /// Marks it and returns true, or false when nobody qualifies.
 pub(crate) fn evict_one<'a>(
     sessions: impl Iterator<Item = &'a Arc<Liveness>> + Clone,
+    newcomer: IpAddr,
     min_idle: Option<Duration>,
 ) -> bool {
     let t = now_ms();
+    let live = |l: &&Arc<Liveness>| !l.evict.load(Ordering::Relaxed);
     let mut held: HashMap<IpAddr, usize> = HashMap::new();
-    for l in sessions.clone() {
+    for l in sessions.clone().filter(live) {
         *held.entry(prefix_of(l.source)).or_default() += 1;
     }
-    let weight = |l: &Liveness| held.get(&prefix_of(l.source)).copied().unwrap_or(0);
-    let mut useless: Option<(usize, &Arc<Liveness>)> = None;
-    let mut idle: Option<(usize, u64, &Arc<Liveness>)> = None;
-    for l in sessions {
-        if l.evict.load(Ordering::Relaxed) {
+    let own = prefix_of(newcomer);
+    let own_held = held.get(&own).copied().unwrap_or(0);
+    // (prefix weight, never useful, how long unused): the largest goes.
+    let mut victim: Option<((usize, bool, u64), &Arc<Liveness>)> = None;
+    for l in sessions.filter(live) {
+        let prefix = prefix_of(l.source);
+        let w = held.get(&prefix).copied().unwrap_or(0);
+        if prefix != own && w < own_held + 2 {
             continue;
         }
-        let w = weight(l);
-        if !l.useful.load(Ordering::Relaxed) {
-            if useless.is_none_or(|(uw, u)| (w, u.started_ms) > (uw, l.started_ms)) {
-                useless = Some((w, l));
+        let key = if l.useful.load(Ordering::Relaxed) {
+            let quiet = t.saturating_sub(l.active_ms.load(Ordering::Relaxed));
+            if min_idle.is_none_or(|m| u128::from(quiet) < m.as_millis()) {
+                continue;
             }
-            continue;
-        }
-        let quiet = t.saturating_sub(l.active_ms.load(Ordering::Relaxed));
-        if min_idle.is_none_or(|m| u128::from(quiet) < m.as_millis()) {
-            continue;
-        }
-        if idle.is_none_or(|(iw, q, _)| (w, quiet) > (iw, q)) {
-            idle = Some((w, quiet, l));
+            (w, false, quiet)
+        } else {
+            (w, true, t.saturating_sub(l.started_ms))
+        };
+        if victim.is_none_or(|(k, _)| key > k) {
+            victim = Some((key, l));
         }
     }
-    let victim = useless.map(|(_, l)| l).or(idle.map(|(_, _, l)| l));
-    victim.is_some_and(|v| v.mark_evicted())
+    victim.is_some_and(|(_, v)| v.mark_evicted())
 }
 
 #[cfg(test)]
@@ -530,50 +571,104 @@ mod tests {
     }
 
     #[test]
+    fn a_full_pool_evicts_from_its_heaviest_prefix() {
+        let cfg = NetConfig {
+            max_pending: 4,
+            max_pending_per_source: 100,
+            max_pending_per_prefix: 100,
+            ..NetConfig::default()
+        };
+        let adm = Admission::new(&cfg);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        // The oldest member is a light source's (a re-JOIN, say); a flood fills the rest.
+        let rejoin = adm.connection(ip("192.0.2.7")).unwrap();
+        let flood: Vec<_> = (1..=3).map(|i| adm.connection(ip(&format!("198.51.100.{i}"))).unwrap()).collect();
+        let more: Vec<_> = (0..5).map(|_| adm.connection(ip("198.51.100.9")).unwrap()).collect();
+        assert!(!rejoin.evicted.is_cancelled(), "the light source's connection stays");
+        assert!(flood.iter().all(|p| p.evicted.is_cancelled()), "the flood's oldest went first");
+        assert_eq!(more.iter().filter(|p| p.evicted.is_cancelled()).count(), 2);
+        assert!(more[..2].iter().all(|p| p.evicted.is_cancelled()), "oldest first within the prefix");
+        assert_eq!(adm.pending(), 4);
+        drop((flood, more));
+        assert_eq!(adm.pending(), 1);
+    }
+
+    /// Sessions of useful clients: `idle_ms` since their last progress on the shared clock
+    /// (at most since its origin).
+    fn useful(addrs: &[&str], idle_ms: u64) -> Vec<Arc<Liveness>> {
+        let t = aged_clock();
+        addrs
+            .iter()
+            .map(|a| {
+                let l = Liveness::new(a.parse().unwrap());
+                l.observe(true, 1, 0, 0, None);
+                l.active_ms.store(t.saturating_sub(idle_ms), Ordering::Relaxed);
+                l
+            })
+            .collect()
+    }
+
+    fn evicted(l: &[Arc<Liveness>]) -> Vec<bool> {
+        l.iter().map(|l| l.evict.load(Ordering::Relaxed)).collect()
+    }
+
+    #[test]
     fn eviction_takes_the_useless_first_then_the_longest_idle() {
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        let a = Liveness::new(ip("10.0.0.1"));
-        let b = Liveness::new(ip("10.0.0.2"));
-        let c = Liveness::new(ip("10.0.1.1"));
-        for l in [&a, &b] {
-            l.observe(true, 1, 0, 0, None);
-        }
-        // b was active long ago, a just now.
-        b.active_ms.store(0, Ordering::Relaxed);
-        let all = [a.clone(), b.clone(), c.clone()];
+        let mut all = useful(&["10.0.0.1", "10.0.0.2"], 0);
+        // 10.0.0.2 was active long ago, 10.0.0.1 just now.
+        all[1].active_ms.store(0, Ordering::Relaxed);
+        all.push(Liveness::new(ip("10.0.0.3")));
         let min = Some(Duration::from_millis(1));
-        assert!(evict_one(all.iter(), min));
-        assert!(c.evict.load(Ordering::Relaxed), "never useful goes first");
-        assert!(c.observe(false, 0, 0, 0, None).is_some_and(|c| c.code == 7));
-        assert!(evict_one(all.iter(), min));
-        assert!(b.evict.load(Ordering::Relaxed), "then the longest idle");
+        let newcomer = ip("10.0.0.9");
+        assert!(evict_one(all.iter(), newcomer, min));
+        assert_eq!(evicted(&all), [false, false, true], "never useful goes first");
+        assert!(all[2].observe(false, 0, 0, 0, None).is_some_and(|c| c.code == 7));
+        assert!(evict_one(all.iter(), newcomer, min));
+        assert_eq!(evicted(&all), [false, true, true], "then the longest idle");
         assert!(
-            !evict_one(all.iter(), Some(Duration::from_secs(3600))),
-            "a is not idle long enough"
+            !evict_one(all.iter(), newcomer, Some(Duration::from_secs(3600))),
+            "10.0.0.1 is not idle long enough"
         );
         assert!(
-            !evict_one(all.iter(), None),
+            !evict_one(all.iter(), newcomer, None),
             "useful sessions are kept without a minimum"
         );
     }
 
     #[test]
     fn eviction_takes_from_the_prefix_holding_most() {
-        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         // A light user idle for long, a flood's sessions idle for less.
-        let light = Liveness::new(ip("192.0.2.1"));
-        let flood: Vec<_> = (1..=3).map(|i| Liveness::new(ip(&format!("198.51.100.{i}")))).collect();
-        for l in flood.iter().chain([&light]) {
-            l.observe(true, 1, 0, 0, None);
-        }
-        let t = aged_clock();
-        flood.iter().for_each(|l| l.active_ms.store(t, Ordering::Relaxed));
-        light.active_ms.store(t - 300, Ordering::Relaxed);
-        flood[1].active_ms.store(t - 200, Ordering::Relaxed);
-        let all: Vec<_> = flood.iter().cloned().chain([light.clone()]).collect();
-        assert!(evict_one(all.iter(), Some(Duration::ZERO)));
-        assert!(flood[1].evict.load(Ordering::Relaxed), "the flood's longest idle");
-        assert!(!light.evict.load(Ordering::Relaxed));
+        let mut all = useful(&["198.51.100.1", "198.51.100.2", "198.51.100.3"], 100);
+        all[1].active_ms.fetch_sub(100, Ordering::Relaxed);
+        all.extend(useful(&["192.0.2.1"], 300));
+        assert!(evict_one(all.iter(), "203.0.113.1".parse().unwrap(), Some(Duration::ZERO)));
+        assert_eq!(evicted(&all), [false, true, false, false], "the flood's longest idle");
+    }
+
+    #[test]
+    fn a_flood_cannot_evict_a_light_user() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        // Two flood prefixes of three idle sessions each, and a light user idle longest.
+        let mut all = useful(&["198.51.100.1", "198.51.100.2", "198.51.100.3"], 500);
+        all.extend(useful(&["203.0.113.1", "203.0.113.2", "203.0.113.3"], 500));
+        all.extend(useful(&["192.0.2.1"], 5000));
+        let min = Some(Duration::ZERO);
+        // The flood's next HELLO takes from its own prefix, not from its sibling prefix
+        // (one session heavier at most) nor from the light user.
+        assert!(evict_one(all.iter(), ip("198.51.100.4"), min));
+        assert_eq!(evicted(&all)[..3].iter().filter(|e| **e).count(), 1);
+        assert_eq!(evicted(&all)[3..], [false; 4]);
+        // A newcomer from a fresh prefix takes from the heaviest, now the second flood prefix.
+        assert!(evict_one(all.iter(), ip("233.252.0.1"), min));
+        assert_eq!(evicted(&all)[3..6].iter().filter(|e| **e).count(), 1);
+        assert!(!all[6].evict.load(Ordering::Relaxed));
+        // Everyone left holds two or one: a fresh newcomer finds nobody heavier by two.
+        let singles = useful(&["192.0.2.1", "198.51.100.1", "203.0.113.1"], 5000);
+        assert!(!evict_one(singles.iter(), ip("233.252.0.1"), min));
+        // But the light user's own prefix may give way to its newcomer.
+        assert!(evict_one(singles.iter(), ip("192.0.2.99"), min));
+        assert_eq!(evicted(&singles), [true, false, false]);
     }
 
     #[test]

@@ -38,11 +38,12 @@ struct Registry {
 }
 
 impl Registry {
-    /// Counts a new session, making room when the server is full: a session that never
-    /// became useful, else the longest-idle one, is evicted (see [`admission::evict_one`]);
+    /// Counts a new session from `peer`, making room when the server is full: a session
+    /// that never became useful, else the longest-idle one, from a prefix heavier than the
+    /// newcomer's or its own, is evicted (see [`admission::evict_one`]);
     /// evicted sessions close within a stats tick and their final flush, and while they
     /// do the count may exceed `max_sessions` by at most an eighth.
-    fn take_slot(&self, cfg: &NetConfig) -> Result<(), String> {
+    fn take_slot(&self, cfg: &NetConfig, peer: std::net::IpAddr) -> Result<(), String> {
         let max = cfg.max_sessions;
         let n = self.count.fetch_add(1, Ordering::SeqCst);
         if n < max {
@@ -52,7 +53,7 @@ impl Registry {
             && self
                 .sessions
                 .lock()
-                .is_ok_and(|m| admission::evict_one(m.values().map(|e| &e.live), cfg.evict_idle_after));
+                .is_ok_and(|m| admission::evict_one(m.values().map(|e| &e.live), peer, cfg.evict_idle_after));
         if evicted {
             return Ok(());
         }
@@ -313,7 +314,7 @@ async fn open_session(
         Ok(t) => t,
         Err(why) => return refuse(stream, peer, 7, format!("refused: {why}")).await,
     };
-    if let Err(why) = registry.take_slot(cfg) {
+    if let Err(why) = registry.take_slot(cfg, peer.ip()) {
         return refuse(stream, peer, 7, why).await;
     }
     let mut core = cfg.core.clone();

@@ -263,12 +263,7 @@ async fn idle_hellos_from_64_sources() {
 async fn useful_silent_sessions_from_4_sources() {
     run(Flood::UsefulSilent, 4).await
 }
-/// Known defect (2026-11-28): with the session table full of useful-but-silent sessions,
-/// the victim's path fails to re-JOIN within 30 s in about half the runs (2 of 4 here; the
-/// legitimate new client is served every time). Kept out of CI until fixed, run with
-/// `--ignored`; docs/security.md states the limit. Issue 42.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known defect: the victim's re-JOIN fails in about half the runs (issue 42)"]
 async fn useful_silent_sessions_from_64_sources() {
     run(Flood::UsefulSilent, 64).await
 }
