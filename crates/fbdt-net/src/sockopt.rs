@@ -137,6 +137,9 @@ pub struct TcpInfoSample {
     pub last_ack_recv_ms: u32,
     /// RTO back-offs in a row (0 while ACKs arrive).
     pub backoff: u8,
+    /// Bytes written and not yet acknowledged by the peer's TCP: unsent plus `unacked`
+    /// segments of the sender's MSS. `None` on kernels without `notsent_bytes`.
+    pub unacked_bytes: Option<u64>,
 }
 
 impl TcpInfoSample {
@@ -154,6 +157,7 @@ impl TcpInfoSample {
             srtt: (self.srtt_us > 0).then(|| Duration::from_micros(u64::from(self.srtt_us))),
             delivery_rate_bps: self.delivery_rate.filter(|r| *r > 0).map(|r| r as f64 * 8.0),
             cwnd_bytes: (self.cwnd_bytes > 0).then_some(self.cwnd_bytes),
+            unacked_bytes: self.unacked_bytes,
         }
     }
 }
@@ -185,6 +189,8 @@ pub fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfoSample> {
         unacked: info.unacked,
         last_ack_recv_ms: info.last_ack_recv,
         backoff: info.backoff,
+        unacked_bytes: full
+            .then(|| u64::from(info.notsent_bytes) + u64::from(info.unacked) * u64::from(info.snd_mss)),
     })
 }
 

@@ -339,6 +339,22 @@ impl Link {
         self.backlog_bytes
     }
 
+    /// Bytes queued or sent and not yet acknowledged at the transport level: the backlog
+    /// plus the TCP model's window; for a pipe, its chunks on their way and what arrived
+    /// while their ACKs would still be on the way back (at most one one-way delay at the
+    /// path's rate, never more than the pipe serialised).
+    pub fn unacked_bytes(&self) -> u64 {
+        let sent = match &self.tcp {
+            Some(_) => self.window_bytes,
+            None => {
+                let on_the_way: u64 = self.in_flight.iter().map(|(_, _, c)| c.len() as u64).sum();
+                let acks_on_the_way = (self.rate * self.delay_s) as u64;
+                (on_the_way + acks_on_the_way).min(self.bytes_serialised)
+            }
+        };
+        self.backlog_bytes as u64 + sent
+    }
+
     pub fn is_up(&self) -> bool {
         self.up
     }

@@ -53,6 +53,8 @@ struct PathSim {
     /// TCP_INFO-like view given to the endpoints. Frozen while the path is down: a TCP
     /// stack keeps its last srtt/cwnd through an outage until its RTO fires.
     reported: PathStats,
+    /// `reported` carries `unacked_bytes` (FBDT counts its send limit from them).
+    report_unacked: bool,
     /// The pipe's (rate, round trip) `reported` was made from.
     reported_for: Option<(f64, f64)>,
     /// Next step index to look at for a scan announcement.
@@ -73,21 +75,26 @@ impl PathSim {
         if !self.data.is_up() {
             return false;
         }
+        let unacked_bytes = self.report_unacked.then(|| self.data.unacked_bytes());
+        let bits = |s: &PathStats| {
+            (s.srtt, s.delivery_rate_bps.map(f64::to_bits), s.cwnd_bytes, s.unacked_bytes)
+        };
         if let Some(t) = self.data.tcp_info() {
             let new = PathStats {
                 srtt: Some(Duration::from_secs_f64(t.srtt_s)),
                 delivery_rate_bps: Some(t.rate * 8.0),
                 cwnd_bytes: Some(t.cwnd_bytes),
+                unacked_bytes,
             };
-            let bits = |s: &PathStats| (s.srtt, s.delivery_rate_bps.map(f64::to_bits), s.cwnd_bytes);
             let changed = bits(&new) != bits(&self.reported);
             self.reported = new;
             return changed;
         }
         let rtt = 2.0 * self.data.delay_s();
         let rate = self.data.rate();
-        // A pipe's report changes only with its rate and delay (schedule steps).
-        if self.reported_for == Some((rate, rtt)) {
+        // A pipe's report changes only with its rate and delay (schedule steps), and with
+        // what it holds.
+        if self.reported_for == Some((rate, rtt)) && self.reported.unacked_bytes == unacked_bytes {
             return false;
         }
         self.reported_for = Some((rate, rtt));
@@ -95,6 +102,7 @@ impl PathSim {
             srtt: Some(Duration::from_secs_f64(rtt)),
             delivery_rate_bps: Some(rate * 8.0),
             cwnd_bytes: Some(((rate * rtt) as u64).min(max_window)),
+            unacked_bytes,
         };
         true
     }
@@ -167,6 +175,8 @@ impl<'a> Sim<'a> {
     /// Sets up both endpoints and every path at time zero.
     pub fn new(schedule: &'a Schedule, scheme: &'a SimScheme, params: &'a SimParams) -> Result<Self, SimError> {
         let n = schedule.paths.len();
+        let report_unacked = matches!(scheme, SimScheme::Fbdt(c)
+            if matches!(&c.scheme, fbdt_core::SchemeConfig::Fbdt(f) if f.in_flight_from_transport));
         // The TCP model connects each path first (the pipe's connections exist at zero).
         let connect_later = params.model == PathModel::Tcp;
         let (server, client): (Box<dyn SimEndpoint>, Box<dyn SimEndpoint>) = match scheme {
@@ -242,6 +252,7 @@ impl<'a> Sim<'a> {
                     reconnect_delay_s: None,
                     probe: None,
                     reported: PathStats::default(),
+                    report_unacked,
                     reported_for: None,
                     next_scan_notice: 1,
                     scanning: false,

@@ -141,6 +141,11 @@ pub struct FbdtConfig {
     /// [`DEFAULT_FRAME_BUDGET`]; 0 sends one segment per frame as soon as it fits (the
     /// paper's, and the rule before issue 37).
     pub frame_budget: Duration,
+    /// The send limit counts what the path's transport has not acknowledged yet
+    /// (`PathStats::unacked_bytes`, plus what was sent since that report) when that is
+    /// less than what FBDT's own ACKs leave outstanding, and no longer adds the bytes that
+    /// arrive between two ACKs: sparse ACKs then commit no more data to a path.
+    pub in_flight_from_transport: bool,
 }
 
 impl Default for FbdtConfig {
@@ -156,6 +161,7 @@ impl Default for FbdtConfig {
             forward_hold: Duration::from_millis(50),
             send_limit_windows: 1.25,
             frame_budget: DEFAULT_FRAME_BUDGET,
+            in_flight_from_transport: false,
         }
     }
 }

@@ -270,6 +270,15 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
         // Payload bytes between two ACKs of a path (0: by frames alone): how sparse the
         // receiver's ACKs may be, to measure what they cost (issue 37).
         "acks" => cfg.ack_bytes = bytes(value)?,
+        // What the send limit counts as outstanding on a path: FBDT's ACKs alone, or also
+        // the transport's (TCP_INFO; the link model), so sparse ACKs commit no more data.
+        "inflight" => {
+            fbdt(cfg)?.in_flight_from_transport = match value {
+                "acks" => false,
+                "transport" => true,
+                _ => bail!("inflight=`{value}`: expected `acks` or `transport`"),
+            }
+        }
         "hold" => {
             let ms: u64 = value
                 .parse()
@@ -292,7 +301,7 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             }
         },
         _ => {
-            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, factor, hold, limit, tls)")
+            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, inflight, factor, hold, limit, tls)")
         }
     }
     Ok(())

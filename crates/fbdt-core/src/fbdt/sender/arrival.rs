@@ -82,7 +82,7 @@ impl FbdtSender {
     fn work_out_arrival(&self, p: PathId) -> Option<f64> {
         let t = &self.paths[p.index()];
         let base = t.est.base_rtt().as_secs_f64();
-        let ahead = match t.in_flight() {
+        let ahead = match t.limited_in_flight() {
             0 => 0.0,
             bytes => bytes as f64 / t.est.drain_rate_bps()?,
         };
@@ -133,7 +133,7 @@ impl FbdtSender {
         }
         let t = &self.paths[p.index()];
         let base = t.est.base_rtt().as_secs_f64();
-        let ahead = (t.in_flight() + extra) as f64 / self.estimates(p).1?;
+        let ahead = (t.limited_in_flight() + extra) as f64 / self.estimates(p).1?;
         Some(ahead.max(base) - base / 2.0 + self.wake_delay(p))
     }
 
@@ -454,6 +454,7 @@ mod tests {
     #[test]
     fn the_send_limit_is_the_bdp_not_a_bloated_window() {
         let bloated = crate::path::PathStats {
+            unacked_bytes: None,
             srtt: Some(Duration::from_millis(40)),
             delivery_rate_bps: Some(800e6),
             cwnd_bytes: Some(10 << 20),

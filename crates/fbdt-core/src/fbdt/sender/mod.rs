@@ -103,6 +103,9 @@ struct PathTx {
     /// reports it got there.
     sent: u64,
     rx: u64,
+    /// The driver's last `PathStats::unacked_bytes` for this connection and `sent` when it
+    /// came (`FbdtConfig::in_flight_from_transport`).
+    transport_unacked: Option<(u64, u64)>,
     /// The receiver's counter counts this connection's bytes alone (its epoch is new), so
     /// a copy it passes has arrived. After a reconnect under the same epoch the counter
     /// may include the old connection's bytes and only measures rates and stalls.
@@ -158,6 +161,7 @@ impl PathTx {
             connections: 0,
             sent: 0,
             rx: 0,
+            transport_unacked: None,
             counter_exact: false,
             copies: VecDeque::new(),
             last_progress: Instant::ZERO,
@@ -169,6 +173,17 @@ impl PathTx {
     }
     fn in_flight(&self) -> u64 {
         self.sent.saturating_sub(self.rx)
+    }
+
+    /// What the send limit counts as not delivered: `in_flight`, or less when the
+    /// transport's last report (plus what was sent since) says fewer bytes are
+    /// unacknowledged.
+    fn limited_in_flight(&self) -> u64 {
+        let fbdt = self.in_flight();
+        match self.transport_unacked {
+            Some((unacked, at)) => fbdt.min(unacked + self.sent.saturating_sub(at)),
+            None => fbdt,
+        }
     }
 
     /// Up and delivering: what window sizing, layout and the arrival rule count on.
@@ -391,6 +406,8 @@ impl SchemeSender for FbdtSender {
         t.next_epoch = None;
         t.connections += 1;
         t.counter_exact = new_epoch;
+        // The transport's last report was the old connection's.
+        t.transport_unacked = None;
         if new_epoch {
             t.epoch = epoch;
             t.sent = 0;
@@ -416,6 +433,7 @@ impl SchemeSender for FbdtSender {
         t.copies.clear();
         // Whatever the connection held is gone; count from what was delivered.
         t.sent = t.rx;
+        t.transport_unacked = None;
         for seg in self.segs.iter_mut() {
             if let SegState::Sent { holders, .. } = &mut seg.state {
                 *holders &= !path.bit();
@@ -432,11 +450,20 @@ impl SchemeSender for FbdtSender {
         self.ensure_path(path);
         // A driver may report at every event; the same report again changes nothing (bit
         // for bit: a rate of -0.0 is not 0.0 to every formula).
-        let driver = &mut self.paths[path.index()].est.driver;
+        let from_transport = self.cfg.in_flight_from_transport;
+        let t = &mut self.paths[path.index()];
+        let driver = &mut t.est.driver;
         let bits = |s: &PathStats| (s.srtt, s.delivery_rate_bps.map(f64::to_bits), s.cwnd_bytes);
         if bits(driver) != bits(&stats) {
             *driver = stats;
             self.changes += 1;
+        }
+        if let Some(unacked) = stats.unacked_bytes.filter(|_| from_transport) {
+            let before = t.limited_in_flight();
+            t.transport_unacked = Some((unacked, t.sent));
+            if t.limited_in_flight() != before {
+                self.changes += 1;
+            }
         }
     }
 

@@ -301,6 +301,67 @@ fn the_send_limit_is_at_least_one_tcp_window() {
     assert_eq!(s.path_send_limit(PathId(0)), Some(500_000 + two_segments));
 }
 
+/// With `in_flight_from_transport` (issue 37), bytes the transport reports acknowledged stop
+/// counting against a path's send limit before FBDT's sparse ACK says they arrived, the
+/// limit no longer adds the bytes between two ACKs, and a new connection forgets the old
+/// one's report.
+#[test]
+fn the_transport_report_frees_the_send_limit_before_fbdts_ack() {
+    let params = crate::Config {
+        ack_bytes: 128 << 10,
+        ..crate::Config::default()
+    }
+    .stream_params();
+    let cfg = FbdtConfig {
+        in_flight_from_transport: true,
+        ..FbdtConfig::default()
+    };
+    let mut s = FbdtSender::new(&cfg, params, 0, 64 << 20);
+    let now = Instant::ZERO;
+    s.path_up(PathId(0), now);
+    let stats = |unacked| PathStats {
+        cwnd_bytes: Some(256 << 10),
+        unacked_bytes: unacked,
+        ..PathStats::default()
+    };
+    s.path_stats(PathId(0), stats(None));
+    let sparse = s.path_send_limit(PathId(0)).unwrap();
+    assert_eq!(s.write(&data(8 << 20)), 8 << 20);
+    let send_all = |s: &mut FbdtSender| {
+        let mut n = 0;
+        while s.poll_transmit(PathId(0), 256 << 10, now, &mut Vec::new()) > 0 {
+            n += 1;
+            assert!(n < 1000, "the send limit never held");
+        }
+        s.paths[0].sent
+    };
+    let held = send_all(&mut s);
+    assert!(held <= sparse && held + (64 << 10) > sparse, "{held} of {sparse}");
+    // The transport says all but 64 KiB were acknowledged: the limit, now counted from
+    // the transport and without the sparse ACKs' allowance, lets the path send more.
+    s.path_stats(PathId(0), stats(Some(64 << 10)));
+    let tight = s.path_send_limit(PathId(0)).unwrap();
+    assert!(tight < sparse, "{tight} vs {sparse}");
+    assert_eq!(s.paths[0].limited_in_flight(), 64 << 10);
+    let more = send_all(&mut s) - held;
+    assert!(more > 0 && (64 << 10) + more <= tight, "{more} more under {tight}");
+    assert_eq!(s.paths[0].limited_in_flight(), (64 << 10) + more);
+    // A report never counts more than FBDT's own ACKs leave outstanding.
+    s.path_stats(PathId(0), stats(Some(1 << 30)));
+    assert_eq!(s.paths[0].limited_in_flight(), s.paths[0].in_flight());
+    // A new connection (a new epoch) starts without a report.
+    s.path_stats(PathId(0), stats(Some(0)));
+    s.path_down(PathId(0), now);
+    s.path_up(PathId(0), now);
+    assert!(s.paths[0].transport_unacked.is_none());
+    // Off (the default), the report is ignored.
+    let mut off = FbdtSender::new(&FbdtConfig::default(), params, 0, 64 << 20);
+    off.path_up(PathId(0), now);
+    off.path_stats(PathId(0), stats(Some(0)));
+    assert!(off.paths[0].transport_unacked.is_none());
+    assert_eq!(off.path_send_limit(PathId(0)), Some(sparse));
+}
+
 /// Hysteresis in time (issue 15): a path that outscores the forward one by the factor at a
 /// single window load does not take the forward lane; one that keeps doing so for
 /// `forward_hold` does, and a forward path that stalls is replaced at once.

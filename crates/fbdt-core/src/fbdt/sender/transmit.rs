@@ -89,7 +89,7 @@ impl FbdtSender {
         let mut payload_room = room.saturating_sub(Data::OVERHEAD);
         let mut allowed = usize::MAX;
         if let Some(limit) = self.path_send_limit(path) {
-            allowed = limit.saturating_sub(self.paths[path.index()].in_flight()) as usize;
+            allowed = limit.saturating_sub(self.paths[path.index()].limited_in_flight()) as usize;
             payload_room = payload_room.min(allowed);
         }
         let scope = self.rescue_scope(path, now);
@@ -217,7 +217,13 @@ impl FbdtSender {
             Some(rate) => window.min(rate * t.est.base_rtt().as_secs_f64()),
             None => window,
         };
-        Some((self.cfg.send_limit_windows * window) as u64 + self.bytes_per_ack(p))
+        // Counted from the transport's ACKs, delivered bytes do not wait for FBDT's.
+        let between_acks = if self.cfg.in_flight_from_transport && t.transport_unacked.is_some() {
+            2 * self.frame_segments(p) * self.params.segment_size as u64
+        } else {
+            self.bytes_per_ack(p)
+        };
+        Some((self.cfg.send_limit_windows * window) as u64 + between_acks)
     }
 
     /// Payload bytes that arrive on `p` between two of its ACKs (the receiver's rule,
