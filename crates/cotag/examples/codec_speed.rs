@@ -1,54 +1,294 @@
-//! Coding speed on this machine: how many original bits per second one core can encode
-//! (n_k High combinations of a cohort) and decode (Gauss–Jordan of n_k combinations).
+//! Coding throughput per core: the GF(2^8) work COTAG does for each cohort of n_k packets,
+//! once per row kernel, alternated, so a busy host slows every kernel alike.
 //!
-//! `cargo run --release -p cotag --example codec_speed`
+//! * encode — n_k coded packets (one cohort's Highs), each `gf::combine_with` of the n_k
+//!   source symbols with its own non-zero coefficients, as the gateway sends them;
+//! * decode — a fresh `Decoder` fed random combinations until its rank is full (n_k, now
+//!   and then one or two more), as the device does.
+//!
+//! Throughput is source data (n_k × packet bytes, not symbols or headers) per second of one
+//! core. Each repetition measures every kernel once, in turn, for at least `--min-ms`; the
+//! speed-up is taken per repetition against the scalar kernel measured beside it, and the
+//! median of those is reported.
+//!
+//! ```text
+//! cargo run --release -p cotag --example codec_speed -- [--json] [--reps 5] [--min-ms 200]
+//!     [--n 10,50,100,200] [--len 1400] [--kernels scalar,ssse3,avx2]
+//! ```
 
 use std::time::Instant;
 
-use cotag::gf::{self, Cauchy};
+use cotag::gf::{self, Kernel};
 use cotag::{wire, Decoder};
 use rand::{Rng, SeedableRng};
 
-fn main() {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
-    let len = 1400;
-    for n in [8usize, 16, 36, 64, 128] {
+struct Args {
+    json: bool,
+    reps: usize,
+    min_ms: u64,
+    sizes: Vec<usize>,
+    len: usize,
+    kernels: Vec<Kernel>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        json: false,
+        reps: 5,
+        min_ms: 200,
+        sizes: vec![10, 50, 100, 200],
+        len: 1400,
+        kernels: Kernel::ALL.into_iter().filter(|k| k.is_supported()).collect(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        if flag == "--json" {
+            a.json = true;
+            continue;
+        }
+        let v = it.next().ok_or(format!("{flag} needs a value"))?;
+        let num = |v: &str| v.parse::<usize>().map_err(|e| format!("{flag} {v}: {e}"));
+        match flag.as_str() {
+            "--reps" => a.reps = num(&v)?.max(1),
+            "--min-ms" => a.min_ms = num(&v)? as u64,
+            "--len" => a.len = num(&v)?.clamp(1, wire::MAX_PACKET),
+            "--n" => a.sizes = v.split(',').map(num).collect::<Result<_, _>>()?,
+            "--kernels" => {
+                a.kernels = v
+                    .split(',')
+                    .map(|name| {
+                        Kernel::ALL
+                            .into_iter()
+                            .find(|k| k.name() == name)
+                            .filter(|k| k.is_supported())
+                            .ok_or(format!("kernel {name}: unknown or not supported by this CPU"))
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            _ => return Err(format!("unknown flag {flag}")),
+        }
+    }
+    if a.sizes.contains(&0) {
+        return Err("n_k must be at least 1".into());
+    }
+    Ok(a)
+}
+
+/// One cohort's data and the combinations the measurements use.
+struct Cohort {
+    n: usize,
+    symbols: Vec<Vec<u8>>,
+    /// n coefficient rows for encoding.
+    enc_coeffs: Vec<Vec<u8>>,
+    /// Coded packets for decoding: n + spare, in case a few random ones are dependent.
+    coded: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Cohort {
+    fn new(rng: &mut impl Rng, n: usize, len: usize) -> Cohort {
         let symbols: Vec<Vec<u8>> = (0..n)
             .map(|_| {
                 let p: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
-                wire::to_symbol(&p, len + wire::LEN_PREFIX).unwrap()
+                wire::to_symbol(&p, len + wire::LEN_PREFIX).expect("len <= MAX_PACKET")
             })
             .collect();
+        let coeff_row = |rng: &mut dyn rand::RngCore| (0..n).map(|_| rng.gen_range(1..=255u8)).collect::<Vec<u8>>();
+        let enc_coeffs = (0..n).map(|_| coeff_row(rng)).collect();
         let rows: Vec<&[u8]> = symbols.iter().map(Vec::as_slice).collect();
-        // Enough cohorts for ~0.5 s of work at the slowest size.
-        let cohorts = (4_000 / n).max(20);
-        let t0 = Instant::now();
-        let mut coded = Vec::new();
-        for _ in 0..cohorts {
-            let c = Cauchy::random(&mut rng, n).unwrap();
-            coded = (0..n)
-                .map(|i| {
-                    let coeffs = c.row(i);
-                    let payload = gf::combine_with(&coeffs, &rows);
-                    (coeffs, payload)
-                })
-                .collect();
+        // 16 spare combinations: all n + 16 rank-deficient has probability below 256^-16.
+        let coded = (0..n + 16)
+            .map(|_| {
+                let c = coeff_row(rng);
+                let p = gf::combine_with(&c, &rows);
+                (c, p)
+            })
+            .collect();
+        Cohort {
+            n,
+            symbols,
+            enc_coeffs,
+            coded,
         }
-        let enc = t0.elapsed().as_secs_f64();
-        let t1 = Instant::now();
-        for _ in 0..cohorts {
-            let mut d = Decoder::new(n, len + wire::LEN_PREFIX);
-            for (c, p) in &coded {
-                d.insert(c, p);
+    }
+
+    fn encode(&self) -> usize {
+        let rows: Vec<&[u8]> = self.symbols.iter().map(Vec::as_slice).collect();
+        let mut sink = 0usize;
+        for c in &self.enc_coeffs {
+            let p = gf::combine_with(c, &rows);
+            // Keeps the work observable so the optimiser cannot drop it.
+            sink = sink.wrapping_add(usize::from(p[p.len() / 2]));
+        }
+        sink
+    }
+
+    fn decode(&self) -> usize {
+        let mut d = Decoder::new(self.n, self.symbols[0].len());
+        for (c, p) in &self.coded {
+            d.insert(c, p);
+            if d.is_complete() {
+                break;
             }
-            assert!(d.is_complete());
         }
-        let dec = t1.elapsed().as_secs_f64();
-        let bits = (cohorts * n * len * 8) as f64;
+        let out = d.into_symbols().expect("n + 16 random combinations reach full rank");
+        assert_eq!(out, self.symbols, "decoded symbols differ");
+        out.len()
+    }
+}
+
+/// Seconds per call of `f`, over at least `min_ms` of repeated calls.
+fn time_per_call(min_ms: u64, mut f: impl FnMut() -> usize) -> f64 {
+    let mut calls = 0u64;
+    let mut sink = 0usize;
+    let t0 = Instant::now();
+    loop {
+        sink = sink.wrapping_add(f());
+        calls += 1;
+        let el = t0.elapsed();
+        if el.as_millis() as u64 >= min_ms {
+            std::hint::black_box(sink);
+            return el.as_secs_f64() / calls as f64;
+        }
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::from('"');
+    for ch in s.chars() {
+        match ch {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+struct Row {
+    n: usize,
+    op: &'static str,
+    kernel: Kernel,
+    gbps: Vec<f64>,
+    /// Per repetition: this kernel's speed over scalar's in the same repetition.
+    ratio: Vec<f64>,
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("codec_speed: {e}");
+            std::process::exit(2);
+        }
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    let mut rows: Vec<Row> = Vec::new();
+    for &n in &args.sizes {
+        let cohort = Cohort::new(&mut rng, n, args.len);
+        let bits = (n * args.len * 8) as f64;
+        for op in ["encode", "decode"] {
+            let mut per_kernel: Vec<Vec<f64>> = vec![Vec::new(); args.kernels.len()];
+            for _ in 0..args.reps {
+                for (k, out) in args.kernels.iter().zip(per_kernel.iter_mut()) {
+                    gf::set_kernel(*k);
+                    let s = match op {
+                        "encode" => time_per_call(args.min_ms, || cohort.encode()),
+                        _ => time_per_call(args.min_ms, || cohort.decode()),
+                    };
+                    out.push(bits / s / 1e9);
+                }
+            }
+            let scalar = args.kernels.iter().position(|k| *k == Kernel::Scalar);
+            for (k, gbps) in args.kernels.iter().zip(&per_kernel) {
+                let ratio = scalar
+                    .map(|s| gbps.iter().zip(&per_kernel[s]).map(|(g, b)| g / b).collect())
+                    .unwrap_or_default();
+                rows.push(Row {
+                    n,
+                    op,
+                    kernel: *k,
+                    gbps: gbps.clone(),
+                    ratio,
+                });
+            }
+        }
+    }
+    gf::set_kernel(Kernel::detect());
+
+    if args.json {
+        let items: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                let list = |v: &[f64]| v.iter().map(|x| format!("{x:.4}")).collect::<Vec<_>>().join(",");
+                format!(
+                    "{{\"n_k\":{},\"op\":\"{}\",\"kernel\":\"{}\",\"gbit_per_s\":[{}],\"median_gbit_per_s\":{:.4},\"ratio_vs_scalar\":[{}],\"median_ratio_vs_scalar\":{}}}",
+                    r.n,
+                    r.op,
+                    r.kernel.name(),
+                    list(&r.gbps),
+                    median(&r.gbps),
+                    list(&r.ratio),
+                    if r.ratio.is_empty() { "null".to_string() } else { format!("{:.3}", median(&r.ratio)) }
+                )
+            })
+            .collect();
         println!(
-            "n_k {n:>3}: encode {:>7.0} Mbit/s, decode {:>7.0} Mbit/s (original data, one core)",
-            bits / enc / 1e6,
-            bits / dec / 1e6
+            "{{\"bench\":\"cotag codec_speed\",\"cpu\":{},\"threads_online\":{},\"detected_kernel\":\"{}\",\"packet_bytes\":{},\"reps\":{},\"min_ms\":{},\"unit\":\"Gbit/s of source data, one core\",\"results\":[{}]}}",
+            json_str(&cpu_model()),
+            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            Kernel::detect().name(),
+            args.len,
+            args.reps,
+            args.min_ms,
+            items.join(",")
         );
+    } else {
+        println!(
+            "cpu: {} | detected kernel: {} | {}-byte packets | {} reps x >= {} ms, kernels alternated",
+            cpu_model(),
+            Kernel::detect().name(),
+            args.len,
+            args.reps,
+            args.min_ms
+        );
+        println!("{:>5} {:>7} {:>7} {:>26} {:>10}", "n_k", "op", "kernel", "Gbit/s median [min-max]", "x scalar");
+        for r in &rows {
+            let (lo, hi) = r.gbps.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+            let ratio = if r.ratio.is_empty() { "-".to_string() } else { format!("{:.2}", median(&r.ratio)) };
+            println!(
+                "{:>5} {:>7} {:>7} {:>10.3} [{:.3}-{:.3}] {:>10}",
+                r.n,
+                r.op,
+                r.kernel.name(),
+                median(&r.gbps),
+                lo,
+                hi,
+                ratio
+            );
+        }
     }
 }
