@@ -6,14 +6,15 @@
 //! * decode — a fresh `Decoder` fed random combinations until its rank is full (n_k, now
 //!   and then one or two more), as the device does.
 //!
-//! Throughput is source data (n_k × packet bytes, not symbols or headers) per second of one
-//! core. Each repetition measures every kernel once, in turn, for at least `--min-ms`; the
+//! Throughput is source data (n_k × packet bytes, not symbols or headers) per second of this
+//! thread's CPU time (so a shared host's other programs do not count against it; the JSON
+//! also gives the median share of wall time the thread was on a core). Each repetition measures every kernel once, in turn, for at least `--min-ms`; the
 //! speed-up is taken per repetition against the scalar kernel measured beside it, and the
 //! median of those is reported.
 //!
 //! ```text
 //! cargo run --release -p cotag --example codec_speed -- [--json] [--reps 5] [--min-ms 200]
-//!     [--n 10,50,100,200] [--len 1400] [--kernels scalar,ssse3,avx2]
+//!     [--n 10,50,100,200] [--len 1400] [--kernels scalar,ssse3,avx2] [--ops encode,decode]
 //! ```
 
 use std::time::Instant;
@@ -29,6 +30,7 @@ struct Args {
     sizes: Vec<usize>,
     len: usize,
     kernels: Vec<Kernel>,
+    ops: Vec<&'static str>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -39,6 +41,7 @@ fn parse_args() -> Result<Args, String> {
         sizes: vec![10, 50, 100, 200],
         len: 1400,
         kernels: Kernel::ALL.into_iter().filter(|k| k.is_supported()).collect(),
+        ops: vec!["encode", "decode"],
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -62,6 +65,17 @@ fn parse_args() -> Result<Args, String> {
                             .find(|k| k.name() == name)
                             .filter(|k| k.is_supported())
                             .ok_or(format!("kernel {name}: unknown or not supported by this CPU"))
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            "--ops" => {
+                a.ops = v
+                    .split(',')
+                    .map(|op| {
+                        ["encode", "decode"]
+                            .into_iter()
+                            .find(|o| *o == op)
+                            .ok_or(format!("op {op}: encode or decode"))
                     })
                     .collect::<Result<_, _>>()?
             }
@@ -136,18 +150,34 @@ impl Cohort {
     }
 }
 
-/// Seconds per call of `f`, over at least `min_ms` of repeated calls.
-fn time_per_call(min_ms: u64, mut f: impl FnMut() -> usize) -> f64 {
+/// This thread's CPU time in seconds: unlike wall time it does not count the moments other
+/// programs on a shared host held the core.
+fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// (CPU seconds, wall seconds) per call of `f`, over at least `min_ms` of this thread's CPU
+/// time of repeated calls.
+fn time_per_call(min_ms: u64, mut f: impl FnMut() -> usize) -> (f64, f64) {
     let mut calls = 0u64;
     let mut sink = 0usize;
-    let t0 = Instant::now();
+    let (c0, t0) = (thread_cpu_s(), Instant::now());
     loop {
         sink = sink.wrapping_add(f());
         calls += 1;
-        let el = t0.elapsed();
-        if el.as_millis() as u64 >= min_ms {
+        let cpu = thread_cpu_s() - c0;
+        // A NaN clock (never on Linux) falls back to wall time.
+        let spent = if cpu.is_nan() { t0.elapsed().as_secs_f64() } else { cpu };
+        if spent * 1e3 >= min_ms as f64 {
             std::hint::black_box(sink);
-            return el.as_secs_f64() / calls as f64;
+            let n = calls as f64;
+            return (spent / n, t0.elapsed().as_secs_f64() / n);
         }
     }
 }
@@ -207,19 +237,22 @@ fn main() {
     };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
     let mut rows: Vec<Row> = Vec::new();
+    // CPU time over wall time of each measurement: how much of a core the host let us have.
+    let mut wall_share: Vec<f64> = Vec::new();
     for &n in &args.sizes {
         let cohort = Cohort::new(&mut rng, n, args.len);
         let bits = (n * args.len * 8) as f64;
-        for op in ["encode", "decode"] {
+        for &op in &args.ops {
             let mut per_kernel: Vec<Vec<f64>> = vec![Vec::new(); args.kernels.len()];
             for _ in 0..args.reps {
                 for (k, out) in args.kernels.iter().zip(per_kernel.iter_mut()) {
                     gf::set_kernel(*k);
-                    let s = match op {
+                    let (cpu, wall) = match op {
                         "encode" => time_per_call(args.min_ms, || cohort.encode()),
                         _ => time_per_call(args.min_ms, || cohort.decode()),
                     };
-                    out.push(bits / s / 1e9);
+                    out.push(bits / cpu / 1e9);
+                    wall_share.push(cpu / wall);
                 }
             }
             let scalar = args.kernels.iter().position(|k| *k == Kernel::Scalar);
@@ -257,23 +290,26 @@ fn main() {
             })
             .collect();
         println!(
-            "{{\"bench\":\"cotag codec_speed\",\"cpu\":{},\"threads_online\":{},\"detected_kernel\":\"{}\",\"packet_bytes\":{},\"reps\":{},\"min_ms\":{},\"unit\":\"Gbit/s of source data, one core\",\"results\":[{}]}}",
+            "{{\"bench\":\"cotag codec_speed\",\"cpu\":{},\"threads_online\":{},\"detected_kernel\":\"{}\",\"packet_bytes\":{},\"reps\":{},\"min_ms\":{},\"unit\":\"Gbit/s of source data per second of one core's CPU time\",\"cpu_share_median\":{:.3},\"results\":[{}]}}",
             json_str(&cpu_model()),
             std::thread::available_parallelism().map_or(0, |n| n.get()),
             Kernel::detect().name(),
             args.len,
             args.reps,
             args.min_ms,
+            median(&wall_share),
             items.join(",")
         );
     } else {
         println!(
-            "cpu: {} | detected kernel: {} | {}-byte packets | {} reps x >= {} ms, kernels alternated",
+            "cpu: {} | detected kernel: {} | {}-byte packets | {} reps x >= {} ms CPU, kernels alternated | \
+             median CPU share {:.2}\nGbit/s = source data per second of this thread's CPU time",
             cpu_model(),
             Kernel::detect().name(),
             args.len,
             args.reps,
-            args.min_ms
+            args.min_ms,
+            median(&wall_share)
         );
         println!("{:>5} {:>7} {:>7} {:>26} {:>10}", "n_k", "op", "kernel", "Gbit/s median [min-max]", "x scalar");
         for r in &rows {

@@ -180,6 +180,11 @@ pub fn scale(c: u8, v: &mut [u8]) {
     kernel().scale(c, v);
 }
 
+/// `out[i] ^= Σ_j coeffs_j · rows_j[i]`, each row over its common prefix with `out`.
+pub fn combine_into(coeffs: &[u8], rows: &[&[u8]], out: &mut [u8]) {
+    kernel().combine_into(coeffs, rows, out);
+}
+
 /// A uniform non-zero field element.
 pub fn nonzero<R: Rng>(rng: &mut R) -> u8 {
     rng.gen_range(1..=255)
