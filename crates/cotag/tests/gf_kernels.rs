@@ -51,6 +51,29 @@ fn axpy_and_scale_match_the_reference_for_every_coefficient() {
 }
 
 #[test]
+fn combine_into_matches_the_reference_at_every_boundary() {
+    for k in kernels() {
+        for len in LENS {
+            for m in [1usize, 2, 7] {
+                let rows: Vec<Vec<u8>> = (0..m).map(|j| pattern(len + 3, j as u8)).collect();
+                // Unaligned starts, as symbols inside received datagrams are.
+                let refs: Vec<&[u8]> = rows.iter().enumerate().map(|(j, r)| &r[j % 4..][..len]).collect();
+                for c0 in [0u8, 1, 2, 0x1d, 0x80, 255] {
+                    let coeffs: Vec<u8> = (0..m).map(|j| c0.wrapping_add(j as u8 * 37)).collect();
+                    let mut out = pattern(len, 0xc3);
+                    let mut want = out.clone();
+                    for (&c, r) in coeffs.iter().zip(&refs) {
+                        axpy_ref(c, r, &mut want);
+                    }
+                    k.combine_into(&coeffs, &refs, &mut out);
+                    assert_eq!(out, want, "{} combine len={len} rows={m} c0={c0}", k.name());
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn axpy_stops_at_the_shorter_slice() {
     for k in kernels() {
         let input = pattern(100, 1);

@@ -119,6 +119,21 @@ pub(super) unsafe fn axpy_ssse3(c: u8, input: &[u8], out: &mut [u8]) {
     }
 }
 
+/// For the last 32-byte window of a slice whose first `32 - rem` bytes an earlier vector
+/// already did: all-ones in the bytes still to do (the last `rem`), zero elsewhere. XOR is
+/// not idempotent, so the overlap must be masked rather than redone.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn tail_mask(rem: usize) -> __m256i {
+    let idx = _mm256_setr_epi8(
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28,
+        29, 30, 31,
+    );
+    // rem is 1..=31 at every call, so 31 - rem fits an i8 and byte k is selected iff k > 31 - rem.
+    let first_new = (32 - rem.clamp(1, 32)) as i8;
+    _mm256_cmpgt_epi8(idx, _mm256_set1_epi8(first_new - 1))
+}
+
 /// `out[i] ^= c · input[i]` over the common prefix.
 ///
 /// # Safety
@@ -140,7 +155,20 @@ pub(super) unsafe fn axpy_avx2(c: u8, input: &[u8], out: &mut [u8]) {
         }
         i += 32;
     }
-    // SAFETY: AVX2 implies SSSE3; it finishes the last < 32 bytes.
+    if i < n && n >= 32 {
+        // The last window overlaps what is done; only its last n - i bytes change.
+        let w = n - 32;
+        // SAFETY: w + 32 = n, within both slices; unaligned access is allowed.
+        unsafe {
+            let x = _mm256_loadu_si256(input.as_ptr().add(w).cast());
+            let o = _mm256_loadu_si256(out.as_ptr().add(w).cast());
+            let done = _mm256_xor_si256(o, mul256(x, lo, hi));
+            let o = _mm256_blendv_epi8(o, done, tail_mask(n - i));
+            _mm256_storeu_si256(out.as_mut_ptr().add(w).cast(), o);
+        }
+        return;
+    }
+    // SAFETY: AVX2 implies SSSE3; it finishes a row shorter than 32 bytes.
     unsafe { axpy_ssse3(c, &input[i..n], &mut out[i..n]) }
 }
 
@@ -240,6 +268,31 @@ pub(super) unsafe fn combine_avx2(coeffs: &[u8], rows: &[&[u8]], out: &mut [u8])
         }
         i += BLOCK;
     }
+    // What is left of the common part, one vector at a time, the last one overlapping.
+    while i < common && common >= 32 {
+        let (w, mask) = if i + 32 <= common {
+            (i, _mm256_set1_epi8(-1))
+        } else {
+            // SAFETY: the caller guarantees AVX2; 0 < common - i < 32.
+            (common - 32, unsafe { tail_mask(common - i) })
+        };
+        // SAFETY: w + 32 <= common <= out.len() and every row's length; unaligned access is
+        // allowed.
+        unsafe {
+            let o = _mm256_loadu_si256(out.as_ptr().add(w).cast());
+            let mut acc = o;
+            for (&c, row) in coeffs.iter().zip(rows) {
+                if c != 0 {
+                    let (lo, hi) = tables256(c);
+                    let x = _mm256_loadu_si256(row.as_ptr().add(w).cast());
+                    acc = _mm256_xor_si256(acc, mul256(x, lo, hi));
+                }
+            }
+            _mm256_storeu_si256(out.as_mut_ptr().add(w).cast(), _mm256_blendv_epi8(o, acc, mask));
+        }
+        i = w + 32;
+    }
+    // Rows longer than the common part (and a common part under 32 bytes), row by row.
     for (&c, row) in coeffs.iter().zip(rows) {
         if c != 0 && i < row.len() && i < out.len() {
             // SAFETY: the caller guarantees AVX2.
