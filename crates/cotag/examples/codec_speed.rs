@@ -4,7 +4,12 @@
 //! * encode — n_k coded packets (one cohort's Highs), each `gf::combine_with` of the n_k
 //!   source symbols with its own non-zero coefficients, as the gateway sends them;
 //! * decode — a fresh `Decoder` fed random combinations until its rank is full (n_k, now
-//!   and then one or two more), as the device does.
+//!   and then one or two more), as the device does;
+//! * pipeline — all of COTAG on one thread: `cotag::sim` with gateway, both APs and the
+//!   device, 1400-byte packets at the rate that fills a T = 1 ms cohort with n_k packets
+//!   (n_k ≤ 128, the gateway's limit), each radio link 0.75 × that rate, 20 cohorts, default
+//!   extras (the gateway's Lows, the APs' re-encoded Lows in spare capacity). Its Gbit/s is
+//!   delivered source data per CPU-second, the event loop's own cost included.
 //!
 //! Throughput is source data (n_k × packet bytes, not symbols or headers) per second of this
 //! thread's CPU time (so a shared host's other programs do not count against it; the JSON
@@ -14,7 +19,7 @@
 //!
 //! ```text
 //! cargo run --release -p cotag --example codec_speed -- [--json] [--reps 5] [--min-ms 200]
-//!     [--n 10,50,100,200] [--len 1400] [--kernels scalar,ssse3,avx2] [--ops encode,decode]
+//!     [--n 10,50,100,200] [--len 1400] [--kernels scalar,ssse3,avx2] [--ops encode,decode,pipeline]
 //! ```
 
 use std::time::Instant;
@@ -41,7 +46,7 @@ fn parse_args() -> Result<Args, String> {
         sizes: vec![10, 50, 100, 200],
         len: 1400,
         kernels: Kernel::ALL.into_iter().filter(|k| k.is_supported()).collect(),
-        ops: vec!["encode", "decode"],
+        ops: vec!["encode", "decode", "pipeline"],
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -72,10 +77,10 @@ fn parse_args() -> Result<Args, String> {
                 a.ops = v
                     .split(',')
                     .map(|op| {
-                        ["encode", "decode"]
+                        ["encode", "decode", "pipeline"]
                             .into_iter()
                             .find(|o| *o == op)
-                            .ok_or(format!("op {op}: encode or decode"))
+                            .ok_or(format!("op {op}: encode, decode or pipeline"))
                     })
                     .collect::<Result<_, _>>()?
             }
@@ -148,6 +153,37 @@ impl Cohort {
         assert_eq!(out, self.symbols, "decoded symbols differ");
         out.len()
     }
+}
+
+/// The simulated gateway → APs → device run for the pipeline op; `None` above the gateway's
+/// cohort limit.
+fn pipeline_setup(n: usize, len: usize) -> Option<cotag::sim::Setup> {
+    if n > gf::MAX_CAUCHY {
+        return None;
+    }
+    let period_us = 1_000;
+    // n packets of len bytes per period.
+    let rate = (n * len * 8) as f64 * 1e6 / period_us as f64;
+    let mut setup = cotag::sim::Setup {
+        min_len: len,
+        max_len: len,
+        packets: 20 * n,
+        source_rate_bps: rate,
+        ..Default::default()
+    };
+    setup.gateway.period_us = period_us;
+    setup.gateway.max_cohort = n;
+    for l in &mut setup.downlinks {
+        l.rate_bps = 0.75 * rate;
+    }
+    Some(setup)
+}
+
+/// Source bits delivered by one pipeline run.
+fn pipeline(setup: &cotag::sim::Setup) -> usize {
+    let r = cotag::sim::run(setup).expect("a valid setup");
+    assert!(r.exactly_once_in_order(), "the loss-free pipeline must deliver everything");
+    (r.source_bytes * 8) as usize
 }
 
 /// This thread's CPU time in seconds: unlike wall time it does not count the moments other
@@ -241,14 +277,20 @@ fn main() {
     let mut wall_share: Vec<f64> = Vec::new();
     for &n in &args.sizes {
         let cohort = Cohort::new(&mut rng, n, args.len);
-        let bits = (n * args.len * 8) as f64;
+        let setup = pipeline_setup(n, args.len);
         for &op in &args.ops {
+            let bits = match (op, &setup) {
+                ("pipeline", Some(s)) => pipeline(s) as f64,
+                ("pipeline", None) => continue,
+                _ => (n * args.len * 8) as f64,
+            };
             let mut per_kernel: Vec<Vec<f64>> = vec![Vec::new(); args.kernels.len()];
             for _ in 0..args.reps {
                 for (k, out) in args.kernels.iter().zip(per_kernel.iter_mut()) {
                     gf::set_kernel(*k);
-                    let (cpu, wall) = match op {
-                        "encode" => time_per_call(args.min_ms, || cohort.encode()),
+                    let (cpu, wall) = match (op, &setup) {
+                        ("encode", _) => time_per_call(args.min_ms, || cohort.encode()),
+                        ("pipeline", Some(s)) => time_per_call(args.min_ms, || pipeline(s)),
                         _ => time_per_call(args.min_ms, || cohort.decode()),
                     };
                     out.push(bits / cpu / 1e9);
@@ -272,45 +314,40 @@ fn main() {
     }
     gf::set_kernel(Kernel::detect());
 
+    // One list of facts about the run, printed as JSON fields or as a header line.
+    let meta: Vec<(&str, String)> = vec![
+        ("bench", json_str("cotag codec_speed")),
+        ("cpu", json_str(&cpu_model())),
+        ("threads_online", std::thread::available_parallelism().map_or(0, |n| n.get()).to_string()),
+        ("detected_kernel", json_str(Kernel::detect().name())),
+        ("packet_bytes", args.len.to_string()),
+        ("reps", args.reps.to_string()),
+        ("min_ms_cpu", args.min_ms.to_string()),
+        ("unit", json_str("Gbit/s of source data per second of this thread's CPU time")),
+        ("cpu_share_median", format!("{:.3}", median(&wall_share))),
+    ];
     if args.json {
         let items: Vec<String> = rows
             .iter()
             .map(|r| {
                 let list = |v: &[f64]| v.iter().map(|x| format!("{x:.4}")).collect::<Vec<_>>().join(",");
+                let ratio = if r.ratio.is_empty() { "null".to_string() } else { format!("{:.3}", median(&r.ratio)) };
                 format!(
-                    "{{\"n_k\":{},\"op\":\"{}\",\"kernel\":\"{}\",\"gbit_per_s\":[{}],\"median_gbit_per_s\":{:.4},\"ratio_vs_scalar\":[{}],\"median_ratio_vs_scalar\":{}}}",
+                    "{{\"n_k\":{},\"op\":\"{}\",\"kernel\":\"{}\",\"gbit_per_s\":[{}],\"median_gbit_per_s\":{:.4},\"ratio_vs_scalar\":[{}],\"median_ratio_vs_scalar\":{ratio}}}",
                     r.n,
                     r.op,
                     r.kernel.name(),
                     list(&r.gbps),
                     median(&r.gbps),
                     list(&r.ratio),
-                    if r.ratio.is_empty() { "null".to_string() } else { format!("{:.3}", median(&r.ratio)) }
                 )
             })
             .collect();
-        println!(
-            "{{\"bench\":\"cotag codec_speed\",\"cpu\":{},\"threads_online\":{},\"detected_kernel\":\"{}\",\"packet_bytes\":{},\"reps\":{},\"min_ms\":{},\"unit\":\"Gbit/s of source data per second of one core's CPU time\",\"cpu_share_median\":{:.3},\"results\":[{}]}}",
-            json_str(&cpu_model()),
-            std::thread::available_parallelism().map_or(0, |n| n.get()),
-            Kernel::detect().name(),
-            args.len,
-            args.reps,
-            args.min_ms,
-            median(&wall_share),
-            items.join(",")
-        );
+        let fields: Vec<String> = meta.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+        println!("{{{},\"results\":[{}]}}", fields.join(","), items.join(","));
     } else {
-        println!(
-            "cpu: {} | detected kernel: {} | {}-byte packets | {} reps x >= {} ms CPU, kernels alternated | \
-             median CPU share {:.2}\nGbit/s = source data per second of this thread's CPU time",
-            cpu_model(),
-            Kernel::detect().name(),
-            args.len,
-            args.reps,
-            args.min_ms,
-            median(&wall_share)
-        );
+        let fields: Vec<String> = meta.iter().map(|(k, v)| format!("{k}: {}", v.trim_matches('"'))).collect();
+        println!("{} | kernels alternated in each rep", fields.join(" | "));
         println!("{:>5} {:>7} {:>7} {:>26} {:>10}", "n_k", "op", "kernel", "Gbit/s median [min-max]", "x scalar");
         for r in &rows {
             let (lo, hi) = r.gbps.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
