@@ -332,14 +332,10 @@ fn main() {
             .map(|r| {
                 let list = |v: &[f64]| v.iter().map(|x| format!("{x:.4}")).collect::<Vec<_>>().join(",");
                 let ratio = if r.ratio.is_empty() { "null".to_string() } else { format!("{:.3}", median(&r.ratio)) };
+                let (n, op, kernel, med) = (r.n, r.op, r.kernel.name(), median(&r.gbps));
+                let (gbps, ratios) = (list(&r.gbps), list(&r.ratio));
                 format!(
-                    "{{\"n_k\":{},\"op\":\"{}\",\"kernel\":\"{}\",\"gbit_per_s\":[{}],\"median_gbit_per_s\":{:.4},\"ratio_vs_scalar\":[{}],\"median_ratio_vs_scalar\":{ratio}}}",
-                    r.n,
-                    r.op,
-                    r.kernel.name(),
-                    list(&r.gbps),
-                    median(&r.gbps),
-                    list(&r.ratio),
+                    "{{\"n_k\":{n},\"op\":\"{op}\",\"kernel\":\"{kernel}\",\"gbit_per_s\":[{gbps}],\"median_gbit_per_s\":{med:.4},\"ratio_vs_scalar\":[{ratios}],\"median_ratio_vs_scalar\":{ratio}}}"
                 )
             })
             .collect();
@@ -352,16 +348,8 @@ fn main() {
         for r in &rows {
             let (lo, hi) = r.gbps.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
             let ratio = if r.ratio.is_empty() { "-".to_string() } else { format!("{:.2}", median(&r.ratio)) };
-            println!(
-                "{:>5} {:>7} {:>7} {:>10.3} [{:.3}-{:.3}] {:>10}",
-                r.n,
-                r.op,
-                r.kernel.name(),
-                median(&r.gbps),
-                lo,
-                hi,
-                ratio
-            );
+            let (n, op, kernel, med) = (r.n, r.op, r.kernel.name(), median(&r.gbps));
+            println!("{n:>5} {op:>7} {kernel:>7} {med:>10.3} [{lo:.3}-{hi:.3}] {ratio:>10}");
         }
     }
 }

@@ -92,36 +92,38 @@ unsafe fn tables256(c: u8) -> (__m256i, __m256i) {
     (_mm256_broadcastsi128_si256(lo), _mm256_broadcastsi128_si256(hi))
 }
 
-/// `out[i] ^= c · input[i]` over the common prefix.
+/// `dst[i] ^= c · src[i]` (`XOR`) or `dst[i] = c · src[i]` for `i < n`: the loop that
+/// `axpy` and `scale` share.
 ///
 /// # Safety
-/// The CPU must support SSSE3.
+/// The CPU must support SSSE3; `src` must be readable and `dst` writable for `n` bytes, and
+/// they must be the same pointer or not overlap.
 #[target_feature(enable = "ssse3")]
-pub(super) unsafe fn axpy_ssse3(c: u8, input: &[u8], out: &mut [u8]) {
-    let n = input.len().min(out.len());
-    // SAFETY: the caller guarantees SSSE3.
-    let (lo, hi) = unsafe { tables128(c) };
-    let mut i = 0;
-    while i + 16 <= n {
-        // SAFETY: i + 16 <= n, and both slices have at least n bytes; unaligned loads and
-        // stores are allowed; `input` and `out` are distinct borrows, so they do not overlap.
-        unsafe {
-            let x = _mm_loadu_si128(input.as_ptr().add(i).cast());
-            let o = _mm_loadu_si128(out.as_ptr().add(i).cast());
-            let o = _mm_xor_si128(o, mul128(x, lo, hi));
-            _mm_storeu_si128(out.as_mut_ptr().add(i).cast(), o);
+unsafe fn mul_ssse3<const XOR: bool>(c: u8, src: *const u8, dst: *mut u8, n: usize) {
+    // SAFETY (whole body): the caller guarantees SSSE3 and n valid bytes at both pointers;
+    // every access is at an index below n; unaligned access is allowed; each vector is read
+    // before it is written, so src == dst is fine.
+    unsafe {
+        let (lo, hi) = tables128(c);
+        let mut i = 0;
+        while i + 16 <= n {
+            let p = mul128(_mm_loadu_si128(src.add(i).cast()), lo, hi);
+            let p = if XOR { _mm_xor_si128(p, _mm_loadu_si128(dst.add(i).cast())) } else { p };
+            _mm_storeu_si128(dst.add(i).cast(), p);
+            i += 16;
         }
-        i += 16;
-    }
-    let t = &TABLES[usize::from(c)];
-    for (o, &x) in out[i..n].iter_mut().zip(&input[i..n]) {
-        *o ^= mul_tab(t, x);
+        let t = &TABLES[usize::from(c)];
+        while i < n {
+            let p = mul_tab(t, *src.add(i));
+            *dst.add(i) = if XOR { *dst.add(i) ^ p } else { p };
+            i += 1;
+        }
     }
 }
 
-/// For the last 32-byte window of a slice whose first `32 - rem` bytes an earlier vector
-/// already did: all-ones in the bytes still to do (the last `rem`), zero elsewhere. XOR is
-/// not idempotent, so the overlap must be masked rather than redone.
+/// For the last 32-byte window of a run whose first `32 - rem` bytes an earlier vector
+/// already did: all-ones in the last `rem` bytes (1..=32), zero elsewhere. Neither XOR nor
+/// scaling is idempotent, so the overlap must be masked rather than redone.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn tail_mask(rem: usize) -> __m256i {
@@ -129,9 +131,47 @@ unsafe fn tail_mask(rem: usize) -> __m256i {
         0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28,
         29, 30, 31,
     );
-    // rem is 1..=31 at every call, so 31 - rem fits an i8 and byte k is selected iff k > 31 - rem.
-    let first_new = (32 - rem.clamp(1, 32)) as i8;
-    _mm256_cmpgt_epi8(idx, _mm256_set1_epi8(first_new - 1))
+    // Byte k is selected iff k > 31 - rem; 31 - rem is in -1..=30, so it fits an i8.
+    let last_kept = (31 - rem.clamp(1, 32) as i32) as i8;
+    _mm256_cmpgt_epi8(idx, _mm256_set1_epi8(last_kept))
+}
+
+/// The AVX2 form of [`mul_ssse3`], same contract with AVX2 for SSSE3.
+#[target_feature(enable = "avx2")]
+unsafe fn mul_avx2<const XOR: bool>(c: u8, src: *const u8, dst: *mut u8, n: usize) {
+    // SAFETY (whole body): as in `mul_ssse3`; the last window starts at n - 32 >= 0, and AVX2
+    // implies SSSE3 for runs under 32 bytes.
+    unsafe {
+        if n < 32 {
+            return mul_ssse3::<XOR>(c, src, dst, n);
+        }
+        let (lo, hi) = tables256(c);
+        let mut i = 0;
+        while i + 32 <= n {
+            let p = mul256(_mm256_loadu_si256(src.add(i).cast()), lo, hi);
+            let p = if XOR { _mm256_xor_si256(p, _mm256_loadu_si256(dst.add(i).cast())) } else { p };
+            _mm256_storeu_si256(dst.add(i).cast(), p);
+            i += 32;
+        }
+        if i < n {
+            let w = n - 32;
+            let old = _mm256_loadu_si256(dst.add(w).cast());
+            let p = mul256(_mm256_loadu_si256(src.add(w).cast()), lo, hi);
+            let p = if XOR { _mm256_xor_si256(p, old) } else { p };
+            _mm256_storeu_si256(dst.add(w).cast(), _mm256_blendv_epi8(old, p, tail_mask(n - i)));
+        }
+    }
+}
+
+/// `out[i] ^= c · input[i]` over the common prefix.
+///
+/// # Safety
+/// The CPU must support SSSE3.
+#[target_feature(enable = "ssse3")]
+pub(super) unsafe fn axpy_ssse3(c: u8, input: &[u8], out: &mut [u8]) {
+    let n = input.len().min(out.len());
+    // SAFETY: SSSE3 by the caller; n bytes in both; distinct borrows do not overlap.
+    unsafe { mul_ssse3::<true>(c, input.as_ptr(), out.as_mut_ptr(), n) }
 }
 
 /// `out[i] ^= c · input[i]` over the common prefix.
@@ -141,35 +181,8 @@ unsafe fn tail_mask(rem: usize) -> __m256i {
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn axpy_avx2(c: u8, input: &[u8], out: &mut [u8]) {
     let n = input.len().min(out.len());
-    // SAFETY: the caller guarantees AVX2.
-    let (lo, hi) = unsafe { tables256(c) };
-    let mut i = 0;
-    while i + 32 <= n {
-        // SAFETY: i + 32 <= n, within both slices; unaligned access is allowed; distinct
-        // borrows do not overlap.
-        unsafe {
-            let x = _mm256_loadu_si256(input.as_ptr().add(i).cast());
-            let o = _mm256_loadu_si256(out.as_ptr().add(i).cast());
-            let o = _mm256_xor_si256(o, mul256(x, lo, hi));
-            _mm256_storeu_si256(out.as_mut_ptr().add(i).cast(), o);
-        }
-        i += 32;
-    }
-    if i < n && n >= 32 {
-        // The last window overlaps what is done; only its last n - i bytes change.
-        let w = n - 32;
-        // SAFETY: w + 32 = n, within both slices; unaligned access is allowed.
-        unsafe {
-            let x = _mm256_loadu_si256(input.as_ptr().add(w).cast());
-            let o = _mm256_loadu_si256(out.as_ptr().add(w).cast());
-            let done = _mm256_xor_si256(o, mul256(x, lo, hi));
-            let o = _mm256_blendv_epi8(o, done, tail_mask(n - i));
-            _mm256_storeu_si256(out.as_mut_ptr().add(w).cast(), o);
-        }
-        return;
-    }
-    // SAFETY: AVX2 implies SSSE3; it finishes a row shorter than 32 bytes.
-    unsafe { axpy_ssse3(c, &input[i..n], &mut out[i..n]) }
+    // SAFETY: AVX2 by the caller; n bytes in both; distinct borrows do not overlap.
+    unsafe { mul_avx2::<true>(c, input.as_ptr(), out.as_mut_ptr(), n) }
 }
 
 /// `v[i] = c · v[i]`.
@@ -178,22 +191,9 @@ pub(super) unsafe fn axpy_avx2(c: u8, input: &[u8], out: &mut [u8]) {
 /// The CPU must support SSSE3.
 #[target_feature(enable = "ssse3")]
 pub(super) unsafe fn scale_ssse3(c: u8, v: &mut [u8]) {
-    // SAFETY: the caller guarantees SSSE3.
-    let (lo, hi) = unsafe { tables128(c) };
-    let n = v.len();
-    let mut i = 0;
-    while i + 16 <= n {
-        // SAFETY: i + 16 <= n = v.len(); unaligned access is allowed.
-        unsafe {
-            let x = _mm_loadu_si128(v.as_ptr().add(i).cast());
-            _mm_storeu_si128(v.as_mut_ptr().add(i).cast(), mul128(x, lo, hi));
-        }
-        i += 16;
-    }
-    let t = &TABLES[usize::from(c)];
-    for x in &mut v[i..] {
-        *x = mul_tab(t, *x);
-    }
+    let p = v.as_mut_ptr();
+    // SAFETY: SSSE3 by the caller; v.len() bytes; in place (src == dst).
+    unsafe { mul_ssse3::<false>(c, p, p, v.len()) }
 }
 
 /// `v[i] = c · v[i]`.
@@ -202,20 +202,9 @@ pub(super) unsafe fn scale_ssse3(c: u8, v: &mut [u8]) {
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn scale_avx2(c: u8, v: &mut [u8]) {
-    // SAFETY: the caller guarantees AVX2.
-    let (lo, hi) = unsafe { tables256(c) };
-    let n = v.len();
-    let mut i = 0;
-    while i + 32 <= n {
-        // SAFETY: i + 32 <= n = v.len(); unaligned access is allowed.
-        unsafe {
-            let x = _mm256_loadu_si256(v.as_ptr().add(i).cast());
-            _mm256_storeu_si256(v.as_mut_ptr().add(i).cast(), mul256(x, lo, hi));
-        }
-        i += 32;
-    }
-    // SAFETY: AVX2 implies SSSE3.
-    unsafe { scale_ssse3(c, &mut v[i..]) }
+    let p = v.as_mut_ptr();
+    // SAFETY: AVX2 by the caller; v.len() bytes; in place (src == dst).
+    unsafe { mul_avx2::<false>(c, p, p, v.len()) }
 }
 
 /// Bytes of `out` one pass over the rows keeps in registers: four 32-byte accumulators leave
