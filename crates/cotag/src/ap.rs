@@ -291,15 +291,15 @@ impl Ap {
             self.stats.forwarded_high += 1;
             b.packet.to_bytes()?
         } else {
-            // Σ r_i · (coeffs_i ‖ payload_i) over everything held of this label.
-            let rows: Vec<Vec<u8>> = l
-                .packets
-                .iter()
-                .map(|b| [b.packet.coeffs.as_slice(), b.packet.payload.as_slice()].concat())
-                .collect();
-            let refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
-            let (_, mut combo) = gf::combine(&mut self.rng, &refs);
-            let payload = combo.split_off(l.n);
+            // Σ r_i · (coeffs_i ‖ payload_i) over everything held of this label. Every packet
+            // of a label has n coefficients and symbol_len payload bytes (checked on
+            // receipt), so the two parts combine separately to the same bytes, without
+            // copying each held packet into a concatenation for every Low sent.
+            let mult: Vec<u8> = l.packets.iter().map(|_| gf::nonzero(&mut self.rng)).collect();
+            let coeff_rows: Vec<&[u8]> = l.packets.iter().map(|b| b.packet.coeffs.as_slice()).collect();
+            let payload_rows: Vec<&[u8]> = l.packets.iter().map(|b| b.packet.payload.as_slice()).collect();
+            let combo = gf::combine_with(&mult, &coeff_rows);
+            let payload = gf::combine_with(&mult, &payload_rows);
             self.stats.forwarded_low += 1;
             CodedPacket {
                 label,
