@@ -2,53 +2,20 @@
 //! every session is held and completes, the server's RSS is read, fairness is reported; and
 //! a `perf --zero-copy` download from the same kind of server.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod common;
 
-/// Kills the server when the test ends, however it ends.
-struct Server(Child);
+use std::process::Command;
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A plaintext `fbdt perf --server` on an ephemeral loopback port, and its address.
-fn perf_server() -> (Server, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fbdt"))
-        .args([
-            "perf",
-            "--server",
-            "--listen",
-            "127.0.0.1:0",
-            "--max-sessions",
-            "32",
-            "--plaintext",
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    err.read_line(&mut line).unwrap();
-    // Keep draining the server's log: a closed pipe would fail its writes.
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    let server = Server(child);
-    let addr = line
-        .split('[')
-        .nth(1)
-        .and_then(|r| r.split(']').next())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    (server, addr)
+/// A plaintext `fbdt perf --server` on an ephemeral loopback port, and its FBDT address.
+fn perf_server() -> (common::Proc, String) {
+    let (server, fbdt, _) = common::perf_server(&[], &["--max-sessions", "32"]);
+    (server, fbdt.to_string())
 }
 
 #[test]
 fn load_holds_every_session_and_reports_json() {
     let (server, addr) = perf_server();
-    let pid = server.0.id().to_string();
+    let pid = server.id().to_string();
     let out = Command::new(env!("CARGO_BIN_EXE_fbdt"))
         .args([
             "load",

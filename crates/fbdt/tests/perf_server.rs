@@ -2,45 +2,15 @@
 //! deadline. A server limited to 1024 file descriptors (as a default `ulimit -n` is) takes
 //! 2,000 idle connections on its TCP port and its FBDT listener still serves a client.
 
-use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::net::TcpStream;
+use std::process::Command;
 use std::time::Duration;
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A plaintext perf server with at most 1024 descriptors: its FBDT and TCP addresses.
-fn limited_server() -> (Server, SocketAddr, SocketAddr) {
-    let mut child = Command::new("prlimit")
-        .args(["--nofile=1024:1024", env!("CARGO_BIN_EXE_fbdt")])
-        .args(["perf", "--server", "--listen", "127.0.0.1:0", "--plaintext"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("prlimit (util-linux)");
-    let mut line = String::new();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    err.read_line(&mut line).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    let server = Server(child);
-    let fbdt = line
-        .split('[')
-        .nth(1)
-        .and_then(|r| r.split(']').next())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-    let tcp = line.rsplit(' ').next().unwrap_or_default().trim();
-    (server, fbdt.parse().unwrap(), tcp.parse().unwrap())
-}
 
 #[test]
 fn idle_connections_on_the_tcp_port_leave_the_fbdt_listener_serving() {
-    let (_server, fbdt, tcp) = limited_server();
+    let (_server, fbdt, tcp) = common::perf_server(&["prlimit", "--nofile=1024:1024"], &[]);
     let mut idle = Vec::new();
     for _ in 0..2000 {
         if let Ok(s) = TcpStream::connect_timeout(&tcp, Duration::from_secs(2)) {
@@ -77,23 +47,8 @@ fn rss_mib(pid: u32) -> u64 {
 #[test]
 #[ignore]
 fn stuck_downloads_release_their_memory() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fbdt"))
-        .args(["perf", "--server", "--listen", "127.0.0.1:0", "--plaintext"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    err.read_line(&mut line).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    let server = Server(child);
-    let pid = server.0.id();
-    let addr = line
-        .split('[')
-        .nth(1)
-        .and_then(|r| r.split(']').next())
-        .unwrap()
-        .to_string();
+    let (server, addr, _) = common::perf_server(&[], &[]);
+    let pid = server.id();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let idle = rss_mib(pid);
     let _sessions = rt.block_on(async {

@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test file uses a part
 
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
@@ -40,7 +41,8 @@ impl Proc {
         Proc::spawn(cmd, args, ready)
     }
 
-    fn spawn(mut cmd: Command, args: &[&str], ready: impl Fn(&str) -> bool) -> Proc {
+    /// As [`Proc::start`], for any command (`args` only name it in a panic).
+    pub fn spawn(mut cmd: Command, args: &[&str], ready: impl Fn(&str) -> bool) -> Proc {
         let mut child = cmd.stderr(Stdio::piped()).spawn().unwrap();
         let mut err = BufReader::new(child.stderr.take().unwrap());
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -63,6 +65,10 @@ impl Proc {
         Proc { child, log }
     }
 
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn said(&self, needle: &str) -> bool {
         self.log.lock().unwrap().iter().any(|l| l.contains(needle))
     }
@@ -70,6 +76,37 @@ impl Proc {
     pub fn lines(&self) -> Vec<String> {
         self.log.lock().unwrap().clone()
     }
+}
+
+/// A plaintext `fbdt perf --server` on an ephemeral loopback port with `extra` arguments,
+/// run under `wrapper` (e.g. `prlimit --nofile=1024:1024`, which execs it; empty: directly):
+/// the process, its FBDT address and its kernel-TCP address (from its first line).
+pub fn perf_server(wrapper: &[&str], extra: &[&str]) -> (Proc, SocketAddr, SocketAddr) {
+    let mut args = vec!["perf", "--server", "--listen", "127.0.0.1:0", "--plaintext"];
+    args.extend_from_slice(extra);
+    let mut cmd = match wrapper.split_first() {
+        Some((program, before)) => {
+            let mut c = Command::new(program);
+            c.args(before).arg(env!("CARGO_BIN_EXE_fbdt"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_fbdt")),
+    };
+    cmd.args(&args);
+    let server = Proc::spawn(cmd, &args, |_| true);
+    let line = server.lines()[0].clone();
+    let fbdt = line
+        .split('[')
+        .nth(1)
+        .and_then(|r| r.split(']').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no FBDT address in the first line {line:?}"));
+    let tcp = line
+        .rsplit(' ')
+        .next()
+        .and_then(|a| a.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no TCP address at the end of the first line {line:?}"));
+    (server, fbdt, tcp)
 }
 
 /// A fresh temporary directory (removed when dropped).
