@@ -183,7 +183,7 @@ pub fn runtime_options(name: &str, scenario: &Scenario) -> Result<(String, Runti
         if per_path || opts.rto_floor || opts.eager_replacement {
             bail!("scheme `{name}`: kernel schemes take one controller for the whole run (`+cc=bbr`), no per-path or auto choice and no rtofloor");
         }
-    } else if !opts.is_empty() && !(base.starts_with("fbdt") || base.starts_with("mp:")) {
+    } else if !(opts.is_empty() || base.starts_with("fbdt") || base.starts_with("mp:")) {
         bail!("scheme `{name}`: `+cc=`, `+rtofloor=` and `+replace=` apply to fbdt, mp:*, mptcp and tcp:<path>");
     }
     opts.congestion.validate().map_err(|e| anyhow!("scheme `{name}`: {e}"))?;
