@@ -14,10 +14,13 @@
 //! - [`meta`]: an MPTCP-style meta layer with the published schedulers (the baselines);
 //! - [`config`]: the session's configuration, which builds the chosen scheme;
 //! - [`handshake`], [`connection`]: session keys; handshake, per-path framing, one endpoint;
-//!   [`delay_probe`]: the sampled in-order delivery delay a connection can record.
+//!   [`delay_probe`]: the sampled in-order delivery delay a connection can record;
+//! - [`path_policy`], [`cc_policy`]: clock-free policies a runtime consults about each
+//!   path's TCP connection (stall probes; the `auto` congestion-controller choice).
 
 #![forbid(unsafe_code)]
 
+pub mod cc_policy;
 pub mod config;
 pub mod connection;
 pub mod delay_probe;

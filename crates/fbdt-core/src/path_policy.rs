@@ -21,6 +21,11 @@ pub struct TcpSignals {
     pub since_last_ack: Duration,
     /// Smoothed RTT (`tcpi_rtt`).
     pub srtt: Duration,
+    /// Retransmission timeouts in a row without an ACK (`tcpi_backoff`).
+    pub backoff: u8,
+    /// Time since TCP last sent data (`tcpi_last_data_sent`, ms resolution): during a
+    /// back-off, since its timeout retransmission.
+    pub since_last_send: Duration,
 }
 
 /// TCP's own sign of a stall needs at least this much silence: a few RTOs' worth on the
@@ -28,6 +33,10 @@ pub struct TcpSignals {
 const MIN_SILENCE_MS: u64 = 300;
 /// ... or this many smoothed RTTs, on long paths.
 const SILENCE_RTTS: u64 = 4;
+/// A timeout retransmission counts as unanswered after this many RTTs ...
+const RTO_ANSWER_RTTS: u64 = 2;
+/// ... and at least this long (ms resolution of TCP_INFO, delayed ACKs on short paths).
+const RTO_ANSWER_MIN_MS: u64 = 10;
 
 impl TcpSignals {
     /// TCP's own sign: data is outstanding and no ACK came for `max(300 ms, 4 × srtt)`; the
@@ -35,6 +44,20 @@ impl TcpSignals {
     pub fn looks_stalled(&self) -> bool {
         let limit_ms = (self.srtt.as_micros() / 1000 * SILENCE_RTTS).max(MIN_SILENCE_MS);
         self.unacked > 0 && self.since_last_ack.as_micros() / 1000 > limit_ms
+    }
+
+    /// TCP's own timeout fired and its retransmission has had time for an answer and got
+    /// none: the link does not carry now. Until then TCP recovers on its own (on a lossy
+    /// radio the retransmission usually gets through), and a fresh connection would only
+    /// restart slow start and cost a handshake.
+    pub fn rto_failed(&self) -> bool {
+        let wait_ms = (self.srtt.as_micros() / 1000 * RTO_ANSWER_RTTS).max(RTO_ANSWER_MIN_MS);
+        self.unacked > 0 && self.backoff >= 1 && self.since_last_send.as_micros() / 1000 >= wait_ms
+    }
+
+    /// Replacing this connection is worth it: TCP's long silence, or its failed timeout.
+    fn replaceable(&self) -> bool {
+        self.looks_stalled() || self.rto_failed()
     }
 
     /// TCP's sign, or data outstanding and no ACK since the core reported the stall at
@@ -60,6 +83,11 @@ pub enum Decision {
     /// The probe connected and the old connection is still stalled (or gone): the fresh
     /// connection takes the path over.
     Replace,
+    /// The probe connected while the old connection is stalled but TCP has not yet given
+    /// up on it (its timeout has not fired, or its retransmission may still be answered):
+    /// keep the fresh connection aside. A later TCP_INFO sample turns it into `Replace`
+    /// (TCP failed) or `CancelProbe` (an ACK came).
+    Hold,
     /// The probe connected but is not needed (the old connection recovered, or the session
     /// is ending): close the fresh connection.
     DiscardProbe,
@@ -73,6 +101,8 @@ pub struct Abilities {
     /// This end can open connections for the path (a client that knows where the path
     /// goes) and the session is not ending.
     pub can_probe: bool,
+    /// A probe's connection is held aside ([`Decision::Hold`]).
+    pub holding: bool,
 }
 
 /// Stall state of one path.
@@ -99,8 +129,14 @@ impl PathPolicy {
             self.core_stalled_at = None;
         }
         if !tcp.stalled(self.core_stalled_at, now) {
-            if can.probing {
+            if can.probing || can.holding {
                 Decision::CancelProbe
+            } else {
+                Decision::Keep
+            }
+        } else if can.holding {
+            if tcp.replaceable() && can.can_probe {
+                Decision::Replace
             } else {
                 Decision::Keep
             }
@@ -113,10 +149,12 @@ impl PathPolicy {
     /// connection any more, or it cannot be read); `ending`: the session is ending.
     pub fn on_probe_connected(&self, old: Option<&TcpSignals>, now: Instant, ending: bool) -> Decision {
         let still_stalled = old.is_none_or(|t| t.stalled(self.core_stalled_at, now));
-        if still_stalled && !ending {
+        if !still_stalled || ending {
+            Decision::DiscardProbe
+        } else if old.is_none_or(TcpSignals::replaceable) {
             Decision::Replace
         } else {
-            Decision::DiscardProbe
+            Decision::Hold
         }
     }
 
@@ -127,7 +165,7 @@ impl PathPolicy {
     }
 
     fn probe_if(can: Abilities) -> Decision {
-        if !can.probing && can.can_probe {
+        if !can.probing && !can.holding && can.can_probe {
             Decision::Probe
         } else {
             Decision::Keep
@@ -143,26 +181,54 @@ mod tests {
         Instant::from_micros(v * 1000)
     }
 
-    /// Data outstanding, last ACK `ago` ms before the sample, 10 ms RTT.
+    /// Data outstanding, last ACK `ago` ms before the sample, 10 ms RTT; TCP's timeout
+    /// fired and its retransmission went out as long ago as the last ACK (a dead link).
     fn tcp(ago: u64) -> TcpSignals {
         TcpSignals {
             unacked: 10,
             since_last_ack: Duration::from_millis(ago),
             srtt: Duration::from_millis(10),
+            backoff: 1,
+            since_last_send: Duration::from_millis(ago),
+        }
+    }
+
+    /// As [`tcp`], but TCP's timeout has not fired yet (a lossy link waiting for its RTO).
+    fn waiting(ago: u64) -> TcpSignals {
+        TcpSignals {
+            backoff: 0,
+            since_last_send: Duration::from_millis(1),
+            ..tcp(ago)
+        }
+    }
+
+    /// As [`tcp`], but TCP's timeout retransmission went out `sent` ms ago.
+    fn retransmitted(ago: u64, sent: u64) -> TcpSignals {
+        TcpSignals {
+            since_last_send: Duration::from_millis(sent),
+            ..tcp(ago)
         }
     }
 
     const IDLE: Abilities = Abilities {
         probing: false,
         can_probe: true,
+        holding: false,
     };
     const PROBING: Abilities = Abilities {
         probing: true,
         can_probe: true,
+        holding: false,
+    };
+    const HOLDING: Abilities = Abilities {
+        probing: false,
+        can_probe: true,
+        holding: true,
     };
     const SERVER: Abilities = Abilities {
         probing: false,
         can_probe: false,
+        holding: false,
     };
 
     #[test]
@@ -181,6 +247,7 @@ mod tests {
                 unacked,
                 since_last_ack: Duration::from_millis(ago),
                 srtt: Duration::from_millis(srtt),
+                ..TcpSignals::default()
             };
             assert_eq!(t.looks_stalled(), want, "ago {ago} srtt {srtt} unacked {unacked}");
         }
@@ -261,6 +328,34 @@ mod tests {
             (1000, CoreStalled(SERVER), Decision::Keep),
             (1400, TcpInfo(tcp(400), SERVER), Decision::Keep),
             (1500, ProbeConnected(Some(tcp(500)), true), Decision::DiscardProbe),
+        ]);
+    }
+
+    #[test]
+    fn a_connection_waiting_for_its_own_timeout_is_not_replaced() {
+        use Feed::*;
+        play(&[
+            (1000, CoreStalled(IDLE), Decision::Probe),
+            // The probe connects 5 ms later; TCP has not retransmitted yet: held aside.
+            (1005, ProbeConnected(Some(waiting(35)), false), Decision::Hold),
+            (1010, TcpInfo(waiting(40), HOLDING), Decision::Keep),
+            // The timeout fired at 1170 and its retransmission is 4 ms old: not yet.
+            (1174, TcpInfo(retransmitted(204, 4), HOLDING), Decision::Keep),
+            // Its ACK came: the held connection is dropped, the old one carries on.
+            (1182, TcpInfo(waiting(2), HOLDING), Decision::CancelProbe),
+            (1190, TcpInfo(waiting(10), IDLE), Decision::Keep),
+        ]);
+    }
+
+    #[test]
+    fn a_held_probe_replaces_once_the_timeout_retransmission_goes_unanswered() {
+        use Feed::*;
+        play(&[
+            (1000, CoreStalled(IDLE), Decision::Probe),
+            (1005, ProbeConnected(Some(waiting(35)), false), Decision::Hold),
+            (1174, TcpInfo(retransmitted(204, 4), HOLDING), Decision::Keep),
+            // 20 ms (two RTTs) after the retransmission, still no ACK: the link is gone.
+            (1190, TcpInfo(retransmitted(220, 20), HOLDING), Decision::Replace),
         ]);
     }
 

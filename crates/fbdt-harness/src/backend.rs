@@ -16,7 +16,7 @@ use fbdt_scenario::Scenario;
 use crate::error::HarnessError;
 use crate::results::bursts::BurstStats;
 use crate::results::cotag::CotagCounters;
-use crate::results::{percentile, Counters, DelayPool, RunSummary, Sample, SchemeResult, TcpPathCounters};
+use crate::results::{percentile, Counters, DelayPool, PathTransport, RunSummary, Sample, SchemeResult, TcpPathCounters};
 use crate::scheme::Encryption;
 use crate::traffic::Traffic;
 
@@ -51,6 +51,10 @@ pub struct Outcome {
     pub per_path_bytes: BTreeMap<String, u64>,
     /// The simulator's TCP-level model: per path (empty over ideal pipes and on the testbed).
     pub tcp_per_path: Vec<(String, TcpPathCounters)>,
+    /// Testbed session schemes: per path, controllers (seconds each) and TCP's counters.
+    pub path_transport: Vec<(String, PathTransport)>,
+    /// Testbed kernel schemes run with `+cc=<name>`: that controller.
+    pub kernel_congestion: Option<String>,
     /// Session-based schemes: the data sender's and the data receiver's counters.
     pub counters: Option<(SenderStats, ReceiverStats)>,
     /// Session wake-ups per second of transfer (testbed, session-based schemes).
@@ -79,7 +83,15 @@ pub fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Outcome)>, 
     let mut delays = DelayPool::default();
     let mut cotag: Option<CotagCounters> = None;
     let mut bursts: Option<BurstStats> = None;
+    let mut path_transport: Option<BTreeMap<String, PathTransport>> = None;
     for (_, r) in &runs {
+        for (p, t) in &r.path_transport {
+            path_transport
+                .get_or_insert_with(BTreeMap::new)
+                .entry(p.clone())
+                .or_default()
+                .add(t);
+        }
         delays.add(&r.delay);
         if let Some(b) = &r.bursts {
             match &mut bursts {
@@ -122,6 +134,7 @@ pub fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Outcome)>, 
     let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
     let endpoint_cpu_cores = mean(runs.iter().filter_map(|(_, r)| r.endpoint_cpu_cores).collect());
     let wakeups_per_s = mean(runs.iter().filter_map(|(_, r)| r.wakeups_per_s).collect());
+    let kernel_congestion = runs.iter().find_map(|(_, r)| r.kernel_congestion.clone());
     let mut result = SchemeResult {
         scheme: name.to_string(),
         encryption: encryption.label().to_string(),
@@ -148,6 +161,11 @@ pub fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Outcome)>, 
         endpoint_cpu_cores,
         wakeups_per_s,
         tcp_per_path,
+        congestion_control: kernel_congestion,
+        path_transport: path_transport.map(|mut m| {
+            m.values_mut().for_each(PathTransport::normalise);
+            m
+        }),
         ..SchemeResult::default()
     };
     result.fill_ack_rate();

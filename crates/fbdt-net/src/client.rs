@@ -21,6 +21,7 @@ pub async fn connect(paths: Vec<PathSpec>, mut cfg: NetConfig) -> Result<Session
     if paths.len() > fbdt_core::wire::MAX_PATHS {
         return Err(Error::Config(format!("at most {} paths", fbdt_core::wire::MAX_PATHS)));
     }
+    cfg.congestion.validate().map_err(Error::Config)?;
     cfg.core.seed = rand::random();
     let mut conn = Connection::client(cfg.core.clone()).map_err(|e| Error::Config(e.to_string()))?;
     conn.set_local_key(os_key());

@@ -34,7 +34,7 @@ pub async fn dial_tcp(spec: &PathSpec, cfg: &NetConfig, mptcp: bool) -> io::Resu
             tracing::debug!("TCP_RTO_MAX_MS not available: {e}");
         }
     }
-    if let Some(cc) = &cfg.congestion {
+    if let Some(cc) = cfg.congestion.initial() {
         crate::sockopt::set_congestion(&sock, cc)
             .map_err(|e| io::Error::new(e.kind(), format!("TCP_CONGESTION {cc:?}: {e}")))?;
     }

@@ -12,7 +12,6 @@ use std::task::{Context, Poll};
 use std::time::Duration as StdDuration;
 
 use bytes::BytesMut;
-use fbdt_core::path_policy::Decision;
 use fbdt_core::wire::{frame_bytes_missing, prepare_recv_buf, FrameBuf};
 use fbdt_core::{max_frame_len, Duration, Event, Instant, PathBinding, PathId, Role};
 use tokio::io::AsyncWrite;
@@ -21,6 +20,7 @@ use tokio::time::Sleep;
 
 use crate::admission::{ConnTicket, Liveness};
 use crate::app::{AppPipe, Outbound};
+use crate::congestion::CcState;
 use crate::lowat::Lowat;
 use crate::paths::{Opened, PathManager};
 use crate::secure::PathStream;
@@ -109,6 +109,8 @@ pub(crate) struct Driver {
     useful: bool,
     /// Server: what admission reads to pick a session to evict, and may ask to close.
     liveness: Option<Arc<Liveness>>,
+    /// Each path's congestion controller and RTO floor.
+    cc: CcState,
 }
 
 impl Drop for Driver {
@@ -157,6 +159,7 @@ fn build(mut conn: fbdt_core::Connection, cfg: Arc<NetConfig>, specs: Option<Vec
         shared: shared.clone(),
         on_end: None,
         label,
+        cc: CcState::new(cfg.congestion.clone(), cfg.rto_floor),
         cfg,
         useful: false,
         liveness: None,
@@ -367,10 +370,9 @@ impl Driver {
                 Opened::Probe(i, s) => {
                     let old = self.paths[i].stream.as_ref().and_then(|o| sockopt::tcp_info(o).ok());
                     let old = old.map(|t| t.signals());
-                    if self.manager.on_probe_connected(i, old.as_ref(), now, self.ending()) != Decision::Replace {
-                        s.retire();
+                    let Some(s) = self.manager.on_probe_connected(i, s, old.as_ref(), now, self.ending()) else {
                         continue;
-                    }
+                    };
                     tracing::info!(session = %self.label, path = i, "fresh connection replaces a stalled one");
                     self.drop_stream(i);
                     self.conn.path_down(PathId(i as u8), now);
@@ -689,6 +691,7 @@ impl Driver {
                 continue;
             };
             if let Ok(info) = sockopt::tcp_info(s) {
+                self.cc.on_tick(i, s, &info, self.paths[i].connections, now);
                 self.paths[i].info = info;
                 self.conn.path_stats(PathId(i as u8), info.to_path_stats());
                 self.manager.on_tcp_info(i, &info.signals(), now, ending);
@@ -714,6 +717,7 @@ impl Driver {
                 reconnects: p.connections.saturating_sub(1),
                 probing: p.stream.is_some() && self.manager.probing(i),
                 tls_resumed: p.resumed,
+                cc: self.cc.report(i),
             })
             .collect();
         let stats = SessionStats {

@@ -19,6 +19,7 @@
 mod admission;
 mod app;
 mod client;
+pub mod congestion;
 mod dial;
 mod driver;
 mod lowat;
@@ -35,6 +36,7 @@ use std::time::Duration;
 
 pub use admission::{connection_cap, FD_RESERVE};
 pub use client::connect;
+pub use congestion::{Choice, CongestionPlan, PathCcReport};
 pub use dial::{connect_path, dial_tcp};
 pub use secure::{ClientCert, PathStream, Security, ServerIdentity, TlsClient, TlsServer, Trust};
 pub use server::{listen, Listener};
@@ -89,8 +91,19 @@ pub struct NetConfig {
     /// The protocol core's configuration. Its `seed` is replaced by a random one per session
     /// (it seeds the session keys).
     pub core: fbdt_core::Config,
-    /// TCP_CONGESTION for every path's socket; `None` = the system default.
-    pub congestion: Option<String>,
+    /// TCP_CONGESTION per path (see [`CongestionPlan`]); empty = the system default.
+    pub congestion: CongestionPlan,
+    /// Lower each connection's RTO floor (TCP_RTO_MIN_US, Linux ≥ 6.15) to about twice its
+    /// RTT plus a delayed ACK ([`congestion::rto_floor_us`]) instead of Linux's 200 ms, so a
+    /// lossy short path recovers from a timeout in tens of ms. Kernels without the option
+    /// keep theirs.
+    pub rto_floor: bool,
+    /// Client: a fresh connection replaces a stalled path's connection only once TCP's own
+    /// timeout retransmission went unanswered (or after TCP's long silence), not while TCP
+    /// may still recover it (`fbdt_core::path_policy`, `Decision::Hold`). `false`: the
+    /// earlier rule, replace as soon as a probe connects and no ACK came since the stall
+    /// (kept to measure the difference).
+    pub patient_replacement: bool,
     /// TCP_NOTSENT_LOWAT for every path's socket.
     pub notsent_lowat: u32,
     /// TCP_RTO_MAX_MS for every path's socket (kernels without it ignore this): bounds how
@@ -160,7 +173,9 @@ impl Default for NetConfig {
     fn default() -> Self {
         NetConfig {
             core: fbdt_core::Config::default(),
-            congestion: None,
+            congestion: CongestionPlan::default(),
+            rto_floor: false,
+            patient_replacement: true,
             // 128 KiB: a few maximal frames, so a path never has more than ~1 ms of unsent
             // data at 1 Gbit/s queued where the scheduler can no longer move it.
             notsent_lowat: 128 * 1024,

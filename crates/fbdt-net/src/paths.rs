@@ -53,6 +53,11 @@ struct Managed {
     dialing: Option<DialFuture>,
     /// Fresh connections being tried beside a stalled one.
     probe: Option<DialFuture>,
+    /// A probe's connection kept aside while TCP may still recover the old one
+    /// ([`Decision::Hold`]).
+    held: Option<PathStream>,
+    /// The held connection is to take over: handed out by the next [`PathManager::poll`].
+    release: bool,
     policy: PathPolicy,
     /// Re-dials in a row that did not lead to data on the path (failed to connect, or
     /// connected and died before anything arrived).
@@ -100,6 +105,7 @@ impl PathManager {
         Abilities {
             probing: self.paths.get(i).is_some_and(|m| m.probe.is_some()),
             can_probe: !ending && self.spec(i).is_some(),
+            holding: self.paths.get(i).is_some_and(|m| m.held.is_some()),
         }
     }
 
@@ -155,6 +161,12 @@ impl PathManager {
             }
         }
         for i in 0..self.paths.len() {
+            let m = &mut self.paths[i];
+            if std::mem::take(&mut m.release) {
+                if let Some(s) = m.held.take() {
+                    opened.push(Opened::Probe(i, s));
+                }
+            }
             let Some(Poll::Ready(r)) = self.paths[i].probe.as_mut().map(|f| f.as_mut().poll(cx)) else {
                 continue;
             };
@@ -188,21 +200,53 @@ impl PathManager {
         self.act(i, d);
     }
 
-    /// A probe of path `i` connected; `old` is the current connection's TCP_INFO, if any.
-    /// On [`Decision::Replace`] the caller installs the probe's connection (a re-dial under
-    /// way is dropped here); otherwise the probe's connection is to be closed.
-    pub fn on_probe_connected(&mut self, i: usize, old: Option<&TcpSignals>, now: Instant, ending: bool) -> Decision {
+    /// A probe of path `i` connected with `s`; `old` is the current connection's TCP_INFO,
+    /// if any. On [`Decision::Replace`] the connection comes back for the caller to install
+    /// (a re-dial under way is dropped here); on [`Decision::Hold`] it is kept aside here
+    /// until TCP_INFO decides; otherwise it was retired.
+    pub fn on_probe_connected(
+        &mut self,
+        i: usize,
+        s: PathStream,
+        old: Option<&TcpSignals>,
+        now: Instant,
+        ending: bool,
+    ) -> Option<PathStream> {
+        let label = self.label.clone();
+        let patient = self.cfg.patient_replacement;
         let slot = self.slot(i);
-        let d = slot.policy.on_probe_connected(old, now, ending);
-        if d == Decision::Replace {
-            retire_dial(slot.dialing.take());
+        match slot.policy.on_probe_connected(old, now, ending) {
+            Decision::Replace => {
+                retire_dial(slot.dialing.take());
+                Some(s)
+            }
+            Decision::Hold if !patient => {
+                retire_dial(slot.dialing.take());
+                Some(s)
+            }
+            Decision::Hold => {
+                tracing::debug!(session = %label, path = i, "probe connected; held while TCP may still recover");
+                if let Some(old) = slot.held.replace(s) {
+                    old.retire();
+                }
+                None
+            }
+            _ => {
+                s.retire();
+                None
+            }
         }
-        d
     }
 
     /// Another connection carries path `i` now, or none does.
     pub fn on_connection_changed(&mut self, i: usize) {
-        self.slot(i).policy.on_connection_changed();
+        let slot = self.slot(i);
+        slot.policy.on_connection_changed();
+        // A held probe was about the old connection.
+        slot.release = false;
+        if let Some(s) = slot.held.take() {
+            s.retire();
+        }
     }
 
     fn act(&mut self, i: usize, d: Decision) {
@@ -210,9 +254,14 @@ impl PathManager {
             Decision::Probe => self.start_probe(i),
             Decision::CancelProbe => {
                 retire_dial(self.paths[i].probe.take());
+                if let Some(s) = self.paths[i].held.take() {
+                    s.retire();
+                }
                 tracing::debug!(session = %self.label, path = i, "path recovered on its own; probe dropped");
             }
-            Decision::Keep | Decision::Replace | Decision::DiscardProbe => {}
+            // The held connection goes to the driver through `poll`, which asks again.
+            Decision::Replace => self.paths[i].release = self.paths[i].held.is_some(),
+            Decision::Keep | Decision::DiscardProbe | Decision::Hold => {}
         }
     }
 

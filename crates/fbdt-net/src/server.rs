@@ -96,6 +96,7 @@ pub async fn listen(addrs: &[SocketAddr], cfg: NetConfig) -> Result<Listener, Er
         return Err(Error::Config("no listen address".into()));
     }
     fbdt_core::Connection::server(cfg.core.clone()).map_err(|e| Error::Config(e.to_string()))?;
+    cfg.congestion.validate().map_err(Error::Config)?;
     if matches!(cfg.security, crate::Security::Client(_)) {
         return Err(Error::Config("a client's TLS settings given to a server".into()));
     }
@@ -162,7 +163,7 @@ fn tune(s: &TcpStream, cfg: &NetConfig) -> std::io::Result<()> {
         // Best effort: older kernels lack the option.
         let _ = crate::sockopt::set_rto_max_ms(s, ms);
     }
-    if let Some(cc) = &cfg.congestion {
+    if let Some(cc) = cfg.congestion.initial() {
         crate::sockopt::set_congestion(s, cc)?;
     }
     crate::sockopt::set_dead_peer_timeout(s, cfg.dead_peer_timeout)

@@ -56,6 +56,8 @@ pub struct PathReport {
     /// Connections of this path whose TLS handshake resumed an earlier TLS session (a
     /// re-join without a certificate exchange).
     pub tls_resumed: u32,
+    /// The controller in force and what it did (`crate::congestion`).
+    pub cc: crate::PathCcReport,
 }
 
 /// Counters of a session, refreshed every `NetConfig::stats_interval`.

@@ -42,6 +42,40 @@ pub fn set_congestion(fd: &impl AsRawFd, name: &str) -> io::Result<()> {
     }
 }
 
+/// The controller a socket runs (TCP_CONGESTION read back): what is in force, whatever
+/// was asked for.
+pub fn congestion(fd: &impl AsRawFd) -> io::Result<String> {
+    // TCP_CA_NAME_MAX in include/net/tcp.h.
+    let mut name = [0u8; 16];
+    let mut len = name.len() as libc::socklen_t;
+    // SAFETY: valid fd; the kernel writes at most `len` bytes into `name`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let name = &name[..(len as usize).min(name.len())];
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    Ok(String::from_utf8_lossy(&name[..end]).into_owned())
+}
+
+/// TCP_RTO_MIN_US (Linux ≥ 6.15; include/uapi/linux/tcp.h): this socket's floor under the
+/// retransmission timeout, in µs. The kernel takes 2 jiffies … 200 ms (it can only lower
+/// the system's floor).
+pub const TCP_RTO_MIN_US: libc::c_int = 45;
+
+/// Sets TCP_RTO_MIN_US.
+pub fn set_rto_min_us(fd: &impl AsRawFd, us: u32) -> io::Result<()> {
+    setsockopt_u32(fd.as_raw_fd(), TCP_RTO_MIN_US, us)
+}
+
 /// Sets SO_RCVLOWAT: the socket reports readable once this many bytes are queued (see
 /// the driver's `lowat` module for what else wakes it).
 pub fn set_rcvlowat(fd: &impl AsRawFd, bytes: u32) -> io::Result<()> {
@@ -72,8 +106,9 @@ fn setsockopt_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, v: u32) -> io
 }
 
 /// The prefix of the kernel's `struct tcp_info` (include/uapi/linux/tcp.h) up to
-/// `tcpi_delivery_rate` (kernel ≥ 4.9). Declared here because libc's copy differs between
-/// C libraries.
+/// `tcpi_total_rto_time` (kernel ≥ 6.7); older kernels fill less of it, and what they leave
+/// out is read as absent (see [`tcp_info`]). Declared here because libc's copy differs
+/// between C libraries.
 #[repr(C)]
 #[derive(Default)]
 struct TcpInfo {
@@ -120,6 +155,22 @@ struct TcpInfo {
     data_segs_in: u32,
     data_segs_out: u32,
     delivery_rate: u64,
+    busy_time: u64,
+    rwnd_limited: u64,
+    sndbuf_limited: u64,
+    delivered: u32,
+    delivered_ce: u32,
+    bytes_sent: u64,
+    bytes_retrans: u64,
+    dsack_dups: u32,
+    reord_seen: u32,
+    rcv_ooopack: u32,
+    snd_wnd: u32,
+    rcv_wnd: u32,
+    rehash: u32,
+    total_rto: u16,
+    total_rto_recoveries: u16,
+    total_rto_time: u32,
 }
 
 /// What TCP_INFO says about one connection.
@@ -135,11 +186,21 @@ pub struct TcpInfoSample {
     pub unacked: u32,
     /// Milliseconds since the last ACK arrived.
     pub last_ack_recv_ms: u32,
+    /// Milliseconds since data was last sent.
+    pub last_data_sent_ms: u32,
     /// RTO back-offs in a row (0 while ACKs arrive).
     pub backoff: u8,
     /// Bytes written and not yet acknowledged by the peer's TCP: unsent plus `unacked`
     /// segments of the sender's MSS. `None` on kernels without `notsent_bytes`.
     pub unacked_bytes: Option<u64>,
+    /// The lowest RTT seen (µs; 0 before a sample).
+    pub min_rtt_us: u32,
+    /// The current retransmission timeout (µs).
+    pub rto_us: u32,
+    /// Bytes TCP has seen acknowledged (kernel ≥ 4.1; 0 before).
+    pub bytes_acked: u64,
+    /// Retransmission timeouts so far (kernel ≥ 6.7); `None` on older kernels.
+    pub total_rto: Option<u16>,
 }
 
 impl TcpInfoSample {
@@ -148,6 +209,8 @@ impl TcpInfoSample {
         TcpSignals {
             unacked: self.unacked,
             since_last_ack: Duration::from_millis(u64::from(self.last_ack_recv_ms)),
+            backoff: self.backoff,
+            since_last_send: Duration::from_millis(u64::from(self.last_data_sent_ms)),
             srtt: Duration::from_micros(u64::from(self.srtt_us)),
         }
     }
@@ -179,15 +242,22 @@ pub fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfoSample> {
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    let full = len as usize >= std::mem::size_of::<TcpInfo>();
+    // A field is there when the kernel wrote up to its end.
+    let has = |end: usize| len as usize >= end;
+    let full = has(std::mem::offset_of!(TcpInfo, delivery_rate) + 8);
     Ok(TcpInfoSample {
         srtt_us: info.rtt,
         cwnd_bytes: u64::from(info.snd_cwnd) * u64::from(info.snd_mss),
         delivery_rate: full.then_some(info.delivery_rate),
         notsent_bytes: if full { info.notsent_bytes } else { 0 },
+        min_rtt_us: if full { info.min_rtt } else { 0 },
+        rto_us: info.rto,
+        bytes_acked: if full { info.bytes_acked } else { 0 },
+        total_rto: has(std::mem::offset_of!(TcpInfo, total_rto) + 2).then_some(info.total_rto),
         total_retrans: info.total_retrans,
         unacked: info.unacked,
         last_ack_recv_ms: info.last_ack_recv,
+        last_data_sent_ms: info.last_data_sent,
         backoff: info.backoff,
         unacked_bytes: full
             .then(|| u64::from(info.notsent_bytes) + u64::from(info.unacked) * u64::from(info.snd_mss)),

@@ -189,9 +189,15 @@ fn raise_fd_limit() {
 /// Settings shared by the subcommands.
 #[derive(clap::Args, Clone, Debug)]
 pub struct NetArgs {
-    /// TCP congestion control of every path (cubic, bbr, reno, …; default: the system's).
-    #[arg(long, value_name = "NAME")]
-    pub congestion: Option<String>,
+    /// TCP congestion control: one for every path (`cubic`, `bbr`, `reno`, …), per path by
+    /// index (`0=cubic,1=bbr`), or `auto` (BBR while a path's losses come without RTT
+    /// inflation, the default controller otherwise); default: the system's.
+    #[arg(long, value_name = "PLAN", value_parser = parse_congestion)]
+    pub congestion: Option<fbdt_net::CongestionPlan>,
+    /// Lower each connection's RTO floor to about twice its RTT plus 40 ms (TCP_RTO_MIN_US,
+    /// Linux ≥ 6.15) instead of the system's 200 ms.
+    #[arg(long)]
+    pub rto_floor: bool,
     #[command(flatten)]
     pub security: security::SecurityArgs,
     /// Server: most sessions at once (further HELLOs are refused).
@@ -209,10 +215,17 @@ pub struct NetArgs {
     pub wake_per_packet: bool,
 }
 
+fn parse_congestion(s: &str) -> Result<fbdt_net::CongestionPlan, String> {
+    let plan = fbdt_net::CongestionPlan::parse(s, &[])?;
+    plan.validate()?;
+    Ok(plan)
+}
+
 impl NetArgs {
     fn config(&self, security: fbdt_net::Security) -> fbdt_net::NetConfig {
         let mut cfg = fbdt_net::NetConfig {
-            congestion: self.congestion.clone(),
+            congestion: self.congestion.clone().unwrap_or_default(),
+            rto_floor: self.rto_floor,
             security,
             max_sessions: self.max_sessions,
             recv_lowat: !self.wake_per_packet,

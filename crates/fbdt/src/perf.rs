@@ -456,7 +456,7 @@ async fn client(a: PerfArgs) -> anyhow::Result<()> {
     if a.interval.is_nan() || a.interval <= 0.0 {
         bail!("--interval must be > 0");
     }
-    let cc = a.net.congestion.clone().unwrap_or_else(system_cc);
+    let cc = a.net.congestion.as_ref().map_or_else(system_cc, |p| p.to_string());
     let cfg = a.net.client_config()?;
     // The server's CPU time is asked on its TCP port just before and after the run.
     let mut cpu_port = a.paths[0].remote;

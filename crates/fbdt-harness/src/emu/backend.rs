@@ -235,6 +235,13 @@ fn run_one(
 ) -> Result<Outcome> {
     let ticks = (scenario.duration_s / 0.1).round() as u64;
     let transport = transport(name, scenario)?;
+    let (_, opts) = scheme::runtime_options(name, scenario)?;
+    // A kernel scheme's `+cc=` is the testbed's controller for this run (both namespaces).
+    let mut spec = spec.clone();
+    if let Some(cc) = opts.kernel_congestion().filter(|_| matches!(transport, Transport::Kernel(..))) {
+        spec.congestion_control = cc.to_string();
+    }
+    let spec = &spec;
     let base = bar.position();
     let mut tb = Testbed::start(spec, testbed).context("starting the testbed")?;
     let before = tb.path_counters()?;
@@ -257,10 +264,11 @@ fn run_one(
         }
         (Traffic::Bulk, Transport::Session(mut core, encryption)) => {
             scheme::buffer_parity(name, &mut core, testbed.tcp_buffer_max);
-            let net = NetConfig {
+            let mut net = NetConfig {
                 core: *core,
                 ..NetConfig::default()
             };
+            opts.apply(&mut net);
             let ends = crate::emu::session::Ends::new(encryption)?;
             let s = crate::emu::session::download(&tb, net, ends, scenario.duration_s, &progress)?;
             (s.transfer, Some((s.server, s.client)), s.delay)
@@ -311,8 +319,15 @@ fn run_one(
     // FBDT's last 100 ms — 1 % of a 10-s run.
     let bytes = transfer.bytes_by(scenario.duration_s);
     let secs = transfer.secs;
+    let path_transport = sessions
+        .as_ref()
+        .map(|(server, client)| path_transport(tb_paths(scenario), server, client))
+        .unwrap_or_default();
+    let kernel_cc = opts.kernel_congestion().map(str::to_string);
     Ok(Outcome {
         goodput_mbps: bytes as f64 * 8.0 / scenario.duration_s / 1e6,
+        path_transport,
+        kernel_congestion: kernel_cc,
         bytes,
         redundant_bytes: sessions.as_ref().map_or(0, |(_, c)| c.redundant_bytes_received),
         series,
@@ -331,6 +346,36 @@ fn run_one(
         fidelity: Some(fidelity),
         ..Outcome::default()
     })
+}
+
+fn tb_paths(scenario: &Scenario) -> Vec<String> {
+    scenario.paths.iter().map(|p| p.name.clone()).collect()
+}
+
+/// Per path, from the download's data sender (the server): the controllers in force and
+/// TCP's retransmissions and timeouts; reconnects as either end counted them (a client's
+/// re-dial and the server's JOIN are the same connection).
+fn path_transport(
+    names: Vec<String>,
+    server: &fbdt_net::SessionStats,
+    client: &fbdt_net::SessionStats,
+) -> Vec<(String, crate::results::PathTransport)> {
+    names
+        .into_iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let s = server.paths.get(i).cloned().unwrap_or_default();
+            let c = client.paths.get(i).cloned().unwrap_or_default();
+            let t = crate::results::PathTransport {
+                congestion_control: s.cc.seconds.clone(),
+                retransmits: s.cc.retransmits,
+                rto_count: s.cc.rto_count,
+                reconnects: u64::from(s.reconnects.max(c.reconnects)),
+                cc_switches: u64::from(s.cc.switches),
+            };
+            (name, t)
+        })
+        .collect()
 }
 
 /// Per path: bytes received ÷ what its scheduled rate carried over the `counted_s` seconds
@@ -372,10 +417,12 @@ fn run_bursts(
             if !name.contains("+sndbuf=") {
                 core.send_buffer = core.send_buffer.min(crate::emu::bursts::FBDT_BURST_SEND_BUFFER);
             }
-            let net = NetConfig {
+            let (_, opts) = scheme::runtime_options(name, scenario)?;
+            let mut net = NetConfig {
                 core: *core,
                 ..NetConfig::default()
             };
+            opts.apply(&mut net);
             (Some(net), Some(crate::emu::session::Ends::new(*encryption)?))
         }
         _ => (None, None),

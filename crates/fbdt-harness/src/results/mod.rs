@@ -120,6 +120,53 @@ pub struct SchemeResult {
     /// summed over repetitions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_per_path: Option<BTreeMap<String, TcpPathCounters>>,
+    /// Testbed, session schemes: per path, the congestion controller(s) in force and what
+    /// TCP did (data sender's side), summed over repetitions (docs/congestion.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_transport: Option<BTreeMap<String, PathTransport>>,
+    /// Testbed, kernel schemes run with `+cc=<name>`: that controller (the run's top-level
+    /// `congestion_control` is the scenario's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion_control: Option<String>,
+}
+
+/// One path's transport-level record (docs/congestion.md).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PathTransport {
+    /// Share of the time each controller was in force (sums to 1 when any was seen).
+    pub congestion_control: BTreeMap<String, f64>,
+    /// Segments TCP retransmitted (`tcpi_total_retrans`).
+    pub retransmits: u64,
+    /// Retransmission timeouts (`tcpi_total_rto`, kernel ≥ 6.7; `null` before).
+    pub rto_count: Option<u64>,
+    /// Connections opened for the path after the first.
+    pub reconnects: u64,
+    /// `auto`: controller switches.
+    pub cc_switches: u64,
+}
+
+impl PathTransport {
+    /// Adds another run's record; `seconds` are that run's seconds per controller, kept in
+    /// `congestion_control` until [`PathTransport::normalise`] turns them into shares.
+    pub fn add(&mut self, o: &PathTransport) {
+        for (k, v) in &o.congestion_control {
+            *self.congestion_control.entry(k.clone()).or_default() += v;
+        }
+        self.retransmits += o.retransmits;
+        self.rto_count = match (self.rto_count, o.rto_count) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        self.reconnects += o.reconnects;
+        self.cc_switches += o.cc_switches;
+    }
+
+    pub fn normalise(&mut self) {
+        let total: f64 = self.congestion_control.values().sum();
+        if total > 0.0 {
+            self.congestion_control.values_mut().for_each(|v| *v /= total);
+        }
+    }
 }
 
 impl Default for SchemeResult {
@@ -150,6 +197,8 @@ impl Default for SchemeResult {
             cotag: None,
             bursts: None,
             tcp_per_path: None,
+            path_transport: None,
+            congestion_control: None,
         }
     }
 }

@@ -84,6 +84,9 @@ impl Scheme {
 /// meta receive buffer, `mp:kernel` stalled on its shared window in `rats4` at the
 /// testbed's scale, where the testbed's kernel MPTCP grew its buffer and did not.)
 pub fn parse_sim(name: &str, scenario: &Scenario, seed: u64, limits: &TestbedLimits) -> Result<SimScheme> {
+    if !runtime_options(name, scenario)?.1.is_empty() {
+        bail!("scheme `{name}`: `+cc=`, `+rtofloor=` and `+replace=` run only on the emulated testbed (--backend emu) in this round: the simulator's TCP model has one controller per run");
+    }
     let mut parsed = parse(name, scenario, seed)?;
     if let Scheme::Fbdt(cfg, _) = &mut parsed {
         buffer_parity(name, cfg, limits.tcp_buffer_max);
@@ -109,9 +112,89 @@ pub fn buffer_parity(name: &str, core: &mut fbdt_core::Config, kernel_max: Optio
     }
 }
 
-/// Parses `"fbdt+rto=0.5+window=64k"`, `"tcp:wifi"`, … against the scenario's paths.
-pub fn parse(name: &str, scenario: &Scenario, seed: u64) -> Result<Scheme> {
+/// What a scheme name asks of the runtime's sockets rather than of the protocol core:
+/// `+cc=<plan>` (repeatable: `cc=bbr` every path, `cc=wigig:bbr` one path, `cc=auto` or
+/// `cc=wigig:auto`), `+rtofloor=on` and `+replace=eager|patient` on `fbdt` and `mp:*`; `+cc=<name>` (every path) on
+/// `mptcp` and `tcp:<path>`, where it becomes the testbed's controller for that run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RuntimeOptions {
+    pub congestion: fbdt_net::CongestionPlan,
+    pub rto_floor: bool,
+    /// `+replace=eager`: the earlier connection-replacement rule
+    /// (`NetConfig::patient_replacement` off), to measure the difference.
+    pub eager_replacement: bool,
+}
+
+impl RuntimeOptions {
+    pub fn is_empty(&self) -> bool {
+        self.congestion.is_empty() && !self.rto_floor && !self.eager_replacement
+    }
+
+    /// These options on a runtime configuration.
+    pub fn apply(&self, net: &mut fbdt_net::NetConfig) {
+        net.congestion = self.congestion.clone();
+        net.rto_floor = self.rto_floor;
+        net.patient_replacement = !self.eager_replacement;
+    }
+
+    /// The one controller a kernel scheme (`mptcp`, `tcp:<path>`) runs, if the name set one.
+    pub fn kernel_congestion(&self) -> Option<&str> {
+        self.congestion.initial()
+    }
+}
+
+/// Splits the runtime options ([`RuntimeOptions`]) off `name`: the rest is what [`parse`]
+/// reads. Controllers are checked against this kernel's list.
+pub fn runtime_options(name: &str, scenario: &Scenario) -> Result<(String, RuntimeOptions)> {
     let name = name.trim();
+    let names: Vec<&str> = scenario.paths.iter().map(|p| p.name.as_str()).collect();
+    let mut opts = RuntimeOptions::default();
+    let mut rest = Vec::new();
+    for (i, part) in name.split('+').enumerate() {
+        if i > 0 {
+            if let Some(v) = part.strip_prefix("cc=") {
+                let plan = fbdt_net::CongestionPlan::parse(v, &names).map_err(|e| anyhow!("scheme `{name}`: cc={e}"))?;
+                opts.congestion.extend(plan);
+                continue;
+            }
+            if let Some(v) = part.strip_prefix("rtofloor=") {
+                opts.rto_floor = match v {
+                    "on" | "1" | "true" => true,
+                    "off" | "0" | "false" => false,
+                    _ => bail!("scheme `{name}`: rtofloor=`{v}`: expected on or off"),
+                };
+                continue;
+            }
+            if let Some(v) = part.strip_prefix("replace=") {
+                opts.eager_replacement = match v {
+                    "eager" => true,
+                    "patient" => false,
+                    _ => bail!("scheme `{name}`: replace=`{v}`: expected eager or patient"),
+                };
+                continue;
+            }
+        }
+        rest.push(part);
+    }
+    let base = rest.join("+");
+    let kernel = base == "mptcp" || base.starts_with("tcp:");
+    if kernel {
+        let per_path = !opts.congestion.paths.is_empty() || matches!(opts.congestion.all, Some(fbdt_net::Choice::Auto));
+        if per_path || opts.rto_floor || opts.eager_replacement {
+            bail!("scheme `{name}`: kernel schemes take one controller for the whole run (`+cc=bbr`), no per-path or auto choice and no rtofloor");
+        }
+    } else if !(opts.is_empty() || base.starts_with("fbdt") || base.starts_with("mp:")) {
+        bail!("scheme `{name}`: `+cc=`, `+rtofloor=` and `+replace=` apply to fbdt, mp:*, mptcp and tcp:<path>");
+    }
+    opts.congestion.validate().map_err(|e| anyhow!("scheme `{name}`: {e}"))?;
+    Ok((base, opts))
+}
+
+/// Parses `"fbdt+rto=0.5+window=64k"`, `"tcp:wifi"`, … against the scenario's paths.
+/// Runtime options ([`runtime_options`]) are checked and left out of the [`Scheme`].
+pub fn parse(name: &str, scenario: &Scenario, seed: u64) -> Result<Scheme> {
+    let (base, _) = runtime_options(name, scenario)?;
+    let name = base.as_str();
     if let Some(path) = name.strip_prefix("tcp:") {
         let idx = scenario.path_index(path).ok_or_else(|| {
             let known: Vec<&str> = scenario.paths.iter().map(|p| p.name.as_str()).collect();
@@ -313,6 +396,35 @@ mod tests {
 
     fn scenario() -> Scenario {
         fbdt_scenario::builtin("los").expect("built-in")
+    }
+
+    #[test]
+    fn runtime_options_per_path_and_for_kernel_schemes() {
+        use fbdt_net::Choice;
+        let s = scenario();
+        let (base, o) = runtime_options("fbdt+acks=64k+cc=wigig:bbr+cc=auto+rtofloor=on", &s).unwrap();
+        assert_eq!(base, "fbdt+acks=64k");
+        let wigig = s.path_index("wigig").unwrap();
+        assert_eq!(o.congestion.choice(wigig), Some(&Choice::Named("bbr".into())));
+        assert_eq!(o.congestion.choice(1 - wigig), Some(&Choice::Auto));
+        assert!(o.rto_floor);
+        assert!(matches!(parse("fbdt+cc=wigig:bbr", &s, 1).unwrap(), Scheme::Fbdt(..)));
+        let (base, o) = runtime_options("mptcp+cc=bbr", &s).unwrap();
+        assert_eq!((base.as_str(), o.kernel_congestion()), ("mptcp", Some("bbr")));
+        assert!(matches!(parse("mptcp+cc=bbr", &s, 1).unwrap(), Scheme::KernelMptcp));
+        assert!(matches!(parse("tcp:wifi+cc=bbr", &s, 1).unwrap(), Scheme::Tcp { .. }));
+        let err = |n: &str| format!("{:#}", runtime_options(n, &s).unwrap_err());
+        assert!(err("fbdt+cc=lte:bbr").contains("no path `lte`"));
+        assert!(err("mptcp+cc=wigig:bbr").contains("one controller"));
+        assert!(err("mptcp+cc=auto").contains("one controller"));
+        assert!(err("fbdt+rtofloor=maybe").contains("on or off"));
+        assert!(err("fbdt+replace=now").contains("eager or patient"));
+        assert!(runtime_options("fbdt+replace=eager", &s).unwrap().1.eager_replacement);
+        if fbdt_net::congestion::available().is_some() {
+            assert!(err("fbdt+cc=nosuchcc").contains("not available"));
+        }
+        let lim = TestbedLimits { tcp_buffer_max: None };
+        assert!(format!("{:#}", parse_sim("fbdt+cc=bbr", &s, 1, &lim).unwrap_err()).contains("emulated testbed"));
     }
 
     #[test]

@@ -1,0 +1,391 @@
+//! Congestion control per path: which controller each path's TCP connection runs
+//! ([`CongestionPlan`]: one for all, one per path, or `auto`), the per-socket RTO floor, and
+//! what was in force (time shares, retransmissions, RTOs) for the results.
+//!
+//! Sockets are opened before the path they carry is known (a server learns it from the
+//! first frame), so they start with the plan's all-paths controller; the driver's periodic
+//! TCP_INFO pass ([`CcState::on_tick`]) then puts each connection on its path's controller.
+//! TCP_CONGESTION works on established sockets, which is also how `auto` switches.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::os::fd::AsRawFd;
+
+use fbdt_core::cc_policy::{AutoCc, CcClass, CcSample};
+use fbdt_core::{Duration, Instant};
+
+use crate::sockopt::{self, TcpInfoSample};
+
+/// The controller `auto` moves a path to when its losses are not congestion.
+pub const LOSS_TOLERANT: &str = "bbr";
+
+/// What one path runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// This Linux controller ("cubic", "bbr", …).
+    Named(String),
+    /// The default controller, or [`LOSS_TOLERANT`] while the path's losses come without
+    /// RTT inflation (`fbdt_core::cc_policy`).
+    Auto,
+}
+
+impl fmt::Display for Choice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Choice::Named(n) => f.write_str(n),
+            Choice::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+/// Which controller each path runs. Empty: the system's default on every path.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CongestionPlan {
+    /// Paths not named in `paths`.
+    pub all: Option<Choice>,
+    /// By path index.
+    pub paths: BTreeMap<usize, Choice>,
+}
+
+/// Linux's limit on a controller's name (TCP_CA_NAME_MAX, with its NUL).
+const MAX_NAME: usize = 15;
+
+fn choice(name: &str) -> Result<Choice, String> {
+    if name == "auto" {
+        return Ok(Choice::Auto);
+    }
+    let ok = !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if !ok {
+        return Err(format!(
+            "`{name}` is not a congestion-control name (1..={MAX_NAME} of a-z 0-9 _, or `auto`)"
+        ));
+    }
+    Ok(Choice::Named(name.to_string()))
+}
+
+impl CongestionPlan {
+    /// One controller for every path.
+    pub fn all(name: &str) -> Result<Self, String> {
+        Ok(CongestionPlan {
+            all: Some(choice(name)?),
+            paths: BTreeMap::new(),
+        })
+    }
+
+    /// Parses `cubic` (every path), `wifi=cubic,wigig=bbr` or `1:bbr` (per path; a path is
+    /// a name from `names` or an index), `auto`, or a mix (`cubic,wigig=auto`: the bare name
+    /// is for the paths not listed). Names are checked for form only; [`Self::validate`]
+    /// asks the kernel.
+    pub fn parse(s: &str, names: &[&str]) -> Result<Self, String> {
+        let mut plan = CongestionPlan::default();
+        for item in s.split(',').map(str::trim) {
+            let kv = item.split_once('=').or_else(|| item.split_once(':'));
+            match kv {
+                None => {
+                    if plan.all.is_some() {
+                        return Err(format!("`{s}`: more than one controller for all paths"));
+                    }
+                    plan.all = Some(choice(item)?);
+                }
+                Some((key, name)) => {
+                    let idx = names
+                        .iter()
+                        .position(|n| *n == key)
+                        .or_else(|| key.parse::<usize>().ok())
+                        .ok_or_else(|| {
+                            let known = if names.is_empty() {
+                                "path indexes 0, 1, …".to_string()
+                            } else {
+                                format!("paths {} or their indexes", names.join(", "))
+                            };
+                            format!("`{item}`: no path `{key}` ({known})")
+                        })?;
+                    if !names.is_empty() && idx >= names.len() {
+                        return Err(format!("`{item}`: path index {idx} out of range (0..{})", names.len()));
+                    }
+                    if plan.paths.insert(idx, choice(name.trim())?).is_some() {
+                        return Err(format!("`{s}`: path `{key}` named twice"));
+                    }
+                }
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Merges `other` in (its entries win).
+    pub fn extend(&mut self, other: CongestionPlan) {
+        if other.all.is_some() {
+            self.all = other.all;
+        }
+        self.paths.extend(other.paths);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.all.is_none() && self.paths.is_empty()
+    }
+
+    /// What path `i` runs; `None`: the system's default.
+    pub fn choice(&self, i: usize) -> Option<&Choice> {
+        self.paths.get(&i).or(self.all.as_ref())
+    }
+
+    /// The controller a new socket gets before its path is known.
+    pub fn initial(&self) -> Option<&str> {
+        match &self.all {
+            Some(Choice::Named(n)) => Some(n),
+            Some(Choice::Auto) | None => None,
+        }
+    }
+
+    /// Every named controller (and `auto`'s [`LOSS_TOLERANT`]) must be one this kernel has
+    /// (`/proc/sys/net/ipv4/tcp_available_congestion_control`).
+    pub fn validate(&self) -> Result<(), String> {
+        let Some(avail) = available() else {
+            // Not Linux or no /proc: the first setsockopt says it.
+            return Ok(());
+        };
+        for c in self.all.iter().chain(self.paths.values()) {
+            let name = match c {
+                Choice::Named(n) => n.as_str(),
+                Choice::Auto => LOSS_TOLERANT,
+            };
+            if !avail.iter().any(|a| a == name) {
+                return Err(format!(
+                    "congestion control `{name}` is not available in this kernel (available: {}; \
+                     `modprobe tcp_{name}` may add it)",
+                    avail.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for CongestionPlan {
+    /// The form [`CongestionPlan::parse`] reads back (paths by index).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut items: Vec<String> = self.all.iter().map(|c| c.to_string()).collect();
+        items.extend(self.paths.iter().map(|(i, c)| format!("{i}={c}")));
+        f.write_str(&items.join(","))
+    }
+}
+
+/// The controllers this kernel has; `None` when that cannot be read.
+pub fn available() -> Option<Vec<String>> {
+    let s = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").ok()?;
+    Some(s.split_whitespace().map(str::to_string).collect())
+}
+
+/// A socket's RTO floor for a path whose smoothed RTT is `srtt`: twice the RTT (the queue
+/// may double it) plus Linux's shortest delayed-ACK timer (TCP_ATO_MIN, 40 ms), so an
+/// ACK that was merely late does not fire a spurious timeout; never above Linux's 200 ms.
+pub fn rto_floor_us(srtt_us: u32) -> u32 {
+    const DELACK_US: u32 = 40_000;
+    const LINUX_RTO_MIN_US: u32 = 200_000;
+    srtt_us.saturating_mul(2).saturating_add(DELACK_US).min(LINUX_RTO_MIN_US)
+}
+
+/// What ran on one path over the session, for the results.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PathCcReport {
+    /// The controller in force now (TCP_CONGESTION read back); empty before a connection.
+    pub in_force: String,
+    /// Seconds each controller was in force on this path's connections.
+    pub seconds: BTreeMap<String, f64>,
+    /// Segments retransmitted on this path's connections (`tcpi_total_retrans`, summed
+    /// over connections).
+    pub retransmits: u64,
+    /// Retransmission timeouts (`tcpi_total_rto`, kernel ≥ 6.7); `None` before that.
+    pub rto_count: Option<u64>,
+    /// `auto`: times the controller was switched.
+    pub switches: u32,
+    /// The RTO floor set on the current connection (µs); `None`: the system's.
+    pub rto_floor_us: Option<u32>,
+}
+
+/// The per-path state behind [`CcState`].
+#[derive(Default)]
+struct PathCc {
+    /// Which of the path's connections (its count of connections) the fields below are about.
+    connection: u32,
+    /// The controller asked for on the current connection.
+    asked: Option<String>,
+    /// `auto`: the connection's default controller (what it ran before any switch).
+    default: Option<String>,
+    auto: AutoCc,
+    switches_before: u32,
+    floor_refused: bool,
+    last_tick: Option<Instant>,
+    /// Counters of the connections before the current one.
+    retrans_before: u64,
+    rto_before: u64,
+    last: TcpInfoSample,
+    report: PathCcReport,
+}
+
+/// Every path's controller state; the driver calls [`CcState::on_tick`] with each TCP_INFO
+/// sample.
+pub(crate) struct CcState {
+    plan: CongestionPlan,
+    rto_floor: bool,
+    paths: Vec<PathCc>,
+}
+
+impl CcState {
+    pub fn new(plan: CongestionPlan, rto_floor: bool) -> Self {
+        CcState {
+            plan,
+            rto_floor,
+            paths: Vec::new(),
+        }
+    }
+
+    /// Path `i`'s connection number `connection` (the path's count of connections so far)
+    /// gave `info` at `now`: put it on its controller and RTO floor, and account.
+    pub fn on_tick(&mut self, i: usize, fd: &impl AsRawFd, info: &TcpInfoSample, connection: u32, now: Instant) {
+        if self.paths.len() <= i {
+            self.paths.resize_with(i + 1, PathCc::default);
+        }
+        let choice = self.plan.choice(i).cloned();
+        let p = &mut self.paths[i];
+        if p.connection != connection {
+            // A new connection: fold the old one's counters in, start over.
+            p.retrans_before += u64::from(p.last.total_retrans);
+            p.rto_before += u64::from(p.last.total_rto.unwrap_or(0));
+            p.switches_before += p.auto.switches();
+            *p = PathCc {
+                connection,
+                retrans_before: p.retrans_before,
+                rto_before: p.rto_before,
+                switches_before: p.switches_before,
+                last_tick: p.last_tick,
+                report: PathCcReport {
+                    rto_floor_us: None,
+                    ..std::mem::take(&mut p.report)
+                },
+                ..PathCc::default()
+            };
+        }
+        // Time since the last tick goes to what was in force during it.
+        if let Some(t) = p.last_tick {
+            if !p.report.in_force.is_empty() {
+                *p.report.seconds.entry(p.report.in_force.clone()).or_default() += now.saturating_since(t).as_secs_f64();
+            }
+        }
+        p.last_tick = Some(now);
+        p.last = *info;
+        if p.default.is_none() {
+            p.default = sockopt::congestion(fd).ok();
+        }
+        let want = match &choice {
+            None => None,
+            Some(Choice::Named(n)) => Some(n.clone()),
+            Some(Choice::Auto) => {
+                let s = CcSample {
+                    total_retrans: info.total_retrans,
+                    srtt: Duration::from_micros(u64::from(info.srtt_us)),
+                    min_rtt: Duration::from_micros(u64::from(info.min_rtt_us)),
+                };
+                match p.auto.on_sample(&s, now) {
+                    CcClass::Default => p.default.clone(),
+                    CcClass::LossTolerant => Some(LOSS_TOLERANT.to_string()),
+                }
+            }
+        };
+        if want.is_some() && want != p.asked {
+            let name = want.as_deref().unwrap_or_default();
+            if let Err(e) = sockopt::set_congestion(fd, name) {
+                // Validated at start; a refusal now (e.g. not permitted) leaves the
+                // connection on what it runs, said once per connection.
+                tracing::warn!(path = i, "TCP_CONGESTION {name:?}: {e}");
+            }
+            p.asked = want;
+        }
+        if let Ok(n) = sockopt::congestion(fd) {
+            p.report.in_force = n;
+        }
+        if self.rto_floor && !p.floor_refused && info.srtt_us > 0 {
+            let floor = rto_floor_us(info.srtt_us);
+            // Re-set only on a change of a tenth or more: every setsockopt is a syscall.
+            let stale = p
+                .report
+                .rto_floor_us
+                .is_none_or(|f| f.abs_diff(floor) * 10 > f);
+            if stale {
+                match sockopt::set_rto_min_us(fd, floor) {
+                    Ok(()) => p.report.rto_floor_us = Some(floor),
+                    Err(e) => {
+                        tracing::debug!(path = i, "TCP_RTO_MIN_US not available: {e}");
+                        p.floor_refused = true;
+                    }
+                }
+            }
+        }
+        p.report.retransmits = p.retrans_before + u64::from(info.total_retrans);
+        p.report.rto_count = info.total_rto.map(|r| p.rto_before + u64::from(r));
+        p.report.switches = p.switches_before + p.auto.switches();
+    }
+
+    /// What ran on path `i` so far.
+    pub fn report(&self, i: usize) -> PathCcReport {
+        self.paths.get(i).map(|p| p.report.clone()).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_form() {
+        let names = ["wifi", "wigig"];
+        let p = CongestionPlan::parse("bbr", &names).unwrap();
+        assert_eq!((p.choice(0), p.choice(1)), (Some(&Choice::Named("bbr".into())), Some(&Choice::Named("bbr".into()))));
+        let p = CongestionPlan::parse("wifi=cubic,wigig=bbr", &names).unwrap();
+        assert_eq!(p.choice(1), Some(&Choice::Named("bbr".into())));
+        assert_eq!(p.initial(), None);
+        let p = CongestionPlan::parse("cubic,1:auto", &names).unwrap();
+        assert_eq!((p.choice(0), p.choice(1)), (Some(&Choice::Named("cubic".into())), Some(&Choice::Auto)));
+        assert_eq!(p.initial(), Some("cubic"));
+        assert_eq!(p.to_string(), "cubic,1=auto");
+        assert_eq!(CongestionPlan::parse(&p.to_string(), &names).unwrap(), p);
+        // Without names, indexes only.
+        assert_eq!(CongestionPlan::parse("3=bbr", &[]).unwrap().choice(3), Some(&Choice::Named("bbr".into())));
+    }
+
+    #[test]
+    fn bad_plans_say_why() {
+        let names = ["wifi", "wigig"];
+        for (s, want) in [
+            ("lte=bbr", "no path `lte`"),
+            ("5=bbr", "out of range"),
+            ("wifi=bbr,wifi=cubic", "named twice"),
+            ("cubic,bbr", "more than one"),
+            ("Cubic!", "not a congestion-control name"),
+            ("wifi=", "not a congestion-control name"),
+        ] {
+            let e = CongestionPlan::parse(s, &names).unwrap_err();
+            assert!(e.contains(want), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn unknown_controllers_are_refused_by_name() {
+        if available().is_none() {
+            eprintln!("SKIP: no /proc/sys/net/ipv4/tcp_available_congestion_control");
+            return;
+        }
+        let e = CongestionPlan::all("nosuchcc").unwrap().validate().unwrap_err();
+        assert!(e.contains("`nosuchcc` is not available"), "{e}");
+    }
+
+    #[test]
+    fn the_floor_follows_the_rtt_within_linux_bounds() {
+        assert_eq!(rto_floor_us(0), 40_000);
+        assert_eq!(rto_floor_us(5_000), 50_000);
+        assert_eq!(rto_floor_us(100_000), 200_000);
+        assert_eq!(rto_floor_us(u32::MAX), 200_000);
+    }
+}
