@@ -10,10 +10,6 @@ use fbdt_harness::BackendKind;
 use fbdt_scenario::Scenario;
 use fbdt_sim::PathModel;
 
-/// The smallest scaled queue: 10 packets of 1500 bytes, so that a path keeps a few
-/// packets' buffer at any scale.
-const QUEUE_FLOOR_BYTES: u64 = 10 * 1500;
-
 #[derive(Args, Debug)]
 pub struct FaultsArgs {
     /// Built-in scenario name or a scenario .toml file (at least two paths).
@@ -82,16 +78,10 @@ pub fn run(args: FaultsArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     } else {
         args.kinds.clone()
     };
-    let mut params = fbdt_harness::sim::sim_params(&scenario, args.model, 0, &limits);
-    // Queues scaled with the rates keep the scenario's queueing delays: a gap is a time,
-    // and a 1000-packet queue at 5 % of the rate would hold 20 times longer.
-    for q in &mut params.queue_bytes {
-        *q = ((*q as f64 * args.scale).round() as u64).max(QUEUE_FLOOR_BYTES);
-    }
     let campaign = SimCampaign {
         scenario: &scenario,
         scale: args.scale,
-        params,
+        params: fbdt_harness::faults::sim_params(&scenario, args.model, args.scale, &limits),
         limits,
         schemes,
         kinds: kinds.clone(),

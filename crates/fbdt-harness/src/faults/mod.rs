@@ -155,6 +155,21 @@ pub fn bound_ms(scenario: &Scenario, plan: &[Fault]) -> f64 {
     best.map_or(BOUND_FLOOR_MS, |rtt| BOUND_FLOOR_MS.max(2.0 * rtt))
 }
 
+/// The smallest scaled queue: 10 packets of 1500 bytes, so that a path keeps a few
+/// packets' buffer at any scale.
+const QUEUE_FLOOR_BYTES: u64 = 10 * 1500;
+
+/// The simulator's parameters for a campaign at `scale`: [`crate::sim::sim_params`] with
+/// the bottleneck queues scaled as the rates are. A gap is a time, and a 1000-packet queue
+/// at 5 % of the rate would hold 20 times longer than the scenario's.
+pub fn sim_params(scenario: &Scenario, model: fbdt_sim::PathModel, scale: f64, limits: &TestbedLimits) -> SimParams {
+    let mut params = crate::sim::sim_params(scenario, model, 0, limits);
+    for q in &mut params.queue_bytes {
+        *q = ((*q as f64 * scale).round() as u64).max(QUEUE_FLOOR_BYTES);
+    }
+    params
+}
+
 /// A simulator campaign: `runs` plans × `schemes`.
 pub struct SimCampaign<'a> {
     pub scenario: &'a Scenario,
