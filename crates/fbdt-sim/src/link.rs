@@ -550,7 +550,16 @@ impl Link {
             let (queue_s, repair) = match &mut self.tcp {
                 None => (0.0, None),
                 Some(tcp) => {
-                    let (queue_s, overflow) = tcp.queue((self.window_bytes + len as u64) as f64, self.rate, base_rtt);
+                    // Bytes whose ACK is only held back by a cut reverse direction have
+                    // left the bottleneck: they are in the window, not in the queue.
+                    let past: u64 = if self.acks_held {
+                        let clock = self.clock;
+                        self.window.iter().filter(|u| u.ack_s <= clock).map(|u| u.len as u64).sum()
+                    } else {
+                        0
+                    };
+                    let queued = (self.window_bytes - past + len as u64) as f64;
+                    let (queue_s, overflow) = tcp.queue(queued, self.rate, base_rtt);
                     let repair = tcp.lost(len, self.loss, overflow, packed).map(|after| {
                         // Segments sent after the lost one within its round trip: the
                         // rest of the window (SACKs clock out new ones, limited transmit),

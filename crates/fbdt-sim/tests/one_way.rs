@@ -93,3 +93,53 @@ fn an_outage_on_a_missing_path_is_an_error() {
     let err = run(&schedule(), &SimScheme::Fbdt(Config::default()), &params, |_| {}).err();
     assert!(matches!(err, Some(SimError::NoSuchPath(2, 2))), "{err:?}");
 }
+
+/// Found by the fault campaign (issue 41, `fbdt-lab faults tc-normal`, run 438): with its
+/// uplink cut, a path's TCP model counted every byte whose ACK was held as still queued at
+/// the bottleneck, so each new chunk waited longer; the path went on trickling, FBDT's
+/// ACK RTT of it climbed with every sample (and its stall timeout, 3 × that, with it),
+/// and the stream waited out the whole outage for the path's last segments. A TCP
+/// connection without ACKs stops once its window is full: FBDT must then see the path
+/// stalled and the stream go on over the other path.
+#[test]
+fn an_uplink_cut_stops_the_path_and_the_stream_goes_on() {
+    let schedule = Schedule {
+        duration_s: 4.0,
+        ..schedule()
+    };
+    let params = SimParams {
+        model: PathModel::Tcp,
+        queue_bytes: vec![50 * 1500; 2],
+        one_way_outages: vec![OneWayOutage {
+            path: 0,
+            direction: Direction::Up,
+            at_s: 1.0,
+            duration_s: 2.0,
+        }],
+        ..SimParams::default()
+    };
+    let scheme = SimScheme::Fbdt(Config::default());
+    let mut sim = fbdt_sim::Sim::new(&schedule, &scheme, &params).unwrap();
+    let (mut arrived_at_2s, mut delivered_at_2s) = (None, 0);
+    loop {
+        sim.step().unwrap();
+        let t = sim.now().as_secs_f64();
+        if t >= 2.0 && arrived_at_2s.is_none() {
+            arrived_at_2s = Some(sim.data_arrived()[0]);
+            delivered_at_2s = sim.bytes_delivered();
+        }
+        if t >= 2.9 {
+            break;
+        }
+        sim.advance().unwrap();
+    }
+    let (arrived, delivered) = (sim.data_arrived()[0], sim.bytes_delivered());
+    assert_eq!(Some(arrived), arrived_at_2s, "the cut path kept carrying without ACKs");
+    // 0.9 s on the other path alone (40 Mbit/s): well over a megabyte, not a trickle.
+    assert!(delivered - delivered_at_2s > 2_000_000, "the stream stalled behind the cut path");
+    let out = sim.finish();
+    assert!(
+        out.log.iter().any(|l| l.contains("PathStalled(PathId(0))")),
+        "FBDT never saw the cut path stall"
+    );
+}
