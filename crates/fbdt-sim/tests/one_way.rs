@@ -94,13 +94,11 @@ fn an_outage_on_a_missing_path_is_an_error() {
     assert!(matches!(err, Some(SimError::NoSuchPath(2, 2))), "{err:?}");
 }
 
-/// Found by the fault campaign (issue 41, `fbdt-lab faults tc-normal`, run 438): with its
-/// uplink cut, a path's TCP model counted every byte whose ACK was held as still queued at
-/// the bottleneck, so each new chunk waited longer; the path went on trickling, FBDT's
-/// ACK RTT of it climbed with every sample (and its stall timeout, 3 × that, with it),
-/// and the stream waited out the whole outage for the path's last segments. A TCP
-/// connection without ACKs stops once its window is full: FBDT must then see the path
-/// stalled and the stream go on over the other path.
+/// With its uplink cut, a path's connection gets no ACKs: it stops once its window is full
+/// (no trickle), FBDT sees the path stall and the stream goes on over the other path. (The
+/// campaign's defect behind this, issue 41, needed tc-normal's rates and queues to show:
+/// its regression test is fbdt-harness/tests/faults.rs; this one pins the behaviour on a
+/// plain two-path schedule.)
 #[test]
 fn an_uplink_cut_stops_the_path_and_the_stream_goes_on() {
     let schedule = Schedule {
