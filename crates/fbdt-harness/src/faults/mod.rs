@@ -210,7 +210,7 @@ impl SimCampaign<'_> {
         bar.set_length(cases.len() as u64);
         crate::parallel::map(&cases, self.jobs, bar, |(run, scheme, plan)| {
             let seed = self.seed.wrapping_add(*run);
-            let mut r = sim::run_one(self.scenario, self.scale, &self.params, &self.limits, scheme, seed, plan)?;
+            let (mut r, _log) = sim::run_traced(self.scenario, self.scale, &self.params, &self.limits, scheme, seed, plan)?;
             r.run = *run;
             r.scheme = scheme.clone();
             r.seed = seed;

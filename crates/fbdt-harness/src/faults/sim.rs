@@ -67,20 +67,8 @@ pub fn reconnect_s(scenario: &Scenario, f: &Fault) -> f64 {
 }
 
 /// Runs `scheme` under `plan` (a fault-free copy of `scenario`, its `params`) and measures
-/// what the receiver saw.
-pub fn run_one(
-    scenario: &Scenario,
-    scale: f64,
-    params: &SimParams,
-    limits: &TestbedLimits,
-    scheme_name: &str,
-    seed: u64,
-    plan: &[Fault],
-) -> Result<RunResult> {
-    run_traced(scenario, scale, params, limits, scheme_name, seed, plan).map(|(r, _)| r)
-}
-
-/// [`run_one`], with the simulator's time-stamped log of schedule and protocol events.
+/// what the receiver saw; returns the simulator's time-stamped log of schedule and protocol
+/// events beside it.
 pub fn run_traced(
     scenario: &Scenario,
     scale: f64,
