@@ -8,7 +8,7 @@ use fbdt_scenario::{Event, EventKind, Scenario};
 use fbdt_sim::{Direction, OneWayOutage, PathReset, Sim, SimError, SimParams};
 
 use super::plan::{Fault, FaultKind, TAIL_S};
-use super::RunResult;
+use super::result::RunResult;
 use crate::scheme;
 use crate::TestbedLimits;
 
