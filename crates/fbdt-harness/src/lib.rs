@@ -11,6 +11,7 @@
 //!   simulator's implementation in [`sim`] and the testbed's in [`emu`], and the one
 //!   [`backend::aggregate`] of repetitions into a result; [`error::HarnessError`] is what
 //!   they fail with;
+//! - [`faults`]: the fault campaign (seeded plans, the simulator's runs, their summary);
 //! - [`progress`]: progress bars that log when stderr is not a terminal; [`parallel`]:
 //!   independent simulator runs spread over cores.
 //!
@@ -19,6 +20,7 @@
 pub mod backend;
 pub mod emu;
 pub mod error;
+pub mod faults;
 pub mod parallel;
 pub mod process;
 pub mod progress;

@@ -4,6 +4,7 @@ mod agree;
 mod app;
 mod bench;
 mod calibrate;
+mod faults;
 mod jpoc_cmd;
 mod paper;
 mod run;
@@ -38,6 +39,9 @@ enum Command {
     /// Emulated testbed: find the largest scale this host emulates faithfully (cached for
     /// later runs), then each path alone and all together, configured vs measured (root).
     Calibrate(calibrate::CalibrateArgs),
+    /// Fault campaign: seeded cuts, resets, blockages, one-way outages and flaps on every
+    /// path; longest delivery gap, reuse after return, bytes lost, survival (docs/faults.md).
+    Faults(faults::FaultsArgs),
     /// Remove network namespaces left behind by a crashed testbed run.
     Clean(calibrate::CleanArgs),
     /// Schemes × the values of one parameter in the simulator, in parallel (--jobs).
@@ -101,6 +105,7 @@ fn real_main() -> Result<()> {
         Command::Paper(args) => paper::run(args, &testbed),
         Command::Scenarios => scenarios(),
         Command::Calibrate(args) => calibrate::run_calibrate(args, &testbed),
+        Command::Faults(args) => faults::run(args, &testbed),
         Command::Clean(args) => calibrate::run_clean(args),
         Command::Bench(cmd) => bench::run(cmd, &testbed),
         Command::Sweep(args) => sweep::run(args, &testbed),

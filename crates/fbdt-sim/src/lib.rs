@@ -19,7 +19,7 @@ pub mod tcp;
 pub use endpoint::EndpointError;
 pub use error::SimError;
 pub use link::{Chunk, LinkParams, TcpInfo};
-pub use params::{PathModel, PathReset, Payload, SimOutcome, SimParams, SimScheme, TcpCounters, Verification};
+pub use params::{Direction, OneWayOutage, PathModel, PathReset, Payload, SimOutcome, SimParams, SimScheme, TcpCounters, Verification};
 pub use run::run;
 pub use sim::Sim;
 pub use tcp::{CongestionControl, TcpParams};

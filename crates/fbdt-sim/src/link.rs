@@ -179,6 +179,9 @@ pub struct Link {
     /// nothing else that could differ). Cleared by anything that changes the head, the
     /// rate or a stall.
     cruise: Option<f64>,
+    /// The opposite direction is cut ([`Link::hold_acks`]): no TCP-level ACK comes back,
+    /// so the window does not move.
+    acks_held: bool,
 }
 
 /// A serialised chunk awaiting its ACK.
@@ -233,6 +236,27 @@ impl Link {
             lazy_until: Instant::ZERO,
             next_memo: Cell::new(None),
             cruise: None,
+            acks_held: false,
+        }
+    }
+
+    /// The opposite direction of this connection is cut (`held`) or back at `now`: while
+    /// held, bytes already in the window still arrive but no ACK does, so the sender stops
+    /// once its window is full (the TCP model's timers are not told: the outage of the
+    /// other direction is what the TCP model of that direction backs off for). On release
+    /// the ACKs held back arrive one delay later, as the first ACK sent after the outage.
+    pub fn hold_acks(&mut self, now: Instant, held: bool) {
+        if self.acks_held == held {
+            return;
+        }
+        self.next_memo.set(None);
+        self.cruise = None;
+        self.acks_held = held;
+        if !held {
+            let back = secs(now) + self.delay_s;
+            for u in &mut self.window {
+                u.ack_s = u.ack_s.max(back);
+            }
         }
     }
 
@@ -447,7 +471,7 @@ impl Link {
             // The loop's first round while the head is still serialising: nothing but the
             // ACKs due can change (a push queues behind the head; a wake-up or a stall
             // needs an empty backlog or a full window; `set` and `flush` clear this).
-            while self.window.front().is_some_and(|u| u.ack_s <= self.clock) {
+            while !self.acks_held && self.window.front().is_some_and(|u| u.ack_s <= self.clock) {
                 self.next_memo.set(None);
                 let u = self.window.pop_front().expect("checked");
                 self.window_bytes -= u.len as u64;
@@ -459,7 +483,7 @@ impl Link {
         }
         self.cruise = None;
         loop {
-            while self.window.front().is_some_and(|u| u.ack_s <= self.clock) {
+            while !self.acks_held && self.window.front().is_some_and(|u| u.ack_s <= self.clock) {
                 self.next_memo.set(None);
                 let u = self.window.pop_front().expect("checked");
                 self.window_bytes -= u.len as u64;
@@ -493,7 +517,7 @@ impl Link {
                     "a full window in the middle of a pipe's chunk"
                 );
                 match self.window.front() {
-                    Some(u) if ack_due(u.ack_s) => {
+                    Some(u) if !self.acks_held && ack_due(u.ack_s) => {
                         self.next_memo.set(None);
                         self.clock = self.clock.max(u.ack_s);
                         continue;
@@ -542,7 +566,16 @@ impl Link {
             let (queue_s, repair) = match &mut self.tcp {
                 None => (0.0, None),
                 Some(tcp) => {
-                    let (queue_s, overflow) = tcp.queue((self.window_bytes + len as u64) as f64, self.rate, base_rtt);
+                    // Bytes whose ACK is only held back by a cut reverse direction have
+                    // left the bottleneck: they are in the window, not in the queue.
+                    let past: u64 = if self.acks_held {
+                        let clock = self.clock;
+                        self.window.iter().filter(|u| u.ack_s <= clock).map(|u| u.len as u64).sum()
+                    } else {
+                        0
+                    };
+                    let queued = (self.window_bytes - past + len as u64) as f64;
+                    let (queue_s, overflow) = tcp.queue(queued, self.rate, base_rtt);
                     let repair = tcp.lost(len, self.loss, overflow, packed).map(|after| {
                         // Segments sent after the lost one within its round trip: the
                         // rest of the window (SACKs clock out new ones, limited transmit),
@@ -648,7 +681,7 @@ impl Link {
                 if let Some(until) = self.stalled_until() {
                     consider(instant_ceil(until));
                 } else if self.window_bytes >= self.window_limit() {
-                    if let Some(u) = self.window.front() {
+                    if let Some(u) = self.window.front().filter(|_| !self.acks_held) {
                         consider(instant_ceil(u.ack_s));
                     }
                 } else if self.rate > 0.0 && (self.tcp.is_some() || !self.is_lazy()) {

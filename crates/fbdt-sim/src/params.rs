@@ -113,6 +113,8 @@ pub struct SimParams {
     /// Connections killed mid-run (a TCP reset, a dead interface), each optionally
     /// reconnected later.
     pub path_resets: Vec<PathReset>,
+    /// One direction of a path cut for a while, the other left up ([`OneWayOutage`]).
+    pub one_way_outages: Vec<OneWayOutage>,
     /// Goodput series resolution.
     pub sample_interval_s: f64,
     /// Steps in a row that may happen at the same instant before the run is declared a
@@ -138,6 +140,7 @@ impl Default for SimParams {
             seed: 0,
             transfer_bytes: None,
             path_resets: Vec::new(),
+            one_way_outages: Vec::new(),
             sample_interval_s: 0.1,
             max_steps_at_one_instant: 10_000,
             scan_notice_s: 0.1,
@@ -153,6 +156,28 @@ pub struct PathReset {
     pub at_s: f64,
     pub path: usize,
     pub reconnect_after_s: Option<f64>,
+}
+
+/// One direction of a path's connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Server → client: the download's data.
+    Down,
+    /// Client → server: the download's ACKs (FBDT's and TCP's).
+    Up,
+}
+
+/// Direction `direction` of path `path` carries nothing in `[at_s, at_s + duration_s)`
+/// (a radio that lost its uplink or downlink) while the other direction stays up. A TCP
+/// connection needs both: its bytes still flow the other way, but their TCP-level ACKs
+/// are held until the outage ends, so that direction stops once its window is full. The
+/// connection is not reset; nothing reconnects while either direction is down.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OneWayOutage {
+    pub path: usize,
+    pub direction: Direction,
+    pub at_s: f64,
+    pub duration_s: f64,
 }
 
 /// What a run measured.

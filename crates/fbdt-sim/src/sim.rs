@@ -16,7 +16,7 @@ use fbdt_scenario::{PathTimeline, Schedule};
 use crate::endpoint::{FbdtEnd, Side, SimEndpoint, TcpEnd};
 use crate::error::SimError;
 use crate::link::{Chunk, Link};
-use crate::params::{PathModel, PathReset, SimOutcome, SimParams, SimScheme, DEFAULT_QUEUE_BYTES};
+use crate::params::{Direction, PathModel, PathReset, SimOutcome, SimParams, SimScheme, DEFAULT_QUEUE_BYTES};
 use crate::sndbuf::MetaSndbuf;
 use crate::tcp::TcpParams;
 
@@ -65,6 +65,8 @@ struct PathSim {
     step_at: Vec<Instant>,
     /// The next scan notice: [`PathSim::pending_scan_notice`], kept until it is given.
     scan_notice: Option<(usize, Instant)>,
+    /// The data and the reverse direction are cut by a one-way outage.
+    cut: [bool; 2],
 }
 
 impl PathSim {
@@ -121,6 +123,37 @@ impl PathSim {
         self.data.flush();
         self.reverse.flush();
     }
+
+    /// Both directions carry: what a handshake (a reconnect, a probe's SYN) needs.
+    fn both_up(&self) -> bool {
+        self.data.is_up() && self.reverse.is_up()
+    }
+
+    /// Applies `step` to both links with the one-way cuts `cut` (call `advance(now)`
+    /// first); a cut direction also holds the other direction's ACKs.
+    fn set_links(&mut self, now: Instant, step: &fbdt_scenario::Step, cut: [bool; 2]) {
+        let rate = |c: bool| if c { 0.0 } else { step.rate_mbps };
+        self.data.set(now, rate(cut[0]), step.delay_ms, step.loss);
+        self.reverse.set(now, rate(cut[1]), step.delay_ms, 0.0);
+        self.data.hold_acks(now, cut[1]);
+        self.reverse.hold_acks(now, cut[0]);
+        self.cut = cut;
+    }
+}
+
+/// A one-way outage as the stepping machine uses it: path, direction index (0 data,
+/// 1 reverse), start and end.
+type Cut = (usize, usize, Instant, Instant);
+
+/// Which directions of `path` the one-way outages cut at `now`.
+fn cut_at(cuts: &[Cut], path: usize, now: Instant) -> [bool; 2] {
+    let mut out = [false; 2];
+    for &(p, d, from, to) in cuts {
+        if p == path && from <= now && now < to {
+            out[d] = true;
+        }
+    }
+    out
 }
 
 /// One simulated run in progress.
@@ -152,6 +185,13 @@ pub struct Sim<'a> {
     same_instant: u32,
     over: bool,
     buf: Chunk,
+    /// One-way outages, and every start and end of one, sorted, with the first not yet
+    /// passed.
+    cuts: Vec<Cut>,
+    cut_edges: Vec<Instant>,
+    next_edge: usize,
+    /// Payload bytes that arrived in the data direction on each path.
+    arrived: Vec<u64>,
     /// Delivered chunks' buffers, reused for the next frames (saves an allocation and the
     /// page faults of a fresh buffer per frame).
     spare: Vec<Chunk>,
@@ -258,6 +298,7 @@ impl<'a> Sim<'a> {
                     scanning: false,
                     step_at,
                     scan_notice: None,
+                    cut: [false; 2],
                 }
             })
             .collect::<Vec<PathSim>>();
@@ -268,6 +309,23 @@ impl<'a> Sim<'a> {
         if let Some(r) = params.path_resets.iter().find(|r| r.path >= n) {
             return Err(SimError::NoSuchPath(r.path, n));
         }
+        if let Some(o) = params.one_way_outages.iter().find(|o| o.path >= n) {
+            return Err(SimError::NoSuchPath(o.path, n));
+        }
+        let cuts: Vec<Cut> = params
+            .one_way_outages
+            .iter()
+            .map(|o| {
+                let d = match o.direction {
+                    Direction::Down => 0,
+                    Direction::Up => 1,
+                };
+                (o.path, d, at(o.at_s), at(o.at_s + o.duration_s))
+            })
+            .collect();
+        let mut cut_edges: Vec<Instant> = cuts.iter().flat_map(|&(_, _, a, b)| [a, b]).collect();
+        cut_edges.sort();
+        cut_edges.dedup();
         let mut resets = params.path_resets.clone();
         resets.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
         let sample = at(params.sample_interval_s).as_micros().max(1);
@@ -293,6 +351,10 @@ impl<'a> Sim<'a> {
             resets,
             reset_at,
             next_reset: 0,
+            cuts,
+            cut_edges,
+            next_edge: 0,
+            arrived: vec![0; n],
             timeouts,
             now: Instant::ZERO,
             end: at(schedule.duration_s),
@@ -334,6 +396,13 @@ impl<'a> Sim<'a> {
     /// client asks for more. Takes effect at the next [`Sim::step`].
     pub fn set_app_limit(&mut self, bytes: u64) {
         self.server.set_app_limit(bytes);
+    }
+
+    /// Payload bytes that arrived in the data direction on each path so far (the shared
+    /// payload mode's, [`crate::Payload::Shared`]; frames' headers and control frames not
+    /// counted): when a path carried data again after a fault.
+    pub fn data_arrived(&self) -> &[u64] {
+        &self.arrived
     }
 
     /// Goodput samples so far: (end of interval in s, Mbit/s).
@@ -428,6 +497,7 @@ impl<'a> Sim<'a> {
             consider(p.reconnect.flatten());
             consider(p.probe.map(|pr| pr.connects_at.unwrap_or(pr.next_syn)));
         }
+        consider(self.cut_edges.get(self.next_edge).copied());
         consider(self.timeouts[0]);
         consider(self.timeouts[1]);
         consider(self.reset_at.get(self.next_reset).copied());
@@ -530,13 +600,16 @@ impl<'a> Sim<'a> {
     fn apply_schedule(&mut self) {
         let now = self.now;
         let notice_s = self.params.scan_notice_s;
+        while self.cut_edges.get(self.next_edge).is_some_and(|&t| t <= now) {
+            self.next_edge += 1;
+        }
         let (server, client) = (&mut self.server, &mut self.client);
         for (i, (p, tl)) in self.paths.iter_mut().zip(&self.schedule.paths).enumerate() {
+            let cut = cut_at(&self.cuts, i, now);
             while let Some(step) = tl.steps.get(p.next_step).filter(|_| p.step_at[p.next_step] <= now) {
                 p.data.advance(now);
                 p.reverse.advance(now);
-                p.data.set(now, step.rate_mbps, step.delay_ms, step.loss);
-                p.reverse.set(now, step.rate_mbps, step.delay_ms, 0.0);
+                p.set_links(now, step, cut);
                 if p.scanning && !step.scan {
                     p.scanning = false;
                     server.path_hint(i, Hint::ScanEnded);
@@ -567,8 +640,16 @@ impl<'a> Sim<'a> {
             }
             p.data.advance(now);
             p.reverse.advance(now);
+            if cut != p.cut {
+                let step = tl.steps[p.next_step - 1];
+                p.set_links(now, &step, cut);
+                let way = |c: bool| if c { "cut" } else { "up" };
+                self.out
+                    .log
+                    .push(format!("{now} {} down {} up {}", tl.name, way(cut[0]), way(cut[1])));
+            }
             match p.reconnect {
-                Some(None) if p.data.is_up() => {
+                Some(None) if p.both_up() => {
                     let wait = p.reconnect_delay_s.take().unwrap_or(2.0 * p.data.delay_s());
                     p.reconnect = Some(Some(now + Duration::from_secs_f64(wait)));
                 }
@@ -614,7 +695,7 @@ impl<'a> Sim<'a> {
             if let Some(t) = pr.connects_at.filter(|&t| t <= now) {
                 debug_assert!(t <= now);
                 p.probe = None;
-                if stalled && p.data.is_up() {
+                if stalled && p.both_up() {
                     p.data.replace_connection();
                     p.reverse.replace_connection();
                     self.server.path_down(i, now);
@@ -632,7 +713,7 @@ impl<'a> Sim<'a> {
                     p.probe = None;
                     continue;
                 }
-                if p.data.is_up() {
+                if p.both_up() {
                     pr.connects_at = Some(now + Duration::from_secs_f64(2.0 * p.data.delay_s()));
                 }
                 pr.next_syn = now + Duration::from_secs_f64(PROBE_PERIOD_S);
@@ -646,6 +727,7 @@ impl<'a> Sim<'a> {
     fn deliver(&mut self) -> Result<(), SimError> {
         let now = self.now;
         let spare = &mut self.spare;
+        let arrived = &mut self.arrived;
         for (side, ep) in [(Side::Client, &mut self.client), (Side::Server, &mut self.server)] {
             for (i, p) in self.paths.iter_mut().enumerate() {
                 let link = if side == Side::Client {
@@ -654,6 +736,9 @@ impl<'a> Sim<'a> {
                     &mut p.reverse
                 };
                 while let Some(mut chunk) = link.pop_arrival(now) {
+                    if side == Side::Client {
+                        arrived[i] += chunk.payload.len() as u64;
+                    }
                     ep.recv(i, &chunk, now).map_err(|source| SimError::Endpoint {
                         side,
                         t: now.as_secs_f64(),

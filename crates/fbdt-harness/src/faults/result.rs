@@ -1,0 +1,32 @@
+//! What one fault run measured: plain data, filled by the backend's run ([`super::sim`])
+//! and summed up by [`super::Summary`].
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::Fault;
+
+/// What one run measured (the issue's `runs[]`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub run: u64,
+    pub scheme: String,
+    pub seed: u64,
+    pub plan: Vec<Fault>,
+    /// Longest time between two in-order deliveries (and from the last one to the end),
+    /// from the receiver's timestamps at 1 ms resolution.
+    pub max_gap_ms: u64,
+    /// When that gap began, s.
+    pub max_gap_at_s: f64,
+    /// From the end of the plan's last outage that returns to the first payload byte
+    /// arriving on that path; `None` for a cut, or a path the scheme never used again.
+    pub reuse_after_return_ms: Option<f64>,
+    /// max(50 ms, 2 × base RTT of the best path the plan leaves working).
+    pub bound_ms: f64,
+    pub bytes_delivered: u64,
+    pub bytes_lost: u64,
+    pub bytes_duplicated: u64,
+    /// No error, and the receiver still got bytes in the run's last seconds.
+    pub survived: bool,
+    pub error: Option<String>,
+}
+

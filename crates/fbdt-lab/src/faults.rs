@@ -1,0 +1,153 @@
+//! `fbdt-lab faults`: the fault campaign (fbdt_harness::faults, docs/faults.md) — this file
+//! only reads the command line, runs it and prints the summary.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use fbdt_harness::faults::{FaultKind, Report, SimCampaign, Summary};
+use fbdt_harness::BackendKind;
+use fbdt_scenario::Scenario;
+use fbdt_sim::PathModel;
+
+#[derive(Args, Debug)]
+pub struct FaultsArgs {
+    /// Built-in scenario name or a scenario .toml file (at least two paths).
+    pub scenario: String,
+    /// Fault plans; each runs once per scheme.
+    #[arg(long, default_value_t = 100)]
+    pub runs: u64,
+    /// Only the simulator runs campaigns for now (docs/faults.md).
+    #[arg(long, value_enum, default_value = "sim")]
+    pub backend: BackendKind,
+    /// Comma-separated schemes (as in `fbdt-lab run`); default fbdt, mp:minrtt and single
+    /// TCP on the first path.
+    #[arg(long, value_delimiter = ',')]
+    pub schemes: Vec<String>,
+    /// Comma-separated fault kinds; default all: cut, blackhole, reset, blockage, uplink,
+    /// downlink, flap.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub kinds: Vec<FaultKind>,
+    /// Campaign seed: plan i and its run use seed + i.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Simulated seconds per run (at least 5: warm-up, faults up to 2 s, 1.5 s after).
+    #[arg(long, default_value_t = 6.0)]
+    pub duration: f64,
+    /// Factor on every path rate and, under `--model tcp`, every bottleneck queue (small
+    /// keeps a run cheap; gaps are set by delays, queueing delays and timers, which the
+    /// scaled queues keep as they are at full rate).
+    #[arg(long, default_value_t = 0.05)]
+    pub scale: f64,
+    /// Simulator path model; `tcp` has retransmission timers that back off in an outage.
+    #[arg(long, default_value = "tcp")]
+    pub model: PathModel,
+    /// Threads (default: one per CPU).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Write the campaign JSON here (runs[] and summary per scheme).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+pub fn run(args: FaultsArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
+    if args.backend == BackendKind::Emu {
+        bail!("`faults --backend emu` is not built yet; run the simulator campaign (--backend sim)");
+    }
+    if !(args.scale.is_finite() && args.scale > 0.0 && args.scale <= 10.0) {
+        bail!("--scale must be in (0, 10], got {}", args.scale);
+    }
+    if args.runs > 1_000_000 {
+        bail!("--runs must be at most 1 000 000, got {}", args.runs);
+    }
+    let mut scenario = Scenario::load(&args.scenario)?;
+    fbdt_harness::set_duration(&mut scenario, Some(args.duration))?;
+    let limits = fbdt_harness::TestbedLimits::from(testbed);
+    let schemes = if args.schemes.is_empty() {
+        let first = &scenario.paths[0].name;
+        vec!["fbdt".to_string(), "mp:minrtt".to_string(), format!("tcp:{first}")]
+    } else {
+        args.schemes.clone()
+    };
+    for s in &schemes {
+        fbdt_harness::scheme::parse_sim(s, &scenario, scenario.seed, &limits)
+            .with_context(|| format!("scheme `{s}`"))?;
+    }
+    let kinds = if args.kinds.is_empty() {
+        FaultKind::ALL.to_vec()
+    } else {
+        args.kinds.clone()
+    };
+    let campaign = SimCampaign {
+        scenario: &scenario,
+        scale: args.scale,
+        params: fbdt_harness::faults::sim_params(&scenario, args.model, args.scale, &limits),
+        limits,
+        schemes,
+        kinds: kinds.clone(),
+        runs: args.runs,
+        seed: args.seed,
+        jobs: fbdt_harness::parallel::jobs(args.jobs)?,
+    };
+    let bar = fbdt_harness::progress::bar(0).with_style(
+        indicatif::ProgressStyle::with_template("faults [{bar:30}] {pos}/{len} runs, ETA {eta}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let runs = campaign.run(&bar)?;
+    bar.finish_and_clear();
+    let mut report = Report {
+        scenario: scenario.name.clone(),
+        backend: "sim".into(),
+        model: args.model.to_string(),
+        scale: args.scale,
+        duration_s: scenario.duration_s,
+        seed: args.seed,
+        kinds,
+        runs,
+        summary: Default::default(),
+        groups: Default::default(),
+    };
+    report.summarise();
+    print_report(&report);
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn print_report(r: &Report) {
+    println!(
+        "faults on {} (sim, model {}, scale {}, {} s per run, seed {})",
+        r.scenario, r.model, r.scale, r.duration_s, r.seed
+    );
+    let head = format!(
+        "{:<26} {:>5} {:>7} {:>7} {:>7} {:>6} {:>8} {:>6} {:>6} {:>9} {:>9}",
+        "scheme / fault@path", "runs", "gap p50", "p99", "max", ">bound", "survived", "lost", "dup", "reuse p50", "reuse max"
+    );
+    println!("{head}");
+    let line = |name: &str, s: &Summary| {
+        let ms = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
+        println!(
+            "{:<26} {:>5} {:>7} {:>7} {:>7} {:>6} {:>8} {:>6} {:>6} {:>9} {:>9}",
+            name,
+            s.runs,
+            s.p50_max_gap_ms,
+            s.p99_max_gap_ms,
+            s.max_max_gap_ms,
+            s.over_bound,
+            s.survived,
+            s.bytes_lost,
+            s.bytes_duplicated,
+            ms(s.p50_reuse_ms),
+            ms(s.max_reuse_ms)
+        );
+    };
+    for (scheme, s) in &r.summary {
+        line(scheme, s);
+        for (group, g) in r.groups.get(scheme).into_iter().flatten() {
+            line(&format!("  {group}"), g);
+        }
+    }
+}
