@@ -544,8 +544,8 @@ mod tests {
         assert_eq!(prefix_of(ip("::ffff:192.0.2.77")), ip("192.0.2.0"));
     }
 
-    #[test]
-    fn a_full_pool_evicts_its_oldest_and_shortens_deadlines() {
+    /// A pending pool of four places, no per-source caps in the way.
+    fn pool_of_four() -> (NetConfig, Arc<Admission>) {
         let cfg = NetConfig {
             max_pending: 4,
             max_pending_per_source: 100,
@@ -553,6 +553,12 @@ mod tests {
             ..NetConfig::default()
         };
         let adm = Admission::new(&cfg);
+        (cfg, adm)
+    }
+
+    #[test]
+    fn a_full_pool_evicts_its_oldest_and_shortens_deadlines() {
+        let (cfg, adm) = pool_of_four();
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let first: Vec<_> = (0..4).map(|_| adm.connection(a).unwrap()).collect();
         assert_eq!(first[0].deadline, cfg.handshake_timeout);
@@ -572,13 +578,7 @@ mod tests {
 
     #[test]
     fn a_full_pool_evicts_from_its_heaviest_prefix() {
-        let cfg = NetConfig {
-            max_pending: 4,
-            max_pending_per_source: 100,
-            max_pending_per_prefix: 100,
-            ..NetConfig::default()
-        };
-        let adm = Admission::new(&cfg);
+        let (_, adm) = pool_of_four();
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         // The oldest member is a light source's (a re-JOIN, say); a flood fills the rest.
         let rejoin = adm.connection(ip("192.0.2.7")).unwrap();

@@ -16,7 +16,7 @@ use bytes::BytesMut;
 use fbdt_core::{max_frame_len, Connection, PathId};
 use fbdt_net::{connect, listen, NetConfig, PathSpec};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 
 /// Every wait gives up (and fails) after this.
 const BOUND: Duration = Duration::from_secs(30);
@@ -35,15 +35,9 @@ fn source(i: usize) -> IpAddr {
     IpAddr::from([127, 1 + i as u8, 0, 1])
 }
 
-async fn dial_from(src: IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
-    let s = TcpSocket::new_v4()?;
-    s.bind(SocketAddr::new(src, 0))?;
-    s.connect(to).await
-}
-
 /// One attacker connection of `kind` from `src`; `None` if the server refused it.
 async fn attack_one(kind: Flood, src: IpAddr, to: SocketAddr) -> Option<TcpStream> {
-    let mut s = dial_from(src, to).await.ok()?;
+    let mut s = common::dial(Some(src), to).await.ok()?;
     match kind {
         Flood::BareTcp => {}
         Flood::IdleHellos => s.write_all(&hello_bytes()).await.ok()?,
@@ -142,33 +136,6 @@ fn serve(mut l: fbdt_net::Listener, victim: Arc<Mutex<Option<fbdt_net::StatsHand
     })
 }
 
-/// A relay for the victim's path 1, whose connections the test cuts to force a re-JOIN;
-/// it dials the server from `src`.
-async fn relay(
-    src: IpAddr,
-    target: SocketAddr,
-) -> (
-    SocketAddr,
-    Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
-    tokio::task::JoinHandle<()>,
-) {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let conns = Arc::new(Mutex::new(Vec::new()));
-    let c2 = conns.clone();
-    let accept = tokio::spawn(async move {
-        while let Ok((mut a, _)) = l.accept().await {
-            let Ok(mut b) = dial_from(src, target).await else {
-                continue;
-            };
-            c2.lock().unwrap().push(tokio::spawn(async move {
-                let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
-            }));
-        }
-    });
-    (addr, conns, accept)
-}
-
 /// 64 KiB echoed back over `s`.
 async fn echo_64k(s: &mut fbdt_net::Session) {
     let data = vec![7u8; 64 * 1024];
@@ -189,11 +156,12 @@ async fn run(kind: Flood, sources: usize) {
     let addr = l.local_addrs()[0];
     let victim_at_server = Arc::new(Mutex::new(None));
     let server = serve(l, victim_at_server.clone());
-    // The victim: a live two-path session from 127.201.0.1, path 1 through a relay.
-    let (relay_addr, relayed, relay_task) = relay(IpAddr::from([127, 201, 0, 2]), addr).await;
+    // The victim: a live two-path session from 127.201.0.1, path 1 through a relay
+    // (dialling from 127.201.0.2) whose connections the test cuts to force a re-JOIN.
+    let relay = common::Relay::start([127, 0, 0, 1].into(), Some(IpAddr::from([127, 201, 0, 2])), addr).await;
     let specs: Vec<PathSpec> = vec![
         format!("127.201.0.1={addr}").parse().unwrap(),
-        format!("127.0.0.1={relay_addr}").parse().unwrap(),
+        format!("127.0.0.1={}", relay.addr).parse().unwrap(),
     ];
     let mut victim = connect(specs, NetConfig::default()).await.expect("victim connects");
     echo_64k(&mut victim).await;
@@ -223,9 +191,7 @@ async fn run(kind: Flood, sources: usize) {
         .as_ref()
         .map_or(0, |h| h.stats().paths.get(1).map_or(0, |p| p.reconnects));
     let t = Instant::now();
-    for h in relayed.lock().unwrap().drain(..) {
-        h.abort();
-    }
+    relay.cut();
     tokio::time::timeout(BOUND, async {
         loop {
             let rejoined = victim_at_server.lock().unwrap().as_ref().is_some_and(|h| {
@@ -247,7 +213,7 @@ async fn run(kind: Flood, sources: usize) {
          legitimate client served in {served:?}; victim's path re-joined in {rejoin:?}"
     );
     attack.abort();
-    relay_task.abort();
+    drop(relay);
     server.abort();
 }
 

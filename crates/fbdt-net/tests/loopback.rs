@@ -110,52 +110,11 @@ async fn three_paths_both_directions_hash_equal() {
     .expect("bounded");
 }
 
-/// A TCP relay for one path whose live connections the test can cut.
-struct Relay {
-    addr: SocketAddr,
-    conns: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
-    accept: tokio::task::JoinHandle<()>,
-}
-
-impl Relay {
-    async fn start(ip: &str, target: SocketAddr) -> Relay {
-        let l = tokio::net::TcpListener::bind(format!("{ip}:0")).await.unwrap();
-        let addr = l.local_addr().unwrap();
-        let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let c2 = conns.clone();
-        let accept = tokio::spawn(async move {
-            while let Ok((mut a, _)) = l.accept().await {
-                let Ok(mut b) = tokio::net::TcpStream::connect(target).await else {
-                    continue;
-                };
-                let h = tokio::spawn(async move {
-                    let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
-                });
-                c2.lock().unwrap().push(h);
-            }
-        });
-        Relay { addr, conns, accept }
-    }
-    /// Drops every relayed connection (both ends see the socket close).
-    fn cut(&self) {
-        for h in self.conns.lock().unwrap().drain(..) {
-            h.abort();
-        }
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.cut();
-        self.accept.abort();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn path_killed_mid_transfer_completes_and_rejoins() {
     tokio::time::timeout(BOUND, async {
         let (mut l, addrs) = server(3).await;
-        let relay = Relay::start("127.0.0.3", addrs[1]).await;
+        let relay = common::Relay::start([127, 0, 0, 3].into(), None, addrs[1]).await;
         let mut paths = specs(&addrs);
         paths[1] = format!("127.0.0.3={}", relay.addr).parse().unwrap();
         let n = (bulk_bytes() / 4).max(32 << 20);
@@ -581,7 +540,7 @@ mod tls {
             let again = ServerIdentity::load_or_generate(&keys.dir).unwrap();
             assert_eq!(parse_fingerprint(&again.fingerprint()).unwrap(), keys.pin);
             let (mut l, addrs) = server_with(2, keys.server(None)).await;
-            let relay = Relay::start("127.0.0.3", addrs[1]).await;
+            let relay = common::Relay::start([127, 0, 0, 3].into(), None, addrs[1]).await;
             let mut paths = specs(&addrs);
             paths[1] = format!("127.0.0.3={}", relay.addr).parse().unwrap();
             // Long enough that the cut path's re-dial (10 ms back-off) happens while data

@@ -2,9 +2,10 @@
 //! hang a client's TLS handshake, on path 0 or on a re-dial (a re-dial stuck there would
 //! leave the path dead for the whole session).
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use fbdt_net::secure::parse_fingerprint;
@@ -47,61 +48,6 @@ fn client_cfg(security: Security) -> NetConfig {
     }
 }
 
-/// A relay that forwards, or (while `silent`) accepts connections and holds them without a
-/// byte either way; `cut` drops every connection it relays.
-struct Relay {
-    addr: SocketAddr,
-    silent: Arc<AtomicBool>,
-    conns: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
-    accept: tokio::task::JoinHandle<()>,
-}
-
-impl Relay {
-    async fn start(target: SocketAddr) -> Relay {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        let silent = Arc::new(AtomicBool::new(false));
-        let conns = Arc::new(Mutex::new(Vec::new()));
-        let (s2, c2) = (silent.clone(), conns.clone());
-        let accept = tokio::spawn(async move {
-            while let Ok((mut a, _)) = l.accept().await {
-                let task = if s2.load(Ordering::SeqCst) {
-                    tokio::spawn(async move {
-                        let _held = a;
-                        std::future::pending::<()>().await;
-                    })
-                } else {
-                    let Ok(mut b) = tokio::net::TcpStream::connect(target).await else {
-                        continue;
-                    };
-                    tokio::spawn(async move {
-                        let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
-                    })
-                };
-                c2.lock().unwrap().push(task);
-            }
-        });
-        Relay {
-            addr,
-            silent,
-            conns,
-            accept,
-        }
-    }
-    fn cut(&self) {
-        for h in self.conns.lock().unwrap().drain(..) {
-            h.abort();
-        }
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.cut();
-        self.accept.abort();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_server_fails_the_tls_handshake_in_time() {
     let keys = Keys::new("silent");
@@ -135,7 +81,7 @@ async fn a_redial_stuck_in_a_silent_handshake_is_retried() {
         };
         let mut l = listen(&["127.0.0.1:0".parse().unwrap()], server_cfg).await.unwrap();
         let addr = l.local_addrs()[0];
-        let relay = Relay::start(addr).await;
+        let relay = common::Relay::start([127, 0, 0, 1].into(), None, addr).await;
         let specs: Vec<PathSpec> = vec![
             format!("127.0.0.2={addr}").parse().unwrap(),
             format!("127.0.0.3={}", relay.addr).parse().unwrap(),
