@@ -37,7 +37,7 @@ use crate::handshake::{PathBinding, SessionKeys};
 use crate::path::{Hint, PathId, PathStats};
 use crate::scheme::{SchemeReceiver, SchemeSender};
 use crate::stats::{ReceiverStats, SenderStats};
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::wire::{self, Close, Flow, Frame, FrameBuf, Header, Hello, MAX_PATHS, MAX_SEGMENT};
 
 /// Largest frame this build emits or accepts.
@@ -341,6 +341,15 @@ impl Connection {
 
     pub fn path_stats(&mut self, path: PathId, stats: PathStats) {
         self.sender.path_stats(path, stats);
+    }
+
+    /// How long until the driver should read `path`'s transport counters again
+    /// (`PathStats::unacked_bytes`) and report them: the send limit, counted from the last
+    /// report, holds back the path's next frame and no socket event will say when the
+    /// transport's ACKs free it (`SchemeSender::transport_report_wanted`).
+    #[must_use]
+    pub fn transport_report_wanted(&self, path: PathId) -> Option<Duration> {
+        self.sender.transport_report_wanted(path)
     }
 
     /// The driver holds the application's writes to a send buffer of `bytes`

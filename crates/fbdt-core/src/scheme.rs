@@ -101,6 +101,13 @@ pub trait SchemeSender: Send {
     /// the oldest unacknowledged byte (a kernel-like socket buffer, tighter than the
     /// scheme's own); schemes that react to a blocked writer read it.
     fn set_send_limit(&mut self, _bytes: u64) {}
+    /// How long until a fresh `PathStats::unacked_bytes` for `path` is worth reading: set
+    /// while the scheme's send limit, counted from the transport's last report, holds back
+    /// the path's next frame (no socket event announces the transport's ACKs, so the
+    /// driver reads its counters again then). `None`: no report is awaited.
+    fn transport_report_wanted(&self, _path: PathId) -> Option<Duration> {
+        None
+    }
 }
 
 /// Receives one byte stream from N paths and delivers it in order.

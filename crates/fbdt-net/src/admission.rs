@@ -430,6 +430,10 @@ impl Liveness {
     }
 }
 
+/// How [`evict_one`] ranks candidates: (prefix weight, never useful, ms unused); the
+/// largest goes.
+type EvictionRank = (usize, bool, u64);
+
 /// Picks the session to evict for a new one from `newcomer` among `sessions`. Only the
 /// newcomer's own source prefix, or a prefix holding at least two sessions more than it,
 /// gives way: taking from a prefix one session heavier would only move the imbalance, and
@@ -451,8 +455,7 @@ pub(crate) fn evict_one<'a>(
     }
     let own = prefix_of(newcomer);
     let own_held = held.get(&own).copied().unwrap_or(0);
-    // (prefix weight, never useful, how long unused): the largest goes.
-    let mut victim: Option<((usize, bool, u64), &Arc<Liveness>)> = None;
+    let mut victim: Option<(EvictionRank, &Arc<Liveness>)> = None;
     for l in sessions.filter(live) {
         let prefix = prefix_of(l.source);
         let w = held.get(&prefix).copied().unwrap_or(0);

@@ -74,6 +74,10 @@ struct PathSlot {
     /// Connections whose TLS handshake resumed.
     resumed: u32,
     info: sockopt::TcpInfoSample,
+    /// When `info` was read, and when the core wants it read again because its send limit
+    /// waits on the transport's ACKs (`Connection::transport_report_wanted`).
+    info_at: Option<Instant>,
+    report_due: Option<Instant>,
     /// When the reader wants to be woken (plaintext paths).
     lowat: Lowat,
     /// Server: the connection's place in the server's connection count.
@@ -95,11 +99,16 @@ pub(crate) struct Driver {
     /// The earliest receive low-water mark's fallback (see [`Lowat`]).
     lowat_timer: Pin<Box<Sleep>>,
     lowat_timer_at: Option<tokio::time::Instant>,
+    /// The earliest `PathSlot::report_due`.
+    report_timer: Pin<Box<Sleep>>,
+    report_timer_at: Option<tokio::time::Instant>,
     /// Times the task was polled (woken), and what it found (see [`SessionStats`]).
     wakeups: u64,
     timer_fires: u64,
     reads: u64,
     writes: u64,
+    /// TCP_INFO reads the core asked for between stats ticks.
+    transport_reports: u64,
     tick: tokio::time::Interval,
     shared: Arc<Shared>,
     on_end: Option<Box<dyn FnOnce() + Send>>,
@@ -151,10 +160,13 @@ fn build(mut conn: fbdt_core::Connection, cfg: Arc<NetConfig>, specs: Option<Vec
         timer_at: None,
         lowat_timer: Box::pin(tokio::time::sleep(StdDuration::from_secs(3600))),
         lowat_timer_at: None,
+        report_timer: Box::pin(tokio::time::sleep(StdDuration::from_secs(3600))),
+        report_timer_at: None,
         wakeups: 0,
         timer_fires: 0,
         reads: 0,
         writes: 0,
+        transport_reports: 0,
         tick,
         shared: shared.clone(),
         on_end: None,
@@ -313,6 +325,7 @@ impl Driver {
         progress |= self.drain_events();
         progress |= self.rearm(cx);
         progress |= self.expire_lowat(cx);
+        progress |= self.refresh_reports(cx);
         progress
     }
 
@@ -588,6 +601,9 @@ impl Driver {
                     }
                 }
                 if slot.out.is_empty() {
+                    if self.await_transport(i, now) {
+                        continue;
+                    }
                     return any;
                 }
             }
@@ -616,6 +632,63 @@ impl Driver {
             }
         }
         true
+    }
+
+    /// Path `i` had nothing to send. If the core's send limit waits on the transport's
+    /// ACKs, reads TCP_INFO now when the last read is older than the core's wait (true: poll
+    /// again), else schedules the read for when it is.
+    fn await_transport(&mut self, i: usize, now: Instant) -> bool {
+        let wait = self.conn.transport_report_wanted(PathId(i as u8));
+        let slot = &mut self.paths[i];
+        let Some(due) = wait.map(|w| slot.info_at.map_or(now, |at| at + w)) else {
+            slot.report_due = None;
+            return false;
+        };
+        if due > now {
+            slot.report_due = Some(due);
+            return false;
+        }
+        self.transport_reports += 1;
+        self.read_transport(i, now)
+    }
+
+    /// Reads path `i`'s TCP_INFO into the core; false if there is no connection or the read
+    /// failed.
+    fn read_transport(&mut self, i: usize, now: Instant) -> bool {
+        let slot = &mut self.paths[i];
+        slot.report_due = None;
+        let Some(info) = slot.stream.as_ref().and_then(|s| sockopt::tcp_info(s).ok()) else {
+            return false;
+        };
+        slot.info = info;
+        slot.info_at = Some(now);
+        self.conn.path_stats(PathId(i as u8), info.to_path_stats());
+        true
+    }
+
+    /// Reads the transport counters the core asked for once they are due, then re-arms
+    /// the timer at the earliest request still open; true if a read happened.
+    fn refresh_reports(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut fired = false;
+        if self.report_timer_at.is_some() && self.report_timer.as_mut().poll(cx).is_ready() {
+            self.report_timer_at = None;
+            let now = self.now();
+            for i in 0..self.paths.len() {
+                if self.paths[i].report_due.is_some_and(|t| t <= now) {
+                    self.transport_reports += 1;
+                    fired |= self.read_transport(i, now);
+                }
+            }
+        }
+        if let Some(t) = self.paths.iter().filter_map(|p| p.report_due).min() {
+            let at = self.epoch + StdDuration::from_micros(t.as_micros());
+            if self.report_timer_at != Some(at) {
+                self.report_timer.as_mut().reset(at);
+                self.report_timer_at = Some(at);
+                fired |= self.report_timer.as_mut().poll(cx).is_ready();
+            }
+        }
+        fired
     }
 
     fn drain_events(&mut self) -> bool {
@@ -693,6 +766,7 @@ impl Driver {
             if let Ok(info) = sockopt::tcp_info(s) {
                 self.cc.on_tick(i, s, &info, self.paths[i].connections, now);
                 self.paths[i].info = info;
+                self.paths[i].info_at = Some(now);
                 self.conn.path_stats(PathId(i as u8), info.to_path_stats());
                 self.manager.on_tcp_info(i, &info.signals(), now, ending);
             }
@@ -733,6 +807,7 @@ impl Driver {
             writes: self.writes,
             lowat_changes: self.paths.iter().map(|p| p.lowat.changes).sum::<u64>(),
             lowat_fallbacks: self.paths.iter().map(|p| p.lowat.fallbacks).sum::<u64>(),
+            transport_reports: self.transport_reports,
             paths,
             core: cs,
         };

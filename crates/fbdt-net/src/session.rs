@@ -82,6 +82,9 @@ pub struct SessionStats {
     /// not met within `NetConfig::recv_lowat_fallback`, over every path's connections.
     pub lowat_changes: u64,
     pub lowat_fallbacks: u64,
+    /// TCP_INFO reads between stats ticks because the core's send limit, counted from the
+    /// transport's ACKs, waited on them (`FbdtConfig::in_flight_from_transport`).
+    pub transport_reports: u64,
     pub paths: Vec<PathReport>,
     /// Every counter of the protocol core, both directions (re-alignments, stalls, peak
     /// out-of-order bytes, the meta layer's peak receive-buffer occupancy, ...).

@@ -175,35 +175,24 @@ fn net_config() -> NetConfig {
     }
 }
 
-#[test]
-fn link_down_then_up_completes_and_rejoins() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP: needs root (network namespaces, veth, tc)");
-        return;
-    }
-    if sh(&["ip", "-V"]).is_err() || sh(&["tc", "-V"]).is_err() {
-        eprintln!("SKIP: `ip` or `tc` missing");
-        return;
-    }
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let ns = match Netns::create() {
-        Ok(ns) => ns,
-        Err(e) => {
-            eprintln!("SKIP: cannot build the namespaces: {e}");
-            return;
-        }
-    };
-    // 100 Mbit/s × 3 ≈ 37 MB/s; 160 MB keeps the run going well past the outage.
-    let up_bytes = (160 << 20) + (env_ms("FBDT_NETNS_OUTAGE_MS", 2000) as usize * 40_000);
+/// An upload under way (see [`upload`]).
+struct Upload {
+    /// Bytes the server received and their SHA-256.
+    server: std::thread::JoinHandle<(usize, [u8; 32])>,
+    /// The SHA-256 of what the client sent.
+    client: std::thread::JoinHandle<[u8; 32]>,
+    stats: fbdt_net::StatsHandle,
+}
+
+/// A session from the client namespace to a server in the other over every path, with
+/// `cfg` at both ends, uploading `bytes` of a pattern.
+fn upload(ns: &Netns, cfg: NetConfig, bytes: usize) -> Upload {
     let (port_tx, port_rx) = std::sync::mpsc::channel();
+    let server_cfg = cfg.clone();
     let server = in_netns(&ns.server, move || {
         Box::pin(async move {
             let addrs: Vec<std::net::SocketAddr> = vec!["0.0.0.0:0".parse().unwrap()];
-            let mut l = listen(&addrs, net_config()).await.unwrap();
+            let mut l = listen(&addrs, server_cfg).await.unwrap();
             port_tx.send(l.local_addrs()[0].port()).unwrap();
             let s = tokio::time::timeout(Duration::from_secs(10), l.accept())
                 .await
@@ -231,10 +220,10 @@ fn link_down_then_up_completes_and_rejoins() {
             let paths: Vec<PathSpec> = (0..PATHS)
                 .map(|i| format!("10.77.{i}.2=10.77.{i}.1:{port}").parse().unwrap())
                 .collect();
-            let s = connect(paths, net_config()).await.expect("connect");
+            let s = connect(paths, cfg).await.expect("connect");
             stats_tx.send(s.stats_handle()).unwrap();
             let (_r, mut w) = tokio::io::split(s);
-            let data = pattern(7, up_bytes);
+            let data = pattern(7, bytes);
             let digest: [u8; 32] = Sha256::digest(&data).into();
             for c in data.chunks(1 << 16) {
                 w.write_all(c).await.expect("client write");
@@ -244,6 +233,37 @@ fn link_down_then_up_completes_and_rejoins() {
         })
     });
     let stats = stats_rx.recv_timeout(Duration::from_secs(10)).expect("connected");
+    Upload { server, client, stats }
+}
+
+/// The shaped namespaces, or `None` (SKIP printed) without root, `ip` or `tc`.
+fn namespaces() -> Option<Netns> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP: needs root (network namespaces, veth, tc)");
+        return None;
+    }
+    if sh(&["ip", "-V"]).is_err() || sh(&["tc", "-V"]).is_err() {
+        eprintln!("SKIP: `ip` or `tc` missing");
+        return None;
+    }
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    Netns::create()
+        .map_err(|e| eprintln!("SKIP: cannot build the namespaces: {e}"))
+        .ok()
+}
+
+#[test]
+fn link_down_then_up_completes_and_rejoins() {
+    let Some(ns) = namespaces() else {
+        return;
+    };
+    // 100 Mbit/s × 3 ≈ 37 MB/s; 160 MB keeps the run going well past the outage.
+    let up_bytes = (160 << 20) + (env_ms("FBDT_NETNS_OUTAGE_MS", 2000) as usize * 40_000);
+    let Upload { server, client, stats } = upload(&ns, net_config(), up_bytes);
     let t0 = Instant::now();
     let sent1 = || stats.stats().paths.get(1).map_or(0, |p| p.bytes_sent);
     std::thread::sleep(Duration::from_secs(1));
@@ -293,5 +313,35 @@ fn link_down_then_up_completes_and_rejoins() {
     assert_eq!(got, digest, "hash equal");
     let resumed = resumed.expect("path 1 carried data again before the transfer ended");
     assert!(resumed <= Duration::from_millis(1500), "re-joined after {resumed:?}");
+    drop(ns);
+}
+
+/// Issue 37: with the send limit counted from the transport's ACKs and sparse FBDT ACKs,
+/// a path held back by its limit gets TCP_INFO read again when the core asks (no socket
+/// event would say when the kernel's ACKs free it), and every byte arrives once, in order.
+#[test]
+fn a_send_limit_counted_from_tcp_rereads_tcp_info_and_delivers_intact() {
+    let Some(ns) = namespaces() else {
+        return;
+    };
+    let mut cfg = NetConfig::default();
+    cfg.core.ack_bytes = 128 << 10;
+    let fbdt_core::SchemeConfig::Fbdt(f) = &mut cfg.core.scheme else {
+        panic!("FBDT is the default scheme");
+    };
+    f.in_flight_from_transport = true;
+    // 3 × 100 Mbit/s ≈ 37 MB/s: about 1.5 s.
+    let bytes = 48 << 20;
+    let Upload { server, client, stats } = upload(&ns, cfg, bytes);
+    let digest = client.join().expect("client");
+    let (n, got) = server.join().expect("server");
+    let s = stats.stats();
+    eprintln!(
+        "TCP_INFO reads asked for by the core: {}, wake-ups {}, stats ticks' reads not counted",
+        s.transport_reports, s.wakeups
+    );
+    assert_eq!(n, bytes);
+    assert_eq!(got, digest, "hash equal");
+    assert!(s.transport_reports > 0, "the send limit never waited on TCP's ACKs");
     drop(ns);
 }

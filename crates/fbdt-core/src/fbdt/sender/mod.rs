@@ -39,7 +39,7 @@ use crate::path::{PathId, PathStats};
 use crate::scheme::{SchemeSender, StreamParams};
 use crate::seq::SeqSpace;
 use crate::stats::SenderStats;
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::wire::{Align, Frame, FrameBuf, SendBuf};
 
 /// A path whose oldest undelivered copy is this far behind the cumulative ACK is reset:
@@ -106,6 +106,9 @@ struct PathTx {
     /// The driver's last `PathStats::unacked_bytes` for this connection and `sent` when it
     /// came (`FbdtConfig::in_flight_from_transport`).
     transport_unacked: Option<(u64, u64)>,
+    /// Bytes by which the send limit fell short of the next frame at the last poll of
+    /// this path (0: the limit did not hold it back).
+    limit_shortfall: u64,
     /// The receiver's counter counts this connection's bytes alone (its epoch is new), so
     /// a copy it passes has arrived. After a reconnect under the same epoch the counter
     /// may include the old connection's bytes and only measures rates and stalls.
@@ -162,6 +165,7 @@ impl PathTx {
             sent: 0,
             rx: 0,
             transport_unacked: None,
+            limit_shortfall: 0,
             counter_exact: false,
             copies: VecDeque::new(),
             last_progress: Instant::ZERO,
@@ -529,6 +533,28 @@ impl SchemeSender for FbdtSender {
 
     fn poll_stalled_path(&mut self) -> Option<PathId> {
         self.newly_stalled.pop_front()
+    }
+
+    fn transport_report_wanted(&self, path: PathId) -> Option<Duration> {
+        let t = self.paths.get(path.index())?;
+        if !self.cfg.in_flight_from_transport || t.transport_unacked.is_none() || t.limit_shortfall == 0 {
+            return None;
+        }
+        Some(report_wait(t.limit_shortfall, t.est.drain_rate_bps(), t.est.rtt()))
+    }
+}
+
+/// When a path's send limit holds back its next frame by `shortfall` bytes: the time the
+/// transport takes to deliver that much at `drain` (bytes/s), but no sooner than an eighth
+/// of the path's RTT (the kernel still holds about a round trip of data, so the path does
+/// not idle meanwhile, and a wake-up per frame would cost what sparse ACKs saved) nor later
+/// than one RTT.
+fn report_wait(shortfall: u64, drain: Option<f64>, rtt: Duration) -> Duration {
+    let floor = Duration::from_micros((rtt.as_micros() / 8).max(50));
+    let ceiling = rtt.max(floor);
+    match drain {
+        Some(rate) => Duration::from_secs_f64(shortfall as f64 / rate).clamp(floor, ceiling),
+        None => floor,
     }
 }
 

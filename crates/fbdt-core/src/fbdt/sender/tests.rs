@@ -337,6 +337,11 @@ fn the_transport_report_frees_the_send_limit_before_fbdts_ack() {
     };
     let held = send_all(&mut s);
     assert!(held <= sparse && held + (64 << 10) > sparse, "{held} of {sparse}");
+    assert_eq!(
+        s.transport_report_wanted(PathId(0)),
+        None,
+        "no report yet: only FBDT's ACKs can free the limit"
+    );
     // The transport says all but 64 KiB were acknowledged: the limit, now counted from
     // the transport and without the sparse ACKs' allowance, lets the path send more.
     s.path_stats(PathId(0), stats(Some(64 << 10)));
@@ -346,9 +351,29 @@ fn the_transport_report_frees_the_send_limit_before_fbdts_ack() {
     let more = send_all(&mut s) - held;
     assert!(more > 0 && (64 << 10) + more <= tight, "{more} more under {tight}");
     assert_eq!(s.paths[0].limited_in_flight(), (64 << 10) + more);
+    // Held back again, the sender asks for a fresh report when the bytes it lacks should
+    // have drained at the path's rate: no sooner than an eighth of the RTT (also when no
+    // rate is known), no later than one RTT.
+    let rtt = s.paths[0].est.rtt();
+    let eighth = Duration::from_micros(rtt.as_micros() / 8);
+    let wanted = |s: &mut FbdtSender, bytes_per_s: f64| {
+        s.paths[0].est.driver.delivery_rate_bps = Some(bytes_per_s * 8.0);
+        s.transport_report_wanted(PathId(0)).expect("the limit waits on the transport")
+    };
+    let lacking = s.paths[0].limit_shortfall as f64;
+    assert!(lacking > 0.0);
+    assert_eq!(wanted(&mut s, lacking / (rtt.as_secs_f64() / 2.0)), Duration::from_micros(rtt.as_micros() / 2));
+    assert_eq!(wanted(&mut s, 1.0), rtt);
+    assert_eq!(wanted(&mut s, 1e15), eighth);
+    s.paths[0].est.driver.delivery_rate_bps = None;
+    assert_eq!(s.transport_report_wanted(PathId(0)), Some(eighth));
     // A report never counts more than FBDT's own ACKs leave outstanding.
     s.path_stats(PathId(0), stats(Some(1 << 30)));
     assert_eq!(s.paths[0].limited_in_flight(), s.paths[0].in_flight());
+    // A poll that sends clears the request.
+    s.path_stats(PathId(0), stats(Some(0)));
+    assert!(s.poll_transmit(PathId(0), 256 << 10, now, &mut Vec::new()) > 0);
+    assert_eq!(s.transport_report_wanted(PathId(0)), None);
     // A new connection (a new epoch) starts without a report.
     s.path_stats(PathId(0), stats(Some(0)));
     s.path_down(PathId(0), now);

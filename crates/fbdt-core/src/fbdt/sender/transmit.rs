@@ -77,6 +77,7 @@ impl FbdtSender {
         out: &mut impl FrameOut,
         idle: &mut Option<(usize, Option<Instant>)>,
     ) -> usize {
+        self.paths[path.index()].limit_shortfall = 0;
         if let Some(a) = self.aligns.front() {
             let frame = Frame::Align(a.clone());
             if frame.buffer_len() > room {
@@ -102,6 +103,7 @@ impl FbdtSender {
             Some((idx, why)) => {
                 let len = self.seg(idx).len;
                 if len as usize > payload_room || room < Data::OVERHEAD {
+                    self.note_limit_shortfall(path, len as usize, allowed);
                     return 0;
                 }
                 if why == Resend::Redundant {
@@ -129,6 +131,7 @@ impl FbdtSender {
             len
         };
         if want > payload_room || room < Data::OVERHEAD {
+            self.note_limit_shortfall(path, want, allowed);
             let room_needed = if want > allowed {
                 usize::MAX
             } else {
@@ -224,6 +227,14 @@ impl FbdtSender {
             self.bytes_per_ack(p)
         };
         Some((self.cfg.send_limit_windows * window) as u64 + between_acks)
+    }
+
+    /// The send limit (`allowed` bytes more) held back a frame of `want` payload bytes on
+    /// `p` (`SchemeSender::transport_report_wanted`).
+    fn note_limit_shortfall(&mut self, p: PathId, want: usize, allowed: usize) {
+        if want > allowed {
+            self.paths[p.index()].limit_shortfall = (want - allowed) as u64;
+        }
     }
 
     /// Payload bytes that arrive on `p` between two of its ACKs (the receiver's rule,
