@@ -9,16 +9,15 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration as StdDuration;
 
 use bytes::BytesMut;
 use fbdt_core::wire::{frame_bytes_missing, prepare_recv_buf, FrameBuf};
 use fbdt_core::{max_frame_len, Duration, Event, Instant, PathBinding, PathId, Role};
 use tokio::io::AsyncWrite;
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::Sleep;
 
 use crate::admission::{ConnTicket, Liveness};
+use crate::alarm::Alarm;
 use crate::app::{AppPipe, Outbound};
 use crate::congestion::CcState;
 use crate::lowat::Lowat;
@@ -94,14 +93,12 @@ pub(crate) struct Driver {
     app: AppPipe,
     phase: Phase,
     connected: Option<oneshot::Sender<Result<(), String>>>,
-    timer: Pin<Box<Sleep>>,
-    timer_at: Option<tokio::time::Instant>,
+    /// The core's deadline (`Connection::poll_timeout`).
+    timer: Alarm,
     /// The earliest receive low-water mark's fallback (see [`Lowat`]).
-    lowat_timer: Pin<Box<Sleep>>,
-    lowat_timer_at: Option<tokio::time::Instant>,
+    lowat_timer: Alarm,
     /// The earliest `PathSlot::report_due`.
-    report_timer: Pin<Box<Sleep>>,
-    report_timer_at: Option<tokio::time::Instant>,
+    report_timer: Alarm,
     /// Times the task was polled (woken), and what it found (see [`SessionStats`]).
     wakeups: u64,
     timer_fires: u64,
@@ -147,21 +144,19 @@ fn build(mut conn: fbdt_core::Connection, cfg: Arc<NetConfig>, specs: Option<Vec
     let role = conn.role();
     let mut tick = tokio::time::interval(cfg.stats_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let epoch = tokio::time::Instant::now();
     let driver = Driver {
         conn,
-        epoch: tokio::time::Instant::now(),
+        epoch,
         paths: Vec::new(),
         manager: PathManager::new(specs, cfg.clone(), label.clone()),
         new_paths: None,
         app: AppPipe::new(cmd_rx, app_tx),
         phase: Phase::Running { no_path_since: None },
         connected: Some(ctx),
-        timer: Box::pin(tokio::time::sleep(StdDuration::from_secs(3600))),
-        timer_at: None,
-        lowat_timer: Box::pin(tokio::time::sleep(StdDuration::from_secs(3600))),
-        lowat_timer_at: None,
-        report_timer: Box::pin(tokio::time::sleep(StdDuration::from_secs(3600))),
-        report_timer_at: None,
+        timer: Alarm::new(epoch),
+        lowat_timer: Alarm::new(epoch),
+        report_timer: Alarm::new(epoch),
         wakeups: 0,
         timer_fires: 0,
         reads: 0,
@@ -308,8 +303,7 @@ impl Driver {
         }
         // Reads take their own time; later steps must not see the clock go back.
         let now = self.now();
-        if self.timer_at.is_some() && self.timer.as_mut().poll(cx).is_ready() {
-            self.timer_at = None;
+        if self.timer.take_fired(cx) {
             self.timer_fires += 1;
             self.conn.handle_timeout(now);
             progress = true;
@@ -549,8 +543,7 @@ impl Driver {
     /// the fallback timer is re-armed at the earliest mark still unmet.
     fn expire_lowat(&mut self, cx: &mut Context<'_>) -> bool {
         let mut fired = false;
-        if self.lowat_timer_at.is_some() && self.lowat_timer.as_mut().poll(cx).is_ready() {
-            self.lowat_timer_at = None;
+        if self.lowat_timer.take_fired(cx) {
             let now = self.now();
             for p in &mut self.paths {
                 if let Some(PathStream::Plain(tcp)) = p.stream.as_ref() {
@@ -559,16 +552,7 @@ impl Driver {
             }
         }
         let next = self.paths.iter().filter_map(|p| p.lowat.deadline()).min();
-        if let Some(t) = next {
-            let at = self.epoch + StdDuration::from_micros(t.as_micros());
-            if self.lowat_timer_at != Some(at) {
-                self.lowat_timer.as_mut().reset(at);
-                self.lowat_timer_at = Some(at);
-                // Registers the waker for the new deadline.
-                fired |= self.lowat_timer.as_mut().poll(cx).is_ready();
-            }
-        }
-        fired
+        fired | self.lowat_timer.set(next, cx)
     }
 
     fn write_path(&mut self, i: usize, cx: &mut Context<'_>, now: Instant) -> bool {
@@ -670,8 +654,7 @@ impl Driver {
     /// the timer at the earliest request still open; true if a read happened.
     fn refresh_reports(&mut self, cx: &mut Context<'_>) -> bool {
         let mut fired = false;
-        if self.report_timer_at.is_some() && self.report_timer.as_mut().poll(cx).is_ready() {
-            self.report_timer_at = None;
+        if self.report_timer.take_fired(cx) {
             let now = self.now();
             for i in 0..self.paths.len() {
                 if self.paths[i].report_due.is_some_and(|t| t <= now) {
@@ -680,15 +663,8 @@ impl Driver {
                 }
             }
         }
-        if let Some(t) = self.paths.iter().filter_map(|p| p.report_due).min() {
-            let at = self.epoch + StdDuration::from_micros(t.as_micros());
-            if self.report_timer_at != Some(at) {
-                self.report_timer.as_mut().reset(at);
-                self.report_timer_at = Some(at);
-                fired |= self.report_timer.as_mut().poll(cx).is_ready();
-            }
-        }
-        fired
+        let next = self.paths.iter().filter_map(|p| p.report_due).min();
+        fired | self.report_timer.set(next, cx)
     }
 
     fn drain_events(&mut self) -> bool {
@@ -743,16 +719,8 @@ impl Driver {
 
     /// Re-arms the one timer at the core's deadline; true if it is already due.
     fn rearm(&mut self, cx: &mut Context<'_>) -> bool {
-        let Some(t) = self.conn.poll_timeout() else {
-            self.timer_at = None;
-            return false;
-        };
-        let at = self.epoch + StdDuration::from_micros(t.as_micros());
-        if self.timer_at != Some(at) {
-            self.timer.as_mut().reset(at);
-            self.timer_at = Some(at);
-        }
-        self.timer.as_mut().poll(cx).is_ready()
+        let t = self.conn.poll_timeout();
+        self.timer.set(t, cx)
     }
 
     /// Reads TCP_INFO of every connection into the core and the path manager, and

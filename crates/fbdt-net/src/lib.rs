@@ -17,6 +17,7 @@
 //! listed in docs/runtime.md.
 
 mod admission;
+mod alarm;
 mod app;
 mod client;
 pub mod congestion;
