@@ -213,6 +213,28 @@ pub struct NetArgs {
     /// complete (SO_RCVLOWAT, plaintext paths): the old behaviour, for comparisons.
     #[arg(long)]
     pub wake_per_packet: bool,
+    /// How much written data may wait before FBDT schedules it: what the paths drain in
+    /// this many ms (at least two windows), as TCP_NOTSENT_LOWAT bounds a socket's unsent
+    /// bytes; a stream relayed beside a bulk one then waits milliseconds, not seconds.
+    /// `off`: the whole 32 MiB send buffer may fill (the earlier behaviour).
+    #[arg(long, value_name = "MS|off", default_value = "5", value_parser = parse_unsent_budget)]
+    pub unsent_budget: UnsentBudget,
+}
+
+/// `--unsent-budget`: a time, or none.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct UnsentBudget(Option<fbdt_core::Duration>);
+
+fn parse_unsent_budget(s: &str) -> Result<UnsentBudget, String> {
+    if s == "off" {
+        return Ok(UnsentBudget(None));
+    }
+    match s.parse::<f64>() {
+        Ok(ms) if ms.is_finite() && (0.1..=10_000.0).contains(&ms) => {
+            Ok(UnsentBudget(Some(fbdt_core::Duration::from_secs_f64(ms / 1e3))))
+        }
+        _ => Err(format!("`{s}`: expected milliseconds in 0.1..=10000, or `off`")),
+    }
 }
 
 fn parse_congestion(s: &str) -> Result<fbdt_net::CongestionPlan, String> {
@@ -231,8 +253,11 @@ impl NetArgs {
             recv_lowat: !self.wake_per_packet,
             ..fbdt_net::NetConfig::default()
         };
-        if let (Some(window), Some(fbdt)) = (self.window, cfg.core.fbdt_mut()) {
-            fbdt.window = window;
+        if let Some(fbdt) = cfg.core.fbdt_mut() {
+            if let Some(window) = self.window {
+                fbdt.window = window;
+            }
+            fbdt.unsent_budget = self.unsent_budget.0;
         }
         cfg
     }

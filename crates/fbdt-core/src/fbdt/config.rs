@@ -146,6 +146,15 @@ pub struct FbdtConfig {
     /// less than what FBDT's own ACKs leave outstanding, and no longer adds the bytes that
     /// arrive between two ACKs: sparse ACKs then commit no more data to a path.
     pub in_flight_from_transport: bool,
+    /// Written bytes may wait outside any window (not yet handed to a lane) only up to
+    /// what the live paths drain in this long (at least two windows): beyond it the
+    /// application's writes wait, as TCP_NOTSENT_LOWAT makes a socket's. A relay that
+    /// multiplexes streams (the proxy's mux) then decides late which stream goes next, so
+    /// a short answer does not queue behind megabytes of a bulk one. `None`: the whole
+    /// send buffer may fill: the default here, so the simulator's bulk flows and the
+    /// core's tests see the whole buffer; `fbdt serve|proxy|perf` set 5 ms
+    /// (`--unsent-budget`).
+    pub unsent_budget: Option<Duration>,
 }
 
 impl Default for FbdtConfig {
@@ -162,6 +171,7 @@ impl Default for FbdtConfig {
             send_limit_windows: 1.25,
             frame_budget: DEFAULT_FRAME_BUDGET,
             in_flight_from_transport: false,
+            unsent_budget: None,
         }
     }
 }

@@ -385,7 +385,12 @@ impl SchemeSender for FbdtSender {
         if self.finished {
             0
         } else {
-            self.params.send_buffer.saturating_sub(self.buf.len())
+            let unsent = self.written - self.loaded;
+            let unsent_room = self.unsent_allowance().saturating_sub(unsent);
+            self.params
+                .send_buffer
+                .saturating_sub(self.buf.len())
+                .min(usize::try_from(unsent_room).unwrap_or(usize::MAX))
         }
     }
 

@@ -521,3 +521,37 @@ fn a_frame_of_several_segments_keeps_them_apart() {
         .all(|g| matches!(g.state, SegState::Sent { .. })));
     assert_eq!(s.paths[0].copies.len(), segs - 2);
 }
+
+/// `unsent_budget` (issue 39): written bytes wait outside any window only up to what the
+/// paths drain in the budget (at least two windows); once a window loads, more may come.
+#[test]
+fn unsent_bytes_are_bounded_by_the_budget_and_make_room_as_windows_load() {
+    let params = crate::Config::default().stream_params();
+    let cfg = FbdtConfig {
+        unsent_budget: Some(Duration::from_millis(5)),
+        ..FbdtConfig::default()
+    };
+    let mut s = FbdtSender::new(&cfg, params, 0, 64 << 20);
+    let now = Instant::ZERO;
+    s.path_up(PathId(0), now);
+    s.path_stats(
+        PathId(0),
+        PathStats {
+            delivery_rate_bps: Some(8e9),
+            srtt: Some(Duration::from_millis(1)),
+            ..PathStats::default()
+        },
+    );
+    let allowance = s.unsent_allowance();
+    assert!(allowance >= 5_000_000 - 2 * params.segment_size as u64, "1 GB/s × 5 ms: {allowance}");
+    assert!(allowance < 8 << 20, "far below the send buffer: {allowance}");
+    assert_eq!(s.write(&data(32 << 20)) as u64, allowance, "no more than the budget waits");
+    assert_eq!(s.send_room(), 0);
+    assert!(s.poll_transmit(PathId(0), 256 << 10, now, &mut Vec::new()) > 0);
+    let loaded = s.loaded;
+    assert!(loaded > 0 && s.send_room() as u64 == loaded.min(allowance), "room {} after {loaded} loaded", s.send_room());
+    // Off, the whole send buffer may fill.
+    let mut off = FbdtSender::new(&FbdtConfig::default(), params, 0, 64 << 20);
+    off.path_up(PathId(0), now);
+    assert_eq!(off.write(&data(8 << 20)), 8 << 20);
+}

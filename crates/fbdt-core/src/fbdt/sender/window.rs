@@ -142,6 +142,23 @@ impl FbdtSender {
 
     /// Written bytes not in a window yet, or a stream end not loaded yet: what a window
     /// loaded now would hold.
+    /// How many written bytes may wait outside any window (`FbdtConfig::unsent_budget`):
+    /// the live paths' summed drain rate over the budget, and at least two windows so the
+    /// next one always loads whole.
+    pub(super) fn unsent_allowance(&self) -> u64 {
+        let Some(budget) = self.cfg.unsent_budget else {
+            return u64::MAX;
+        };
+        let rate: f64 = self
+            .paths
+            .iter()
+            .filter(|t| t.flows())
+            .filter_map(|t| t.est.drain_rate_bps())
+            .sum();
+        let floor = 2 * self.target_window().max(self.params.segment_size) as u64;
+        ((rate * budget.as_secs_f64()) as u64).max(floor)
+    }
+
     pub(super) fn has_data_to_load(&self) -> bool {
         self.written > self.loaded || (self.finished && !self.fin_loaded)
     }
