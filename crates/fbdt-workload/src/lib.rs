@@ -16,6 +16,7 @@ pub mod file;
 mod h2;
 mod metrics;
 pub mod progressive;
+mod rrul;
 mod radio;
 mod setup;
 pub mod vr;
@@ -47,6 +48,7 @@ pub fn run(args: WorkloadArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()>
         },
         Kind::Progressive => emit(&args, &setup, progressive::run(&setup, &args)?),
         Kind::Vr => emit(&args, &setup, vr::run(&setup, &args)?),
+        Kind::Rrul => emit(&args, &setup, rrul::run(&setup, &args)?),
         Kind::Dash => match args.browser {
             Some(b) => emit(&args, &setup, dash_browser::run(&setup, &args, b)?),
             None => emit(&args, &setup, dash::run(&setup, &args)?),

@@ -32,6 +32,9 @@ pub enum Kind {
     Dash,
     /// Q4: 360° tiled video, FIX vs viewport-optimised tiles.
     Vr,
+    /// Latency under load (testbed): a bulk download on every path and beside it a 64-byte
+    /// ping-pong and a 100 kB fetch every second: their delay over the best path's RTT.
+    Rrul,
 }
 
 #[derive(Args, Debug)]
@@ -112,6 +115,9 @@ pub struct WorkloadArgs {
     /// web: page loads per run, each 1 s after the previous one ended.
     #[arg(long, default_value_t = 3)]
     pub page_loads: u32,
+    /// rrul: the ping-pong's interval (ms).
+    #[arg(long, default_value_t = 20.0)]
+    pub ping_ms: f64,
 }
 
 /// What every workload shares: the scenario, the schemes and how to run one point.
@@ -266,6 +272,10 @@ impl Setup {
     }
 
     /// Notes an emulated run's fidelity verdict (runs that do not go through `run_one`).
+    pub fn backend(&self) -> BackendKind {
+        self.backend
+    }
+
     pub fn record_fidelity(&self, scheme: &str, seed: u64, fidelity: fbdt_emu::Fidelity) {
         let mut runs = self.fidelity.lock().expect("not poisoned");
         let run = runs.len();

@@ -125,6 +125,7 @@ fn args(kind: Kind, scenario: &str, quick: bool, backend: BackendKind) -> Worklo
             _ => None,
         },
         abr: None,
+        ping_ms: 20.0,
     }
 }
 
@@ -361,6 +362,7 @@ fn table(setup: &Setup, a: &WorkloadArgs) -> Result<Table> {
             }
             "360° tiles: viewport PSNR, dB"
         }
+        Kind::Rrul => anyhow::bail!("rrul is not part of the paper suite: run `fbdt-lab workload rrul`"),
     };
     let unfaithful_runs = setup.unfaithful_runs();
     Ok(Table {

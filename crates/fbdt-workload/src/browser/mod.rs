@@ -40,7 +40,7 @@ use fbdt_harness::process::Children;
 
 pub use cdp::{with_browser, BrowserPlan, Cdp};
 pub use page::{write_page, PageFiles};
-pub use servers::{route, start_servers, Http, Route, ServePlan, Servers};
+pub use servers::{route, start_fbdt_pair, start_servers, Http, Route, ServePlan, Servers};
 
 /// The paper's gap between page loads.
 const GAP: Duration = Duration::from_secs(1);
@@ -405,7 +405,7 @@ fn run_one(plan: &RunPlan, scheme: &str, seed: u64) -> Result<Vec<Vec<Vec<Browse
 /// One scheme × seed on a fresh testbed of the scenario: `body` with the testbed and the
 /// children it starts (killed after it returns); the run's fidelity verdict is recorded if
 /// it succeeded.
-pub(super) fn on_testbed<T>(
+pub(crate) fn on_testbed<T>(
     setup: &Setup,
     scheme: &str,
     seed: u64,

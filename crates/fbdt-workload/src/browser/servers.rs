@@ -184,10 +184,26 @@ pub fn start_servers(tb: &Testbed, route: &Route, plan: &ServePlan, children: &m
         return Ok(servers);
     }
     let fbdt = plan.fbdt.expect("the fbdt binary was found for an fbdt scheme");
+    servers.proxy = Some(start_fbdt_pair(tb, &allow, fbdt, dir, children)?);
+    Ok(servers)
+}
+
+/// `fbdt serve` in the server namespace (serving the origins `allow`) and `fbdt proxy`
+/// (SOCKS5) in the client's, over every path, TLS with a pinned key and a token; the
+/// proxy's address.
+pub fn start_fbdt_pair(
+    tb: &Testbed,
+    allow: &[SocketAddr],
+    fbdt: &Path,
+    dir: &Path,
+    children: &mut Children,
+) -> Result<SocketAddr> {
+    let paths = tb.paths().to_vec();
+    let server_ip = paths[0].server_ip;
     let (security, serve_security) = fbdt_harness::process::security_args(dir, false)?;
     let mut serve = tb.command(Side::Server, &fbdt.display().to_string());
     serve.args(["serve", "--listen", &format!("0.0.0.0:{FBDT_PORT}")]);
-    for a in &allow {
+    for a in allow {
         serve.args(["--allow", &a.to_string()]);
     }
     serve.args(&serve_security);
@@ -208,6 +224,5 @@ pub fn start_servers(tb: &Testbed, route: &Route, plan: &ServePlan, children: &m
     proxy.arg("--control").arg(dir.join("proxy.sock")).args(&security);
     children.spawn("proxy", proxy, &dir.join("proxy.log"))?;
     fbdt_harness::process::wait_listening(tb, Side::Client, proxy_addr, children, dir)?;
-    servers.proxy = Some(proxy_addr);
-    Ok(servers)
+    Ok(proxy_addr)
 }
