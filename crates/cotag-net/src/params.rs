@@ -101,3 +101,19 @@ pub enum Mode {
     /// Uncoded dual connectivity: packets alternate between the two paths.
     DualRr,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn testbed_defaults_size_cohorts_to_the_links_carry_fractions_and_release_on_idle() {
+        let p = CotagParams::for_capacity(1_000, 200e6);
+        assert_eq!(p.gateway.max_cohort, 18, "200 Mbit/s x 1 ms / 1,400 B, rounded up");
+        assert_eq!(p.gateway.cohort_size, cotag::CohortSize::Budget { margin: COHORT_MARGIN });
+        assert_eq!(p.gateway.high_split, cotag::HighSplit::Budget);
+        assert!(p.gateway.budget_carry && p.idle_release);
+        assert_eq!(p.device.liveness_us, DEVICE_LIVENESS_MIN_US);
+        assert_eq!(p.ap.liveness_us, 3_000);
+    }
+}
