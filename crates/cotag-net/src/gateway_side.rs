@@ -15,7 +15,7 @@ use cotag::{Ap, Gateway, LINKS};
 
 use crate::io::{drain, udp, wait_readable, Clock};
 use crate::pacer::Pacer;
-use crate::stats::{SideStats, LABEL_LOG_CAP};
+use crate::stats::{QueueSample, SideStats, LABEL_LOG_CAP, QUEUE_SAMPLES_CAP, QUEUE_SAMPLE_US};
 use crate::tun::Tun;
 use crate::{Error, Mode, SideSetup, IP_UDP_HEADER, MAX_WAIT_US};
 
@@ -35,6 +35,8 @@ struct CotagEnd {
     /// in packets per period.
     period_us: u64,
     datagram_bytes: usize,
+    /// Tell the APs when the gateway falls idle ([`CotagParams::idle_release`]).
+    idle_release: bool,
 }
 
 pub(crate) struct GatewaySide {
@@ -73,6 +75,7 @@ impl GatewaySide {
                     pacers: [0, 1].map(|i| Pacer::new(setup.rates[i].clone(), p.pace_factor, burst)),
                     period_us: p.gateway.period_us,
                     datagram_bytes: setup.outer_mtu,
+                    idle_release: p.idle_release,
                 }))
             }
             Mode::DualRr => Engine::DualRr { next: 0 },
@@ -91,12 +94,16 @@ impl GatewaySide {
     pub(crate) fn run(mut self, stop: Arc<AtomicBool>) -> Result<SideStats, Error> {
         let mut buf = vec![0u8; 65_536];
         let fds = [self.tun.as_raw_fd(), self.up.as_raw_fd()];
-        let mut wanted = None;
+        let (mut wanted, mut next_sample) = (None, 0);
         while !stop.load(Ordering::Relaxed) {
             let now = self.clock.now_us();
             self.stats.wake(wanted, now);
             if let Engine::Cotag(c) = &mut self.engine {
                 c.set_budget(now);
+                if now >= next_sample && self.stats.queue_samples.len() < QUEUE_SAMPLES_CAP {
+                    self.stats.queue_samples.push(c.queues(now));
+                    next_sample = now - now % QUEUE_SAMPLE_US + QUEUE_SAMPLE_US;
+                }
             }
             self.downlink_in(&mut buf, now)?;
             // Serve the pacers between the two reads too: writing a batch of ACKs into the
@@ -177,9 +184,18 @@ impl GatewaySide {
             return Ok(None);
         };
         let CotagEnd {
-            gateway, aps, pacers, ..
+            gateway,
+            aps,
+            pacers,
+            idle_release,
+            ..
         } = &mut **c;
         gateway.handle_timeout(now);
+        if gateway.poll_idle() && *idle_release {
+            for ap in aps.iter_mut() {
+                ap.handle_idle(now);
+            }
+        }
         for (link, ap) in aps.iter_mut().enumerate() {
             ap.handle_timeout(now);
             while let Some(coded) = gateway.poll_transmit(link, now)? {
@@ -204,6 +220,14 @@ impl GatewaySide {
 }
 
 impl CotagEnd {
+    fn queues(&self, now: u64) -> QueueSample {
+        QueueSample {
+            t_ms: (now / 1_000) as u32,
+            gateway: self.gateway.queued() as u32,
+            aps: self.aps.each_ref().map(|a| a.buffered() as u32),
+        }
+    }
+
     /// Tells the gateway what each link carries in one period now: the pacer's rate (the
     /// schedule's, × the pace factor) in full-size datagrams. The gateway thus knows the
     /// links' current rates exactly and at once, as the APs' pacers do — a real gateway

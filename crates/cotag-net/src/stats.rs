@@ -39,6 +39,10 @@ pub struct SideStats {
     pub cotag_aps: Option<[ApStats; LINKS]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cotag_device: Option<DeviceStats>,
+    /// Server end, COTAG: the gateway's queue and the APs' buffers every
+    /// [`QUEUE_SAMPLE_US`] (at most [`QUEUE_SAMPLES_CAP`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub queue_samples: Vec<QueueSample>,
     /// Per-label records for [`LinkStats::failures`] (not serialised: the breakdown is).
     #[serde(skip)]
     pub records: LabelRecords,
@@ -77,6 +81,21 @@ impl LinkStats {
         (d.bytes_delivered > 0).then(|| d.bytes_received as f64 / d.bytes_delivered as f64 - 1.0)
     }
 }
+
+/// How full the server end's queues were at one moment.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct QueueSample {
+    /// Milliseconds since the schedule started.
+    pub t_ms: u32,
+    /// Packets waiting for a cohort at the gateway.
+    pub gateway: u32,
+    /// Coded packets each AP holds.
+    pub aps: [u32; LINKS],
+}
+
+/// The server end samples its queues this often (µs), at most [`QUEUE_SAMPLES_CAP`] times.
+pub const QUEUE_SAMPLE_US: u64 = 10_000;
+pub const QUEUE_SAMPLES_CAP: usize = 100_000;
 
 /// A loop turn this late (µs) counts as a late wake-up: a quarter of the shortest period.
 pub const LATE_WAKE_US: u64 = 250;

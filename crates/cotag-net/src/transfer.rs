@@ -1,11 +1,14 @@
 //! A kernel TCP download through the COTAG link: the server (server namespace, on
 //! [`SERVER_ADDR`]) writes a seeded pseudo-random stream, the client (client namespace,
 //! from [`CLIENT_ADDR`]) reads it. Both ends hash what they wrote / read (SHA-256), the
-//! sender reads its kernel's retransmission count (TCP_INFO) at the end.
+//! sender reads its kernel's retransmission count (TCP_INFO) at the end and, while it sends,
+//! samples its TCP state every [`TCP_SAMPLE_MS`] ms ([`TcpSample`]: RTT, cwnd, congestion
+//! state, retransmissions) — what the sender saw of the link, for the bulk-flow trace.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use fbdt_emu::{Side, Testbed};
@@ -23,6 +26,29 @@ const ACCEPT_LIMIT: Duration = Duration::from_secs(15);
 const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 /// Cumulative bytes are sampled this often.
 const SAMPLE_S: f64 = 0.1;
+/// The sender's TCP_INFO is sampled this often (ms), at most [`TCP_SAMPLES_CAP`] times.
+pub const TCP_SAMPLE_MS: u64 = 10;
+const TCP_SAMPLES_CAP: usize = 100_000;
+
+/// The sender's TCP state at one moment (TCP_INFO).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct TcpSample {
+    /// Seconds since the connection was accepted.
+    pub t: f64,
+    /// Smoothed RTT and its variation, µs.
+    pub rtt_us: u32,
+    pub rttvar_us: u32,
+    /// Congestion window, segments.
+    pub cwnd: u32,
+    /// Segments in flight (sent, not acknowledged).
+    pub unacked: u32,
+    /// The congestion state: 0 open, 1 disorder, 2 CWR, 3 recovery (fast retransmit),
+    /// 4 loss (a retransmission timeout).
+    pub ca_state: u8,
+    /// Retransmissions so far, and the kernel's reordering estimate (segments).
+    pub total_retrans: u32,
+    pub reordering: u32,
+}
 
 /// How much the server sends.
 #[derive(Debug, Clone, Copy)]
@@ -44,6 +70,8 @@ pub struct TcpTransfer {
     pub secs: f64,
     /// The sender's `tcpi_total_retrans` at the end.
     pub retransmissions: u32,
+    /// The sender's TCP state every [`TCP_SAMPLE_MS`] ms while it sent.
+    pub tcp_samples: Vec<TcpSample>,
 }
 
 impl TcpTransfer {
@@ -75,7 +103,7 @@ pub fn download(
         .join()
         .map_err(|_| Error::Setup("the sender panicked".into()))??;
     let (received, received_sha256, series, secs) = received?;
-    let (sent, sent_sha256, retransmissions) = sent?;
+    let (sent, sent_sha256, retransmissions, tcp_samples) = sent?;
     Ok(TcpTransfer {
         sent,
         received,
@@ -84,10 +112,11 @@ pub fn download(
         series,
         secs,
         retransmissions,
+        tcp_samples,
     })
 }
 
-type Sent = (u64, String, u32);
+type Sent = (u64, String, u32, Vec<TcpSample>);
 
 fn send(listener: TcpListener, amount: Amount, seed: u64) -> Result<Sent, Error> {
     listener.set_nonblocking(true)?;
@@ -103,6 +132,48 @@ fn send(listener: TcpListener, amount: Amount, seed: u64) -> Result<Sent, Error>
     };
     s.set_nonblocking(false)?;
     s.set_write_timeout(Some(Duration::from_millis(200)))?;
+    let (done, fd) = (AtomicBool::new(false), s.as_raw_fd());
+    let (result, samples) = std::thread::scope(|scope| {
+        let done = &done;
+        // The socket outlives the scope, so its fd stays valid while the sampler reads it.
+        let sampler = scope.spawn(move || sample_tcp(fd, done));
+        let result = send_stream(&mut s, amount, seed);
+        done.store(true, Ordering::Relaxed);
+        (result, sampler.join().unwrap_or_default())
+    });
+    let (sent, hash) = result?;
+    let retrans = total_retrans(&s);
+    s.shutdown(Shutdown::Write)?;
+    // Wait for the reader's close so the last bytes are acknowledged before the socket goes.
+    s.set_read_timeout(Some(DRAIN_LIMIT))?;
+    let _ = s.read(&mut [0u8; 1]);
+    Ok((sent, hash, retrans.max(total_retrans(&s)), samples))
+}
+
+/// Samples `fd`'s TCP_INFO every [`TCP_SAMPLE_MS`] until `done`.
+fn sample_tcp(fd: std::os::fd::RawFd, done: &AtomicBool) -> Vec<TcpSample> {
+    let t0 = Instant::now();
+    let mut out = Vec::new();
+    while !done.load(Ordering::Relaxed) && out.len() < TCP_SAMPLES_CAP {
+        if let Some(i) = tcp_info_of(fd) {
+            out.push(TcpSample {
+                t: t0.elapsed().as_secs_f64(),
+                rtt_us: i.tcpi_rtt,
+                rttvar_us: i.tcpi_rttvar,
+                cwnd: i.tcpi_snd_cwnd,
+                unacked: i.tcpi_unacked,
+                ca_state: i.tcpi_ca_state,
+                total_retrans: i.tcpi_total_retrans,
+                reordering: i.tcpi_reordering,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(TCP_SAMPLE_MS));
+    }
+    out
+}
+
+/// Writes the seeded stream for `amount`; returns the bytes written and their SHA-256.
+fn send_stream(s: &mut TcpStream, amount: Amount, seed: u64) -> Result<(u64, String), Error> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut hash = Sha256::new();
     let mut chunk = vec![0u8; CHUNK];
@@ -134,12 +205,7 @@ fn send(listener: TcpListener, amount: Amount, seed: u64) -> Result<Sent, Error>
         }
         sent += want as u64;
     }
-    let retrans = total_retrans(&s);
-    s.shutdown(Shutdown::Write)?;
-    // Wait for the reader's close so the last bytes are acknowledged before the socket goes.
-    s.set_read_timeout(Some(DRAIN_LIMIT))?;
-    let _ = s.read(&mut [0u8; 1]);
-    Ok((sent, hex(&hash.finalize()), retrans.max(total_retrans(&s))))
+    Ok((sent, hex(&hash.finalize())))
 }
 
 type Received = (u64, String, Vec<(f64, u64)>, f64);
@@ -190,6 +256,11 @@ fn total_retrans(s: &TcpStream) -> u32 {
 
 /// `tcpi_total_retrans` of a connected TCP socket; None if the kernel refuses TCP_INFO.
 pub fn total_retrans_of(fd: std::os::fd::RawFd) -> Option<u32> {
+    tcp_info_of(fd).map(|i| i.tcpi_total_retrans)
+}
+
+/// TCP_INFO of a connected TCP socket; None if the kernel refuses it.
+fn tcp_info_of(fd: std::os::fd::RawFd) -> Option<libc::tcp_info> {
     // SAFETY: tcp_info is plain old data; getsockopt writes at most `len` bytes into it.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
@@ -202,7 +273,7 @@ pub fn total_retrans_of(fd: std::os::fd::RawFd) -> Option<u32> {
             &mut len,
         )
     };
-    (rc == 0).then_some(info.tcpi_total_retrans)
+    (rc == 0).then_some(info)
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -14,7 +14,9 @@
 //!    Low in the buffer is evicted to make room.
 //! 5. **Liveness**: a cohort held for `liveness_us` without a higher label (the gateway went
 //!    quiet, or sends nothing on this link) is released as if a higher label had arrived; it
-//!    is then flushed by the first label above the first higher label to arrive.
+//!    is then flushed by the first label above the first higher label to arrive. The driver
+//!    may say sooner that no higher label is coming for now ([`Ap::handle_idle`], from the
+//!    gateway's [`crate::Gateway::poll_idle`]): held cohorts are then released the same way.
 //!
 //! A label whose every allowed combination has been sent keeps only its counters, so its
 //! packets do not occupy the buffer until the flush.
@@ -87,6 +89,8 @@ pub struct ApStats {
     pub forwarded_low: u64,
     /// Cohorts released by the liveness timeout rather than a higher label.
     pub liveness_releases: u64,
+    /// Cohorts released because the gateway fell idle ([`Ap::handle_idle`]).
+    pub idle_releases: u64,
 }
 
 /// What one AP did with one label ([`Ap::record_labels`]): the testbed joins these with the
@@ -106,6 +110,7 @@ pub struct ApLabelRecord {
     /// (accepted − sent, Lows re-encoded included).
     pub flushed_high: u32,
     pub flushed_allowed: u32,
+    /// Released without a higher label: by the liveness timeout or the gateway's idle signal.
     pub liveness_release: bool,
 }
 
@@ -339,6 +344,25 @@ impl Ap {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = self.now.max(now);
         self.expire();
+    }
+
+    /// The gateway closed no cohort at the last period boundary (it has nothing to send for
+    /// now): every held cohort is released at once, as by the liveness timeout — forwarded
+    /// from now on and flushed by the first label above the next higher label — instead of
+    /// waiting `liveness_us` for a label that is not coming.
+    pub fn handle_idle(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        let mut released = Vec::new();
+        for (&k, l) in self.labels.iter_mut() {
+            if let State::Held { .. } = l.state {
+                l.state = State::Forwarding { released_by: None };
+                self.stats.idle_releases += 1;
+                released.push(k);
+            }
+        }
+        for k in released {
+            self.note(k, |r| r.liveness_release = true);
+        }
     }
 
     /// Releases held cohorts whose liveness timeout passed.

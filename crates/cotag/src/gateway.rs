@@ -65,6 +65,11 @@ pub struct GatewayConfig {
     pub cohort_size: CohortSize,
     /// How a cohort's High combinations are divided between the links.
     pub high_split: HighSplit,
+    /// With link budgets: carry each link's fraction of a packet from period to period, so
+    /// a link carrying 2.4 packets per period is given 2, 2, 3, 2, 3, … (2.4 on average)
+    /// rather than 2 every time. Without it ([`Gateway::set_link_budget`]'s floors) a slow
+    /// link loses up to a packet per period: 17 % of a 2.4-packet link.
+    pub budget_carry: bool,
     pub seed: u64,
 }
 
@@ -102,6 +107,7 @@ impl Default for GatewayConfig {
             low_factor: 1.0,
             cohort_size: CohortSize::MaxCohort,
             high_split: HighSplit::RoundRobin,
+            budget_carry: false,
             seed: 1,
         }
     }
@@ -151,6 +157,8 @@ pub struct GatewayStats {
     pub bytes_out: u64,
     /// Cohorts closed smaller than the queue allowed because of the links' budget.
     pub cohorts_budget_capped: u64,
+    /// Period boundaries that closed no cohort after one that did ([`Gateway::poll_idle`]).
+    pub idle_boundaries: u64,
 }
 
 /// What the gateway did with one cohort, per link (`GatewayConfig`'s log, see
@@ -190,6 +198,10 @@ pub struct Gateway {
     queue: VecDeque<Vec<u8>>,
     /// When the next cohort closes (a period boundary), while packets wait.
     boundary: Option<Instant>,
+    /// The boundary after a cohort closed with the queue empty: if nothing arrives before
+    /// it, no cohort closes there and the gateway is idle ([`Gateway::poll_idle`]).
+    quiet_at: Option<Instant>,
+    idle_pending: bool,
     ready: VecDeque<Cohort>,
     next_label: u32,
     /// The last label sent on each link.
@@ -198,6 +210,8 @@ pub struct Gateway {
     stats: GatewayStats,
     /// Coded packets each link carries in one period, if the driver said.
     budget: Option<[f64; LINKS]>,
+    /// Each link's fraction of a packet carried to the next cohort (`budget_carry`), [0, 1).
+    credit: [f64; LINKS],
     /// Per-cohort records of discarded cohorts, up to `log_cap` (off when 0).
     log: Vec<GatewayLabelRecord>,
     log_cap: usize,
@@ -211,12 +225,15 @@ impl Gateway {
             cfg,
             queue: VecDeque::new(),
             boundary: None,
+            quiet_at: None,
+            idle_pending: false,
             ready: VecDeque::new(),
             next_label: 0,
             last_label: [None; LINKS],
             now: 0,
             stats: GatewayStats::default(),
             budget: None,
+            credit: [0.0; LINKS],
             log: Vec::new(),
             log_cap: 0,
         })
@@ -247,6 +264,11 @@ impl Gateway {
         &self.stats
     }
 
+    /// Packets waiting for a cohort (the gateway's queue).
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
     /// Cohorts closed and not yet discarded.
     pub fn cohorts_pending(&self) -> usize {
         self.ready.len()
@@ -259,6 +281,8 @@ impl Gateway {
             return Err(Error::PacketLen(packet.len()));
         }
         self.advance(now);
+        // Before `quiet_at` (advance cleared it otherwise): a cohort closes there after all.
+        self.quiet_at = None;
         if self.queue.len() >= self.cfg.queue_packets {
             self.stats.queue_dropped += 1;
             return Ok(());
@@ -330,8 +354,21 @@ impl Gateway {
         Ok(Some(bytes))
     }
 
+    /// True once for each stretch of silence: a period boundary passed that closed no cohort
+    /// although the one before did (nothing arrived in the period). No label follows the
+    /// last one sent until packets arrive again, so an AP holding that label would wait for
+    /// its liveness timeout (rule 5, the paper's gap) — the driver tells the APs at once
+    /// ([`crate::Ap::handle_idle`]), at the time the next label would have reached them.
+    /// Without it a window-limited TCP flow, which goes quiet after each flight until its
+    /// ACKs return, had the last cohort of every flight held for the whole liveness timeout.
+    #[must_use]
+    pub fn poll_idle(&mut self) -> bool {
+        std::mem::take(&mut self.idle_pending)
+    }
+
     /// When the gateway next needs `handle_timeout` (a period ends, a cohort's send interval
-    /// starts or it is discarded). Links should be polled again at that time too.
+    /// starts or it is discarded, the gateway falls idle). Links should be polled again at
+    /// that time too.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let cohorts = self.ready.iter().map(|c| {
             if c.send_from > self.now {
@@ -340,7 +377,7 @@ impl Gateway {
                 c.discard_at
             }
         });
-        self.boundary.into_iter().chain(cohorts).min()
+        self.boundary.into_iter().chain(self.quiet_at).chain(cohorts).min()
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -354,6 +391,12 @@ impl Gateway {
         while let Some(b) = self.boundary.filter(|&b| self.now >= b) {
             self.close(b);
             self.boundary = (!self.queue.is_empty()).then_some(b + self.cfg.period_us);
+            self.quiet_at = self.boundary.is_none().then_some(b + self.cfg.period_us);
+        }
+        if self.quiet_at.is_some_and(|q| self.now >= q) {
+            self.quiet_at = None;
+            self.idle_pending = true;
+            self.stats.idle_boundaries += 1;
         }
         while let Some(c) = self.ready.front() {
             if c.discard_at > self.now {
@@ -379,7 +422,8 @@ impl Gateway {
     /// Cohort of up to `max_cohort` queued packets, sent from `send_from`.
     fn close(&mut self, send_from: Instant) {
         let mut n = self.queue.len().min(self.cfg.max_cohort);
-        if let (CohortSize::Budget { margin }, Some(b)) = (self.cfg.cohort_size, self.budget) {
+        let budget = self.period_budget();
+        if let (CohortSize::Budget { margin }, Some(b)) = (self.cfg.cohort_size, budget) {
             // At least one packet, so a link that reads 0 (an outage) cannot stop the flow
             // for good: the liveness timeouts and TCP deal with what it loses.
             // Whole packets per link: an AP forwards only whole packets in its window, so
@@ -404,7 +448,7 @@ impl Gateway {
         let symbols: Vec<Vec<u8>> = packets.iter().filter_map(|p| wire::to_symbol(p, symbol_len)).collect();
         let label = self.next_label;
         self.next_label = self.next_label.wrapping_add(1);
-        let high_quota = self.split(label, n);
+        let high_quota = self.split(label, n, budget);
         let low_budget = (self.cfg.low_factor * n as f64) as usize;
         // Lows follow the Highs' split: a link's AP re-encodes from what it holds, so each
         // needs full-span Lows of its own to cover the other's shortfall.
@@ -412,7 +456,7 @@ impl Gateway {
             low_budget * high_quota[0] / n,
             low_budget - low_budget * high_quota[0] / n,
         ];
-        if let (CohortSize::Budget { .. }, Some(b)) = (self.cfg.cohort_size, self.budget) {
+        if let (CohortSize::Budget { .. }, Some(b)) = (self.cfg.cohort_size, budget) {
             // "Taking" is sending extras with the capacity left: with the links' budgets
             // known, a link gets no more Lows than its window has room for after its Highs.
             // Lows beyond that are flushed unsent by the AP, after costing the gateway (and
@@ -438,10 +482,29 @@ impl Gateway {
         });
     }
 
-    /// High combinations per link for a cohort of `n` with `label`.
-    fn split(&self, label: u32, n: usize) -> [usize; LINKS] {
+    /// What each link carries in the period of the cohort being closed: the budget the
+    /// driver set or, with `budget_carry`, whole packets out of the budget plus the fraction
+    /// left from the cohorts before (the fraction left over is kept, whole packets a cohort
+    /// did not use are not: an idle link banks no more than one packet).
+    fn period_budget(&mut self) -> Option<[f64; LINKS]> {
+        let b = self.budget?;
+        if !self.cfg.budget_carry {
+            return Some(b);
+        }
+        let mut whole = [0.0; LINKS];
+        for l in 0..LINKS {
+            let c = self.credit[l] + b[l];
+            whole[l] = c.floor();
+            self.credit[l] = c - whole[l];
+        }
+        Some(whole)
+    }
+
+    /// High combinations per link for a cohort of `n` with `label`, given the links' budgets
+    /// for its period.
+    fn split(&self, label: u32, n: usize, budget: Option<[f64; LINKS]>) -> [usize; LINKS] {
         let mut quota = [0; LINKS];
-        match (self.cfg.high_split, self.budget) {
+        match (self.cfg.high_split, budget) {
             (HighSplit::Budget, Some(b)) if b.iter().sum::<f64>() > 0.0 => {
                 // In proportion to the whole packets each link carries, so a cohort that
                 // fits (n ≤ Σ⌊b_l⌋) never gives a link more than ⌊b_l⌋; by the fractions

@@ -199,3 +199,26 @@ fn bad_config_is_an_error() {
     })
     .is_err());
 }
+
+#[test]
+fn the_gateways_idle_signal_releases_a_held_cohort_at_once() {
+    let mut a = ap(10);
+    a.handle_recv(&pkt(0, H, 1), 0).unwrap();
+    a.handle_recv(&pkt(0, H, 2), 0).unwrap();
+    assert_eq!(out(&mut a, 10), None, "held");
+    // Long before the liveness timeout (LIVE): the gateway says nothing closed.
+    a.handle_idle(20);
+    assert_eq!(drain(&mut a, 20).len(), 1 + 1, "both Highs forwarded at once");
+    assert_eq!((a.stats().idle_releases, a.stats().liveness_releases), (1, 0));
+    // Released without a higher label, like a liveness release: the next higher label does
+    // not flush it, the one after does.
+    a.handle_recv(&pkt(0, L, 3), 30).unwrap();
+    a.handle_recv(&pkt(1, H, 4), 40).unwrap();
+    assert_eq!(a.stats().flushed, 0);
+    a.handle_recv(&pkt(2, H, 5), 50).unwrap();
+    assert_eq!(a.stats().flushed, 1, "label 0's unsent Low, flushed by label 2");
+    // With nothing held, the signal changes nothing.
+    let mut b = ap(10);
+    b.handle_idle(0);
+    assert_eq!((out(&mut b, 0), b.stats().idle_releases), (None, 0));
+}

@@ -17,6 +17,18 @@ fn count(ps: &[CodedPacket], p: Priority) -> usize {
     ps.iter().filter(|c| c.priority == p).count()
 }
 
+/// Cohorts sized and split by the links' budgets, T = 1 ms.
+fn budgeted(margin: usize, low_factor: f64, budget_carry: bool) -> GatewayConfig {
+    GatewayConfig {
+        period_us: 1_000,
+        low_factor,
+        cohort_size: CohortSize::Budget { margin },
+        high_split: HighSplit::Budget,
+        budget_carry,
+        ..GatewayConfig::default()
+    }
+}
+
 fn gateway(cfg: GatewayConfig, packets: usize) -> Gateway {
     let mut g = Gateway::new(cfg).unwrap();
     for i in 0..packets {
@@ -50,13 +62,7 @@ fn low_extras_go_to_both_links_when_link_0_is_drained_first() {
 #[test]
 fn budget_bounds_the_cohort_and_splits_the_highs() {
     let mut g = gateway(
-        GatewayConfig {
-            period_us: 1_000,
-            low_factor: 0.0,
-            cohort_size: CohortSize::Budget { margin: 0 },
-            high_split: HighSplit::Budget,
-            ..GatewayConfig::default()
-        },
+        budgeted(0, 0.0, false),
         60,
     );
     // 8.1 and 2.4 packets per period: a cohort of 10, 8 + 2.
@@ -98,13 +104,7 @@ fn round_robin_ignores_the_budget_unless_asked() {
 #[test]
 fn with_a_budget_lows_only_fill_the_room_left() {
     let mut g = gateway(
-        GatewayConfig {
-            period_us: 1_000,
-            low_factor: 1.0,
-            cohort_size: CohortSize::Budget { margin: 2 },
-            high_split: HighSplit::Budget,
-            ..GatewayConfig::default()
-        },
+        budgeted(2, 1.0, false),
         40,
     );
     // 6.5 + 6.5 carry 12: a cohort of 10 (margin 2), 5 Highs and 1 Low per link.
@@ -113,4 +113,83 @@ fn with_a_budget_lows_only_fill_the_room_left() {
     for l in [&l0, &l1] {
         assert_eq!((count(l, Priority::High), count(l, Priority::Low)), (5, 1));
     }
+}
+
+#[test]
+fn budget_carry_gives_each_link_its_fractions_over_the_periods() {
+    let cfg = |carry| budgeted(0, 0.0, carry);
+    // 8.1 and 2.4 packets per period for 20 periods: 162 and 48 on average. Floors give
+    // 8 and 2 every period (160, 40); carrying the fractions gives 2 or 3 on the slow link.
+    for carry in [false, true] {
+        let mut g = gateway(cfg(carry), 1_000);
+        g.set_link_budget([8.1, 2.4]);
+        let mut total = [0, 0];
+        for period in 1..=20u64 {
+            let [l0, l1] = drain_in_order(&mut g, period * 1_000);
+            assert!((8..=9).contains(&l0.len()) && (2..=3).contains(&l1.len()), "period {period}");
+            total[0] += l0.len();
+            total[1] += l1.len();
+        }
+        if carry {
+            // Within one packet of the rate (the fractions are summed in floating point).
+            assert!((161..=162).contains(&total[0]) && (47..=48).contains(&total[1]), "{total:?}");
+        } else {
+            assert_eq!(total, [160, 40]);
+        }
+    }
+}
+
+#[test]
+fn budget_carry_banks_no_whole_packets_while_the_queue_is_short() {
+    let mut g = gateway(
+        budgeted(0, 0.0, true),
+        2,
+    );
+    g.set_link_budget([4.5, 4.5]);
+    // Periods of 2 packets each use little of the 9 the links carry ...
+    for period in 1..=5u64 {
+        let [l0, l1] = drain_in_order(&mut g, period * 1_000);
+        assert_eq!(l0.len() + l1.len(), 2);
+        for i in 0..2 {
+            g.handle_packet(&[i as u8; 100], period * 1_000 + 10).unwrap();
+        }
+    }
+    // ... and a full queue afterwards still gets at most what one period carries plus the
+    // fraction: 4 or 5 per link, never the unused slots of the periods before.
+    for i in 0..100 {
+        g.handle_packet(&[i as u8; 100], 5_500).unwrap();
+    }
+    let [l0, l1] = drain_in_order(&mut g, 6_000);
+    assert!(l0.len() <= 5 && l1.len() <= 5 && l0.len() + l1.len() <= 10, "{} + {}", l0.len(), l1.len());
+}
+
+#[test]
+fn the_gateway_signals_idle_once_when_a_boundary_closes_nothing() {
+    let mut g = gateway(
+        GatewayConfig {
+            period_us: 1_000,
+            ..GatewayConfig::default()
+        },
+        3,
+    );
+    // Cohort 0 closes at 1 000; nothing arrives in [1 000, 2 000).
+    g.handle_timeout(1_000);
+    assert!(!g.poll_idle(), "a cohort closed at 1 000");
+    assert_eq!(g.poll_timeout(), Some(2_000), "the send interval ends and the next boundary");
+    g.handle_timeout(1_999);
+    assert!(!g.poll_idle());
+    g.handle_timeout(2_000);
+    assert!(g.poll_idle(), "no cohort at 2 000");
+    assert!(!g.poll_idle(), "once per quiet stretch");
+    g.handle_timeout(5_000);
+    assert!(!g.poll_idle());
+    assert_eq!(g.stats().idle_boundaries, 1);
+    // A packet in the period after a cohort closes means the next boundary closes one.
+    g.handle_packet(&[1; 100], 5_100).unwrap();
+    g.handle_timeout(6_000);
+    g.handle_packet(&[2; 100], 6_500).unwrap();
+    g.handle_timeout(7_000);
+    assert!(!g.poll_idle(), "cohorts closed at 6 000 and 7 000");
+    g.handle_timeout(8_000);
+    assert!(g.poll_idle(), "nothing arrived in [7 000, 8 000)");
 }

@@ -321,6 +321,7 @@ fn print_table(r: &RunReport) {
         );
     }
     print_bursts(r);
+    print_cotag(r);
 }
 
 /// `--traffic bursts`: one line per scheme with the burst metrics.
@@ -365,6 +366,29 @@ fn print_bursts(r: &RunReport) {
                 .join(" "),
             if b.flows_intact { "" } else { "  (a flow ended short)" }
         );
+    }
+}
+
+/// COTAG / dual-rr: what one bulk flow's sender saw, and why cohorts failed (either traffic).
+fn print_cotag(r: &RunReport) {
+    // What one bulk flow's sender saw through COTAG / dual-rr (docs/cotag.md, "One bulk flow").
+    for s in &r.results {
+        for t in s.cotag.iter().flat_map(|c| &c.traces) {
+            println!(
+                "{:<26} tcp: rtt p10/p50/p90/max {:.1}/{:.1}/{:.1}/{:.1} ms, cwnd p50 {:.0}, recoveries {}, timeouts {}, reordering ≤ {}{}",
+                s.scheme,
+                t.rtt_ms[0],
+                t.rtt_ms[1],
+                t.rtt_ms[2],
+                t.rtt_ms[3],
+                t.cwnd_p50,
+                t.recoveries,
+                t.timeouts,
+                t.max_reordering,
+                t.gateway_queue
+                    .map_or(String::new(), |[p50, max]| format!(", gateway queue p50/max {p50}/{max} packets"))
+            );
+        }
     }
     // Why COTAG's cohorts failed (docs/cotag.md, "Why cohorts fail").
     for s in &r.results {

@@ -1,11 +1,11 @@
 //! COTAG (`cotag[+T=<ms>][+n=<count>][+size=peak|rate][+margin=<packets>][+split=rr|rate]
-//! [+fwd=<labels>][+low=<factor>][+burst=<packets>][+live=<ms>]`) and uncoded dual connectivity (`dual-rr`) on the
+//! [+fwd=<labels>][+low=<factor>][+burst=<packets>][+live=<ms>][+carry=0|1][+queue=<packets>][+idle=0|1]`) and uncoded dual connectivity (`dual-rr`) on the
 //! emulated testbed: one kernel TCP download (the scenario's congestion control) through
 //! cotag-net's TUN link between the client and server namespaces. Testbed only, two paths.
 
 use std::time::Instant;
 
-use crate::results::cotag::CotagCounters;
+use crate::results::cotag::{CotagCounters, TcpTrace};
 use crate::scheme::cotag::CotagScheme;
 use anyhow::{bail, Context, Result};
 use cotag_net::transfer::{self, Amount};
@@ -75,6 +75,15 @@ pub fn mode(scheme: Option<&CotagScheme>, tb: &Testbed) -> Mode {
             if let Some(l) = s.device_liveness_ms {
                 p.device.liveness_us = (l * 1e3).round() as u64;
             }
+            if let Some(c) = s.budget_carry {
+                p.gateway.budget_carry = c;
+            }
+            if let Some(i) = s.idle_release {
+                p.idle_release = i;
+            }
+            if let Some(q) = s.gateway_queue {
+                p.gateway.queue_packets = q;
+            }
             if let Some(b) = s.pace_burst_packets {
                 p.pace_burst_bytes = b * f64::from(tb.options().mtu);
             }
@@ -110,7 +119,10 @@ pub fn download(
             t.sent
         );
     }
-    let counters = counters_from_run(&stats, u64::from(t.retransmissions), params.as_ref());
+    let mut counters = counters_from_run(&stats, u64::from(t.retransmissions), params.as_ref());
+    counters
+        .traces
+        .push(TcpTrace::new(t.tcp_samples, stats.server.queue_samples.clone()));
     let transfer = Transfer {
         bytes: t.received,
         secs: t.secs,

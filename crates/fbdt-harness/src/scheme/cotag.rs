@@ -1,5 +1,6 @@
 //! COTAG's scheme options (`cotag[+T=<ms>][+n=<count>][+size=peak|rate][+margin=<packets>]
-//! [+split=rr|rate][+fwd=<labels>][+low=<factor>][+burst=<packets>][+live=<ms>]`), as the
+//! [+split=rr|rate][+fwd=<labels>][+low=<factor>][+burst=<packets>][+live=<ms>][+carry=0|1]
+//! [+queue=<packets>][+idle=0|1]`), as the
 //! testbed's COTAG link takes them (fbdt-lab's `emu/cotag.rs` turns them into a link mode).
 
 use anyhow::{anyhow, bail, Result};
@@ -27,6 +28,14 @@ pub struct CotagScheme {
     pub pace_burst_packets: Option<f64>,
     /// `live=<ms>`: the device's liveness timeout.
     pub device_liveness_ms: Option<f64>,
+    /// `carry=0|1`: carry each link's fraction of a packet per period to the next cohort
+    /// (`cotag::GatewayConfig::budget_carry`).
+    pub budget_carry: Option<bool>,
+    /// `queue=<packets>`: the gateway's queue bound.
+    pub gateway_queue: Option<usize>,
+    /// `idle=0|1`: the APs release held cohorts when the gateway falls idle
+    /// (`cotag_net::CotagParams::idle_release`).
+    pub idle_release: Option<bool>,
 }
 
 impl Default for CotagScheme {
@@ -40,13 +49,17 @@ impl Default for CotagScheme {
             low_factor: None,
             pace_burst_packets: None,
             device_liveness_ms: None,
+            budget_carry: None,
+            gateway_queue: None,
+            idle_release: None,
         }
     }
 }
 
 /// Parses the options after `cotag`: `T=<ms>` (0.1–100), `n=<count>` (4–128), `size=peak|rate`,
 /// `margin=<packets>` (0–64, implies `size=rate`), `split=rr|rate`, `fwd=<labels>` (1–16),
-/// `low=<factor>` (0–16), `burst=<packets>` (1–64), `live=<ms>` (0.1–1000).
+/// `low=<factor>` (0–16), `burst=<packets>` (1–64), `live=<ms>` (0.1–1000), `carry=0|1`,
+/// `queue=<packets>` (128–65536), `idle=0|1`.
 pub fn parse(name: &str, opts: std::str::Split<'_, char>) -> Result<CotagScheme> {
     let mut s = CotagScheme::default();
     let number = |value: &str| -> Result<f64> {
@@ -120,7 +133,19 @@ pub fn parse(name: &str, opts: std::str::Split<'_, char>) -> Result<CotagScheme>
                 }
                 s.device_liveness_ms = Some(l);
             }
-            _ => bail!("scheme `{name}`: unknown option `{key}` (known for cotag: T, n, size, margin, split, fwd, low, burst, live)"),
+            "carry" => match value {
+                "0" => s.budget_carry = Some(false),
+                "1" => s.budget_carry = Some(true),
+                _ => bail!("scheme `{name}`: carry must be 0 or 1, got `{value}`"),
+            },
+            "idle" => match value {
+                "0" => s.idle_release = Some(false),
+                "1" => s.idle_release = Some(true),
+                _ => bail!("scheme `{name}`: idle must be 0 or 1, got `{value}`"),
+            },
+            // At least the largest cohort (128), which the gateway requires.
+            "queue" => s.gateway_queue = Some(whole(key, value, cotag::gf::MAX_CAUCHY as u32, 65_536)? as usize),
+            _ => bail!("scheme `{name}`: unknown option `{key}` (known for cotag: T, n, size, margin, split, fwd, low, burst, live, carry, queue, idle)"),
         }
     }
     Ok(s)
@@ -153,6 +178,10 @@ mod tests {
         );
         assert_eq!(p("cotag+margin=0").unwrap().size_margin, Some(0));
         assert_eq!(p("cotag+margin=2").unwrap().size_margin, Some(2));
+        let s = p("cotag+carry=0+queue=256").unwrap();
+        assert_eq!((s.budget_carry, s.gateway_queue), (Some(false), Some(256)));
+        assert_eq!(p("cotag+carry=1").unwrap().budget_carry, Some(true));
+        assert_eq!(p("cotag+idle=0").unwrap().idle_release, Some(false));
         for bad in [
             "cotag+T=0",
             "cotag+T=x",
@@ -166,6 +195,10 @@ mod tests {
             "cotag+fwd=1.5",
             "cotag+low=-1",
             "cotag+margin=100",
+            "cotag+carry=2",
+            "cotag+idle=yes",
+            "cotag+queue=10",
+            "cotag+queue=1e9",
         ] {
             let e = p(bad).unwrap_err().to_string();
             assert!(e.contains(&format!("scheme `{bad}`")), "{bad}: {e}");
