@@ -105,3 +105,34 @@ fn a_fault_campaign_in_parts_merges_to_the_one_process_campaign() {
     ok(&["merge", p(&dir)]);
     assert_eq!(steady(json(&dir.join("faults.json"))), steady(json(&one)));
 }
+
+#[test]
+fn slurm_submit_without_sbatch_says_so_and_script_only_writes_the_scripts() {
+    let (_tmp, _, dir) = scratch("unused");
+    ok(&words(
+        "plan sweep los --over seed --values 1,2 --duration 0.5 --out",
+        &[p(&dir)],
+    ));
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_fbdt-lab"))
+        .args(["slurm", "submit", p(&dir), "--pack", "2"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && stderr.contains("sbatch not found on PATH"),
+        "{stderr}"
+    );
+    ok(&["slurm", "submit", p(&dir), "--script-only", "--exclusive"]);
+    let script = std::fs::read_to_string(dir.join("slurm/submit-0/array.sh")).unwrap();
+    assert!(
+        script.contains("#SBATCH --array=0-1\n") && script.contains("#SBATCH --exclusive\n"),
+        "{script}"
+    );
+    let o = lab(&["slurm", "status", p(&dir)]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("2 cases, 0 done, 2 missing") && stdout.contains("not submitted"),
+        "{stdout}"
+    );
+}
