@@ -11,6 +11,7 @@
 //!   simulator's implementation in [`sim`] and the testbed's in [`emu`], and the one
 //!   [`backend::aggregate`] of repetitions into a result; [`error::HarnessError`] is what
 //!   they fail with;
+//! - [`campaign`]: a command's cases as a manifest, one result file per case, merged;
 //! - [`faults`]: the fault campaign (seeded plans, the simulator's runs, their summary);
 //! - [`progress`]: progress bars that log when stderr is not a terminal; [`parallel`]:
 //!   independent simulator runs spread over cores.
@@ -18,6 +19,7 @@
 //! Dependencies point downward: the results model imports no backend; the backends fill it.
 
 pub mod backend;
+pub mod campaign;
 pub mod emu;
 pub mod error;
 pub mod faults;

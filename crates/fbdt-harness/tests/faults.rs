@@ -24,6 +24,7 @@ fn every_fault_on_every_path_loses_nothing() {
         schemes: vec!["fbdt".into()],
         runs: (kinds.len() * scenario.paths.len()) as u64,
         kinds,
+        first: 0,
         seed: 41,
         jobs: 2,
     };
@@ -55,6 +56,7 @@ fn a_one_path_scenario_is_refused() {
         schemes: vec!["fbdt".into()],
         kinds: FaultKind::ALL.to_vec(),
         runs: 1,
+        first: 0,
         seed: 1,
         jobs: 1,
     };

@@ -28,6 +28,10 @@ pub struct FaultsArgs {
     /// downlink, flap.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub kinds: Vec<FaultKind>,
+    /// The first plan's index: runs plans first..first+runs, each as it is in the whole
+    /// campaign (how `fbdt-lab plan faults` splits a campaign into cases).
+    #[arg(long, default_value_t = 0)]
+    pub first: u64,
     /// Campaign seed: plan i and its run use seed + i.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -51,18 +55,23 @@ pub struct FaultsArgs {
 }
 
 pub fn run(args: FaultsArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
+    let report = report(&args, testbed)?;
+    finish(&report, args.json.as_deref())
+}
+
+/// The campaign's scenario (with `--duration`) and schemes, checked.
+pub fn setup(args: &FaultsArgs, limits: &fbdt_harness::TestbedLimits) -> Result<(Scenario, Vec<String>, Vec<FaultKind>)> {
     if args.backend == BackendKind::Emu {
         bail!("`faults --backend emu` is not built yet; run the simulator campaign (--backend sim)");
     }
     if !(args.scale.is_finite() && args.scale > 0.0 && args.scale <= 10.0) {
         bail!("--scale must be in (0, 10], got {}", args.scale);
     }
-    if args.runs > 1_000_000 {
-        bail!("--runs must be at most 1 000 000, got {}", args.runs);
+    if args.runs > 1_000_000 || args.first > 1_000_000 {
+        bail!("--runs and --first must be at most 1 000 000, got {} and {}", args.runs, args.first);
     }
     let mut scenario = Scenario::load(&args.scenario)?;
     fbdt_harness::set_duration(&mut scenario, Some(args.duration))?;
-    let limits = fbdt_harness::TestbedLimits::from(testbed);
     let schemes = if args.schemes.is_empty() {
         let first = &scenario.paths[0].name;
         vec!["fbdt".to_string(), "mp:minrtt".to_string(), format!("tcp:{first}")]
@@ -70,7 +79,7 @@ pub fn run(args: FaultsArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
         args.schemes.clone()
     };
     for s in &schemes {
-        fbdt_harness::scheme::parse_sim(s, &scenario, scenario.seed, &limits)
+        fbdt_harness::scheme::parse_sim(s, &scenario, scenario.seed, limits)
             .with_context(|| format!("scheme `{s}`"))?;
     }
     let kinds = if args.kinds.is_empty() {
@@ -78,6 +87,13 @@ pub fn run(args: FaultsArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     } else {
         args.kinds.clone()
     };
+    Ok((scenario, schemes, kinds))
+}
+
+/// Runs the campaign (plans `--first` … on `--jobs` threads) and summarises it.
+pub fn report(args: &FaultsArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<Report> {
+    let limits = fbdt_harness::TestbedLimits::from(testbed);
+    let (scenario, schemes, kinds) = setup(args, &limits)?;
     let campaign = SimCampaign {
         scenario: &scenario,
         scale: args.scale,
@@ -86,6 +102,7 @@ pub fn run(args: FaultsArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
         schemes,
         kinds: kinds.clone(),
         runs: args.runs,
+        first: args.first,
         seed: args.seed,
         jobs: fbdt_harness::parallel::jobs(args.jobs)?,
     };
@@ -109,9 +126,15 @@ pub fn run(args: FaultsArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
         groups: Default::default(),
     };
     report.summarise();
-    print_report(&report);
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report)?;
+    Ok(report)
+}
+
+/// Prints the summary and writes the JSON if asked (the one-process run and the merge of
+/// a campaign alike).
+pub fn finish(report: &Report, json: Option<&std::path::Path>) -> Result<()> {
+    print_report(report);
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(report)?;
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())

@@ -4,10 +4,12 @@ mod agree;
 mod app;
 mod bench;
 mod calibrate;
+mod campaign;
 mod faults;
 mod jpoc_cmd;
 mod paper;
 mod run;
+mod slurm;
 mod sweep;
 mod sweep_cotag;
 
@@ -29,7 +31,7 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-enum Command {
+pub(crate) enum Command {
     /// Run schemes over one scenario and report goodput (table + JSON).
     Run(run::RunArgs),
     /// The paper's throughput suite: every scenario and scheme, summary.json, plots, report.html.
@@ -59,6 +61,19 @@ enum Command {
     /// A real application (curl) through `fbdt proxy`/`fbdt serve` over the emulated radios,
     /// beside each radio alone: goodput, content hash, longest delivery gap (root).
     App(app::AppArgs),
+    /// Campaign: write every case of `paper`, `sweep` or `faults` into DIR/manifest.json,
+    /// each with its command line and a content hash (docs/campaigns.md).
+    Plan(campaign::PlanArgs),
+    /// Campaign: run cases of DIR (skipping those done), one JSON each, stamped with the host
+    /// and the fidelity verdict.
+    Case(campaign::CaseArgs),
+    /// Campaign: the one-process command's report from DIR's case results; missing and
+    /// unfaithful cases listed (non-zero exit when any is missing).
+    Merge(campaign::MergeArgs),
+    /// Campaign on a Slurm cluster: submit DIR's cases as a job array plus a merge job, or
+    /// show their progress.
+    #[command(subcommand)]
+    Slurm(slurm::SlurmCommand),
     /// Internal: run a program as a child subreaper so that the CPU time of everything it
     /// leaves behind counts as this run's (fbdt_emu::reaper).
     #[command(name = "__reap", hide = true)]
@@ -86,26 +101,75 @@ fn main() {
     }
 }
 
-fn real_main() -> Result<()> {
-    let cli = Cli::parse();
-    // The testbed options of every emulated run of this command: the defaults, with what
-    // the command line changed (`--gso-units`); passed to whatever builds a testbed or must
-    // match its limits.
+/// The testbed options of every emulated run of a command: the defaults, with what the
+/// command line changed (`--gso-units`); passed to whatever builds a testbed or must match
+/// its limits.
+fn testbed_options(gso_units: Option<u32>) -> fbdt_emu::TestbedOptions {
     let defaults = fbdt_emu::TestbedOptions::default();
-    let testbed = fbdt_emu::TestbedOptions {
-        gso_unit_airtime_us: match cli.gso_units {
+    fbdt_emu::TestbedOptions {
+        gso_unit_airtime_us: match gso_units {
             None => defaults.gso_unit_airtime_us,
             Some(0) => None,
             Some(us) => Some(us),
         },
         ..defaults
-    };
+    }
+}
+
+/// What one campaign case produced: its results JSON and its fidelity.
+pub(crate) struct CaseOutput {
+    pub json: serde_json::Value,
+    pub fidelity: Option<fbdt_harness::results::fidelity::RunFidelity>,
+}
+
+/// Runs a campaign case's command (`fbdt-lab` arguments without the program name) through
+/// the very code the command runs from a shell, and returns its results instead of
+/// writing them.
+pub(crate) fn run_case_command(args: &[String]) -> Result<CaseOutput> {
+    let argv = std::iter::once("fbdt-lab".to_string()).chain(args.iter().cloned());
+    let cli = Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("the case's command does not parse: {e}"))?;
+    let testbed = testbed_options(cli.gso_units);
+    match cli.command {
+        Command::Run(mut a) => {
+            a.json = None;
+            let r = run::run(a, &testbed)?;
+            Ok(CaseOutput {
+                fidelity: r.fidelity.clone(),
+                json: serde_json::to_value(&r)?,
+            })
+        }
+        Command::Sweep(a) => Ok(CaseOutput {
+            json: serde_json::to_value(sweep::report(&a, &testbed)?)?,
+            fidelity: None,
+        }),
+        Command::Faults(a) => Ok(CaseOutput {
+            json: serde_json::to_value(faults::report(&a, &testbed)?)?,
+            fidelity: None,
+        }),
+        _ => anyhow::bail!("a campaign case runs `run`, `sweep` or `faults`, not `{}`", args.join(" ")),
+    }
+}
+
+/// The arguments of a one-process command stored in a manifest, parsed again.
+pub(crate) fn parse_stored(args: &[String]) -> Result<(Command, fbdt_emu::TestbedOptions)> {
+    let argv = std::iter::once("fbdt-lab".to_string()).chain(args.iter().cloned());
+    let cli = Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("the manifest's command does not parse: {e}"))?;
+    Ok((cli.command, testbed_options(cli.gso_units)))
+}
+
+fn real_main() -> Result<()> {
+    let cli = Cli::parse();
+    let testbed = testbed_options(cli.gso_units);
     match cli.command {
         Command::Run(args) => run::run(args, &testbed).map(|_| ()),
         Command::Paper(args) => paper::run(args, &testbed),
         Command::Scenarios => scenarios(),
         Command::Calibrate(args) => calibrate::run_calibrate(args, &testbed),
         Command::Faults(args) => faults::run(args, &testbed),
+        Command::Plan(args) => campaign::plan(args, cli.gso_units),
+        Command::Case(args) => campaign::case(args),
+        Command::Merge(args) => campaign::merge(args),
+        Command::Slurm(cmd) => slurm::run(cmd),
         Command::Clean(args) => calibrate::run_clean(args),
         Command::Bench(cmd) => bench::run(cmd, &testbed),
         Command::Sweep(args) => sweep::run(args, &testbed),

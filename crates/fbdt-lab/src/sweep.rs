@@ -10,11 +10,11 @@ use clap::{Args, ValueEnum};
 use fbdt_scenario::Scenario;
 use fbdt_sim::PathModel;
 use indicatif::ProgressStyle;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use fbdt_harness::scheme;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Param {
     /// The seed of the scenario's random models and of the loss draws.
@@ -86,28 +86,28 @@ pub struct SweepArgs {
     pub json: Option<PathBuf>,
 }
 
-#[derive(Debug, Serialize)]
-struct SweepPoint {
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SweepPoint {
     value: f64,
     scheme: String,
     goodput_mbps: f64,
     wall_s: f64,
 }
 
-#[derive(Debug, Serialize)]
-struct SweepReport {
-    scenario: String,
-    model: String,
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SweepReport {
+    pub scenario: String,
+    pub model: String,
     /// The pipe's time grain in µs (0: exact).
-    grain_us: u64,
-    over: Param,
-    duration_s: f64,
-    jobs: usize,
-    points: Vec<SweepPoint>,
+    pub grain_us: u64,
+    pub over: Param,
+    pub duration_s: f64,
+    pub jobs: usize,
+    pub points: Vec<SweepPoint>,
 }
 
 /// Parses `1,2,3` or `A..B/S`.
-fn parse_values(text: &str) -> Result<Vec<f64>> {
+pub fn parse_values(text: &str) -> Result<Vec<f64>> {
     let num = |s: &str| -> Result<f64> {
         let v: f64 = s.trim().parse().map_err(|_| anyhow!("`{s}` is not a number"))?;
         if v.is_finite() {
@@ -184,9 +184,26 @@ fn run_cotag(args: &SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()>
 }
 
 pub fn run(args: SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
-    let limits = fbdt_harness::TestbedLimits::from(testbed);
     if args.cotag {
         return run_cotag(&args, testbed);
+    }
+    let report = report(&args, testbed)?;
+    finish(&report, args.json.as_deref())
+}
+
+/// A simulator sweep's work.
+pub struct Work {
+    pub scenario: Scenario,
+    pub over: Param,
+    /// Every (value, scheme) in the order they are reported (`fbdt-lab plan sweep` makes
+    /// one case of each).
+    pub points: Vec<(f64, String)>,
+}
+
+/// A simulator sweep's work, checked.
+pub fn work(args: &SweepArgs, limits: &fbdt_harness::TestbedLimits) -> Result<Work> {
+    if args.cotag {
+        bail!("this is the --cotag grid, not a simulator sweep");
     }
     let (Some(scenario_arg), Some(over), Some(values_arg)) = (&args.scenario, args.over, &args.values) else {
         bail!("sweep needs a scenario, --over and --values (or --cotag)");
@@ -206,13 +223,28 @@ pub fn run(args: SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
         }
     }
     for s in &args.schemes {
-        scheme::parse_sim(s, &scenario, scenario.seed, &limits)?;
+        scheme::parse_sim(s, &scenario, scenario.seed, limits)?;
     }
-    let jobs = fbdt_harness::parallel::jobs(args.jobs)?;
-    let work: Vec<(f64, String)> = values
+    let points = values
         .iter()
         .flat_map(|&v| args.schemes.iter().map(move |s| (v, s.clone())))
         .collect();
+    Ok(Work {
+        scenario,
+        over,
+        points,
+    })
+}
+
+/// Runs a simulator sweep (every point, `--jobs` at once) and prints its table.
+pub fn report(args: &SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<SweepReport> {
+    let limits = fbdt_harness::TestbedLimits::from(testbed);
+    let Work {
+        scenario,
+        over,
+        points: work,
+    } = work(args, &limits)?;
+    let jobs = fbdt_harness::parallel::jobs(args.jobs)?;
     let bar = fbdt_harness::progress::bar(work.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("sweep [{bar:30}] {pos}/{len} runs, ETA {eta}")
@@ -243,27 +275,31 @@ pub fn run(args: SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     };
     let points = fbdt_harness::parallel::map(&work, jobs, &bar, one);
     bar.finish_and_clear();
-    let points = points?;
-    println!(
-        "{:>10} {:<26} {:>9}",
-        format!("{:?}", over).to_lowercase(),
-        "scheme",
-        "Mbit/s"
-    );
-    for p in &points {
-        println!("{:>10} {:<26} {:>9.1}", p.value, p.scheme, p.goodput_mbps);
-    }
-    let report = SweepReport {
+    Ok(SweepReport {
         scenario: scenario.name.clone(),
         model: args.model.to_string(),
         grain_us: args.grain,
         over,
         duration_s: scenario.duration_s,
         jobs,
-        points,
-    };
-    if let Some(path) = &args.json {
-        fbdt_harness::results::write_json(path, &report)?;
+        points: points?,
+    })
+}
+
+/// Prints a sweep's table and writes its JSON if asked (the one-process run and the merge
+/// of a campaign alike).
+pub fn finish(report: &SweepReport, json: Option<&std::path::Path>) -> Result<()> {
+    println!(
+        "{:>10} {:<26} {:>9}",
+        format!("{:?}", report.over).to_lowercase(),
+        "scheme",
+        "Mbit/s"
+    );
+    for p in &report.points {
+        println!("{:>10} {:<26} {:>9.1}", p.value, p.scheme, p.goodput_mbps);
+    }
+    if let Some(path) = json {
+        fbdt_harness::results::write_json(path, report)?;
         eprintln!("wrote {}", path.display());
     }
     Ok(())

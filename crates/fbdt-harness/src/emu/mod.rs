@@ -9,4 +9,4 @@ pub mod cotag_link;
 pub mod session;
 pub mod transport;
 
-pub use backend::{run, scale_of, Emu, EmuRun, ScaleChoice};
+pub use backend::{run, scale_of, Emu, EmuRun, ScaleChoice, AUTO_SCALE_STEP};

@@ -156,6 +156,9 @@ pub struct SimCampaign<'a> {
     pub schemes: Vec<String>,
     pub kinds: Vec<FaultKind>,
     pub runs: u64,
+    /// The first plan's index: plans `first..first + runs` (a campaign split into parts,
+    /// each part the same plans it would be in one run).
+    pub first: u64,
     pub seed: u64,
     pub jobs: usize,
 }
@@ -172,7 +175,7 @@ impl SimCampaign<'_> {
         let window = Window::new(self.scenario.duration_s)?;
         let names: Vec<String> = self.scenario.paths.iter().map(|p| p.name.clone()).collect();
         let mut out = Vec::new();
-        for run in 0..self.runs {
+        for run in self.first..self.first.saturating_add(self.runs) {
             let plan = plan::plan(self.seed, run, &self.kinds, &names, window);
             for s in &self.schemes {
                 out.push((run, s.clone(), plan.clone()));

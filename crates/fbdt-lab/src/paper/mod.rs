@@ -6,7 +6,7 @@ mod check;
 mod cotag;
 mod html;
 mod plot;
-mod suite;
+pub(crate) mod suite;
 mod summary;
 mod text;
 mod workloads;
@@ -101,7 +101,7 @@ fn resolve_backend(asked: Option<BackendKind>, emu_skip: Option<String>) -> Resu
     }
 }
 
-fn backend_name(b: BackendKind) -> &'static str {
+pub(crate) fn backend_name(b: BackendKind) -> &'static str {
     match b {
         BackendKind::Sim => "sim",
         BackendKind::Emu => "emu",
@@ -155,17 +155,18 @@ fn mmss(s: f64) -> String {
     format!("{}m{:02}s", s / 60, s % 60)
 }
 
-pub fn run(args: PaperArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
+/// What a paper run will run.
+pub(crate) struct Planned {
+    pub backend: BackendKind,
+    /// As named (built-in name or file) and loaded.
+    pub scenarios: Vec<(String, Scenario)>,
+    pub plan: Vec<suite::Planned>,
+}
+
+/// What a paper run will run, checked before anything runs (the one-process run and
+/// `fbdt-lab plan paper` alike).
+pub(crate) fn planned(args: &PaperArgs) -> Result<Planned> {
     let backend = resolve_backend(args.backend, fbdt_emu::skip_reason())?;
-    if args.workloads_backend == BackendKind::Emu && !args.skip_workloads && !args.render_only {
-        if let Some(why) = fbdt_emu::skip_reason() {
-            bail!("--workloads-backend emu needs the emulated testbed, which needs root ({why})");
-        }
-    }
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("results/paper-{}", backend_name(backend))));
     let names: Vec<String> = if args.scenarios.is_empty() {
         suite::default_scenarios().into_iter().map(String::from).collect()
     } else {
@@ -179,6 +180,47 @@ pub fn run(args: PaperArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     }
     let plan = suite::plan(&scenarios, backend, args.quick, &args.schemes_extra, args.duration);
     check_schemes(&plan, &scenarios, backend)?;
+    Ok(Planned {
+        backend,
+        scenarios,
+        plan,
+    })
+}
+
+/// The `fbdt-lab run` arguments of one planned scenario, as the suite runs it.
+pub(crate) fn run_args(args: &PaperArgs, backend: BackendKind, p: &suite::Planned, json: Option<PathBuf>) -> RunArgs {
+    RunArgs {
+        scenario: p.arg.clone(),
+        backend,
+        model: args.model,
+        // The paper suite keeps the exact pipe (its figures are the reference).
+        grain: 0,
+        schemes: p.schemes.clone(),
+        duration: Some(p.duration_s),
+        seed: None,
+        repeat: args.repeat,
+        scale: args.scale,
+        json,
+        auto_scale: args.auto_scale,
+        traffic: fbdt_harness::traffic::Traffic::Bulk,
+    }
+}
+
+pub fn run(args: PaperArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
+    if args.workloads_backend == BackendKind::Emu && !args.skip_workloads && !args.render_only {
+        if let Some(why) = fbdt_emu::skip_reason() {
+            bail!("--workloads-backend emu needs the emulated testbed, which needs root ({why})");
+        }
+    }
+    let Planned {
+        backend,
+        scenarios,
+        plan,
+    } = planned(&args)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("results/paper-{}", backend_name(backend))));
     let notes = match &args.notes {
         Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("--notes {}", p.display()))?),
         None => None,
@@ -221,24 +263,7 @@ pub fn run(args: PaperArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
             p.duration_s,
             mmss(elapsed)
         );
-        let outcome = run::run(
-            RunArgs {
-                scenario: p.arg.clone(),
-                backend,
-                model: args.model,
-                // The paper suite keeps the exact pipe (its figures are the reference).
-                grain: 0,
-                schemes: p.schemes.clone(),
-                duration: Some(p.duration_s),
-                seed: None,
-                repeat: args.repeat,
-                scale: args.scale,
-                json: Some(out.join(format!("{}.json", p.name))),
-                auto_scale: args.auto_scale,
-                traffic: fbdt_harness::traffic::Traffic::Bulk,
-            },
-            testbed,
-        );
+        let outcome = run::run(run_args(&args, backend, p, Some(out.join(format!("{}.json", p.name)))), testbed);
         match outcome {
             Ok(r) => reports.push(r),
             Err(e) => {
@@ -427,6 +452,38 @@ fn render_existing(
         Sections { workloads, cotag },
         info,
         notes,
+        plan.len(),
+    )
+}
+
+/// `fbdt-lab merge` of a paper campaign: the reports of its cases (the plan's scenarios in
+/// order) written as the one-process run writes them — per-scenario JSON, summary.json,
+/// figures, report.html. `wall_s`: the cases' run time added up.
+pub(crate) fn merge(args: &PaperArgs, out: &Path, reports: Vec<RunReport>, wall_s: f64) -> Result<()> {
+    let Planned {
+        backend,
+        scenarios,
+        plan,
+    } = planned(args)?;
+    let notes = match &args.notes {
+        Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("--notes {}", p.display()))?),
+        None => None,
+    };
+    for r in &reports {
+        fbdt_harness::results::write_json(&out.join(format!("{}.json", r.scenario)), r)?;
+    }
+    let info = run_info(args, backend, &reports, SystemTime::now(), wall_s);
+    write_outputs(
+        out,
+        reports,
+        scenarios,
+        Vec::new(),
+        Sections {
+            workloads: None,
+            cotag: None,
+        },
+        info,
+        notes.as_deref(),
         plan.len(),
     )
 }
