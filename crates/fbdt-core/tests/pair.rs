@@ -666,6 +666,62 @@ fn a_path_that_goes_silent_is_reported_stalled_once_and_loses_nothing() {
     assert_eq!(pair.client.stats().sender.path_stalls, 1);
 }
 
+/// Path 1 goes silent mid-transfer (a blackhole) with 10 ms of latency each way: when is
+/// it reported stalled, and what was reported before? `stall_late` None is the RTT rule
+/// alone.
+fn silent_path_stalls(stall_late: Option<Duration>) -> (Instant, Vec<(PathId, Instant)>) {
+    let mut cfg = Config {
+        segment_size: 8192,
+        ..Config::default()
+    };
+    cfg.fbdt_mut().expect("fbdt").stall_late = stall_late;
+    let mut pair = Pair::new(2, cfg);
+    for (up, down) in &mut pair.pipes {
+        up.latency = Duration::from_millis(10);
+        down.latency = Duration::from_millis(10);
+    }
+    let a = data(40_000_000, 13);
+    let (mut off, mut got) = (0, Vec::new());
+    let (mut frozen_at, mut stalled) = (None, Vec::new());
+    pair.drive_bounded(4_000_000, |p| {
+        write_some(&mut p.client, &a, &mut off);
+        read_all(&mut p.server, &mut got);
+        while let Some(e) = p.client.poll_event() {
+            if let Event::PathStalled(path) = e {
+                stalled.push((path, p.now));
+            }
+        }
+        if frozen_at.is_none() && p.now >= Instant::from_micros(100_000) {
+            frozen_at = Some(p.now);
+            p.pipes[1].0.latency = Duration::from_millis(5000);
+        }
+        p.server.is_recv_finished()
+    });
+    assert_eq!(got, a);
+    (frozen_at.expect("the transfer outlasted 100 ms"), stalled)
+}
+
+/// Issue 41: a silent path is found by how overdue its oldest copy's ACK is — once it is
+/// overdue by the lateness floor (10 ms) and the path was quiet for 1.5 ACK RTTs — well
+/// before the RTT rule's 3 ACK RTTs, and no steady path is reported stalled before.
+#[test]
+fn a_silent_path_is_found_by_its_overdue_copy_before_the_rtt_rule() {
+    let rtt = Duration::from_millis(20);
+    let (frozen, late) = silent_path_stalls(Some(fbdt_core::FbdtConfig::default().stall_late.unwrap()));
+    let (frozen_rtt, by_rtt) = silent_path_stalls(None);
+    assert_eq!(frozen, frozen_rtt, "the same run up to the freeze");
+    for s in [&late, &by_rtt] {
+        assert!(s.iter().all(|&(p, at)| p == PathId(1) && at > frozen), "{s:?} vs {frozen}");
+        assert_eq!(s.len(), 1, "one report per stall: {s:?}");
+    }
+    let (t_late, t_rtt) = (late[0].1, by_rtt[0].1);
+    // The RTT rule waits 3 × the (at least 20 ms) ACK RTT after the last progress, which
+    // came after the freeze; the lateness rule at least its floor after the freeze.
+    assert!(t_rtt >= frozen + rtt.mul_f64(3.0), "RTT rule at {t_rtt} vs {frozen}");
+    assert!(t_late >= frozen + Duration::from_millis(10), "{t_late} vs {frozen}");
+    assert!(t_late < t_rtt, "lateness rule at {t_late}, RTT rule at {t_rtt}");
+}
+
 /// Issue 15 items 4 and 5: path 1's connection is replaced mid-transfer. The old one is
 /// aborted: what it still carried reaches the server only after the server took the path
 /// down, and is ignored there. ACKs that left before the reconnect, carrying path 1's old

@@ -64,14 +64,9 @@ fn a_one_path_scenario_is_refused() {
     assert!(err.contains("at least two paths"), "{err}");
 }
 
-/// Found by the campaign (`fbdt-lab faults tc-normal --runs 1001`, run 438: wifi's uplink
-/// cut for 1.442 s): the simulator's TCP model counted the bytes whose ACKs the cut held
-/// as queued at the bottleneck, so the path trickled on, FBDT's ACK RTT of it (and its
-/// stall timeout, 3 × that) climbed with every sample, and the stream waited 464 ms for
-/// the path's last segments, until the uplink came back. Without ACKs the connection
-/// stops once its window is full; FBDT must see the stall and go on over wigig.
-#[test]
-fn an_uplink_cut_does_not_hold_the_stream_until_it_ends() {
+/// Run `run` of `fbdt-lab faults tc-normal --runs 1001` (seed 1, scale 0.05, 6 s): the
+/// scenario, the simulator's parameters, the limits and the run's plan.
+fn campaign_case(run: u64) -> (Scenario, fbdt_sim::SimParams, TestbedLimits, Vec<fbdt_harness::faults::Fault>) {
     let mut scenario = Scenario::load("tc-normal").unwrap();
     scenario.duration_s = 6.0;
     let limits = TestbedLimits {
@@ -80,7 +75,19 @@ fn an_uplink_cut_does_not_hold_the_stream_until_it_ends() {
     let params = fbdt_harness::faults::sim_params(&scenario, PathModel::Tcp, 0.05, &limits);
     let names: Vec<String> = scenario.paths.iter().map(|p| p.name.clone()).collect();
     let window = fbdt_harness::faults::Window::new(6.0).unwrap();
-    let plan = fbdt_harness::faults::plan::plan(1, 438, &FaultKind::ALL, &names, window);
+    let plan = fbdt_harness::faults::plan::plan(1, run, &FaultKind::ALL, &names, window);
+    (scenario, params, limits, plan)
+}
+
+/// Found by the campaign (`fbdt-lab faults tc-normal --runs 1001`, run 438: wifi's uplink
+/// cut for 1.442 s): the simulator's TCP model counted the bytes whose ACKs the cut held
+/// as queued at the bottleneck, so the path trickled on, FBDT's ACK RTT of it (and its
+/// stall timeout, 3 × that) climbed with every sample, and the stream waited 464 ms for
+/// the path's last segments, until the uplink came back. Without ACKs the connection
+/// stops once its window is full; FBDT must see the stall and go on over wigig.
+#[test]
+fn an_uplink_cut_does_not_hold_the_stream_until_it_ends() {
+    let (scenario, params, limits, plan) = campaign_case(438);
     assert_eq!((plan[0].kind, plan[0].path_index), (FaultKind::Uplink, 0));
     let (r, log) = fbdt_harness::faults::sim::run_traced(&scenario, 0.05, &params, &limits, "fbdt", 439, &plan).unwrap();
     let stalled_at = log.iter().find(|l| l.contains("PathStalled(PathId(0))"));
@@ -88,4 +95,31 @@ fn an_uplink_cut_does_not_hold_the_stream_until_it_ends() {
     // The outage lasts 1442 ms; waiting it out left a gap of a third of it.
     assert!(r.max_gap_ms < 200, "longest gap {} ms at {} s", r.max_gap_ms, r.max_gap_at_s);
     assert_eq!(r.bytes_lost, 0);
+}
+
+/// Found by the campaign (`fbdt-lab faults tc-normal --runs 1001`, run 0: wifi cut at
+/// 2.409 s): FBDT noticed the silence only by its RTT rule, 3 × wifi's loaded ACK RTT
+/// (≈ 18 ms at scale 0.05) after the last progress, and the stream stood still for 61 ms,
+/// over the 50 ms bound. Judged by how overdue wifi's oldest copy is, the path is
+/// left within the bound.
+#[test]
+fn a_silent_path_is_left_within_the_bound() {
+    let (scenario, params, limits, plan) = campaign_case(0);
+    assert_eq!((plan[0].kind, plan[0].path_index), (FaultKind::Cut, 0));
+    let bound = fbdt_harness::faults::bound_ms(&scenario, &plan);
+    let run = |scheme: &str| {
+        fbdt_harness::faults::sim::run_traced(&scenario, 0.05, &params, &limits, scheme, 1, &plan)
+            .unwrap()
+            .0
+    };
+    let (now, before) = (run("fbdt"), run("fbdt+stall=rtt"));
+    assert!(
+        now.max_gap_ms as f64 <= bound,
+        "longest gap {} ms at {} s, bound {bound} ms",
+        now.max_gap_ms,
+        now.max_gap_at_s
+    );
+    // The RTT rule alone is what missed it.
+    assert!(before.max_gap_ms as f64 > bound, "the RTT rule alone: {} ms", before.max_gap_ms);
+    assert_eq!((now.bytes_lost, now.bytes_duplicated), (0, 0));
 }

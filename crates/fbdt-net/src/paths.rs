@@ -19,8 +19,12 @@ use crate::{NetConfig, PathSpec};
 use fbdt_core::path_policy::{Abilities, Decision, PathPolicy, TcpSignals};
 use fbdt_core::Instant;
 
-/// A probe's connect attempt is abandoned after this long and a new SYN is sent: the first
-/// SYN's retransmission timer is 1 s, so a link that came back is found within ~this.
+/// A probe sends a fresh SYN this often (issue 41: 300 ms before, then a path that came
+/// back waited up to that long for its next SYN); the earlier attempts stay open beside it.
+const PROBE_PERIOD: StdDuration = StdDuration::from_millis(50);
+/// A probe's connect attempt is abandoned after this long: a SYN lost in the outage is
+/// retransmitted by the kernel only after 1 s, and a path with RTTs up to this still
+/// connects (at most `PROBE_CONNECT / PROBE_PERIOD` = 6 attempts open at once).
 const PROBE_CONNECT: StdDuration = StdDuration::from_millis(300);
 /// First re-dial after a connection died.
 const FIRST_REDIAL: StdDuration = StdDuration::from_millis(10);
@@ -265,10 +269,10 @@ impl PathManager {
         }
     }
 
-    /// Keeps sending fresh SYNs (each attempt bounded by `PROBE_CONNECT`) until one
-    /// connects: a new connection is not held back by the old one's RTO back-off. The TLS
-    /// handshake after the SYN-ACK has the handshake timeout: cutting it short would waste
-    /// the TLS ticket it took.
+    /// Keeps sending fresh SYNs (one every `PROBE_PERIOD`, each attempt bounded by
+    /// `PROBE_CONNECT`) until one connects: a new connection is not held back by the old
+    /// one's RTO back-off. The TLS handshake after the first SYN-ACK has the handshake
+    /// timeout: cutting it short would waste the TLS ticket it took.
     fn start_probe(&mut self, i: usize) {
         let Some(spec) = self.spec(i) else {
             return;
@@ -277,26 +281,82 @@ impl PathManager {
         tracing::debug!(session = %self.label, path = i, "path looks stalled: probing with fresh connections");
         self.slot(i).probe = Some(Box::pin(async move {
             loop {
-                let e = match tokio::time::timeout(PROBE_CONNECT, dial_tcp(&spec, &cfg, false)).await {
-                    Ok(Ok(tcp)) => {
-                        let tls = secure::connect(tcp, &spec, &cfg.security);
-                        match tokio::time::timeout(cfg.handshake_timeout, tls).await {
-                            Ok(Ok(s)) => return Ok(s),
-                            Ok(Err(e)) => Some(e),
-                            Err(_) => Some(io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out")),
-                        }
-                    }
-                    Ok(Err(e)) => Some(e),
-                    Err(_) => None,
-                };
-                match e {
-                    Some(e) => {
-                        tracing::trace!(path = i, "probe: {e}");
-                        tokio::time::sleep(PROBE_CONNECT / 2).await
-                    }
-                    None => tracing::trace!(path = i, "probe: no SYN-ACK in time"),
+                let tcp = first_syn_ack(&spec, &cfg, i).await;
+                let tls = secure::connect(tcp, &spec, &cfg.security);
+                match tokio::time::timeout(cfg.handshake_timeout, tls).await {
+                    Ok(Ok(s)) => return Ok(s),
+                    Ok(Err(e)) => tracing::trace!(path = i, "probe: {e}"),
+                    Err(_) => tracing::trace!(path = i, "probe: TLS handshake timed out"),
                 }
             }
         }));
+    }
+}
+
+type ConnectAttempt = Pin<Box<dyn Future<Output = Result<io::Result<tokio::net::TcpStream>, tokio::time::error::Elapsed>> + Send>>;
+
+/// The first of the probe's TCP connects to succeed: a SYN now and every `PROBE_PERIOD`
+/// after (a failing dial — no route, refused — is retried at that pace too), each
+/// attempt open for `PROBE_CONNECT`.
+async fn first_syn_ack(spec: &PathSpec, cfg: &NetConfig, i: usize) -> tokio::net::TcpStream {
+    let mut attempts: Vec<ConnectAttempt> = Vec::new();
+    let mut tick = tokio::time::interval(PROBE_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let (spec, cfg) = (spec.clone(), cfg.clone());
+                attempts.push(Box::pin(async move {
+                    tokio::time::timeout(PROBE_CONNECT, dial_tcp(&spec, &cfg, false)).await
+                }));
+            }
+            (done, k) = first_done(&mut attempts), if !attempts.is_empty() => {
+                drop(attempts.swap_remove(k));
+                match done {
+                    Ok(Ok(tcp)) => return tcp,
+                    Ok(Err(e)) => tracing::trace!(path = i, "probe: {e}"),
+                    Err(_) => tracing::trace!(path = i, "probe: no SYN-ACK in time"),
+                }
+            }
+        }
+    }
+}
+
+/// The first of `attempts` to finish, and its place.
+fn first_done(attempts: &mut [ConnectAttempt]) -> impl Future<Output = (<ConnectAttempt as Future>::Output, usize)> + '_ {
+    std::future::poll_fn(move |cx| {
+        for (k, a) in attempts.iter_mut().enumerate() {
+            if let Poll::Ready(out) = a.as_mut().poll(cx) {
+                return Poll::Ready((out, k));
+            }
+        }
+        Poll::Pending
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A probe keeps dialling at its own pace until the far end listens: the first dials
+    /// are refused (nothing listens on the port yet), a later one connects.
+    #[tokio::test]
+    async fn a_probe_connects_once_the_far_end_listens() {
+        // Take a free port and let it go: dials to it are refused until it listens again.
+        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let spec: PathSpec = addr.to_string().parse().unwrap();
+        let cfg = NetConfig::default();
+        let listener = async {
+            tokio::time::sleep(PROBE_PERIOD * 3).await;
+            let l = tokio::net::TcpListener::bind(addr).await.unwrap();
+            l.accept().await.unwrap()
+        };
+        let (tcp, (_, from)) = tokio::time::timeout(StdDuration::from_secs(60), async {
+            tokio::join!(first_syn_ack(&spec, &cfg, 0), listener)
+        })
+        .await
+        .expect("the probe connected");
+        assert_eq!(tcp.peer_addr().unwrap(), addr);
+        assert_eq!(tcp.local_addr().unwrap(), from);
     }
 }

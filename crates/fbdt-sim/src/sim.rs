@@ -32,8 +32,11 @@ struct Probe {
     connects_at: Option<Instant>,
 }
 
-/// fbdt-net's probe SYN period (and each attempt's give-up time), docs/runtime.md.
-const PROBE_PERIOD_S: f64 = 0.3;
+/// fbdt-net's probe SYN period (`PROBE_PERIOD`), docs/runtime.md.
+const PROBE_PERIOD_S: f64 = 0.05;
+/// fbdt-net's give-up time of one probe SYN (`PROBE_CONNECT`): a path whose round trip
+/// is longer never connects a probe.
+const PROBE_CONNECT_S: f64 = 0.3;
 
 struct PathSim {
     data: Link,
@@ -713,7 +716,7 @@ impl<'a> Sim<'a> {
                     p.probe = None;
                     continue;
                 }
-                if p.both_up() {
+                if p.both_up() && 2.0 * p.data.delay_s() <= PROBE_CONNECT_S {
                     pr.connects_at = Some(now + Duration::from_secs_f64(2.0 * p.data.delay_s()));
                 }
                 pr.next_syn = now + Duration::from_secs_f64(PROBE_PERIOD_S);

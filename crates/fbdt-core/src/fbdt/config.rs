@@ -44,6 +44,10 @@ pub const DEFAULT_FRAME_BUDGET: Duration = Duration::from_micros(250);
 /// others' works ahead by as many windows as its delay is worth.
 pub const DEFAULT_BUDGET: Duration = Duration::from_micros(500);
 
+/// Default [`FbdtConfig::stall_late`]; chosen in docs/faults.md ("The stall rule") from
+/// the simulated false stalls and gaps.
+pub const DEFAULT_STALL_LATE: Duration = Duration::from_millis(10);
+
 impl WindowConfig {
     /// The throughput-first window of the earlier releases (`window=auto`): twice the
     /// summed rate times the longest ACK RTT, 256 KiB to 16 MiB.
@@ -119,6 +123,18 @@ pub struct FbdtConfig {
     /// regions and counts as an outage in its reliability score.
     pub stall_rtts: f64,
     pub stall_min: Duration,
+    /// The lateness rule (issue 41), beside the one above: a path is also stalled once its
+    /// oldest undelivered copy's ACK is overdue — past the time the sender expected it
+    /// when it handed the copy over (the bytes ahead of it at the path's drain rate, at
+    /// least its base RTT, plus the ACK delay) by max(this, the path's usual lateness +
+    /// 4 × its deviation) — and its counter has not moved for max(`stall_quiet_rtts` ×
+    /// its ACK RTT, this) either. None: the RTT rule alone.
+    pub stall_late: Option<Duration>,
+    /// A lost TCP segment holds a path's counter for about one loaded RTT (fast
+    /// retransmit) while its copies grow overdue: the lateness rule waits this many ACK
+    /// RTTs of silence. Simulated (docs/faults.md, "The stall rule"): 1 declared such
+    /// recoveries stalls on los and rats4, 1.5 none.
+    pub stall_quiet_rtts: f64,
     /// A new forward path must score this many times the current one to take over
     /// (hysteresis against flapping, spec decision 8) ...
     pub forward_hysteresis: f64,
@@ -166,6 +182,8 @@ impl Default for FbdtConfig {
             redundancy_cap: 0.02,
             stall_rtts: 3.0,
             stall_min: Duration::from_millis(30),
+            stall_late: Some(DEFAULT_STALL_LATE),
+            stall_quiet_rtts: 1.5,
             forward_hysteresis: 1.2,
             forward_hold: Duration::from_millis(50),
             send_limit_windows: 1.25,
@@ -224,6 +242,9 @@ impl FbdtConfig {
         }
         if !(self.stall_rtts.is_finite() && self.stall_rtts > 0.0) {
             return Err(ConfigError::Other("stall_rtts must be a finite factor > 0"));
+        }
+        if !(self.stall_quiet_rtts.is_finite() && self.stall_quiet_rtts >= 0.0) {
+            return Err(ConfigError::Other("stall_quiet_rtts must be a finite factor ≥ 0"));
         }
         if !(self.send_limit_windows.is_finite() && self.send_limit_windows >= 1.0) {
             return Err(ConfigError::Other("send_limit_windows must be a finite factor ≥ 1"));

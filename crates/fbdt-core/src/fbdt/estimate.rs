@@ -37,6 +37,10 @@ pub(super) struct PathEstimate {
     base_rtt: Option<(Duration, Instant)>,
     /// Mean deviation of ACK times from their expectation (EWMA of |ACK − expected|).
     lateness_dev: Option<f64>,
+    /// The stall rule's view of the same (`FbdtConfig::stall_late`): how late (s, signed)
+    /// a copy's delivery comes to the sender against its due time, and the mean deviation
+    /// from that, as TCP's srtt and rttvar (RFC 6298).
+    overdue: Option<(f64, f64)>,
     pub driver: PathStats,
     pub last_outage: Option<Instant>,
     /// What a transfer after idleness costs (sleep-aware arrival).
@@ -54,6 +58,7 @@ impl PathEstimate {
             ack_rtt: None,
             base_rtt: None,
             lateness_dev: None,
+            overdue: None,
             driver: PathStats::default(),
             last_outage: None,
             wake: WakeCost::default(),
@@ -123,6 +128,25 @@ impl PathEstimate {
             Some(old) => old + RATE_GAIN * (e - old),
             None => e,
         });
+    }
+
+    /// A copy's delivery reached the sender `late_secs` after (positive) or before its
+    /// due time (`FbdtSender::ack_due_in`).
+    pub fn overdue_sample(&mut self, late_secs: f64) {
+        self.overdue = Some(match self.overdue {
+            Some((mean, dev)) => (
+                mean + RTT_GAIN * (late_secs - mean),
+                dev + RATE_GAIN * ((late_secs - mean).abs() - dev),
+            ),
+            None => (late_secs, late_secs.abs() / 2.0),
+        });
+    }
+
+    /// How long past its due time a copy's delivery may come before the path counts as
+    /// stalled: its usual lateness + 4 × the deviation (as TCP's RTO), at least `floor`.
+    pub fn overdue_margin(&self, floor: Duration) -> Duration {
+        let (mean, dev) = self.overdue.unwrap_or((0.0, 0.0));
+        Duration::from_secs_f64((mean.max(0.0) + 4.0 * dev).min(60.0)).max(floor)
     }
 
     /// How far ACKs stray from their expected time, typically (0 before any sample).

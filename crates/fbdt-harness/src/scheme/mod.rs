@@ -362,6 +362,20 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
                 _ => bail!("inflight=`{value}`: expected `acks` or `transport`"),
             }
         }
+        // The stall rule (docs/faults.md): `rtt`, the RTT rule alone (3 × the ACK RTT, at
+        // least 30 ms, as before issue 41's lateness rule); a number, the lateness
+        // rule's floor in ms beside it.
+        "stall" => {
+            fbdt(cfg)?.stall_late = match value {
+                "rtt" => None,
+                v => Some(fbdt_core::Duration::from_millis(
+                    v.parse()
+                        .ok()
+                        .filter(|&ms: &u64| ms > 0)
+                        .ok_or_else(|| anyhow!("stall=`{v}`: expected `rtt` or a whole number of ms > 0"))?,
+                )),
+            }
+        }
         "hold" => {
             let ms: u64 = value
                 .parse()
@@ -384,7 +398,7 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             }
         },
         _ => {
-            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, inflight, factor, hold, limit, tls)")
+            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, inflight, factor, hold, limit, stall, tls)")
         }
     }
     Ok(())

@@ -5,7 +5,7 @@
 mod check;
 mod cotag;
 mod html;
-mod plot;
+pub(crate) mod plot;
 pub(crate) mod suite;
 mod summary;
 mod text;

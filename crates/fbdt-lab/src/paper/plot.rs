@@ -266,6 +266,60 @@ impl Figure for Cdfs<'_> {
     }
 }
 
+/// The fault campaign's figure (docs/faults.md): the CDF of each run's longest in-order
+/// delivery gap, one curve per scheme, with the bound drawn in (dashed).
+pub struct GapCdf {
+    pub title: String,
+    /// Per scheme (in legend order), the runs' longest gaps in ms, sorted.
+    pub curves: Vec<(String, Vec<f64>)>,
+    pub bound_ms: f64,
+}
+
+impl Figure for GapCdf {
+    fn size(&self) -> (u32, u32) {
+        (900, 480)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()> {
+        let order: Vec<String> = self.curves.iter().map(|c| c.0.clone()).collect();
+        let mut entries: Vec<(String, Mark)> = order.iter().map(|s| (s.clone(), Mark::Line(color(&order, s)))).collect();
+        entries.push((format!("bound ({} ms)", short(self.bound_ms)), Mark::Dashed(BLACK)));
+        let plot = with_legend(root, &entries)?;
+        let largest = self.curves.iter().flat_map(|c| c.1.last()).fold(self.bound_ms, |a, b| a.max(*b));
+        // A log axis: single TCP's gaps run to seconds, FBDT's stay near the bound.
+        let (lo, hi) = (1.0, (largest * 1.3).max(10.0));
+        let mut chart = ChartBuilder::on(&plot)
+            .caption(&self.title, (FONT, 17))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(46)
+            .build_cartesian_2d((lo..hi).log_scale(), 0.0..1.0)
+            .map_err(pe)?;
+        chart
+            .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(BLACK.mix(0.12))
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_desc("longest in-order delivery gap per run, ms")
+            .y_desc("CDF of runs")
+            .label_style((FONT, 13))
+            .axis_desc_style((FONT, 14))
+            .draw()
+            .map_err(pe)?;
+        for (scheme, gaps) in &self.curves {
+            let steps: Vec<(f64, f64)> = cdf_steps(gaps).into_iter().map(|(x, y)| (x.max(lo), y)).collect();
+            chart
+                .draw_series(LineSeries::new(steps, color(&order, scheme).stroke_width(2)))
+                .map_err(pe)?;
+        }
+        let bound = vec![(self.bound_ms, 0.0), (self.bound_ms, 1.0)];
+        chart
+            .draw_series(DashedLineSeries::new(bound, 6, 4, BLACK.stroke_width(1)))
+            .map_err(pe)?;
+        Ok(())
+    }
+}
+
 /// The empirical CDF of sorted samples as a step line: (x, fraction ≤ x).
 pub fn cdf_steps(sorted: &[f64]) -> Vec<(f64, f64)> {
     let n = sorted.len() as f64;

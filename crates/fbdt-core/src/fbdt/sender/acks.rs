@@ -77,10 +77,15 @@ impl FbdtSender {
             }
             t.rx = rx.bytes.min(t.sent.max(t.rx));
             t.last_progress = now;
-            t.stalled = false;
+            let stalled = std::mem::replace(&mut t.stalled, false);
             while let Some(c) = t.copies.front().filter(|c| c.end <= t.rx) {
                 if t.counter_exact {
                     arrived.push(c.seg);
+                }
+                // A stall's end says how long the outage was, not how late copies come.
+                if !stalled {
+                    let late = now.saturating_since(c.due).as_secs_f64() - c.due.saturating_since(now).as_secs_f64();
+                    t.est.overdue_sample(late);
                 }
                 t.copies.pop_front();
             }
@@ -162,15 +167,45 @@ impl FbdtSender {
         rtt.max(self.cfg.stall_min)
     }
 
+    /// Seconds from handing `bytes` more to `p` now until the sender should learn that
+    /// the last of them arrived: the bytes ahead of them and their own at the path's drain
+    /// rate, never less than its base RTT (unacknowledged bytes span one base RTT when
+    /// nothing queues, as in `arrival::work_out_arrival`), plus the receiver's ACK delay.
+    /// Without a rate yet, the path's ACK RTT.
+    pub(super) fn ack_due_in(&self, p: PathId, bytes: u64) -> Duration {
+        let t = &self.paths[p.index()];
+        let base = t.est.base_rtt();
+        let trip = match t.est.drain_rate_bps() {
+            Some(rate) => Duration::from_secs_f64((t.in_flight() + bytes) as f64 / rate).max(base),
+            None => t.est.rtt(),
+        };
+        trip + self.params.max_ack_delay
+    }
+
+    /// When `p`, holding data, counts as stalled unless its counter moves: the RTT rule
+    /// (`stall_after` past its last progress) or the lateness rule (its oldest undelivered
+    /// copy overdue by the path's margin, and no progress for max(`stall_quiet_rtts` ×
+    /// its ACK RTT, `stall_late`)), whichever comes first.
+    pub(super) fn stall_deadline(&self, p: PathId) -> Instant {
+        let t = &self.paths[p.index()];
+        let by_rtt = t.last_progress + self.stall_after(p);
+        let by_lateness = self.cfg.stall_late.zip(t.copies.front()).map(|(floor, c)| {
+            let overdue = c.due + t.est.overdue_margin(floor);
+            let quiet = t.est.rtt().mul_f64(self.cfg.stall_quiet_rtts).max(floor);
+            overdue.max(t.last_progress + quiet)
+        });
+        by_lateness.map_or(by_rtt, |l| l.min(by_rtt))
+    }
+
     pub(super) fn update_stalls(&mut self, now: Instant) {
         for i in 0..self.paths.len() {
             let p = PathId(i as u8);
-            let stall_after = self.stall_after(p);
+            let stall_at = self.stall_deadline(p);
             let t = &mut self.paths[i];
             if !t.alive {
                 continue;
             }
-            if !t.stalled && t.in_flight() > 0 && now >= t.last_progress + stall_after {
+            if !t.stalled && t.in_flight() > 0 && now >= stall_at {
                 t.stalled = true;
                 t.est.last_outage = Some(now);
                 self.stats.path_stalls += 1;

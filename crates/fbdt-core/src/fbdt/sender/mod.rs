@@ -151,6 +151,8 @@ struct HeldCopy {
     end: u64,
     seg: u64,
     off: u64,
+    /// When its delivery should reach the sender (the stall rule's due time).
+    due: Instant,
 }
 
 impl PathTx {
@@ -588,7 +590,7 @@ impl FbdtSender {
         }
         for (i, t) in self.paths.iter().enumerate() {
             if t.flows() && t.in_flight() > 0 {
-                consider(t.last_progress + self.stall_after(PathId(i as u8)));
+                consider(self.stall_deadline(PathId(i as u8)));
             }
         }
         next

@@ -284,6 +284,7 @@ impl FbdtSender {
         let seg = self.seg(idx).clone();
         let expect = now + self.delivery_delay(p);
         let len = seg.len as usize;
+        let due = now + self.ack_due_in(p, len as u64);
         let state = match seg.state {
             SegState::Unsent => {
                 self.stats.bytes_sent += len as u64;
@@ -336,6 +337,7 @@ impl FbdtSender {
                 end: t.sent,
                 seg: idx,
                 off: seg.off,
+                due,
             });
         }
     }
