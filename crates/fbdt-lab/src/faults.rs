@@ -60,7 +60,7 @@ pub struct FaultsArgs {
 
 pub fn run(args: FaultsArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     let report = report(&args, testbed)?;
-    finish(&report, args.json.as_deref())
+    finish(&report, args.json.as_deref(), args.plot.as_deref())
 }
 
 /// The campaign's scenario (with `--duration`) and schemes, checked.
@@ -133,17 +133,17 @@ pub fn report(args: &FaultsArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<R
     Ok(report)
 }
 
-/// Prints the summary and writes the JSON if asked (the one-process run and the merge of
-/// a campaign alike).
-pub fn finish(report: &Report, json: Option<&std::path::Path>) -> Result<()> {
+/// Prints the summary and writes the JSON and the figure (into `plot`) if asked (the
+/// one-process run and the merge of a campaign alike).
+pub fn finish(report: &Report, json: Option<&std::path::Path>, plot: Option<&std::path::Path>) -> Result<()> {
     print_report(report);
     if let Some(path) = json {
         let text = serde_json::to_string_pretty(report)?;
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     }
-    if let Some(dir) = &args.plot {
+    if let Some(dir) = plot {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        crate::paper::plot::save(dir, "faults-gap-cdf", &gap_cdf(&report))?;
+        crate::paper::plot::save(dir, "faults-gap-cdf", &gap_cdf(report))?;
     }
     Ok(())
 }

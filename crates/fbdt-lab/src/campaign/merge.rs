@@ -82,7 +82,7 @@ fn build(manifest: &Manifest, dir: &Path, done: &[CaseResult]) -> Result<()> {
             report.runs = parts.into_iter().flat_map(|p| p.runs).collect();
             report.seed = args.seed;
             report.summarise();
-            crate::faults::finish(&report, Some(&dir.join("faults.json")))?;
+            crate::faults::finish(&report, Some(&dir.join("faults.json")), args.plot.as_deref())?;
             eprintln!("wrote {}", dir.join("faults.json").display());
             Ok(())
         }
