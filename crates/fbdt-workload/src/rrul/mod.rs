@@ -225,7 +225,12 @@ fn one_run(
             fetch_bytes: FETCH_BYTES,
         };
         let client = tb.spawn_in(Side::Client, move || -> Result<Measured> {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            // Two workers, so reading the bulk flow at Gbit/s never delays a ping's answer
+            // (threads started from here share this thread's namespace).
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
             rt.block_on(flows::run(plan))
         })?;
         let m = client
