@@ -10,11 +10,13 @@ mod jpoc_cmd;
 mod paper;
 mod run;
 mod slurm;
+mod stored;
 mod sweep;
 mod sweep_cotag;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use stored::testbed_options;
 
 #[derive(Parser, Debug)]
 #[command(name = "fbdt-lab", version, about = "Run FBDT and its baselines over the papers' multi-radio scenarios", long_about = None,
@@ -31,7 +33,7 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-pub(crate) enum Command {
+enum Command {
     /// Run schemes over one scenario and report goodput (table + JSON).
     Run(run::RunArgs),
     /// The paper's throughput suite: every scenario and scheme, summary.json, plots, report.html.
@@ -104,59 +106,6 @@ fn main() {
 /// The testbed options of every emulated run of a command: the defaults, with what the
 /// command line changed (`--gso-units`); passed to whatever builds a testbed or must match
 /// its limits.
-fn testbed_options(gso_units: Option<u32>) -> fbdt_emu::TestbedOptions {
-    let defaults = fbdt_emu::TestbedOptions::default();
-    fbdt_emu::TestbedOptions {
-        gso_unit_airtime_us: match gso_units {
-            None => defaults.gso_unit_airtime_us,
-            Some(0) => None,
-            Some(us) => Some(us),
-        },
-        ..defaults
-    }
-}
-
-/// What one campaign case produced: its results JSON and its fidelity.
-pub(crate) struct CaseOutput {
-    pub json: serde_json::Value,
-    pub fidelity: Option<fbdt_harness::results::fidelity::RunFidelity>,
-}
-
-/// Runs a campaign case's command (`fbdt-lab` arguments without the program name) through
-/// the very code the command runs from a shell, and returns its results instead of
-/// writing them.
-pub(crate) fn run_case_command(args: &[String]) -> Result<CaseOutput> {
-    let argv = std::iter::once("fbdt-lab".to_string()).chain(args.iter().cloned());
-    let cli = Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("the case's command does not parse: {e}"))?;
-    let testbed = testbed_options(cli.gso_units);
-    match cli.command {
-        Command::Run(mut a) => {
-            a.json = None;
-            let r = run::run(a, &testbed)?;
-            Ok(CaseOutput {
-                fidelity: r.fidelity.clone(),
-                json: serde_json::to_value(&r)?,
-            })
-        }
-        Command::Sweep(a) => Ok(CaseOutput {
-            json: serde_json::to_value(sweep::report(&a, &testbed)?)?,
-            fidelity: None,
-        }),
-        Command::Faults(a) => Ok(CaseOutput {
-            json: serde_json::to_value(faults::report(&a, &testbed)?)?,
-            fidelity: None,
-        }),
-        _ => anyhow::bail!("a campaign case runs `run`, `sweep` or `faults`, not `{}`", args.join(" ")),
-    }
-}
-
-/// The arguments of a one-process command stored in a manifest, parsed again.
-pub(crate) fn parse_stored(args: &[String]) -> Result<(Command, fbdt_emu::TestbedOptions)> {
-    let argv = std::iter::once("fbdt-lab".to_string()).chain(args.iter().cloned());
-    let cli = Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("the manifest's command does not parse: {e}"))?;
-    Ok((cli.command, testbed_options(cli.gso_units)))
-}
-
 fn real_main() -> Result<()> {
     let cli = Cli::parse();
     let testbed = testbed_options(cli.gso_units);

@@ -67,7 +67,7 @@ pub fn case(args: CaseArgs) -> Result<()> {
             _ => case.command.clone(),
         };
         let started = Instant::now();
-        let out = match crate::run_case_command(&command) {
+        let out = match crate::stored::run_case_command(&command) {
             Ok(o) => o,
             Err(e) => {
                 eprintln!("error: case {i} ({}): {e:#}", case.label);

@@ -9,7 +9,7 @@ use fbdt_harness::campaign::{CaseResult, Collected, HostStamp, Manifest, Requeue
 use fbdt_harness::results::RunReport;
 use serde::Serialize;
 
-use crate::Command;
+use crate::stored::Stored;
 
 #[derive(Args, Debug)]
 pub struct MergeArgs {
@@ -62,21 +62,21 @@ fn outputs<T: serde::de::DeserializeOwned>(done: &[CaseResult]) -> Result<Vec<T>
 
 /// Builds the command's report in `dir` from the complete campaign's results.
 fn build(manifest: &Manifest, dir: &Path, done: &[CaseResult]) -> Result<()> {
-    let (command, _testbed) = crate::parse_stored(&manifest.command)?;
+    let (command, _testbed) = crate::stored::parse_stored(&manifest.command)?;
     match command {
-        Command::Paper(args) => {
+        Stored::Paper(args) => {
             let reports: Vec<RunReport> = outputs(done)?;
             let wall_s = done.iter().map(|r| r.wall_s).sum();
             crate::paper::merge(&args, dir, reports, wall_s)
         }
-        Command::Sweep(args) => {
+        Stored::Sweep(args) => {
             let parts: Vec<crate::sweep::SweepReport> = outputs(done)?;
             let mut report = parts.first().cloned().ok_or_else(|| anyhow!("no cases"))?;
             report.points = parts.into_iter().flat_map(|p| p.points).collect();
             report.jobs = fbdt_harness::parallel::jobs(args.jobs)?;
             crate::sweep::finish(&report, Some(&dir.join("sweep.json")))
         }
-        Command::Faults(args) => {
+        Stored::Faults(args) => {
             let parts: Vec<fbdt_harness::faults::Report> = outputs(done)?;
             let mut report = parts.first().cloned().ok_or_else(|| anyhow!("no cases"))?;
             report.runs = parts.into_iter().flat_map(|p| p.runs).collect();

@@ -168,7 +168,7 @@ fn sweep_cases(args: &SweepArgs, gso_units: Option<u32>) -> Result<Vec<Case>> {
     if args.cotag {
         bail!("plan sweep --cotag is not split into cases yet; run `fbdt-lab sweep --cotag`");
     }
-    let limits = fbdt_harness::TestbedLimits::from(&crate::testbed_options(gso_units));
+    let limits = fbdt_harness::TestbedLimits::from(&crate::stored::testbed_options(gso_units));
     let crate::sweep::Work {
         scenario,
         over,
@@ -228,7 +228,7 @@ fn faults_cases(args: &FaultsArgs, per_case: u64, gso_units: Option<u32>) -> Res
     if args.first != 0 {
         bail!("plan faults splits the whole campaign; leave out --first");
     }
-    let limits = fbdt_harness::TestbedLimits::from(&crate::testbed_options(gso_units));
+    let limits = fbdt_harness::TestbedLimits::from(&crate::stored::testbed_options(gso_units));
     let (scenario, schemes, kinds) = crate::faults::setup(args, &limits)?;
     let kinds: Vec<String> = kinds
         .iter()
