@@ -67,13 +67,14 @@ impl Default for Config {
     }
 }
 
-/// Default [`Config::ack_bytes`]: two 16 KiB segments, so a path sending one segment per
-/// frame is acknowledged as before, and one sending several per frame every two frames.
-/// The sender counts bytes that arrived as undelivered until their ACK, so what arrives
-/// between ACKs is queue it cannot see: 64 KiB (the send limit raised to match) cost
-/// 0.4–1.1 ms of p99 in-order delay in the simulated los, mobility and rats4 (pipe;
-/// docs/simulator.md, issue 37).
-pub const DEFAULT_ACK_BYTES: usize = 32 * 1024;
+/// Default [`Config::ack_bytes`]: eight 16 KiB segments. Each ACK frame costs a `writev` and
+/// a reverse packet at the receiver and a wake-up and a read at the sender; spacing them to
+/// 128 KiB cut the testbed endpoints' CPU by 19–32 % (tc-normal, mobility, rats4; issue 37,
+/// docs/runtime.md). Sparse ACKs alone let more bytes queue unseen between two ACKs (p99
+/// in-order delay +0.3–1.7 ms in the simulator); the sender counts them from the transport's
+/// ACKs instead ([`crate::FbdtConfig::in_flight_from_transport`], on by default), which takes
+/// that price back.
+pub const DEFAULT_ACK_BYTES: usize = 128 * 1024;
 
 /// Largest receive or send buffer: keeps every offset in flight within 2^31 of the
 /// receiver's reference, which 32-bit sequence numbers need (see `seq`).

@@ -160,7 +160,10 @@ pub struct FbdtConfig {
     /// The send limit counts what the path's transport has not acknowledged yet
     /// (`PathStats::unacked_bytes`, plus what was sent since that report) when that is
     /// less than what FBDT's own ACKs leave outstanding, and no longer adds the bytes that
-    /// arrive between two ACKs: sparse ACKs then commit no more data to a path.
+    /// arrive between two ACKs: sparse ACKs then commit no more data to a path. On by
+    /// default (with 128 KiB ACKs, [`crate::config::DEFAULT_ACK_BYTES`]); off in
+    /// [`FbdtConfig::paper`], whose FBDT knows only its own ACKs. A driver that reports no
+    /// transport figures (`PathStats::unacked_bytes` = None) gets the ACK-only rule.
     pub in_flight_from_transport: bool,
     /// Written bytes may wait outside any window (not yet handed to a lane) only up to
     /// what the live paths drain in this long (at least two windows): beyond it the
@@ -188,19 +191,20 @@ impl Default for FbdtConfig {
             forward_hold: Duration::from_millis(50),
             send_limit_windows: 1.25,
             frame_budget: DEFAULT_FRAME_BUDGET,
-            in_flight_from_transport: false,
+            in_flight_from_transport: true,
             unsent_budget: None,
         }
     }
 }
 
 impl FbdtConfig {
-    /// The paper's fixed 64 KiB window (with MSS-sized segments, see `Config::paper`) and
-    /// one segment per frame.
+    /// The paper's fixed 64 KiB window (with MSS-sized segments, see `Config::paper`),
+    /// one segment per frame, and a send limit counted from FBDT's own ACKs.
     pub fn paper() -> Self {
         FbdtConfig {
             window: WindowConfig::Fixed(64 * 1024),
             frame_budget: Duration::ZERO,
+            in_flight_from_transport: false,
             ..FbdtConfig::default()
         }
     }

@@ -341,6 +341,7 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
                 let f = fbdt(cfg)?;
                 f.window = FbdtConfig::paper().window;
                 f.frame_budget = FbdtConfig::paper().frame_budget;
+                f.in_flight_from_transport = FbdtConfig::paper().in_flight_from_transport;
                 cfg.segment_size = Config::paper().segment_size;
                 cfg.ack_bytes = Config::paper().ack_bytes;
             }

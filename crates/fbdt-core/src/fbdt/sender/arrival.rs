@@ -459,11 +459,13 @@ mod tests {
             delivery_rate_bps: Some(800e6),
             cwnd_bytes: Some(10 << 20),
         };
-        let seg = crate::Config::default().segment_size as u64;
+        // No transport report: the bytes between two ACKs are added (the default's
+        // 128 KiB, whole segments).
+        let between_acks = crate::Config::default().ack_bytes as u64;
         let mut s = near_and_far(Duration::from_millis(100), [100e6, 100e6], 64 << 20);
         s.paths[0].est.driver = bloated;
         // 100 MB/s × 2 ms base RTT = 200 kB.
-        assert_eq!(s.path_send_limit(PathId(0)), Some(250_000 + 2 * seg));
+        assert_eq!(s.path_send_limit(PathId(0)), Some(250_000 + between_acks));
         let auto = FbdtConfig {
             window: WindowConfig::auto(),
             ..FbdtConfig::default()
@@ -472,7 +474,7 @@ mod tests {
         s.paths[0].est.driver = bloated;
         assert_eq!(
             s.path_send_limit(PathId(0)),
-            Some((1.25 * (10 << 20) as f64) as u64 + 2 * seg)
+            Some((1.25 * (10 << 20) as f64) as u64 + between_acks)
         );
     }
 

@@ -297,8 +297,10 @@ fn the_send_limit_is_at_least_one_tcp_window() {
     s.path_up(PathId(0), Instant::ZERO);
     assert_eq!(s.path_send_limit(PathId(0)), None, "unlimited until the driver reports");
     s.paths[0].est.driver.cwnd_bytes = Some(400_000);
-    let two_segments = 2 * params.segment_size as u64;
-    assert_eq!(s.path_send_limit(PathId(0)), Some(500_000 + two_segments));
+    // Without a transport report, plus one ACK's worth of bytes (a whole number of
+    // segments by default).
+    let between_acks = params.ack_bytes as u64;
+    assert_eq!(s.path_send_limit(PathId(0)), Some(500_000 + between_acks));
 }
 
 /// With `in_flight_from_transport` (issue 37), bytes the transport reports acknowledged stop
@@ -379,8 +381,12 @@ fn the_transport_report_frees_the_send_limit_before_fbdts_ack() {
     s.path_down(PathId(0), now);
     s.path_up(PathId(0), now);
     assert!(s.paths[0].transport_unacked.is_none());
-    // Off (the default), the report is ignored.
-    let mut off = FbdtSender::new(&FbdtConfig::default(), params, 0, 64 << 20);
+    // Off (the paper's rule), the report is ignored.
+    let acks_only = FbdtConfig {
+        in_flight_from_transport: false,
+        ..FbdtConfig::default()
+    };
+    let mut off = FbdtSender::new(&acks_only, params, 0, 64 << 20);
     off.path_up(PathId(0), now);
     off.path_stats(PathId(0), stats(Some(0)));
     assert!(off.paths[0].transport_unacked.is_none());
