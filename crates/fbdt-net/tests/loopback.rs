@@ -791,8 +791,10 @@ mod tls {
         let mut paths = specs(&addrs);
         paths.push(format!("127.0.0.3={fake_addr}").parse().unwrap());
         let ccfg = NetConfig {
-            // The JOIN deadline: short so the silent case re-dials within the test.
-            handshake_timeout: Duration::from_secs(2),
+            // The JOIN deadline (also path 0's TLS and HELLO deadline): shorter than the
+            // default 5 s so the silent case re-dials sooner, long enough for a TLS
+            // handshake on a loaded debug build.
+            handshake_timeout: Duration::from_secs(4),
             ..cfg(keys.client(None))
         };
         let client = connect(paths, ccfg).await.expect("connect over path 0");
