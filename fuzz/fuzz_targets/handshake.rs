@@ -1,8 +1,10 @@
 //! The handshake and JOIN parser: any bytes as the first bytes of a new connection
-//! (`first_frame`, `accepts_join`) and as the stream of a joining path of an established
-//! server session, with a connection binding taken from the input. Never panics; the
-//! client's real JOIN is accepted only on the connection it was made for, and bytes from
-//! the fuzzer are never accepted as a JOIN.
+//! (`first_frame`, `accepts_join`), as the stream of a joining path of an established
+//! server session, and as the server's answer on a joining path of an established client
+//! session, with a connection binding taken from the input. Never panics; the client's real
+//! JOIN is accepted only on the connection it was made for, bytes from the fuzzer are never
+//! accepted as a JOIN, and never as a JOIN answer (unless they begin with the server's real
+//! one): that path stays out of use, sends nothing, and the session lives on.
 #![no_main]
 
 use fbdt_core::handshake::first_frame;
@@ -32,6 +34,25 @@ fuzz_target!(|data: &[u8]| {
     while client.poll_transmit(PathId(1), 1 << 20, now, &mut real) > 0 {}
     assert_eq!(server.accepts_join(&real, binding), *binding == real_binding.exporter);
     assert!(!server.accepts_join(rest, binding) || rest.starts_with(&real));
+    // The server's real answer to the client's JOIN for path 2 on a connection bound to the
+    // fuzzer's binding, then the fuzzed bytes in its place.
+    let joined = PathBinding { exporter: *binding, epoch: 0 };
+    client.add_path_bound(PathId(2), joined, now).expect("path");
+    let mut join2 = Vec::new();
+    while client.poll_transmit(PathId(2), 1 << 20, now, &mut join2) > 0 {}
+    server.add_path_bound(PathId(2), joined, now).expect("path");
+    let _ = server.handle_recv(PathId(2), &join2, now);
+    let mut real_ok = Vec::new();
+    let _ = server.poll_transmit(PathId(2), 1 << 20, now, &mut real_ok);
+    let genuine = !real_ok.is_empty() && rest.starts_with(&real_ok);
+    let answer = client.handle_recv(PathId(2), rest, now);
+    assert_eq!(client.is_path_up(PathId(2)), genuine);
+    if !genuine {
+        assert!(answer.as_ref().map_or_else(|e| e.is_path_local(), |_| true), "{answer:?}");
+        assert!(!client.is_closed(), "bytes on a joining path closed the session");
+        let mut out = Vec::new();
+        assert_eq!(client.poll_transmit(PathId(2), 1 << 20, now, &mut out), 0, "sent on a refused path");
+    }
     // The fuzzed bytes as a joining connection's stream.
     let theirs = PathBinding { exporter: *binding, epoch: 0 };
     server.add_path_bound(PathId(1), theirs, now).expect("path");

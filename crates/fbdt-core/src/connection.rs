@@ -56,7 +56,8 @@ pub enum Role {
 pub enum Event {
     /// Both HELLOs exchanged; data can flow.
     Connected,
-    /// A further path was authenticated (server) or its JOIN sent (client).
+    /// A further path was authenticated: server, its JOIN verified (the answer is queued);
+    /// client, the server's answer to its JOIN verified (data may flow on it from now).
     PathJoined(PathId),
     /// The core gave up on a path; close its connection (and open a new one to re-join).
     PathFailed(PathId),
@@ -74,8 +75,20 @@ enum PathState {
     /// Connected at TCP level, not yet usable (server: awaiting HELLO/JOIN; client: awaiting
     /// the server's HELLO before it can JOIN).
     Pending,
+    /// Client, a further path: its JOIN is due or sent, the server's answer (JOIN_OK) not
+    /// yet verified. Nothing but the JOIN goes out on it and the scheme does not know it;
+    /// any frame other than a valid answer drops only this connection.
+    Joining,
     Up,
     Down,
+}
+
+impl PathIo {
+    /// A CLOSE goes to the authenticated peer only: not down a connection whose JOIN
+    /// answer was never verified (whoever holds it may not be the server).
+    fn carries_close(&self) -> bool {
+        !matches!(self.state, PathState::Down | PathState::Joining)
+    }
 }
 
 struct PathIo {
@@ -84,6 +97,10 @@ struct PathIo {
     rx: BytesMut,
     hello_due: bool,
     join_due: bool,
+    /// Server: the answer to the JOIN just accepted goes out before anything else.
+    join_ok_due: bool,
+    /// Client: when the JOIN went out, while its answer is awaited.
+    join_sent_at: Option<Instant>,
     close_due: bool,
     /// The connection's binding and epoch (see [`crate::handshake`]).
     binding: PathBinding,
@@ -270,7 +287,8 @@ impl Connection {
     }
 
     /// A new connection for `path` exists. Client: path 0 carries HELLO, others JOIN once
-    /// the session is established. Server: path 0 for a connection that began with HELLO,
+    /// the session is established and carry data only once the server's answer to the JOIN
+    /// verified ([`Connection::is_path_up`]). Server: path 0 for a connection that began with HELLO,
     /// the JOIN's path index otherwise (see `handshake::first_frame`).
     pub fn add_path(&mut self, path: PathId, now: Instant) -> Result<(), ProtocolError> {
         self.add_path_bound(path, PathBinding::default(), now)
@@ -279,7 +297,7 @@ impl Connection {
     /// [`Connection::add_path`] for a connection with a `binding` (its TLS exporter; on a
     /// client also the connection epoch its JOIN carries). A server learns the epoch from
     /// the JOIN.
-    pub fn add_path_bound(&mut self, path: PathId, binding: PathBinding, now: Instant) -> Result<(), ProtocolError> {
+    pub fn add_path_bound(&mut self, path: PathId, binding: PathBinding, _now: Instant) -> Result<(), ProtocolError> {
         if path.index() >= MAX_PATHS {
             return Err(ProtocolError::TooManyPaths { max: MAX_PATHS });
         }
@@ -289,6 +307,8 @@ impl Connection {
                 rx: BytesMut::new(),
                 hello_due: false,
                 join_due: false,
+                join_ok_due: false,
+                join_sent_at: None,
                 close_due: false,
                 binding: PathBinding::default(),
                 held_ack: None,
@@ -300,6 +320,8 @@ impl Connection {
             rx: BytesMut::new(),
             hello_due: false,
             join_due: false,
+            join_ok_due: false,
+            join_sent_at: None,
             close_due: false,
             binding,
             held_ack: None,
@@ -309,10 +331,29 @@ impl Connection {
                 io.hello_due = true;
             } else if self.established {
                 io.join_due = true;
-                self.mark_up(path, now);
+                io.state = PathState::Joining;
             }
         }
         Ok(())
+    }
+
+    /// Whether `path` carries data: its connection is authenticated (path 0: both HELLOs;
+    /// a further path: server, its JOIN; client, the server's answer to it).
+    pub fn is_path_up(&self, path: PathId) -> bool {
+        self.paths.get(path.index()).is_some_and(|io| io.state == PathState::Up)
+    }
+
+    /// Client: since when `path`'s JOIN awaits the server's answer (`None` when no JOIN is
+    /// out). The driver gives the answer a deadline and drops the connection past it; the
+    /// core has no clock of its own.
+    pub fn joining_since(&self, path: PathId) -> Option<Instant> {
+        let io = self.paths.get(path.index())?;
+        io.join_sent_at.filter(|_| io.state == PathState::Joining)
+    }
+
+    /// Client: `path` is joining (JOIN due or sent, no verified answer yet).
+    pub fn is_path_joining(&self, path: PathId) -> bool {
+        self.paths.get(path.index()).is_some_and(|io| io.state == PathState::Joining)
     }
 
     fn mark_up(&mut self, path: PathId, now: Instant) {
@@ -331,8 +372,13 @@ impl Connection {
         let Some(io) = self.paths.get_mut(path.index()) else {
             return;
         };
-        io.state = PathState::Down;
+        let was = std::mem::replace(&mut io.state, PathState::Down);
         io.rx.clear();
+        io.join_sent_at = None;
+        if was == PathState::Joining {
+            // The scheme never saw this connection: it counts the path down already.
+            return;
+        }
         self.sender.path_down(path, now);
         if let Some(r) = self.receiver.as_mut() {
             r.path_down(path, now);
@@ -368,7 +414,7 @@ impl Connection {
         if io.state == PathState::Down {
             return None;
         }
-        if io.close_due || io.hello_due || io.join_due || io.held_ack.is_some() {
+        if io.close_due || io.hello_due || io.join_due || io.join_ok_due || io.held_ack.is_some() {
             return Some(Instant::ZERO);
         }
         if self.closed || !self.established || io.state != PathState::Up {
@@ -490,6 +536,15 @@ impl Connection {
         }
         let result = parse(self);
         self.probe_in_order(now);
+        // Until the server's answer verified, a joining connection may lead anywhere: what
+        // comes on it (a CLOSE, garbage) drops that connection only, never the session.
+        let result = match result {
+            Err(e) if !e.is_path_local() && self.is_path_joining(path) => Err(ProtocolError::BadJoinAnswer {
+                path,
+                why: e.to_string(),
+            }),
+            r => r,
+        };
         match result {
             Ok(()) => {
                 self.collect_stalled_paths();
@@ -530,6 +585,9 @@ impl Connection {
 
     fn on_frame(&mut self, path: PathId, frame: Frame<'_>, encoded: &Bytes, now: Instant) -> Result<(), ProtocolError> {
         let state = self.paths[path.index()].state;
+        if state == PathState::Joining {
+            return self.on_join_answer(path, frame, now);
+        }
         match frame {
             Frame::Close(c) => {
                 self.closed = true;
@@ -575,11 +633,17 @@ impl Connection {
                     });
                 }
                 self.note_joined(path, j.epoch);
-                self.paths[path.index()].binding.epoch = j.epoch;
+                let io = &mut self.paths[path.index()];
+                io.binding.epoch = j.epoch;
+                io.join_ok_due = true;
                 self.mark_up(path, now);
                 self.events.push_back(Event::PathJoined(path));
                 Ok(())
             }
+            Frame::JoinOk(_) => Err(ProtocolError::Unexpected {
+                path,
+                what: "JOIN_OK on a path that is not joining",
+            }),
             // The rest belongs to the scheme: the peer's stream to our receiver, feedback on
             // ours to our sender. Each refuses frames of another scheme.
             _ => {
@@ -594,6 +658,35 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// Client: the first frame the server sent on a joining path must be its answer, made
+    /// with the session key for this connection; then the path is up.
+    fn on_join_answer(&mut self, path: PathId, frame: Frame<'_>, now: Instant) -> Result<(), ProtocolError> {
+        let io = &self.paths[path.index()];
+        let Frame::JoinOk(ok) = frame else {
+            return Err(ProtocolError::BadJoinAnswer {
+                path,
+                why: format!("{:?} frame before the answer", frame.kind()),
+            });
+        };
+        if io.join_due {
+            return Err(ProtocolError::BadJoinAnswer {
+                path,
+                why: "an answer before our JOIN went out".into(),
+            });
+        }
+        let binding = io.binding;
+        if !self.keys.as_ref().is_some_and(|k| k.verify_join_ok(&ok, path.0, &binding)) {
+            return Err(ProtocolError::BadJoinAnswer {
+                path,
+                why: "JOIN_OK failed authentication (not made with the session key for this connection)".into(),
+            });
+        }
+        self.paths[path.index()].join_sent_at = None;
+        self.mark_up(path, now);
+        self.events.push_back(Event::PathJoined(path));
+        Ok(())
     }
 
     fn on_hello(&mut self, h: &Hello, now: Instant) -> Result<(), ProtocolError> {
@@ -622,10 +715,10 @@ impl Connection {
                 self.note_joined(PathId(0), 0);
             }
             Role::Client => {
-                for i in 1..self.paths.len() {
-                    if self.paths[i].state == PathState::Pending {
-                        self.paths[i].join_due = true;
-                        self.mark_up(PathId(i as u8), now);
+                for io in self.paths.iter_mut().skip(1) {
+                    if io.state == PathState::Pending {
+                        io.join_due = true;
+                        io.state = PathState::Joining;
                     }
                 }
             }
@@ -639,7 +732,7 @@ impl Connection {
             return;
         }
         self.closed = true;
-        for io in self.paths.iter_mut().filter(|io| io.state != PathState::Down) {
+        for io in self.paths.iter_mut().filter(|io| io.carries_close()) {
             io.close_due = true;
         }
         self.close_reason = Some((e.close_code(), e.to_string()));
@@ -656,7 +749,7 @@ impl Connection {
             return;
         }
         self.closed = true;
-        for io in self.paths.iter_mut().filter(|io| io.state != PathState::Down) {
+        for io in self.paths.iter_mut().filter(|io| io.carries_close()) {
             io.close_due = true;
         }
         self.close_reason = Some((code, reason.to_owned()));
@@ -689,7 +782,11 @@ impl Connection {
         if io.state == PathState::Down {
             return 0;
         }
-        let control = if io.close_due {
+        // A JOIN's answer first: the client reads nothing else on the connection before it
+        // (not even a CLOSE that follows it).
+        let control = if io.join_ok_due {
+            self.keys.as_ref().map(|k| Frame::JoinOk(k.join_ok(path.0, &io.binding)))
+        } else if io.close_due {
             let (code, reason) = self.close_reason.clone().unwrap_or((0, String::new()));
             Some(Frame::Close(Close { code, reason }))
         } else if io.hello_due {
@@ -711,8 +808,9 @@ impl Connection {
                 Frame::Hello(_) => io.hello_due = false,
                 Frame::Join(_) => {
                     io.join_due = false;
-                    self.events.push_back(Event::PathJoined(path));
+                    io.join_sent_at = Some(now);
                 }
+                Frame::JoinOk(_) => io.join_ok_due = false,
                 _ => {}
             }
             return len;
@@ -777,7 +875,7 @@ impl Connection {
         let Some(io) = self.paths.get(path.index()) else {
             return false;
         };
-        let due = io.close_due || io.hello_due || io.join_due || io.held_ack.is_some();
+        let due = io.close_due || io.hello_due || io.join_due || io.join_ok_due || io.held_ack.is_some();
         if due || io.state != PathState::Up || self.closed || !self.established {
             return false;
         }

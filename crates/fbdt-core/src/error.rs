@@ -48,6 +48,11 @@ pub enum ProtocolError {
     /// JOIN the connection it was recorded on.
     #[error("{path}: JOIN of connection epoch {epoch}, not after the accepted {last}")]
     StaleJoin { path: PathId, epoch: u32, last: u32 },
+    /// Client: what the server sent on a joining connection is not a valid answer to our
+    /// JOIN (wrong MAC, another frame first, garbage). Only that connection is dropped: its
+    /// far end may not hold the session key.
+    #[error("{path}: no valid answer to our JOIN: {why}")]
+    BadJoinAnswer { path: PathId, why: String },
     #[error("HELLO parameters refused: {0}")]
     BadHello(&'static str),
     #[error("more than {max} paths")]
@@ -57,9 +62,13 @@ pub enum ProtocolError {
 }
 
 impl ProtocolError {
-    /// Errors confined to one path (a bad JOIN): the path is dropped, the session lives on.
+    /// Errors confined to one path (a bad JOIN, a bad answer to ours): the path is dropped,
+    /// the session lives on.
     pub fn is_path_local(&self) -> bool {
-        matches!(self, ProtocolError::BadJoin { .. } | ProtocolError::StaleJoin { .. })
+        matches!(
+            self,
+            ProtocolError::BadJoin { .. } | ProtocolError::StaleJoin { .. } | ProtocolError::BadJoinAnswer { .. }
+        )
     }
 
     /// Code sent in the CLOSE frame for this error.
@@ -70,7 +79,7 @@ impl ProtocolError {
             ProtocolError::FlowControl { .. } | ProtocolError::BeyondFin | ProtocolError::FinMismatch => 3,
             ProtocolError::AckOfUnsent => 4,
             ProtocolError::BadAlign(_) => 5,
-            ProtocolError::BadJoin { .. } | ProtocolError::StaleJoin { .. } => 6,
+            ProtocolError::BadJoin { .. } | ProtocolError::StaleJoin { .. } | ProtocolError::BadJoinAnswer { .. } => 6,
             ProtocolError::BadHello(_) => 7,
             ProtocolError::TooManyPaths { .. } => 8,
             ProtocolError::PeerClosed { code, .. } => *code,

@@ -10,7 +10,13 @@
 //!   connection's secrets;
 //! - token (names the session in JOINs) = first 8 bytes of SHA-256("fbdt token" ‖ session key);
 //! - a JOIN for path i, connection epoch e, on a connection with binding b carries
-//!   HMAC-SHA256(session key, "fbdt join" ‖ token ‖ i ‖ e ‖ b).
+//!   HMAC-SHA256(session key, "fbdt join" ‖ token ‖ i ‖ e ‖ b);
+//! - the server's answer (JOIN_OK) to that JOIN carries
+//!   HMAC-SHA256(session key, "fbdt join ok" ‖ token ‖ i ‖ e ‖ b): the same fields under a
+//!   label of its own, so the JOIN's own HMAC, reflected back, is no answer (the two inputs
+//!   even differ in length: 54 and 57 bytes). The client sends nothing on a joining path
+//!   before the answer verifies: it proves that whoever ended this very connection (its
+//!   binding) holds the session key.
 //!
 //! A JOIN is thus worthless on any other connection: its binding differs (TLS exporters
 //! are unique per connection), so a recorded JOIN replayed elsewhere fails the check. On a
@@ -20,10 +26,14 @@
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
-use crate::wire::{Frame, Join};
+use crate::wire::{Frame, Join, JoinOk};
 
 /// The TLS exporter label both ends use for a connection's binding.
 pub const EXPORTER_LABEL: &[u8] = b"EXPORTER-fbdt-path-binding";
+/// What a JOIN's HMAC starts with (client → server).
+const JOIN_LABEL: &[u8] = b"fbdt join";
+/// What a JOIN answer's HMAC starts with (server → client): another direction, another label.
+const JOIN_OK_LABEL: &[u8] = b"fbdt join ok";
 
 /// What ties a JOIN to one connection: the connection's binding (TLS exporter, zeros on
 /// plaintext) and the client's connection epoch for the path (0 for the first connection).
@@ -53,9 +63,9 @@ impl SessionKeys {
         SessionKeys { key, token }
     }
 
-    fn mac(&self, path_index: u8, binding: &PathBinding) -> Hmac<Sha256> {
+    fn mac(&self, label: &[u8], path_index: u8, binding: &PathBinding) -> Hmac<Sha256> {
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC takes keys of any length");
-        mac.update(b"fbdt join");
+        mac.update(label);
         mac.update(&self.token);
         mac.update(&[path_index]);
         mac.update(&binding.epoch.to_be_bytes());
@@ -68,8 +78,29 @@ impl SessionKeys {
             token: self.token,
             path_index,
             epoch: binding.epoch,
-            hmac: self.mac(path_index, binding).finalize().into_bytes().into(),
+            hmac: self.mac(JOIN_LABEL, path_index, binding).finalize().into_bytes().into(),
         }
+    }
+
+    /// The server's answer to a JOIN it accepted for `path_index` on a connection with
+    /// `binding` (the JOIN's epoch).
+    pub fn join_ok(&self, path_index: u8, binding: &PathBinding) -> JoinOk {
+        JoinOk {
+            path_index,
+            epoch: binding.epoch,
+            hmac: self.mac(JOIN_OK_LABEL, path_index, binding).finalize().into_bytes().into(),
+        }
+    }
+
+    /// Constant-time check of a JOIN answer that arrived on our connection for
+    /// `path_index` whose binding (exporter and the epoch our JOIN carried) is `binding`.
+    pub fn verify_join_ok(&self, answer: &JoinOk, path_index: u8, binding: &PathBinding) -> bool {
+        answer.path_index == path_index
+            && answer.epoch == binding.epoch
+            && self
+                .mac(JOIN_OK_LABEL, path_index, binding)
+                .verify_slice(&answer.hmac)
+                .is_ok()
     }
 
     /// Constant-time check of a JOIN's token and HMAC, for a JOIN that arrived on a
@@ -79,7 +110,11 @@ impl SessionKeys {
             exporter: *exporter,
             epoch: join.epoch,
         };
-        join.token == self.token && self.mac(join.path_index, &binding).verify_slice(&join.hmac).is_ok()
+        join.token == self.token
+            && self
+                .mac(JOIN_LABEL, join.path_index, &binding)
+                .verify_slice(&join.hmac)
+                .is_ok()
     }
 }
 
@@ -136,5 +171,67 @@ mod tests {
         let mut flipped = j;
         flipped.hmac[0] ^= 1;
         assert!(!a.verify(&flipped, &conn.exporter));
+    }
+
+    #[test]
+    fn a_join_answer_verifies_only_for_its_connection_and_session() {
+        let a = SessionKeys::derive(&[1; 32], &[2; 32], &[0; 32]);
+        let other_key = SessionKeys::derive(&[1; 32], &[3; 32], &[0; 32]);
+        let other_path0 = SessionKeys::derive(&[1; 32], &[2; 32], &[9; 32]);
+        let conn = PathBinding {
+            exporter: [7; 32],
+            epoch: 3,
+        };
+        let ok = a.join_ok(2, &conn);
+        assert_eq!((ok.path_index, ok.epoch), (2, 3));
+        assert!(a.verify_join_ok(&ok, 2, &conn));
+        assert!(!other_key.verify_join_ok(&ok, 2, &conn), "made without the session key");
+        assert!(!other_path0.verify_join_ok(&ok, 2, &conn), "path 0's binding is part of the key");
+        let elsewhere = PathBinding {
+            exporter: [8; 32],
+            ..conn
+        };
+        assert!(!a.verify_join_ok(&ok, 2, &elsewhere), "an answer made for another connection");
+        let zeros = PathBinding {
+            exporter: [0; 32],
+            ..conn
+        };
+        assert!(!a.verify_join_ok(&ok, 2, &zeros), "a TLS connection's answer on plaintext");
+        let later = PathBinding { epoch: 4, ..conn };
+        assert!(!a.verify_join_ok(&ok, 2, &later), "an answer to an earlier connection's JOIN");
+        assert!(!a.verify_join_ok(&ok, 1, &conn), "an answer for another path");
+        let mut relabelled = ok.clone();
+        relabelled.path_index = 1;
+        assert!(!a.verify_join_ok(&relabelled, 1, &conn));
+        let mut flipped = ok;
+        flipped.hmac[31] ^= 0x80;
+        assert!(!a.verify_join_ok(&flipped, 2, &conn));
+    }
+
+    /// Whoever relays our JOIN back to us (a reflecting middlebox, or an attacker without the
+    /// session key) holds a valid HMAC for this very connection, path and epoch: the
+    /// answer's label differs, so it is refused.
+    #[test]
+    fn a_reflected_join_mac_is_no_answer() {
+        let a = SessionKeys::derive(&[1; 32], &[2; 32], &[5; 32]);
+        for exporter in [[0; 32], [7; 32]] {
+            let conn = PathBinding { exporter, epoch: 1 };
+            let join = a.join(1, &conn);
+            let reflected = JoinOk {
+                path_index: join.path_index,
+                epoch: join.epoch,
+                hmac: join.hmac,
+            };
+            assert!(!a.verify_join_ok(&reflected, 1, &conn));
+            // Nor is an answer a JOIN.
+            let answer = a.join_ok(1, &conn);
+            let as_join = Join {
+                token: a.token,
+                path_index: 1,
+                epoch: 1,
+                hmac: answer.hmac,
+            };
+            assert!(!a.verify(&as_join, &conn.exporter));
+        }
     }
 }

@@ -838,3 +838,111 @@ fn a_join_older_than_the_accepted_connection_is_refused() {
     let next = join_of(&mut pair, 3);
     assert!(pair.server.accepts_join(&next, &[0; 32]));
 }
+
+/// Issue 42: a client sends nothing but its JOIN on a further path until the server's answer
+/// (JOIN_OK, made with the session key for that connection) verifies. A forged answer, a
+/// reflected JOIN, a CLOSE or garbage in its place drops only that connection; the real
+/// answer puts the path up and data flows on it.
+#[test]
+fn a_joining_path_carries_nothing_before_the_servers_answer() {
+    let mut pair = Pair::new(1, Config::default());
+    pair.drive_bounded(10_000, |p| p.server.is_established() && p.client.is_established());
+    assert_eq!(pair.client.write(&data(100_000, 5)), 100_000);
+    let t = pair.now;
+    let try_answer = |pair: &mut Pair, epoch: u32, answer: Vec<u8>| {
+        pair.client.path_down(PathId(1), t);
+        let binding = PathBinding {
+            exporter: [4; 32],
+            epoch,
+        };
+        pair.client.add_path_bound(PathId(1), binding, t).unwrap();
+        assert!(pair.client.is_path_joining(PathId(1)) && pair.client.joining_since(PathId(1)).is_none());
+        let mut out = Vec::new();
+        assert!(pair.client.poll_transmit(PathId(1), ROOM, t, &mut out) > 0);
+        let Ok((Frame::Join(join), used)) = Frame::parse(&out) else {
+            panic!("the first frame is the JOIN: {out:?}")
+        };
+        assert_eq!(used, out.len());
+        assert_eq!(pair.client.joining_since(PathId(1)), Some(t));
+        for _ in 0..3 {
+            assert_eq!(pair.client.poll_transmit(PathId(1), ROOM, t, &mut out), 0, "nothing after the JOIN");
+        }
+        assert!(!pair.client.poll_idle(PathId(1), ROOM, t));
+        assert!(!pair.client.is_path_up(PathId(1)));
+        let answer = if answer.is_empty() {
+            // The JOIN's own HMAC reflected as an answer.
+            let mut v = Vec::new();
+            Frame::JoinOk(wire::JoinOk {
+                path_index: 1,
+                epoch,
+                hmac: join.hmac,
+            })
+            .emit(&mut v);
+            v
+        } else {
+            answer
+        };
+        let r = pair.client.handle_recv(PathId(1), &answer, t);
+        (join, r)
+    };
+    let forged = |epoch: u32| {
+        let mut v = Vec::new();
+        Frame::JoinOk(wire::JoinOk {
+            path_index: 1,
+            epoch,
+            hmac: [0; 32],
+        })
+        .emit(&mut v);
+        v
+    };
+    let mut close = Vec::new();
+    Frame::Close(wire::Close {
+        code: 9,
+        reason: "injected".into(),
+    })
+    .emit(&mut close);
+    for (epoch, answer) in [(0, forged(0)), (1, Vec::new()), (2, close), (3, vec![0x42; 64])] {
+        let (_, r) = try_answer(&mut pair, epoch, answer);
+        let err = r.unwrap_err();
+        assert!(
+            matches!(err, ProtocolError::BadJoinAnswer { path: PathId(1), .. }),
+            "epoch {epoch}: {err:?}"
+        );
+        assert!(err.is_path_local());
+        assert!(!pair.client.is_closed(), "epoch {epoch}: the session lives on");
+        assert!(!pair.client.is_path_up(PathId(1)) && pair.client.joining_since(PathId(1)).is_none());
+    }
+    // The real server: it accepts the JOIN on its end of the connection and answers first.
+    let (join, _) = try_answer(&mut pair, 4, forged(3));
+    let mut join_bytes = Vec::new();
+    Frame::Join(join).emit(&mut join_bytes);
+    pair.client.path_down(PathId(1), t);
+    let binding = PathBinding {
+        exporter: [4; 32],
+        epoch: 4,
+    };
+    pair.client.add_path_bound(PathId(1), binding, t).unwrap();
+    let mut out = Vec::new();
+    assert!(pair.client.poll_transmit(PathId(1), ROOM, t, &mut out) > 0);
+    let server_side = PathBinding {
+        exporter: [4; 32],
+        epoch: 0,
+    };
+    pair.server.add_path_bound(PathId(1), server_side, t).unwrap();
+    pair.server.handle_recv(PathId(1), &out, t).unwrap();
+    assert!(pair.server.is_path_up(PathId(1)));
+    let mut answer = Vec::new();
+    assert!(pair.server.poll_transmit(PathId(1), ROOM, t, &mut answer) > 0);
+    assert!(matches!(Frame::parse(&answer), Ok((Frame::JoinOk(_), _))), "{answer:?}");
+    let events: Vec<Event> = std::iter::from_fn(|| pair.client.poll_event()).collect();
+    assert!(!events.contains(&Event::PathJoined(PathId(1))), "{events:?}");
+    // The answer and whatever follows it in the same read.
+    pair.client.handle_recv(PathId(1), &answer, t).unwrap();
+    assert!(pair.client.is_path_up(PathId(1)) && pair.client.joining_since(PathId(1)).is_none());
+    assert!(std::iter::from_fn(|| pair.client.poll_event()).any(|e| e == Event::PathJoined(PathId(1))));
+    let mut out = Vec::new();
+    assert!(pair.client.poll_transmit(PathId(1), ROOM, t, &mut out) > 0, "data flows once answered");
+    // A second answer on a path that is up is a violation.
+    let err = pair.client.handle_recv(PathId(1), &answer, t).unwrap_err();
+    assert!(matches!(err, ProtocolError::Unexpected { .. }), "{err:?}");
+}

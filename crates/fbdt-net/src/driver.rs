@@ -445,6 +445,12 @@ impl Driver {
             if e.is_path_local() {
                 tracing::warn!(session = %self.label, path = i, "closing that connection: {e}");
                 self.drop_stream(i);
+                // Client: a connection whose JOIN got no valid answer is re-dialled as a
+                // broken one is (the core already took the path down). A server waits for
+                // the client's next JOIN.
+                if self.conn.role() == Role::Client {
+                    self.manager.redial(i, self.ending());
+                }
             } else {
                 tracing::warn!(session = %self.label, path = i, "session failed: {e}");
                 self.shared.set_error(e.to_string());
@@ -723,10 +729,31 @@ impl Driver {
         self.timer.set(t, cx)
     }
 
+    /// Client: a JOIN unanswered for `handshake_timeout` (the deadline a TLS handshake and
+    /// path 0's HELLO have) loses its connection, and the path is re-dialled. Checked every
+    /// stats tick: the deadline is seconds, the tick milliseconds.
+    fn expire_joins(&mut self, now: Instant) {
+        let limit = Duration::from_micros(self.cfg.handshake_timeout.as_micros() as u64);
+        for i in 0..self.paths.len() {
+            let late = self
+                .conn
+                .joining_since(PathId(i as u8))
+                .is_some_and(|t| now.saturating_since(t) > limit);
+            if late && self.paths[i].stream.is_some() {
+                let why = format!(
+                    "no valid answer to our JOIN within {:?} (the server did not prove it holds the session key)",
+                    self.cfg.handshake_timeout
+                );
+                self.kill_path(i, &why, now);
+            }
+        }
+    }
+
     /// Reads TCP_INFO of every connection into the core and the path manager, and
     /// publishes the counters.
     fn on_tick(&mut self) {
         let (now, ending) = (self.now(), self.ending());
+        self.expire_joins(now);
         for i in 0..self.paths.len() {
             let Some(s) = self.paths[i].stream.as_ref() else {
                 continue;
@@ -751,6 +778,7 @@ impl Driver {
             .enumerate()
             .map(|(i, p)| PathReport {
                 connected: p.stream.is_some(),
+                joining: p.stream.is_some() && !self.conn.is_path_up(PathId(i as u8)),
                 bytes_sent: cs.sender.per_path_bytes_sent.get(i).copied().unwrap_or(0),
                 bytes_received: cs.receiver.per_path_bytes_received.get(i).copied().unwrap_or(0),
                 srtt_us: p.info.srtt_us,

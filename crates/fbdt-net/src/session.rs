@@ -40,6 +40,11 @@ pub(crate) struct NewPath {
 pub struct PathReport {
     /// A TCP connection is open for this path.
     pub connected: bool,
+    /// A connection is open but not yet authenticated, so it carries no data: before the
+    /// HELLOs, or (client) while its JOIN awaits the server's verified answer — dropped and
+    /// re-dialled without one within `NetConfig::handshake_timeout`. A path is up when
+    /// `connected && !joining`.
+    pub joining: bool,
     /// Payload bytes we handed to this path (first copies and redundant ones).
     pub bytes_sent: u64,
     /// Payload bytes that arrived on this path (duplicates included).

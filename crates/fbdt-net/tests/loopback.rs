@@ -697,6 +697,159 @@ mod tls {
         .expect("bounded");
     }
 
+    /// How the fake server of [`a_join_without_a_valid_answer_carries_no_data`] answers.
+    #[derive(Clone, Copy, Debug)]
+    enum Answer {
+        /// A JOIN_OK for the right path and epoch whose MAC was not made with the session key.
+        WrongMac,
+        /// The client's own JOIN MAC sent back as the answer.
+        Reflected,
+        /// Nothing at all.
+        Silent,
+    }
+
+    /// Issue 42: path 1 leads to a server that holds the real server's key (so its
+    /// certificate passes the per-path check) but not the session key: it reads the JOIN and
+    /// answers wrongly or not at all. The client sends it no byte after the JOIN, keeps
+    /// delivering over path 0, reports path 1 as not up, and re-dials it (after the bad
+    /// answer at once, after silence at the JOIN deadline). Bounds are generous and only
+    /// guard against a hang: nothing here depends on the host's speed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_join_without_a_valid_answer_carries_no_data() {
+        for mode in [Answer::WrongMac, Answer::Reflected, Answer::Silent] {
+            tokio::time::timeout(BOUND, join_answered(mode)).await.expect("bounded");
+        }
+    }
+
+    async fn join_answered(mode: Answer) {
+        let keys = Keys::new(&format!("join-answer-{mode:?}"));
+        let scfg = NetConfig {
+            // The session idles while path 1 is refused and re-dialled: the server must not
+            // close it for sending no data meanwhile.
+            first_data_timeout: Duration::from_secs(300),
+            ..cfg(keys.server(None))
+        };
+        let mut l = listen(&["127.0.0.1:0".parse().unwrap()], scfg).await.expect("listen");
+        let addrs = l.local_addrs().to_vec();
+        let fake = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let fake_addr = fake.local_addr().unwrap();
+        // Per connection of path 1: whether a JOIN came, and the bytes that followed it.
+        let seen: Arc<Mutex<Vec<(bool, usize)>>> = Arc::default();
+        let (log, sec) = (seen.clone(), keys.server(None));
+        let fake_task = tokio::spawn(async move {
+            while let Ok((tcp, _)) = fake.accept().await {
+                let Ok(mut s) = secure::accept(tcp, &sec).await else {
+                    continue;
+                };
+                let (log, at) = {
+                    let mut g = log.lock().unwrap();
+                    g.push((false, 0));
+                    (log.clone(), g.len() - 1)
+                };
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut tmp = [0u8; 4096];
+                    let join = loop {
+                        if let Ok((fbdt_core::wire::Frame::Join(j), used)) = fbdt_core::wire::Frame::parse(&buf) {
+                            buf.drain(..used);
+                            break j;
+                        }
+                        match s.read(&mut tmp).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                        }
+                    };
+                    log.lock().unwrap()[at] = (true, buf.len());
+                    let hmac = match mode {
+                        Answer::WrongMac => [0x5a; 32],
+                        Answer::Reflected => join.hmac,
+                        Answer::Silent => [0; 32],
+                    };
+                    if !matches!(mode, Answer::Silent) {
+                        let mut answer = Vec::new();
+                        fbdt_core::wire::Frame::JoinOk(fbdt_core::wire::JoinOk {
+                            path_index: join.path_index,
+                            epoch: join.epoch,
+                            hmac,
+                        })
+                        .emit(&mut answer);
+                        let _ = s.write_all(&answer).await;
+                    }
+                    let mut after = buf.len();
+                    loop {
+                        match s.read(&mut tmp).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => {
+                                after += n;
+                                log.lock().unwrap()[at].1 = after;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let mut paths = specs(&addrs);
+        paths.push(format!("127.0.0.3={fake_addr}").parse().unwrap());
+        let ccfg = NetConfig {
+            // The JOIN deadline (also path 0's TLS and HELLO deadline): shorter than the
+            // default 5 s so the silent case re-dials sooner, long enough for a TLS
+            // handshake on a loaded debug build.
+            handshake_timeout: Duration::from_secs(4),
+            ..cfg(keys.client(None))
+        };
+        let client = connect(paths, ccfg).await.expect("connect over path 0");
+        let server = l.accept().await.expect("session");
+        let cs = client.stats_handle();
+        let not_up = |s: &fbdt_net::SessionStats| s.paths.get(1).is_none_or(|p| !p.connected || p.joining);
+        // Path 1's connections come and go (each refused or timed out, then re-dialled):
+        // wait, with the session alive, until at least two carried a JOIN.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while seen.lock().unwrap().iter().filter(|c| c.0).count() < 2 && tokio::time::Instant::now() < deadline {
+            assert!(not_up(&cs.stats()), "{mode:?}: path 1 counted up: {:?}", cs.stats());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let conns = seen.lock().unwrap().clone();
+        assert!(conns.iter().filter(|c| c.0).count() >= 2, "{mode:?}: path 1 was re-dialled: {conns:?}");
+        let n: u64 = 4 << 20;
+        let ((up_n, up_h), sent_up, (down_n, down_h), sent_down) = exchange(client, server, n, n).await;
+        assert_eq!((up_n, down_n), (n, n), "{mode:?}: path 0 carried everything");
+        assert_eq!((up_h, down_h), (sent_up, sent_down));
+        let conns = seen.lock().unwrap().clone();
+        assert!(conns.iter().all(|&(_, after)| after == 0), "{mode:?}: no byte after a JOIN: {conns:?}");
+        let c = cs.stats();
+        let p1 = &c.paths[1];
+        assert_eq!(p1.bytes_sent, 0, "{mode:?}: {c:?}");
+        assert_eq!(p1.bytes_received, 0, "{mode:?}: {c:?}");
+        assert!(!p1.connected || p1.joining, "{mode:?}: path 1 is not up: {p1:?}");
+        fake_task.abort();
+    }
+
+    /// The normal case: both paths join (the server's answer verifies) and carry data.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tls_paths_join_once_answered_and_carry_data() {
+        tokio::time::timeout(BOUND, async {
+            let keys = Keys::new("join-ok");
+            let (mut l, addrs) = server_with(2, keys.server(None)).await;
+            let client = connect(specs(&addrs), cfg(keys.client(None))).await.expect("connect");
+            let server = l.accept().await.expect("session");
+            let (cs, ss) = (client.stats_handle(), server.stats_handle());
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+            let up = |s: &fbdt_net::SessionStats| s.paths.get(1).is_some_and(|p| p.connected && !p.joining);
+            while !up(&cs.stats()) && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            assert!(up(&cs.stats()), "path 1 joined: {:?}", cs.stats());
+            let n: u64 = 32 << 20;
+            let ((up_n, up_h), sent_up, (down_n, down_h), sent_down) = exchange(client, server, n, n).await;
+            assert_eq!((up_n, down_n), (n, n));
+            assert_eq!((up_h, down_h), (sent_up, sent_down));
+            let (c, s) = (cs.stats(), ss.stats());
+            assert!(c.paths[1].bytes_sent > 0 && s.paths[1].bytes_received > 0, "{c:?} {s:?}");
+        })
+        .await
+        .expect("bounded");
+    }
+
     // ---- client certificates ----
 
     /// A CA made with rcgen for one test: it issues client certificates into `dir`.

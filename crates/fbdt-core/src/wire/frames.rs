@@ -9,6 +9,7 @@ use crate::seq::Seq;
 
 pub(super) const HELLO_LEN: usize = 56;
 pub(super) const JOIN_LEN: usize = 48;
+pub(super) const JOIN_OK_LEN: usize = 40;
 pub(super) const DATA_FIXED: usize = 4;
 pub(super) const ACK_FIXED: usize = 12;
 pub(super) const ALIGN_FIXED: usize = 16;
@@ -140,6 +141,48 @@ impl Join {
 
     pub(super) fn emit(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.token);
+        out.extend_from_slice(&[self.path_index, 0, 0, 0]);
+        out.extend_from_slice(&self.epoch.to_be_bytes());
+        out.extend_from_slice(&self.hmac);
+    }
+}
+
+/// JOIN_OK: the server's answer to an accepted JOIN, the first frame it sends on that
+/// connection (version 6).
+///
+/// ```text
+///  0 path index | 1..4 reserved | 4..8 connection epoch | 8..40 HMAC-SHA256
+/// ```
+///
+/// Index and epoch echo the JOIN's. The HMAC is keyed by the session key and covers them and
+/// the connection's binding under a label of its own ("fbdt join ok", not the JOIN's "fbdt
+/// join"), so a JOIN's HMAC is never a valid answer, see [`crate::handshake`]. The client
+/// sends nothing but its JOIN on the connection until the answer verifies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinOk {
+    pub path_index: u8,
+    pub epoch: u32,
+    pub hmac: [u8; 32],
+}
+
+impl JoinOk {
+    pub(super) fn parse(b: &[u8]) -> Result<Self, Error> {
+        if b.len() != JOIN_OK_LEN {
+            return Err(malformed(FrameType::JoinOk, "body must be 40 bytes"));
+        }
+        if b[1..4] != [0, 0, 0] {
+            return Err(Error::ReservedNonZero);
+        }
+        let mut hmac = [0u8; 32];
+        hmac.copy_from_slice(&b[8..40]);
+        Ok(JoinOk {
+            path_index: b[0],
+            epoch: be_u32(&b[4..8]),
+            hmac,
+        })
+    }
+
+    pub(super) fn emit(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&[self.path_index, 0, 0, 0]);
         out.extend_from_slice(&self.epoch.to_be_bytes());
         out.extend_from_slice(&self.hmac);

@@ -17,7 +17,7 @@ mod short_list;
 pub use buf::{
     frame_bytes_missing, prepare_recv_buf, recv_pin, FrameBuf, FrameOut, SendBuf, RECV_BLOCK, RECV_MIN_READ,
 };
-pub use frames::{Ack, Align, Close, Data, DataAck, Hello, Join, LaneRepr, MpData, PathRx, Scheme, NO_PATH};
+pub use frames::{Ack, Align, Close, Data, DataAck, Hello, Join, JoinOk, LaneRepr, MpData, PathRx, Scheme, NO_PATH};
 pub use recv_buf::{Piece, RecvBuf, ENTRY_COST, MERGE_MAX, OUT_PIN_RATIO};
 pub use short_list::ShortList;
 
@@ -27,8 +27,9 @@ use thiserror::Error as ThisError;
 /// turned HELLO's window mode and window size, which no peer read, into reserved zeros;
 /// version 3 added JOIN's connection epoch and binds its HMAC to the connection; version 4
 /// tags each ACK path counter with that epoch (counters restart with each connection);
-/// version 5 does the same for the meta layer's DATA_ACK.
-pub const VERSION: u8 = 5;
+/// version 5 does the same for the meta layer's DATA_ACK; version 6 added JOIN_OK, the
+/// server's authenticated answer to a JOIN (the client sends nothing on a path before it).
+pub const VERSION: u8 = 6;
 /// First four bytes of every HELLO body.
 pub const MAGIC: [u8; 4] = *b"FBDT";
 /// Bytes of the fixed frame header.
@@ -65,6 +66,8 @@ pub enum FrameType {
     MpData = 7,
     /// MPTCP-style meta layer only: the shared DATA_ACK and receive window.
     DataAck = 8,
+    /// The server's answer to a JOIN, proving it holds the session key (version 6).
+    JoinOk = 9,
 }
 
 impl FrameType {
@@ -78,6 +81,7 @@ impl FrameType {
             6 => FrameType::Close,
             7 => FrameType::MpData,
             8 => FrameType::DataAck,
+            9 => FrameType::JoinOk,
             _ => return None,
         })
     }
@@ -93,6 +97,7 @@ impl FrameType {
             FrameType::Close => frames::CLOSE_FIXED + MAX_REASON,
             FrameType::MpData => frames::MP_DATA_FIXED + MAX_SEGMENT,
             FrameType::DataAck => frames::DATA_ACK_FIXED + 8 * MAX_PATHS,
+            FrameType::JoinOk => frames::JOIN_OK_LEN,
         }
     }
 }
@@ -127,6 +132,7 @@ pub enum Frame<'a> {
     Close(Close),
     MpData(MpData<'a>),
     DataAck(DataAck),
+    JoinOk(JoinOk),
 }
 
 impl<'a> Frame<'a> {
@@ -146,6 +152,7 @@ impl<'a> Frame<'a> {
             FrameType::Close => Frame::Close(Close::parse(body)?),
             FrameType::MpData => Frame::MpData(MpData::parse(header.flags, body)?),
             FrameType::DataAck => Frame::DataAck(DataAck::parse(body)?),
+            FrameType::JoinOk => Frame::JoinOk(JoinOk::parse(body)?),
         };
         if !matches!(header.kind, FrameType::Data | FrameType::MpData) && header.flags != 0 {
             return Err(Error::Malformed {
@@ -211,6 +218,7 @@ impl<'a> Frame<'a> {
             Frame::Close(_) => (FrameType::Close, 0),
             Frame::MpData(d) => (FrameType::MpData, d.flags()),
             Frame::DataAck(_) => (FrameType::DataAck, 0),
+            Frame::JoinOk(_) => (FrameType::JoinOk, 0),
         };
         let body_len = self.buffer_len() - HEADER_LEN;
         Header { kind, flags, body_len }.emit(out);
@@ -223,6 +231,7 @@ impl<'a> Frame<'a> {
             Frame::Close(f) => f.emit(out),
             Frame::MpData(f) => f.emit(out),
             Frame::DataAck(f) => f.emit(out),
+            Frame::JoinOk(f) => f.emit(out),
         }
     }
 
@@ -238,6 +247,7 @@ impl<'a> Frame<'a> {
                 Frame::Close(c) => c.body_len(),
                 Frame::MpData(d) => d.body_len(),
                 Frame::DataAck(a) => a.body_len(),
+                Frame::JoinOk(_) => frames::JOIN_OK_LEN,
             }
     }
 
@@ -245,7 +255,7 @@ impl<'a> Frame<'a> {
     /// peer's stream, or the sender of ours (feedback about it).
     pub fn flow(&self) -> Flow {
         match self {
-            Frame::Hello(_) | Frame::Join(_) | Frame::Close(_) => Flow::Control,
+            Frame::Hello(_) | Frame::Join(_) | Frame::JoinOk(_) | Frame::Close(_) => Flow::Control,
             Frame::Data(_) | Frame::Align(_) | Frame::MpData(_) => Flow::Stream,
             Frame::Ack(_) | Frame::DataAck(_) => Flow::Feedback,
         }
@@ -261,6 +271,7 @@ impl<'a> Frame<'a> {
             Frame::Close(_) => FrameType::Close,
             Frame::MpData(_) => FrameType::MpData,
             Frame::DataAck(_) => FrameType::DataAck,
+            Frame::JoinOk(_) => FrameType::JoinOk,
         }
     }
 }
@@ -268,7 +279,7 @@ impl<'a> Frame<'a> {
 /// Where a received frame goes (see [`Frame::flow`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flow {
-    /// HELLO, JOIN, CLOSE: the session's own business.
+    /// HELLO, JOIN, JOIN_OK, CLOSE: the session's own business.
     Control,
     /// The peer's stream (DATA, ALIGN, MP_DATA): for our receiver.
     Stream,

@@ -87,6 +87,11 @@ fn sample_frames() -> Vec<Frame<'static>> {
             segment_size: 16384,
             key: [1; 32],
         }),
+        Frame::JoinOk(JoinOk {
+            path_index: 3,
+            epoch: 0x0102_0304,
+            hmac: [5; 32],
+        }),
     ]
 }
 
@@ -274,6 +279,30 @@ fn meta_layer_frames_reject_garbage() {
     assert!(matches!(Frame::parse(&bad), Err(Error::Malformed { .. })));
     // A DATA_ACK header announcing more than its bound is refused from the header alone.
     let hdr = [8u8, 0, 0, 0, 0, 0, 0x10, 0];
+    assert!(matches!(Frame::parse(&hdr), Err(Error::TooLong { .. })));
+}
+
+#[test]
+fn a_join_ok_has_one_length_and_zero_reserved_bytes() {
+    let good = encode(&Frame::JoinOk(JoinOk {
+        path_index: 1,
+        epoch: 2,
+        hmac: [3; 32],
+    }));
+    for at in 1..4 {
+        let mut bad = good.clone();
+        bad[HEADER_LEN + at] = 1;
+        assert_eq!(Frame::parse(&bad), Err(Error::ReservedNonZero));
+    }
+    let mut flags = good.clone();
+    flags[1] = 1;
+    assert!(matches!(Frame::parse(&flags), Err(Error::Malformed { .. })));
+    // One byte short, with the length saying so: malformed, not a shorter answer.
+    let mut short = good[..good.len() - 1].to_vec();
+    short[4..8].copy_from_slice(&39u32.to_be_bytes());
+    assert!(matches!(Frame::parse(&short), Err(Error::Malformed { .. })));
+    // A header announcing more than 40 bytes is refused from the header alone.
+    let hdr = [9u8, 0, 0, 0, 0, 0, 0, 41];
     assert!(matches!(Frame::parse(&hdr), Err(Error::TooLong { .. })));
 }
 

@@ -42,7 +42,8 @@ pub struct Status {
 #[derive(Serialize, Clone, Debug, Default)]
 pub struct PathStatus {
     pub index: usize,
-    /// See [`path_state`]: up, stalled, probing or down.
+    /// See [`path_state`]: up, stalled, probing or down; or joining (connected, the
+    /// server's answer to its JOIN not yet verified: no data on it).
     pub state: &'static str,
     pub send_rate_bps: f64,
     pub receive_rate_bps: f64,
@@ -147,7 +148,11 @@ async fn sample(up: Arc<Upstream>, latest: Arc<Mutex<Status>>) {
             .enumerate()
             .map(|(i, p)| {
                 let stalled = rates[i].0 == 0.0 && unacked && others_move(i);
-                let state = path_state(p.connected, p.probing, stalled);
+                let state = if p.joining {
+                    "joining"
+                } else {
+                    path_state(p.connected, p.probing, stalled)
+                };
                 PathStatus {
                     index: i,
                     state,
