@@ -14,7 +14,7 @@ mod stored;
 mod sweep;
 mod sweep_cotag;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use stored::testbed_options;
 
@@ -124,7 +124,7 @@ fn real_main() -> Result<()> {
         Command::Sweep(args) => sweep::run(args, &testbed),
         Command::Agree(args) => agree::run(args, &testbed),
         Command::Jpoc(cmd) => jpoc_cmd::run(cmd),
-        Command::Workload(args) => fbdt_workload::run(args, &testbed),
+        Command::Workload(args) => workload(args, &testbed),
         Command::App(args) => app::run(args, &testbed),
         Command::Reap { program, args } => {
             let code = fbdt_emu::reaper::run_reaping(&program, &args)
@@ -132,6 +132,38 @@ fn real_main() -> Result<()> {
             std::process::exit(code)
         }
     }
+}
+
+/// `workload`, and rrul's `--plot` (the font is looked for before the runs, not after).
+fn workload(args: fbdt_workload::WorkloadArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
+    let plot = args.plot.clone();
+    if plot.is_some() {
+        fbdt_workload::rrul::check_plot(&args)?;
+        fbdt_font::ensure()?;
+    }
+    let report = fbdt_workload::run(args, testbed)?;
+    let (Some(path), Some(report)) = (plot, report) else {
+        return Ok(());
+    };
+    let verdict = match report.faithful {
+        Some(true) => "faithful",
+        Some(false) => "UNFAITHFUL",
+        None => "",
+    };
+    let fig = paper::plot::Rrul {
+        title: format!(
+            "rrul · {} · scale {} · {} seed(s) · {verdict}",
+            report.scenario,
+            paper::text::short(report.scale),
+            report.seeds.len()
+        ),
+        results: &report.results,
+    };
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let stem = path.file_stem().and_then(|s| s.to_str()).context("--plot: a file name")?;
+    paper::plot::save(dir, stem, &fig)?;
+    eprintln!("wrote {} and {stem}.svg", path.display());
+    Ok(())
 }
 
 fn scenarios() -> Result<()> {

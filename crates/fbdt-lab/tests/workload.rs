@@ -35,6 +35,16 @@ fn missing<'a>(programs: &[&'a str]) -> Option<&'a str> {
     })
 }
 
+/// The `fbdt` binary the workloads start beside fbdt-lab must be there.
+fn assert_fbdt_built() {
+    let fbdt = std::path::PathBuf::from(env!("CARGO_BIN_EXE_fbdt-lab")).with_file_name("fbdt");
+    assert!(
+        fbdt.is_file(),
+        "{} missing: `cargo test --workspace` builds it (or cargo build -p fbdt)",
+        fbdt.display()
+    );
+}
+
 /// The most a scheme can get on `los` (Mbit/s): the top of each path's rate range.
 fn los_peak_mbps(scheme: &str) -> f64 {
     match scheme {
@@ -247,6 +257,16 @@ fn unsupported_and_bad_workloads_fail_clearly() {
     );
     fails(&["dash", "los", "--browser", "chromium"], "--backend emu");
     fails(&["dash", "los", "--abr", "bola"], "--abr");
+    fails(&["file", "los", "--plot", "f.png"], "--plot draws rrul");
+    fails(&["rrul", "los", "--backend", "emu", "--plot", "f.svg"], "ending in .png");
+    fails(
+        &["rrul", "los", "--backend", "emu", "--scale", "0.02", "--schemes", "fbdt+rto=0.5+seg=1k"],
+        "rto, seg have no flag on `fbdt serve`/`fbdt proxy`",
+    );
+    fails(
+        &["rrul", "los", "--backend", "emu", "--scale", "0.02", "--schemes", "fbdt+unsent=0"],
+        "unsent=`0`",
+    );
 }
 
 /// The file workload over real stacks on two emulated radios, for each kind of transport the
@@ -311,12 +331,7 @@ fn chromium_loads_every_object_of_a_page_through_fbdt_and_one_radio() {
         eprintln!("SKIP: {program} is not installed");
         return;
     }
-    let fbdt = std::path::PathBuf::from(env!("CARGO_BIN_EXE_fbdt-lab")).with_file_name("fbdt");
-    assert!(
-        fbdt.is_file(),
-        "{} missing: `cargo test --workspace` builds it (or cargo build -p fbdt)",
-        fbdt.display()
-    );
+    assert_fbdt_built();
     let v = workload(&[
         "web",
         "los",
@@ -458,5 +473,72 @@ fn dash_js_plays_every_segment_in_chromium_through_fbdt_and_wigig() {
             let wifi = p["per_path_bytes"]["wifi"].as_u64().unwrap();
             assert!(wifi + wigig >= bytes, "{wifi} + {wigig} < {bytes}");
         }
+    }
+}
+
+/// Latency under load on real stacks (root): a short rrul on los at a small scale through
+/// fbdt proxy/serve (with a scheme option, which must reach both binaries) and over WiFi
+/// alone. Behaviour only, never speed: every ping and fetch is answered (the client checks
+/// each answer byte against what it asked for, so a run with a wrong or shifted answer
+/// fails), the bulk download moves bytes on every route, nothing arrives faster than the
+/// links allow, and the JSON carries its fields.
+#[test]
+fn rrul_answers_every_ping_and_fetch_intact_beside_a_moving_bulk_flow() {
+    if let Some(why) = fbdt_emu::skip_reason() {
+        eprintln!("SKIP: the emulated testbed needs root: {why}");
+        return;
+    }
+    assert_fbdt_built();
+    let schemes = ["fbdt", "fbdt+unsent=off", "tcp:wifi"];
+    let v = workload(&[
+        "rrul",
+        "los",
+        "--backend",
+        "emu",
+        "--scale",
+        "0.02",
+        "--repeat",
+        "1",
+        "--max-duration",
+        "7",
+        "--schemes",
+        &schemes.join(","),
+    ]);
+    assert_eq!(v["kind"], "rrul");
+    assert_eq!(v["fidelity"].as_array().unwrap().len(), schemes.len(), "one verdict per run");
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), schemes.len());
+    // WiFi's top rate on los × 0.02: no 100 kB answer can come over it faster.
+    let wifi_mbps = 490.0 * 0.02;
+    for (r, scheme) in results.iter().zip(schemes) {
+        assert_eq!(r["scheme"], scheme);
+        assert_eq!(r["pings_unanswered"], 0, "{r}");
+        assert_eq!(r["fetches_unfinished"], 0, "{r}");
+        assert!(r["pings"].as_u64().unwrap() >= 1, "{r}");
+        assert!(r["fetches"].as_u64().unwrap() >= 1, "{r}");
+        assert!(r["bulk_mbps"].as_f64().unwrap() > 0.0, "the bulk flow moved bytes: {r}");
+        let base = r["base_rtt_ms"].as_f64().unwrap();
+        for key in ["interactive_added_ms", "interactive_rtt_ms", "fetch_ms"] {
+            let (p50, p90, p99) = (
+                r[key]["p50"].as_f64().unwrap(),
+                r[key]["p90"].as_f64().unwrap(),
+                r[key]["p99"].as_f64().unwrap(),
+            );
+            assert!(0.0 <= p50 && p50 <= p90 && p90 <= p99, "{key}: {r}");
+        }
+        assert!(r["interactive_rtt_ms"]["p50"].as_f64().unwrap() >= base, "{r}");
+        if scheme == "tcp:wifi" {
+            let floor_ms = 100e3 * 8.0 / (wifi_mbps * 1e6) * 1e3;
+            assert!(r["fetch_ms"]["p50"].as_f64().unwrap() >= floor_ms, "{r}");
+        }
+        let q: Vec<f64> = r["interactive_added_quantiles_ms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(q.len(), 201, "{r}");
+        assert!(q.windows(2).all(|w| w[0] <= w[1]), "{r}");
+        assert_eq!(r["runs"].as_array().unwrap().len(), 1, "{r}");
     }
 }

@@ -16,7 +16,7 @@ pub mod file;
 mod h2;
 mod metrics;
 pub mod progressive;
-mod rrul;
+pub mod rrul;
 mod radio;
 mod setup;
 pub mod vr;
@@ -35,7 +35,10 @@ fn write<R: Serialize>(args: &WorkloadArgs, report: &WorkloadReport<R>) -> Resul
     Ok(())
 }
 
-pub fn run(args: WorkloadArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
+/// Runs the workload and writes its JSON; rrul's report is handed back too, for the figure
+/// `--plot` asks fbdt-lab to draw.
+pub fn run(args: WorkloadArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<Option<WorkloadReport<rrul::RrulResult>>> {
+    rrul::check_plot(&args)?;
     let setup = Setup::new(&args, testbed)?;
     fn emit<R: Serialize>(args: &WorkloadArgs, setup: &Setup, results: Vec<R>) -> Result<()> {
         write(args, &setup.report(args.kind, results))
@@ -48,10 +51,15 @@ pub fn run(args: WorkloadArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()>
         },
         Kind::Progressive => emit(&args, &setup, progressive::run(&setup, &args)?),
         Kind::Vr => emit(&args, &setup, vr::run(&setup, &args)?),
-        Kind::Rrul => emit(&args, &setup, rrul::run(&setup, &args)?),
+        Kind::Rrul => {
+            let report = setup.report(args.kind, rrul::run(&setup, &args)?);
+            write(&args, &report)?;
+            return Ok(Some(report));
+        }
         Kind::Dash => match args.browser {
             Some(b) => emit(&args, &setup, dash_browser::run(&setup, &args, b)?),
             None => emit(&args, &setup, dash::run(&setup, &args)?),
         },
-    }
+    }?;
+    Ok(None)
 }

@@ -118,6 +118,10 @@ pub struct WorkloadArgs {
     /// rrul: the ping-pong's interval (ms).
     #[arg(long, default_value_t = 20.0)]
     pub ping_ms: f64,
+    /// rrul: draw FILE.png (and FILE.svg beside it): per scheme the CDF of the ping's added
+    /// delay and the bulk goodput.
+    #[arg(long, value_name = "FILE.png")]
+    pub plot: Option<PathBuf>,
 }
 
 /// What every workload shares: the scenario, the schemes and how to run one point.

@@ -6,6 +6,7 @@
 //! `expand` turns `mp:fixed=5..95/5` into a list. What the testbed lets a socket grow to
 //! ([`TestbedLimits`]) is passed in: the simulator runs a scheme with the same ceilings.
 
+pub mod binary;
 pub mod cotag;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -390,6 +391,9 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
                 .filter(|f: &f64| f.is_finite() && *f >= 1.0)
                 .ok_or_else(|| anyhow!("limit=`{value}` is not a number of TCP windows ≥ 1"))?;
         }
+        // What written bytes may wait outside FBDT's windows (`FbdtConfig::unsent_budget`):
+        // `off` (the library's default) or ms, as `fbdt serve|proxy --unsent-budget`.
+        "unsent" => fbdt(cfg)?.unsent_budget = unsent_budget(value)?,
         "factor" => match &mut fbdt(cfg)?.window {
             WindowConfig::Auto { factor, .. } => {
                 *factor = value.parse().map_err(|_| anyhow!("factor=`{value}` is not a number"))?
@@ -399,10 +403,23 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             }
         },
         _ => {
-            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, inflight, factor, hold, limit, stall, tls)")
+            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, inflight, factor, hold, limit, stall, unsent, tls)")
         }
     }
     Ok(())
+}
+
+/// `unsent=MS|off`: the same range `fbdt --unsent-budget` takes (0.1 ms to 10 s).
+fn unsent_budget(value: &str) -> Result<Option<fbdt_core::Duration>> {
+    if value == "off" {
+        return Ok(None);
+    }
+    let ms: f64 = value
+        .parse()
+        .ok()
+        .filter(|ms: &f64| (0.1..=10_000.0).contains(ms))
+        .ok_or_else(|| anyhow!("unsent=`{value}`: expected milliseconds in 0.1..=10000, or `off`"))?;
+    Ok(Some(fbdt_core::Duration::from_secs_f64(ms / 1e3)))
 }
 
 #[cfg(test)]

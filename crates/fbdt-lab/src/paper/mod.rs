@@ -8,7 +8,7 @@ mod html;
 pub(crate) mod plot;
 pub(crate) mod suite;
 mod summary;
-mod text;
+pub(crate) mod text;
 mod workloads;
 
 use std::path::{Path, PathBuf};

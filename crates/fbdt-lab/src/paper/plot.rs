@@ -320,6 +320,96 @@ impl Figure for GapCdf {
     }
 }
 
+/// `workload rrul --plot` (docs/workloads.md): per scheme the CDF of the ping's delay over
+/// the best path's base RTT (drawn from the results' quantiles) and, beside it, the bulk
+/// download's goodput (bar: over every seed; dots: each seed).
+pub struct Rrul<'a> {
+    pub title: String,
+    pub results: &'a [fbdt_workload::rrul::RrulResult],
+}
+
+impl Figure for Rrul<'_> {
+    fn size(&self) -> (u32, u32) {
+        (1250, 500)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()> {
+        let order: Vec<String> = self.results.iter().map(|r| r.scheme.clone()).collect();
+        let entries: Vec<(String, Mark)> = order.iter().map(|s| (s.clone(), Mark::Fill(color(&order, s)))).collect();
+        let plot = with_legend(root, &entries)?;
+        let root = plot.titled(&self.title, (FONT, 18)).map_err(pe)?;
+        let w = root.dim_in_pixel().0;
+        let (left, right) = root.split_horizontally(w * 3 / 5);
+        // A log axis: a queued ping waits hundreds of ms, an unqueued one a few; added
+        // delays under 0.5 ms are drawn at 0.5.
+        let floor = 0.5;
+        let largest = self
+            .results
+            .iter()
+            .flat_map(|r| r.interactive_added_quantiles_ms.last())
+            .fold(10.0, |a: f64, b| a.max(*b));
+        let mut chart = ChartBuilder::on(&left)
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(46)
+            .build_cartesian_2d((floor..largest * 1.3).log_scale(), 0.0..1.0)
+            .map_err(pe)?;
+        chart
+            .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(BLACK.mix(0.12))
+            .x_label_formatter(&|x| short(*x))
+            .x_desc("ping's added delay over the best path's base RTT, ms")
+            .y_desc("CDF of pings")
+            .label_style((FONT, 13))
+            .axis_desc_style((FONT, 14))
+            .draw()
+            .map_err(pe)?;
+        for r in self.results {
+            let q = &r.interactive_added_quantiles_ms;
+            let steps = q.len().saturating_sub(1).max(1) as f64;
+            let line: Vec<(f64, f64)> = q.iter().enumerate().map(|(i, x)| (x.max(floor), i as f64 / steps)).collect();
+            chart
+                .draw_series(LineSeries::new(line, color(&order, &r.scheme).stroke_width(2)))
+                .map_err(pe)?;
+        }
+        let n = self.results.len();
+        let ymax = self
+            .results
+            .iter()
+            .flat_map(|r| std::iter::once(r.bulk_mbps).chain(r.runs.iter().map(|x| x.2)))
+            .fold(1.0, f64::max)
+            * 1.1;
+        let mut bars = ChartBuilder::on(&right)
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0.0..n as f64, 0.0..ymax)
+            .map_err(pe)?;
+        bars.configure_mesh()
+            .disable_x_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(BLACK.mix(0.12))
+            .x_labels(0)
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .x_desc("scheme (bar: all seeds, dots: each seed)")
+            .y_desc("bulk goodput beside the pings, Mbit/s")
+            .label_style((FONT, 13))
+            .axis_desc_style((FONT, 14))
+            .draw()
+            .map_err(pe)?;
+        for (i, r) in self.results.iter().enumerate() {
+            let c = color(&order, &r.scheme);
+            let x = i as f64;
+            bars.draw_series(std::iter::once(Rectangle::new([(x + 0.15, 0.0), (x + 0.85, r.bulk_mbps)], c.filled())))
+                .map_err(pe)?;
+            bars.draw_series(r.runs.iter().map(|run| Circle::new((x + 0.5, run.2), 3, BLACK.filled())))
+                .map_err(pe)?;
+        }
+        Ok(())
+    }
+}
+
 /// The empirical CDF of sorted samples as a step line: (x, fraction ≤ x).
 pub fn cdf_steps(sorted: &[f64]) -> Vec<(f64, f64)> {
     let n = sorted.len() as f64;

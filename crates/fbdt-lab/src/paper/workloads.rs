@@ -126,6 +126,7 @@ fn args(kind: Kind, scenario: &str, quick: bool, backend: BackendKind) -> Worklo
         },
         abr: None,
         ping_ms: 20.0,
+        plot: None,
     }
 }
 

@@ -451,7 +451,7 @@ pub fn run(setup: &Setup, args: &WorkloadArgs, browser: Browser) -> Result<Vec<B
     if routes.contains(&Route::Mptcp) && !on_path("mptcpize") {
         bail!("the mptcp scheme runs the browser under `mptcpize run`: install it (apt-get install mptcpd)");
     }
-    let fbdt = if routes.contains(&Route::Fbdt) {
+    let fbdt = if routes.iter().any(Route::is_fbdt) {
         Some(fbdt_harness::process::fbdt_binary(None)?)
     } else {
         None

@@ -14,8 +14,9 @@ use crate::setup::Setup;
 /// How a scheme reaches the server.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Route {
-    /// Through `fbdt proxy` (SOCKS5) and `fbdt serve`.
-    Fbdt,
+    /// Through `fbdt proxy` (SOCKS5) and `fbdt serve`, both started with these flags (the
+    /// scheme's options, `fbdt_harness::scheme::binary::flags`).
+    Fbdt(Vec<String>),
     /// Straight to this path's server address: its connected route takes that radio.
     Tcp(usize),
     /// Browser and server under `mptcpize run`; subflows by the testbed's endpoints.
@@ -59,9 +60,15 @@ impl Http {
 /// The page server's port for HTTP/2 (TLS).
 const H2_PORT: u16 = 8443;
 
+impl Route {
+    pub fn is_fbdt(&self) -> bool {
+        matches!(self, Route::Fbdt(_))
+    }
+}
+
 pub fn route(scheme: &str, setup: &Setup) -> Result<Route> {
-    if scheme == "fbdt" {
-        return Ok(Route::Fbdt);
+    if scheme == "fbdt" || scheme.starts_with("fbdt+") {
+        return Ok(Route::Fbdt(fbdt_harness::scheme::binary::flags(scheme, &setup.scenario)?));
     }
     if scheme == "mptcp" {
         return Ok(Route::Mptcp);
@@ -72,8 +79,8 @@ pub fn route(scheme: &str, setup: &Setup) -> Result<Route> {
         }
     }
     bail!(
-        "--browser chromium runs the schemes fbdt (through fbdt proxy), tcp:<path> and mptcp, \
-         not `{scheme}`"
+        "this workload runs the schemes fbdt[+option…] (through fbdt proxy), tcp:<path> and \
+         mptcp, not `{scheme}`"
     )
 }
 
@@ -180,21 +187,22 @@ pub fn start_servers(tb: &Testbed, route: &Route, plan: &ServePlan, children: &m
         servers.h2 = Some(format!("https://{origin}"));
         allow.push(origin);
     }
-    if *route != Route::Fbdt {
+    let Route::Fbdt(flags) = route else {
         return Ok(servers);
-    }
+    };
     let fbdt = plan.fbdt.expect("the fbdt binary was found for an fbdt scheme");
-    servers.proxy = Some(start_fbdt_pair(tb, &allow, fbdt, dir, children)?);
+    servers.proxy = Some(start_fbdt_pair(tb, &allow, fbdt, flags, dir, children)?);
     Ok(servers)
 }
 
 /// `fbdt serve` in the server namespace (serving the origins `allow`) and `fbdt proxy`
-/// (SOCKS5) in the client's, over every path, TLS with a pinned key and a token; the
-/// proxy's address.
+/// (SOCKS5) in the client's, over every path, TLS with a pinned key and a token, both with
+/// `flags` (the scheme's options); the proxy's address.
 pub fn start_fbdt_pair(
     tb: &Testbed,
     allow: &[SocketAddr],
     fbdt: &Path,
+    flags: &[String],
     dir: &Path,
     children: &mut Children,
 ) -> Result<SocketAddr> {
@@ -206,7 +214,7 @@ pub fn start_fbdt_pair(
     for a in allow {
         serve.args(["--allow", &a.to_string()]);
     }
-    serve.args(&serve_security);
+    serve.args(&serve_security).args(flags);
     children.spawn("serve", serve, &dir.join("serve.log"))?;
     fbdt_harness::process::wait_listening(
         tb,
@@ -221,7 +229,7 @@ pub fn start_fbdt_pair(
     for p in &paths {
         proxy.args(["--path", &format!("{}={}:{FBDT_PORT}", p.client_ip, p.server_ip)]);
     }
-    proxy.arg("--control").arg(dir.join("proxy.sock")).args(&security);
+    proxy.arg("--control").arg(dir.join("proxy.sock")).args(&security).args(flags);
     children.spawn("proxy", proxy, &dir.join("proxy.log"))?;
     fbdt_harness::process::wait_listening(tb, Side::Client, proxy_addr, children, dir)?;
     Ok(proxy_addr)

@@ -73,6 +73,27 @@ pub struct RrulResult {
     pub bulk_mbps: f64,
     /// Per seed: (seed, ping p99 ms, bulk Mbit/s), to see the spread between runs.
     pub runs: Vec<(u64, f64, f64)>,
+    /// The distribution `interactive_added_ms` summarises: its quantiles at 0, 0.5, 1, …,
+    /// 100 % (201 values), what `--plot` draws the CDF from.
+    pub interactive_added_quantiles_ms: Vec<f64>,
+}
+
+/// Quantile steps of `interactive_added_quantiles_ms`: every 0.5 %, so the tail above p99
+/// shows as one step of its own.
+pub const QUANTILE_STEPS: usize = 200;
+
+/// `--plot` is rrul's and writes a PNG: refused before anything runs otherwise.
+pub fn check_plot(args: &WorkloadArgs) -> Result<()> {
+    let Some(path) = &args.plot else {
+        return Ok(());
+    };
+    if args.kind != crate::Kind::Rrul {
+        bail!("--plot draws rrul's figure; the other workloads write JSON (--json)");
+    }
+    if path.extension().and_then(|e| e.to_str()) != Some("png") {
+        bail!("--plot {}: expected a file name ending in .png (an .svg is written beside it)", path.display());
+    }
+    Ok(())
 }
 
 pub fn run(setup: &Setup, args: &WorkloadArgs) -> Result<Vec<RrulResult>> {
@@ -85,11 +106,11 @@ pub fn run(setup: &Setup, args: &WorkloadArgs) -> Result<Vec<RrulResult>> {
     if !(1.0..=1000.0).contains(&args.ping_ms) {
         bail!("--ping-ms must be in 1..=1000");
     }
+    let routes: Vec<Route> = setup.schemes.iter().map(|s| route(s, setup)).collect::<Result<_>>()?;
     if let Some(why) = fbdt_emu::skip_reason() {
         bail!("rrul needs root to build the emulated testbed: {why}");
     }
-    let routes: Vec<Route> = setup.schemes.iter().map(|s| route(s, setup)).collect::<Result<_>>()?;
-    let fbdt = if routes.contains(&Route::Fbdt) {
+    let fbdt = if routes.iter().any(Route::is_fbdt) {
         Some(fbdt_harness::process::fbdt_binary(None)?)
     } else {
         None
@@ -121,7 +142,15 @@ pub fn run(setup: &Setup, args: &WorkloadArgs) -> Result<Vec<RrulResult>> {
             all.bulk_s += m.bulk_s;
             bar.inc(1);
         }
-        let added: Vec<f64> = all.ping_ms.iter().map(|r| (r - base_rtt_ms).max(0.0)).collect();
+        let mut added: Vec<f64> = all.ping_ms.iter().map(|r| (r - base_rtt_ms).max(0.0)).collect();
+        added.sort_by(f64::total_cmp);
+        let quantiles = if added.is_empty() {
+            Vec::new()
+        } else {
+            (0..=QUANTILE_STEPS)
+                .map(|i| fbdt_harness::results::percentile_sorted(&added, i as f64 / QUANTILE_STEPS as f64))
+                .collect()
+        };
         out.push(RrulResult {
             scheme: scheme.clone(),
             base_rtt_ms,
@@ -134,6 +163,7 @@ pub fn run(setup: &Setup, args: &WorkloadArgs) -> Result<Vec<RrulResult>> {
             fetches_unfinished: all.fetches_unfinished,
             bulk_mbps: mbps(all.bulk_bytes, all.bulk_s),
             runs,
+            interactive_added_quantiles_ms: quantiles,
         });
     }
     bar.finish_and_clear();
@@ -199,9 +229,9 @@ fn one_run(
     let measured = (|| -> Result<Measured> {
         started.map_err(anyhow::Error::msg)?;
         let dial = match route {
-            Route::Fbdt => {
+            Route::Fbdt(flags) => {
                 let fbdt = fbdt.expect("found for an fbdt scheme");
-                let proxy = start_fbdt_pair(tb, &[origin], fbdt, work.path(), children)?;
+                let proxy = start_fbdt_pair(tb, &[origin], fbdt, flags, work.path(), children)?;
                 Dial::Socks { proxy, origin }
             }
             Route::Tcp(i) => Dial::Kernel {

@@ -1,0 +1,97 @@
+//! An `fbdt[+key=value…]` scheme as flags of the `fbdt` binary: what the workloads that run
+//! real applications through `fbdt serve` and `fbdt proxy` (rrul, Chromium's pages and
+//! dash.js) pass to both ends, so `fbdt,fbdt+unsent=off` compares two configurations in one
+//! run. An option the binaries have no flag for is refused by name, never dropped: the run
+//! would otherwise measure the default under the option's label.
+
+use anyhow::{bail, Result};
+use fbdt_scenario::Scenario;
+
+/// The options the binaries take, as a scheme names them (for the error message).
+const TAKEN: &str = "cc, rtofloor, window, budget, unsent, tls";
+
+/// The flags of `fbdt serve` and `fbdt proxy` (the same for both) that run scheme `name`;
+/// empty for the bare `fbdt` (the binary's defaults: among them a 5-ms unsent budget and
+/// TLS, which the pair always runs, so `+tls` adds nothing). Values are checked as
+/// [`super::parse`] checks them.
+pub fn flags(name: &str, scenario: &Scenario) -> Result<Vec<String>> {
+    let (base, opts) = super::runtime_options(name, scenario)?;
+    if base != "fbdt" && !base.starts_with("fbdt+") {
+        bail!("scheme `{name}`: only fbdt[+option…] runs through `fbdt serve`/`fbdt proxy`");
+    }
+    super::parse(name, scenario, 0)?;
+    let mut out = Vec::new();
+    let mut refused = Vec::new();
+    if !opts.congestion.is_empty() {
+        // By path index: the proxy's i-th --path is the scenario's i-th path.
+        out.extend(["--congestion".to_string(), opts.congestion.to_string()]);
+    }
+    if opts.rto_floor {
+        out.push("--rto-floor".into());
+    }
+    if opts.eager_replacement {
+        refused.push("replace");
+    }
+    for part in base.split('+').skip(1) {
+        let (key, value) = part.split_once('=').unwrap_or((part, ""));
+        match key {
+            "tls" => {}
+            "window" if value != "paper" => out.extend(["--window".to_string(), value.to_string()]),
+            "budget" => out.extend(["--window".to_string(), format!("budget={value}")]),
+            "unsent" => out.extend(["--unsent-budget".to_string(), value.to_string()]),
+            "window" => refused.push("window=paper"),
+            other => refused.push(other),
+        }
+    }
+    if !refused.is_empty() {
+        bail!(
+            "scheme `{name}`: {} {} no flag on `fbdt serve`/`fbdt proxy`, so this workload cannot run it \
+             (the binaries take: {TAKEN})",
+            refused.join(", "),
+            if refused.len() == 1 { "has" } else { "have" },
+        );
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn los() -> Scenario {
+        fbdt_scenario::builtin("los").expect("built-in")
+    }
+
+    #[test]
+    fn options_with_a_flag_become_flags() {
+        let s = los();
+        let f = |n: &str| flags(n, &s).unwrap();
+        assert!(f("fbdt").is_empty());
+        assert!(f("fbdt+tls").is_empty());
+        assert_eq!(f("fbdt+unsent=off"), ["--unsent-budget", "off"]);
+        assert_eq!(f("fbdt+unsent=2.5"), ["--unsent-budget", "2.5"]);
+        assert_eq!(f("fbdt+budget=2"), ["--window", "budget=2"]);
+        assert_eq!(f("fbdt+window=64k"), ["--window", "64k"]);
+        assert_eq!(f("fbdt+rtofloor=on"), ["--rto-floor"]);
+        let wigig = s.path_index("wigig").unwrap();
+        assert_eq!(f("fbdt+cc=wigig:bbr"), ["--congestion".to_string(), format!("{wigig}=bbr")]);
+        assert_eq!(
+            f("fbdt+unsent=off+rtofloor=on"),
+            ["--rto-floor", "--unsent-budget", "off"]
+        );
+    }
+
+    #[test]
+    fn options_without_a_flag_and_bad_values_are_refused_by_name() {
+        let s = los();
+        let err = |n: &str| format!("{:#}", flags(n, &s).unwrap_err());
+        let e = err("fbdt+rto=0.5+seg=1k");
+        assert!(e.contains("rto, seg have no flag"), "{e}");
+        assert!(err("fbdt+replace=eager").contains("replace has no flag"));
+        assert!(err("fbdt+window=paper").contains("window=paper has no flag"));
+        assert!(err("fbdt+unsent=0").contains("0.1..=10000"));
+        assert!(err("fbdt+unsent=never").contains("unsent=`never`"));
+        assert!(err("mp:minrtt").contains("only fbdt"));
+        assert!(err("fbdtx").contains("only fbdt"));
+    }
+}
