@@ -78,6 +78,7 @@ pub fn calibration_step(p: &PathPlan) -> PathStep {
     PathStep {
         t_s: 0.0,
         rate_mbps: if dur > 0.0 { acc / dur } else { first.rate_mbps },
+        one_way_outage: None,
         ..first
     }
 }

@@ -32,6 +32,7 @@ pub fn spec_from_schedule(
                         delay_ms: s.delay_ms,
                         loss: s.loss,
                         scan: s.scan,
+                        one_way_outage: None,
                     })
                     .collect(),
             })

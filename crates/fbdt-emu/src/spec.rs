@@ -22,6 +22,20 @@ pub struct PathStep {
     pub loss: f64,
     /// A WiFi scan: the radio is off channel; packets are held (queued), not dropped.
     pub scan: bool,
+    /// One direction of the path drops every packet (a radio that lost only its uplink or
+    /// only its downlink); the other direction stays as the step says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub one_way_outage: Option<Direction>,
+}
+
+/// One direction of a path, seen from the client (the multi-radio host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Client → server (a download's ACKs).
+    Up,
+    /// Server → client (a download's data).
+    Down,
 }
 
 impl PathStep {
@@ -32,6 +46,7 @@ impl PathStep {
             delay_ms,
             loss,
             scan: false,
+            one_way_outage: None,
         }
     }
 
@@ -160,6 +175,27 @@ impl PathPlan {
     pub fn peak_rate_mbps(&self) -> f64 {
         self.steps.iter().map(|s| s.rate_mbps).fold(0.0, f64::max)
     }
+
+    /// Cuts direction `dir` in `[from_s, to_s)`: the steps are split at both ends and every
+    /// step inside gets `one_way_outage = Some(dir)` (the rest of the step unchanged).
+    pub fn cut_one_way(&mut self, dir: Direction, from_s: f64, to_s: f64) -> Result<()> {
+        if !(from_s.is_finite() && to_s.is_finite() && from_s >= 0.0 && to_s > from_s) {
+            return Err(Error::path(&self.name, format!("bad one-way outage [{from_s}, {to_s})")));
+        }
+        for t in [from_s, to_s] {
+            if !self.steps.iter().any(|s| s.t_s == t) {
+                let at = PathStep { t_s: t, ..self.at(t) };
+                let i = self.steps.partition_point(|s| s.t_s < t);
+                self.steps.insert(i, at);
+            }
+        }
+        for s in &mut self.steps {
+            if s.t_s >= from_s && s.t_s < to_s {
+                s.one_way_outage = Some(dir);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Everything a [`crate::Testbed`] needs to know about a run.
@@ -276,6 +312,7 @@ mod tests {
                     delay_ms: 5.0,
                     loss: 0.0,
                     scan: false,
+                    one_way_outage: None,
                 },
                 PathStep {
                     t_s: 2.0,
@@ -283,9 +320,26 @@ mod tests {
                     delay_ms: 5.0,
                     loss: 0.0,
                     scan: true,
+                    one_way_outage: None,
                 },
             ],
         }
+    }
+
+    #[test]
+    fn one_way_outage_splits_the_steps() {
+        let mut p = two_step();
+        p.cut_one_way(Direction::Up, 0.5, 1.5).unwrap();
+        let times: Vec<f64> = p.steps.iter().map(|s| s.t_s).collect();
+        assert_eq!(times, vec![0.0, 0.5, 1.0, 1.5, 2.0]);
+        assert_eq!(p.at(0.2).one_way_outage, None);
+        assert_eq!(p.at(0.7).one_way_outage, Some(Direction::Up));
+        assert_eq!(p.at(0.7).rate_mbps, 100.0);
+        assert_eq!(p.at(1.2).one_way_outage, Some(Direction::Up));
+        assert_eq!(p.at(1.2).mode(), LinkMode::Outage);
+        assert_eq!(p.at(1.7).one_way_outage, None);
+        assert_eq!(p.at(1.7).rate_mbps, 0.0);
+        assert!(p.cut_one_way(Direction::Down, 2.0, 1.0).is_err());
     }
 
     #[test]

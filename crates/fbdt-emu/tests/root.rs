@@ -60,6 +60,7 @@ fn up_at(t_s: f64, rate_mbps: f64) -> PathStep {
         delay_ms: 1.0,
         loss: 0.0,
         scan: false,
+        one_way_outage: None,
     }
 }
 
@@ -279,6 +280,7 @@ fn scan_on(opts: &TestbedOptions) {
         delay_ms: 1.0,
         loss: 0.0,
         scan: true,
+        one_way_outage: None,
     });
     a.steps.push(up_at(1.0, 20.0));
     let tb = Testbed::start(&spec(vec![a]), opts).unwrap();

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use fbdt_harness::faults::{FaultKind, Report, SimCampaign, Summary};
+use fbdt_harness::faults::{EmuCampaign, FaultKind, Report, SimCampaign, Summary};
 use fbdt_harness::BackendKind;
 use fbdt_scenario::Scenario;
 use fbdt_sim::PathModel;
@@ -17,11 +17,12 @@ pub struct FaultsArgs {
     /// Fault plans; each runs once per scheme.
     #[arg(long, default_value_t = 100)]
     pub runs: u64,
-    /// Only the simulator runs campaigns for now (docs/faults.md).
+    /// sim: the simulator, runs in parallel; emu: the testbed (root), one run at a time on
+    /// a fresh testbed, with the fidelity monitors' verdict per run (docs/faults.md).
     #[arg(long, value_enum, default_value = "sim")]
     pub backend: BackendKind,
-    /// Comma-separated schemes (as in `fbdt-lab run`); default fbdt, mp:minrtt and single
-    /// TCP on the first path.
+    /// Comma-separated schemes (as in `fbdt-lab run`); default fbdt, mp:minrtt (sim) or
+    /// kernel mptcp (emu), and single TCP on the first path.
     #[arg(long, value_delimiter = ',')]
     pub schemes: Vec<String>,
     /// Comma-separated fault kinds; default all: cut, blackhole, reset, blockage, uplink,
@@ -44,9 +45,10 @@ pub struct FaultsArgs {
     #[arg(long, default_value_t = 0.05)]
     pub scale: f64,
     /// Simulator path model; `tcp` has retransmission timers that back off in an outage.
+    /// (The testbed runs the real stacks.)
     #[arg(long, default_value = "tcp")]
     pub model: PathModel,
-    /// Threads (default: one per CPU).
+    /// Simulator threads (default: one per CPU); the testbed runs one run at a time.
     #[arg(long)]
     pub jobs: Option<usize>,
     /// Write the campaign JSON here (runs[] and summary per scheme).
@@ -65,9 +67,6 @@ pub fn run(args: FaultsArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
 
 /// The campaign's scenario (with `--duration`) and schemes, checked.
 pub fn setup(args: &FaultsArgs, limits: &fbdt_harness::TestbedLimits) -> Result<(Scenario, Vec<String>, Vec<FaultKind>)> {
-    if args.backend == BackendKind::Emu {
-        bail!("`faults --backend emu` is not built yet; run the simulator campaign (--backend sim)");
-    }
     if !(args.scale.is_finite() && args.scale > 0.0 && args.scale <= 10.0) {
         bail!("--scale must be in (0, 10], got {}", args.scale);
     }
@@ -76,15 +75,24 @@ pub fn setup(args: &FaultsArgs, limits: &fbdt_harness::TestbedLimits) -> Result<
     }
     let mut scenario = Scenario::load(&args.scenario)?;
     fbdt_harness::set_duration(&mut scenario, Some(args.duration))?;
+    let emu = args.backend == BackendKind::Emu;
     let schemes = if args.schemes.is_empty() {
         let first = &scenario.paths[0].name;
-        vec!["fbdt".to_string(), "mp:minrtt".to_string(), format!("tcp:{first}")]
+        let mp = if emu { "mptcp" } else { "mp:minrtt" };
+        vec!["fbdt".to_string(), mp.to_string(), format!("tcp:{first}")]
     } else {
         args.schemes.clone()
     };
     for s in &schemes {
-        fbdt_harness::scheme::parse_sim(s, &scenario, scenario.seed, limits)
-            .with_context(|| format!("scheme `{s}`"))?;
+        if emu {
+            use fbdt_harness::emu::transport::{transport, Transport};
+            if let Transport::CotagLink(_) = transport(s, &scenario).with_context(|| format!("scheme `{s}`"))? {
+                bail!("scheme `{s}`: the testbed fault campaign runs fbdt, mp:*, mptcp and tcp:PATH");
+            }
+        } else {
+            fbdt_harness::scheme::parse_sim(s, &scenario, scenario.seed, limits)
+                .with_context(|| format!("scheme `{s}`"))?;
+        }
     }
     let kinds = if args.kinds.is_empty() {
         FaultKind::ALL.to_vec()
@@ -98,29 +106,43 @@ pub fn setup(args: &FaultsArgs, limits: &fbdt_harness::TestbedLimits) -> Result<
 pub fn report(args: &FaultsArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<Report> {
     let limits = fbdt_harness::TestbedLimits::from(testbed);
     let (scenario, schemes, kinds) = setup(args, &limits)?;
-    let campaign = SimCampaign {
-        scenario: &scenario,
-        scale: args.scale,
-        params: fbdt_harness::faults::sim_params(&scenario, args.model, args.scale, &limits),
-        limits,
-        schemes,
-        kinds: kinds.clone(),
-        runs: args.runs,
-        first: args.first,
-        seed: args.seed,
-        jobs: fbdt_harness::parallel::jobs(args.jobs)?,
-    };
     let bar = fbdt_harness::progress::bar(0).with_style(
-        indicatif::ProgressStyle::with_template("faults [{bar:30}] {pos}/{len} runs, ETA {eta}")
+        indicatif::ProgressStyle::with_template("faults [{bar:30}] {pos}/{len} runs, ETA {eta} {msg}")
             .expect("valid template")
             .progress_chars("=> "),
     );
-    let runs = campaign.run(&bar)?;
+    let (runs, backend, model) = if args.backend == BackendKind::Emu {
+        let campaign = EmuCampaign {
+            scenario: &scenario,
+            scale: args.scale,
+            testbed: testbed.clone(),
+            schemes,
+            kinds: kinds.clone(),
+            runs: args.runs,
+            first: args.first,
+            seed: args.seed,
+        };
+        (campaign.run(&bar)?, "emu", "real stacks".to_string())
+    } else {
+        let campaign = SimCampaign {
+            scenario: &scenario,
+            scale: args.scale,
+            params: fbdt_harness::faults::sim_params(&scenario, args.model, args.scale, &limits),
+            limits,
+            schemes,
+            kinds: kinds.clone(),
+            runs: args.runs,
+            first: args.first,
+            seed: args.seed,
+            jobs: fbdt_harness::parallel::jobs(args.jobs)?,
+        };
+        (campaign.run(&bar)?, "sim", args.model.to_string())
+    };
     bar.finish_and_clear();
     let mut report = Report {
         scenario: scenario.name.clone(),
-        backend: "sim".into(),
-        model: args.model.to_string(),
+        backend: backend.into(),
+        model,
         scale: args.scale,
         duration_s: scenario.duration_s,
         seed: args.seed,
@@ -173,8 +195,8 @@ fn gap_cdf(r: &Report) -> crate::paper::plot::GapCdf {
 
 fn print_report(r: &Report) {
     println!(
-        "faults on {} (sim, model {}, scale {}, {} s per run, seed {})",
-        r.scenario, r.model, r.scale, r.duration_s, r.seed
+        "faults on {} ({}, model {}, scale {}, {} s per run, seed {})",
+        r.scenario, r.backend, r.model, r.scale, r.duration_s, r.seed
     );
     let head = format!(
         "{:<26} {:>5} {:>7} {:>7} {:>7} {:>6} {:>8} {:>6} {:>6} {:>9} {:>9}",
@@ -202,6 +224,30 @@ fn print_report(r: &Report) {
         line(scheme, s);
         for (group, g) in r.groups.get(scheme).into_iter().flatten() {
             line(&format!("  {group}"), g);
+        }
+    }
+    if r.backend == "emu" {
+        for (scheme, s) in &r.summary {
+            println!("{scheme}: {} of {} runs UNFAITHFUL (the fidelity monitors; reasons in the JSON)", s.unfaithful, s.runs);
+        }
+        // One-direction outages: goodput while the fault lasted against what the other
+        // paths offered (the issue's ≥ 0.9 × the surviving capacity).
+        for x in r.runs.iter().filter(|x| {
+            x.plan.first().is_some_and(|f| matches!(f.kind, FaultKind::Uplink | FaultKind::Downlink))
+        }) {
+            if let (Some(g), Some(c), Some(f)) = (x.fault_goodput_mbps, x.surviving_capacity_mbps, x.plan.first()) {
+                println!(
+                    "#{} {} {}@{} {:.2} s: {:.1} Mbit/s during it, {:.2} of the other paths' {:.1} Mbit/s",
+                    x.run,
+                    x.scheme,
+                    f.kind.name(),
+                    f.path,
+                    f.duration_s,
+                    g,
+                    g / c.max(1e-9),
+                    c
+                );
+            }
         }
     }
 }

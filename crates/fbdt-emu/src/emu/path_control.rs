@@ -22,7 +22,7 @@ use rattan_core::{
 use crate::{
     error::{Error, Result},
     probe::Lateness,
-    spec::{bps, LinkMode, PathStep, HOLD_RATE_BPS},
+    spec::{bps, Direction, LinkMode, PathStep, HOLD_RATE_BPS},
 };
 
 /// A rate cell's control (rattan-core's, with a drop-tail queue).
@@ -171,6 +171,15 @@ impl PathControl {
             LinkMode::Outage => (*self.last_rate_bps.lock().unwrap(), 1.0, 1.0),
             LinkMode::Hold => (HOLD_RATE_BPS, s.loss, if loss_both { s.loss } else { 0.0 }),
         };
+        // A one-way outage drops every packet of that direction at the loss stage (after
+        // the delay line, so packets already in flight are dropped too: the cut is exact
+        // at the path's exit). The kernel's rate stage keeps the step's own rate.
+        let (kernel_down, kernel_up) = (loss_down, loss_up);
+        let (loss_down, loss_up) = match s.one_way_outage {
+            Some(Direction::Down) => (1.0, loss_up),
+            Some(Direction::Up) => (loss_down, 1.0),
+            None => (loss_down, loss_up),
+        };
         // The radio judges idleness at the link's real rate: during a scan (Hold) the link
         // sends nothing, and the hold rate would keep the radio "busy" long after it.
         let link_rate = *self.last_rate_bps.lock().unwrap_or_else(|p| p.into_inner());
@@ -200,7 +209,7 @@ impl PathControl {
             // the loss is 1 and the rate stays: nothing arrives anyway.)
             RateStage::Kernel(k) => match s.mode() {
                 LinkMode::Outage => {}
-                _ => k.set_rate(after_loss(rate, loss_down), after_loss(rate, loss_up))?,
+                _ => k.set_rate(after_loss(rate, kernel_down), after_loss(rate, kernel_up))?,
             },
         }
         delay_down.set_config(DelayCellConfig::new(delay)).map_err(emu_err)?;

@@ -238,7 +238,37 @@ impl Testbed {
             .apply(step, self.opts.loss_both_directions)
     }
 
-    /// Starts the player: t = 0 is now; every path's steps are applied at their times
+    /// Prepares a reset of every TCP connection on path `index` at both ends, as when the
+    /// radio's interface dies; [`ArmedReset::fire`] does it. In the client and the server
+    /// namespace a shell waits on its stdin to `exec ss -K` (SOCK_DESTROY) on every connected
+    /// socket whose local address is the path's there (listeners stay, so the path can be
+    /// joined again); firing writes one line to both, so only the `ss` start and its netlink
+    /// round trips lie between the call and the sockets' end. Each end's sockets fail with
+    /// ECONNABORTED; nothing is sent to the peer.
+    pub fn arm_reset(&self, index: usize) -> Result<ArmedReset> {
+        let p = self.paths.get(index).ok_or(Error::NoPath {
+            index,
+            count: self.paths.len(),
+        })?;
+        let mut armed = ArmedReset { children: Vec::new() };
+        for (netns, ip) in [(&self.client_ns, p.client_ip), (&self.server_ns, p.server_ip)] {
+            let script = format!("read _ && exec ss -K -t -n state connected src {ip} >/dev/null");
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", netns.as_str(), "sh", "-c", &script])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped());
+            let child = c.spawn().map_err(|e| Error::Command {
+                command: format!("{c:?}"),
+                status: format!("did not start: {e}"),
+                stderr: String::new(),
+            })?;
+            armed.children.push(child);
+        }
+        Ok(armed)
+    }
+
+    /// Starts the player: t = 0 is now;    /// Starts the player: t = 0 is now; every path's steps are applied at their times
     /// (t = 0 state again, then each change). Calling it again restarts the schedule.
     pub fn play(&self) -> Result<()> {
         let mut slot = self.player.lock().unwrap();
@@ -371,6 +401,53 @@ impl Testbed {
             ns::destroy(n);
         }
         cleanup::unregister(&[&self.client_ns, &self.emu_ns, &self.server_ns]);
+    }
+}
+
+/// A reset waiting to be fired ([`Testbed::arm_reset`]); dropped unfired, its shells are
+/// killed.
+pub struct ArmedReset {
+    children: Vec<std::process::Child>,
+}
+
+impl ArmedReset {
+    /// Resets the path's connections at both ends now; returns when both are done.
+    pub fn fire(mut self) -> Result<()> {
+        use std::io::Write;
+        for c in &mut self.children {
+            if let Some(mut stdin) = c.stdin.take() {
+                // A shell that died already shows in its exit status below.
+                let _ = stdin.write_all(b"go\n");
+            }
+        }
+        let mut first_err = None;
+        for c in std::mem::take(&mut self.children) {
+            let out = c.wait_with_output();
+            let err = match out {
+                Ok(o) if o.status.success() => None,
+                Ok(o) => Some(Error::Command {
+                    command: "ss -K".into(),
+                    status: o.status.to_string(),
+                    stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+                }),
+                Err(e) => Some(Error::Command {
+                    command: "ss -K".into(),
+                    status: format!("could not be waited for: {e}"),
+                    stderr: String::new(),
+                }),
+            };
+            first_err = first_err.or(err);
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for ArmedReset {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
 

@@ -173,15 +173,7 @@ pub fn download(
         }
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => bail!("the FBDT server did not start listening within 10 s"),
     };
-    let specs: Vec<PathSpec> = tb
-        .paths()
-        .iter()
-        .zip(&addrs)
-        .map(|(p, &remote)| PathSpec {
-            local: Some(LocalBind::Addr(p.client_ip.into())),
-            remote,
-        })
-        .collect();
+    let specs = client_paths(tb, &addrs);
     let client = tb.run_in(
         Side::Client,
         || -> Result<(Transfer, SessionStats, DelayMarks, Instant)> {
@@ -200,6 +192,18 @@ pub fn download(
         client,
         delay: join_marks(&sent, &delivered, origin, end),
     })
+}
+
+/// The client's paths: path i from path i's client address to the server's address `addrs[i]`.
+pub fn client_paths(tb: &Testbed, addrs: &[std::net::SocketAddr]) -> Vec<PathSpec> {
+    tb.paths()
+        .iter()
+        .zip(addrs)
+        .map(|(p, &remote)| PathSpec {
+            local: Some(LocalBind::Addr(p.client_ip.into())),
+            remote,
+        })
+        .collect()
 }
 
 async fn receive(

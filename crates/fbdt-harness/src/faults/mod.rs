@@ -4,13 +4,15 @@
 //! how soon a returned path carries again, bytes lost or duplicated and whether the
 //! session survived; per scheme the distribution of the longest gap against the bound.
 
+pub mod emu;
 pub mod plan;
 mod result;
 pub mod sim;
+pub mod stream;
 
 use std::collections::BTreeMap;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use fbdt_scenario::Scenario;
 use fbdt_sim::SimParams;
 use serde::{Deserialize, Serialize};
@@ -38,6 +40,9 @@ pub struct Summary {
     /// Median and largest reuse time of a returned path, ms.
     pub p50_reuse_ms: Option<f64>,
     pub max_reuse_ms: Option<f64>,
+    /// Testbed runs the fidelity monitors did not call faithful.
+    #[serde(default)]
+    pub unfaithful: usize,
 }
 
 impl Summary {
@@ -58,6 +63,7 @@ impl Summary {
             bytes_duplicated: runs.iter().map(|r| r.bytes_duplicated).sum(),
             p50_reuse_ms: nearest_rank(&reuse, 0.5),
             max_reuse_ms: reuse.last().copied(),
+            unfaithful: runs.iter().filter(|r| r.faithful == Some(false)).count(),
         }
     }
 }
@@ -163,25 +169,84 @@ pub struct SimCampaign<'a> {
     pub jobs: usize,
 }
 
-impl SimCampaign<'_> {
-    /// Every (run, scheme) in order, with its plan.
-    pub fn cases(&self) -> Result<Vec<(u64, String, Vec<Fault>)>> {
-        if self.scenario.paths.len() < 2 {
-            bail!("a fault campaign needs at least two paths (one must keep working)");
+/// One case of a campaign: (plan index, scheme, plan).
+pub type Case = (u64, String, Vec<Fault>);
+
+/// Every (run, scheme) of plans `first..first + runs`, in order, with its plan.
+pub fn cases(scenario: &Scenario, kinds: &[FaultKind], schemes: &[String], runs: u64, first: u64, seed: u64) -> Result<Vec<Case>> {
+    if scenario.paths.len() < 2 {
+        bail!("a fault campaign needs at least two paths (one must keep working)");
+    }
+    if kinds.is_empty() || schemes.is_empty() || runs == 0 {
+        bail!("nothing to run: give at least one fault kind, one scheme and one run");
+    }
+    let window = Window::new(scenario.duration_s)?;
+    let names: Vec<String> = scenario.paths.iter().map(|p| p.name.clone()).collect();
+    let mut out = Vec::new();
+    for run in first..first.saturating_add(runs) {
+        let plan = plan::plan(seed, run, kinds, &names, window);
+        for s in schemes {
+            out.push((run, s.clone(), plan.clone()));
         }
-        if self.kinds.is_empty() || self.schemes.is_empty() || self.runs == 0 {
-            bail!("nothing to run: give at least one fault kind, one scheme and one run");
+    }
+    Ok(out)
+}
+
+/// A testbed campaign: `runs` plans × `schemes`, one after the other (each run on a fresh
+/// testbed, the host's cores for it alone), the monitors' verdict in every run.
+pub struct EmuCampaign<'a> {
+    pub scenario: &'a Scenario,
+    pub scale: f64,
+    pub testbed: fbdt_emu::TestbedOptions,
+    pub schemes: Vec<String>,
+    pub kinds: Vec<FaultKind>,
+    pub runs: u64,
+    pub first: u64,
+    pub seed: u64,
+}
+
+impl EmuCampaign<'_> {
+    /// Runs every case in turn, ticking `bar` once per case and printing a line per run
+    /// (UNFAITHFUL, with why, when the monitors say so).
+    pub fn run(&self, bar: &indicatif::ProgressBar) -> Result<Vec<RunResult>> {
+        if let Some(why) = fbdt_emu::skip_reason() {
+            bail!("the testbed campaign needs root (CAP_NET_ADMIN): {why}");
         }
-        let window = Window::new(self.scenario.duration_s)?;
-        let names: Vec<String> = self.scenario.paths.iter().map(|p| p.name.clone()).collect();
-        let mut out = Vec::new();
-        for run in self.first..self.first.saturating_add(self.runs) {
-            let plan = plan::plan(self.seed, run, &self.kinds, &names, window);
-            for s in &self.schemes {
-                out.push((run, s.clone(), plan.clone()));
-            }
+        let cases = cases(self.scenario, &self.kinds, &self.schemes, self.runs, self.first, self.seed)?;
+        bar.set_length(cases.len() as u64);
+        let mut out = Vec::with_capacity(cases.len());
+        for (run, scheme, plan) in cases {
+            let seed = self.seed.wrapping_add(run);
+            let what = plan.first().map_or("none".to_string(), |f| format!("{}@{}", f.kind.name(), f.path));
+            bar.set_message(format!("#{run} {scheme} {what}"));
+            let mut r = emu::run_one(self.scenario, self.scale, &self.testbed, &scheme, seed, &plan)
+                .with_context(|| format!("run {run}, {scheme}, {what}"))?;
+            r.run = run;
+            r.scheme = scheme.clone();
+            r.seed = seed;
+            r.plan = plan.clone();
+            r.bound_ms = bound_ms(self.scenario, &plan);
+            bar.println(format!(
+                "#{run} {scheme:<10} {what:<16} gap {:>5} ms  lost {}  {}{}",
+                r.max_gap_ms,
+                r.bytes_lost,
+                if r.survived { "survived" } else { "NOT survived" },
+                match r.faithful {
+                    Some(false) => format!("  UNFAITHFUL: {}", r.unfaithful_reasons.join("; ")),
+                    _ => String::new(),
+                }
+            ));
+            bar.inc(1);
+            out.push(r);
         }
         Ok(out)
+    }
+}
+
+impl SimCampaign<'_> {
+    /// Every (run, scheme) in order, with its plan.
+    pub fn cases(&self) -> Result<Vec<Case>> {
+        cases(self.scenario, &self.kinds, &self.schemes, self.runs, self.first, self.seed)
     }
 
     /// Runs every case on `jobs` threads, ticking `bar` once per case.

@@ -28,5 +28,20 @@ pub struct RunResult {
     /// No error, and the receiver still got bytes in the run's last seconds.
     pub survived: bool,
     pub error: Option<String>,
+    /// Testbed runs: bytes delivered in order while the (single) fault lasted ÷ its
+    /// length, Mbit/s, and the capacity the other paths offered meanwhile (at scale).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_goodput_mbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub surviving_capacity_mbps: Option<f64>,
+    /// Testbed runs with a reset: from the reset's scheduled start until both ends'
+    /// connections were destroyed (`ss -K`), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_took_ms: Option<f64>,
+    /// Testbed runs: the fidelity monitors' verdict, and why not faithful.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faithful: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unfaithful_reasons: Vec<String>,
 }
 

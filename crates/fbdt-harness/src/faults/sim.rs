@@ -18,8 +18,36 @@ pub const BLOCKAGE_FACTOR: f64 = 1e-3;
 /// Writes `plan` into a copy of `scenario` (outages, rate factors) and of `params`
 /// (resets, one-way outages).
 pub fn apply(plan: &[Fault], scenario: &Scenario, params: &SimParams) -> (Scenario, SimParams) {
-    let mut sc = scenario.clone();
+    let sc = scenario_events(plan, scenario);
     let mut p = params.clone();
+    for f in plan {
+        match f.kind {
+            FaultKind::Reset => p.path_resets.push(PathReset {
+                at_s: f.start_s,
+                path: f.path_index,
+                reconnect_after_s: Some(reconnect_s(scenario, f)),
+            }),
+            FaultKind::Uplink | FaultKind::Downlink => p.one_way_outages.push(OneWayOutage {
+                path: f.path_index,
+                direction: if f.kind == FaultKind::Uplink {
+                    Direction::Up
+                } else {
+                    Direction::Down
+                },
+                at_s: f.start_s,
+                duration_s: f.duration_s,
+            }),
+            _ => {}
+        }
+    }
+    (sc, p)
+}
+
+/// The part of `plan` that is a scenario event (both backends play them): outages (cuts,
+/// blackholes, flaps, a reset's link) and a blockage's rate factor. One-way outages and a
+/// reset's connection failure are the backend's own.
+pub fn scenario_events(plan: &[Fault], scenario: &Scenario) -> Scenario {
+    let mut sc = scenario.clone();
     for f in plan {
         let event = |kind| Event {
             at_s: f.start_s,
@@ -32,32 +60,15 @@ pub fn apply(plan: &[Fault], scenario: &Scenario, params: &SimParams) -> (Scenar
             duration_s: f.duration_s,
         };
         match f.kind {
-            FaultKind::Cut | FaultKind::Blackhole | FaultKind::Flap => sc.events.push(event(outage)),
-            FaultKind::Reset => {
-                sc.events.push(event(outage));
-                p.path_resets.push(PathReset {
-                    at_s: f.start_s,
-                    path: f.path_index,
-                    reconnect_after_s: Some(reconnect_s(scenario, f)),
-                });
-            }
+            FaultKind::Cut | FaultKind::Blackhole | FaultKind::Flap | FaultKind::Reset => sc.events.push(event(outage)),
             FaultKind::Blockage => sc.events.push(event(EventKind::RateFactor {
                 factor: BLOCKAGE_FACTOR,
                 duration_s: f.duration_s,
             })),
-            FaultKind::Uplink | FaultKind::Downlink => p.one_way_outages.push(OneWayOutage {
-                path: f.path_index,
-                direction: if f.kind == FaultKind::Uplink {
-                    Direction::Up
-                } else {
-                    Direction::Down
-                },
-                at_s: f.start_s,
-                duration_s: f.duration_s,
-            }),
+            FaultKind::Uplink | FaultKind::Downlink => {}
         }
     }
-    (sc, p)
+    sc
 }
 
 /// A reset path's reconnect time: one round trip of its base delay (the SYN and SYN/ACK;
