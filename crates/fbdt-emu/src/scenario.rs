@@ -10,6 +10,14 @@ pub fn spec_from_schedule(
     scenario: &fbdt_scenario::Scenario,
     schedule: &fbdt_scenario::Schedule,
 ) -> Result<TestbedSpec> {
+    if scenario.bottleneck.is_some() || schedule.bottleneck.is_some() {
+        // Not ignored: a run without the shared link would measure another scenario.
+        return Err(Error::Spec(format!(
+            "scenario `{}` has a shared bottleneck ([bottleneck]), which the testbed does not emulate yet: \
+             run it with --backend sim --model tcp",
+            scenario.name
+        )));
+    }
     let paths = schedule
         .paths
         .iter()

@@ -68,6 +68,8 @@ pub struct Outcome {
     pub bursts: Option<BurstStats>,
     /// What the testbed's fidelity monitors saw (testbed only).
     pub fidelity: Option<fbdt_emu::Fidelity>,
+    /// A shared bottleneck's bytes per flow (simulator, TCP model).
+    pub bottleneck: Option<fbdt_sim::BottleneckOutcome>,
 }
 
 /// Means over the repetitions (goodput), pooled one-second samples (percentiles), sums
@@ -135,6 +137,7 @@ pub fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Outcome)>, 
     let endpoint_cpu_cores = mean(runs.iter().filter_map(|(_, r)| r.endpoint_cpu_cores).collect());
     let wakeups_per_s = mean(runs.iter().filter_map(|(_, r)| r.wakeups_per_s).collect());
     let kernel_congestion = runs.iter().find_map(|(_, r)| r.kernel_congestion.clone());
+    let bottleneck = crate::results::bottleneck::BottleneckShares::pool(runs.iter().filter_map(|(_, r)| r.bottleneck.as_ref()));
     let mut result = SchemeResult {
         scheme: name.to_string(),
         encryption: encryption.label().to_string(),
@@ -162,6 +165,7 @@ pub fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Outcome)>, 
         wakeups_per_s,
         tcp_per_path,
         congestion_control: kernel_congestion,
+        bottleneck,
         path_transport: path_transport.map(|mut m| {
             m.values_mut().for_each(PathTransport::normalise);
             m

@@ -86,11 +86,13 @@ impl SimBackend {
     pub fn prepare(&self, scenario: &Scenario, name: &str, seed: u64) -> Result<SimRun, HarnessError> {
         let mut sc = scenario.clone();
         sc.seed = seed;
+        let (scheme, coupling) = scheme::parse_sim_coupled(name, &sc, seed, &self.limits)?;
         Ok(SimRun {
             schedule: sc.schedule(self.scale)?,
-            scheme: scheme::parse_sim(name, &sc, seed, &self.limits)?,
+            scheme,
             params: SimParams {
                 seed,
+                coupling,
                 ..self.params.clone()
             },
         })
@@ -144,6 +146,7 @@ impl Backend for SimBackend {
                 _ => None,
             },
             delay: out.delay,
+            bottleneck: out.bottleneck,
             ..Outcome::default()
         })
     }

@@ -101,7 +101,7 @@ pub fn run(args: RunArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<RunRepor
     let limits = TestbedLimits::from(testbed);
     // Parse every scheme before running any, so a typo fails fast.
     for n in &names {
-        scheme::parse_sim(n, &scenario, seed, &limits)?;
+        scheme::parse_sim_coupled(n, &scenario, seed, &limits)?;
     }
     let first = scenario.schedule(scale)?;
     check_grain(args.model, args.grain)?;

@@ -29,6 +29,7 @@ builtin_files!(
     "cotag-corr-pos",
     "cotag-corr-zero",
     "cotag-corr-neg",
+    "shared-bottleneck",
 );
 
 pub fn builtin_names() -> Vec<&'static str> {

@@ -11,13 +11,13 @@
 
 // CONTRACT (fbdt-sim, fbdt-emu and fbdt-lab depend on these public items; keep their
 // names and meaning):
-//   Scenario { name, description, duration_s, seed, congestion_control, paths, events, reference }
+//   Scenario { name, description, duration_s, seed, congestion_control, paths, events, reference, bottleneck }
 //   PathSpec { name, delay_ms, loss, queue_packets, .. }
 //   Scenario::load(name_or_path) -> Result<Scenario, ScenarioError>
 //   Scenario::from_toml_str(text, origin) -> Result<Scenario, ScenarioError>
 //   builtin_names() -> Vec<&'static str>;   builtin(name) -> Option<Scenario>
 //   Scenario::schedule(&self, scale) -> Result<Schedule, ScenarioError>
-//   Schedule { duration_s, scale, paths: Vec<PathTimeline> }, Schedule::capacity_mbps()
+//   Schedule { duration_s, scale, paths: Vec<PathTimeline>, bottleneck: Option<SharedLink> }, Schedule::capacity_mbps()
 //   PathTimeline { name, steps: Vec<Step>, radio: Option<RadioSleep> }, PathTimeline::at(t_s) -> Step,
 //   PathTimeline::mean_rate_mbps(duration_s)
 //   Step { t_s, rate_mbps, delay_ms, loss, scan }
@@ -38,8 +38,8 @@ use std::path::Path;
 
 pub use builtins::{builtin, builtin_names, builtin_text};
 pub use error::{Origin, ScenarioError};
-pub use model::{Event, EventKind, PathSpec, RadioSleep, RateSpec, RateStep, Scenario};
-pub use schedule::{PathTimeline, Schedule, Step};
+pub use model::{Bottleneck, Event, EventKind, PathSpec, RadioSleep, RateSpec, RateStep, Scenario};
+pub use schedule::{PathTimeline, Schedule, SharedLink, Step};
 
 impl Scenario {
     /// A built-in name (see [`builtin_names`]) or a path to a `.toml` file. Anything with a

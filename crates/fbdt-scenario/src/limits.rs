@@ -33,3 +33,6 @@ pub const MAX_NAME: usize = 64;
 pub const MAX_DESCRIPTION: usize = 4_096;
 /// A radio's idle timeout and wake-up time: one minute is far past any power-save timer.
 pub const MAX_RADIO_MS: f64 = 60_000.0;
+/// Competing single-path TCP flows through a shared bottleneck: enough to load a backhaul,
+/// few enough that the simulator's per-flow work stays small.
+pub const MAX_COMPETING_TCP: u32 = 16;

@@ -25,6 +25,32 @@ pub struct Scenario {
     /// The paper's numbers in Mbit/s keyed by scheme name ("tcp:wifi", "mptcp", "fbdt").
     #[serde(default)]
     pub reference: BTreeMap<String, f64>,
+    /// A link the named paths' traffic joins (absent: every path is disjoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bottleneck: Option<Bottleneck>,
+}
+
+/// A shared bottleneck: the data direction of every path in `paths` passes one more link
+/// of `rate_mbps` with one drop-tail queue of `queue_packets`, and `competing_tcp`
+/// single-path TCP flows (the scenario's congestion control, backlogged for the whole run)
+/// pass it too, with a one-way delay of `competing_delay_ms`. Only the simulator's TCP
+/// model carries it (docs/scenarios.md, docs/simulator.md); other backends refuse it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bottleneck {
+    /// Names of the paths that join the link (at least one, each once).
+    pub paths: Vec<String>,
+    /// The shared link's rate, unscaled (the run's scale multiplies it as every rate).
+    pub rate_mbps: f64,
+    /// The shared queue in 1500-byte packets.
+    #[serde(default = "default_queue_packets")]
+    pub queue_packets: u32,
+    /// Single-path TCP flows through the same link, besides the scheme's.
+    #[serde(default)]
+    pub competing_tcp: u32,
+    /// One-way delay of each competing flow (default: the least of the joined paths').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub competing_delay_ms: Option<f64>,
 }
 
 /// One emulated link between client and server.

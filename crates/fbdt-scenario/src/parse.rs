@@ -11,7 +11,7 @@ use toml::Spanned;
 use crate::error::{Origin, ScenarioError};
 use crate::limits::MAX_SCENARIO_BYTES;
 use crate::mahimahi;
-use crate::model::{Event, EventKind, PathSpec, RateSpec, Scenario};
+use crate::model::{Bottleneck, Event, EventKind, PathSpec, RateSpec, Scenario};
 use crate::validate::{self, Invalid, Loc};
 
 pub(crate) const DEFAULT_DURATION_S: f64 = 30.0;
@@ -46,6 +46,7 @@ struct RawScenario {
     event: Vec<RawEvent>,
     #[serde(default)]
     reference: BTreeMap<String, f64>,
+    bottleneck: Option<Bottleneck>,
 }
 
 /// Events are flat tables (`kind = "outage"` beside its fields); serde cannot combine a
@@ -76,6 +77,7 @@ struct Skeleton {
     #[serde(default)]
     event: Vec<Spanned<IgnoredAny>>,
     reference: Option<Spanned<IgnoredAny>>,
+    bottleneck: Option<Spanned<IgnoredAny>>,
 }
 
 const KINDS: &str = "outage, rate, loss, delay, scan, rate_factor, contention";
@@ -210,13 +212,22 @@ fn line_for(text: &str, skel: &Skeleton, loc: &Loc) -> Option<usize> {
     match loc {
         Loc::Path(i, key) => table(&skel.path, *i, key),
         Loc::Event(j, key) => table(&skel.event, *j, key),
+        Loc::Bottleneck(key) => {
+            let span = skel.bottleneck.as_ref()?.span();
+            Some(line_of(text, find_key(text, span.clone(), key).unwrap_or(span.start)))
+        }
         Loc::Reference(key) => {
             let span = skel.reference.as_ref()?.span();
             Some(line_of(text, find_key(text, span.clone(), key).unwrap_or(span.start)))
         }
         Loc::Top(key) => {
             // Top-level keys come before the first table.
-            let first_table = [skel.path.first(), skel.event.first(), skel.reference.as_ref()]
+            let first_table = [
+                skel.path.first(),
+                skel.event.first(),
+                skel.reference.as_ref(),
+                skel.bottleneck.as_ref(),
+            ]
                 .into_iter()
                 .flatten()
                 .map(|s| s.span().start)
@@ -270,6 +281,7 @@ pub(crate) fn from_toml_str(text: &str, origin: &str) -> Result<Scenario, Scenar
         paths: raw.path,
         events,
         reference: raw.reference,
+        bottleneck: raw.bottleneck,
     };
     validate::validate(&s, true).map_err(invalid)?;
 

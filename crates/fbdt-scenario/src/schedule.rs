@@ -80,6 +80,21 @@ pub struct Schedule {
     pub duration_s: f64,
     pub scale: f64,
     pub paths: Vec<PathTimeline>,
+    /// The scenario's shared bottleneck at scale (`None`: disjoint paths).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bottleneck: Option<SharedLink>,
+}
+
+/// A scenario's [`crate::Bottleneck`] resolved: path indices, the rate at scale, the queue in
+/// bytes and the competing flows' delay.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SharedLink {
+    /// Indices into `Schedule::paths`, in the order the scenario names them.
+    pub paths: Vec<usize>,
+    pub rate_mbps: f64,
+    pub queue_bytes: u64,
+    pub competing_tcp: u32,
+    pub competing_delay_ms: f64,
 }
 
 impl Schedule {
@@ -271,10 +286,22 @@ pub(crate) fn build(s: &Scenario, scale: f64) -> Result<Schedule, ScenarioError>
         .enumerate()
         .map(|(i, p)| timeline(s, i, p, scale))
         .collect::<Result<Vec<_>, _>>()?;
+    let bottleneck = s.bottleneck.as_ref().map(|b| {
+        let idx: Vec<usize> = b.paths.iter().filter_map(|n| s.path_index(n)).collect();
+        let least_delay = idx.iter().map(|&i| s.paths[i].delay_ms).fold(f64::INFINITY, f64::min);
+        SharedLink {
+            paths: idx,
+            rate_mbps: b.rate_mbps * scale,
+            queue_bytes: u64::from(b.queue_packets) * 1500,
+            competing_tcp: b.competing_tcp,
+            competing_delay_ms: b.competing_delay_ms.unwrap_or(least_delay),
+        }
+    });
     Ok(Schedule {
         duration_s: s.duration_s,
         scale,
         paths,
+        bottleneck,
     })
 }
 
@@ -289,5 +316,6 @@ pub(crate) fn describe(s: &Scenario, loc: &validate::Loc) -> String {
         },
         Loc::Event(j, k) => format!("event #{}, `{k}`", j + 1),
         Loc::Reference(k) => format!("reference `{k}`"),
+        Loc::Bottleneck(k) => format!("bottleneck `{k}`"),
     }
 }

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use crate::events;
 use crate::limits::*;
 use crate::model::{EventKind, PathSpec, RateSpec, Scenario};
+use crate::model::Bottleneck;
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Loc {
@@ -16,6 +17,8 @@ pub(crate) enum Loc {
     /// Event index and key within its table.
     Event(usize, &'static str),
     Reference(String),
+    /// A key of the `[bottleneck]` table.
+    Bottleneck(&'static str),
 }
 
 #[derive(Debug, Clone)]
@@ -117,6 +120,7 @@ pub(crate) fn validate(s: &Scenario, strict_times: bool) -> Check {
         event(j, s, strict_times)?;
     }
     overlaps(s)?;
+    bottleneck(s)?;
     for (key, v) in &s.reference {
         if key.is_empty() || key.len() > MAX_NAME {
             return Err(bad(
@@ -469,6 +473,48 @@ fn overlaps(s: &Scenario) -> Check {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// The `[bottleneck]` table: known, distinct paths, a rate, a queue and a bounded number of
+/// competing flows.
+fn bottleneck(s: &Scenario) -> Check {
+    let Some(b): Option<&Bottleneck> = s.bottleneck.as_ref() else {
+        return Ok(());
+    };
+    let at = Loc::Bottleneck;
+    if b.paths.is_empty() {
+        return Err(bad(at("paths"), "`paths` must name at least one path that joins the shared link"));
+    }
+    let mut seen = HashSet::new();
+    for name in &b.paths {
+        if s.path_index(name).is_none() {
+            let known: Vec<&str> = s.paths.iter().map(|p| p.name.as_str()).collect();
+            return Err(bad(
+                at("paths"),
+                format!("`paths` names unknown path `{name}` (paths: {})", known.join(", ")),
+            ));
+        }
+        if !seen.insert(name.as_str()) {
+            return Err(bad(at("paths"), format!("`paths` names `{name}` twice")));
+        }
+    }
+    positive(at("rate_mbps"), "rate_mbps", b.rate_mbps, MAX_RATE_MBPS)?;
+    if b.queue_packets == 0 || b.queue_packets > MAX_QUEUE_PACKETS {
+        return Err(bad(
+            at("queue_packets"),
+            format!("`queue_packets` must be in [1, {MAX_QUEUE_PACKETS}], got {}", b.queue_packets),
+        ));
+    }
+    if b.competing_tcp > MAX_COMPETING_TCP {
+        return Err(bad(
+            at("competing_tcp"),
+            format!("`competing_tcp` must be at most {MAX_COMPETING_TCP}, got {}", b.competing_tcp),
+        ));
+    }
+    if let Some(d) = b.competing_delay_ms {
+        range(at("competing_delay_ms"), "competing_delay_ms", d, 0.0, MAX_DELAY_MS, false)?;
     }
     Ok(())
 }

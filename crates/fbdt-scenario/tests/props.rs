@@ -11,6 +11,7 @@ fn scenario(paths: Vec<PathSpec>, events: Vec<Event>, duration_s: f64, seed: u64
         paths,
         events,
         reference: Default::default(),
+        bottleneck: None,
     }
 }
 

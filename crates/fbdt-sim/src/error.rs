@@ -19,4 +19,7 @@ pub enum SimError {
     NoSuchPath(usize, usize),
     #[error("invalid configuration: {0}")]
     Config(#[source] EndpointError),
+    /// What the run asks for needs the TCP model (`--model tcp`) or a multipath scheme.
+    #[error("{0}")]
+    Unsupported(String),
 }

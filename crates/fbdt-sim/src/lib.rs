@@ -13,13 +13,17 @@ mod params;
 pub mod pattern;
 mod run;
 mod sim;
+pub mod shared;
 mod sndbuf;
 pub mod tcp;
 
 pub use endpoint::EndpointError;
 pub use error::SimError;
 pub use link::{Chunk, LinkParams, TcpInfo};
-pub use params::{Direction, OneWayOutage, PathModel, PathReset, Payload, SimOutcome, SimParams, SimScheme, TcpCounters, Verification};
+pub use params::{
+    BottleneckOutcome, Coupling, Direction, OneWayOutage, PathModel, PathReset, Payload, SimOutcome, SimParams, SimScheme,
+    TcpCounters, Verification,
+};
 pub use run::run;
 pub use sim::Sim;
 pub use tcp::{CongestionControl, TcpParams};

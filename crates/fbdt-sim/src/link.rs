@@ -21,11 +21,13 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 use bytes::Bytes;
 use fbdt_core::Instant;
 use fbdt_scenario::RadioSleep;
 
+use crate::shared::{Coupler, SharedLink};
 use crate::tcp::{Ack, TcpParams, TcpState};
 
 #[derive(Clone, Debug)]
@@ -182,6 +184,13 @@ pub struct Link {
     /// The opposite direction is cut ([`Link::hold_acks`]): no TCP-level ACK comes back,
     /// so the window does not move.
     acks_held: bool,
+    /// The TCP model: the shared bottleneck this direction crosses and its member index
+    /// ([`crate::shared`]); `None`: the path's own queue is the bottleneck.
+    shared: Option<(Rc<SharedLink>, usize)>,
+    /// The TCP model: the connection's coupled windows and this path's index (LIA).
+    coupler: Option<(Rc<Coupler>, usize)>,
+    /// Bytes handed to the receiver ([`Link::pop_arrival`]).
+    pub bytes_arrived: u64,
 }
 
 /// A serialised chunk awaiting its ACK.
@@ -237,6 +246,46 @@ impl Link {
             next_memo: Cell::new(None),
             cruise: None,
             acks_held: false,
+            shared: None,
+            coupler: None,
+            bytes_arrived: 0,
+        }
+    }
+
+    /// This TCP-model link crosses the shared bottleneck `link` as its member `k`.
+    pub fn join_shared(&mut self, link: Rc<SharedLink>, k: usize) {
+        self.shared = Some((link, k));
+        self.publish();
+    }
+
+    /// This TCP-model link's window is coupled to the connection's others (LIA) as
+    /// member `k` of `coupler`.
+    pub fn join_coupler(&mut self, coupler: Rc<Coupler>, k: usize) {
+        self.coupler = Some((coupler, k));
+        self.publish();
+    }
+
+    /// Tells the shared bottleneck and the coupler this link's state now.
+    fn publish(&self) {
+        let Some(tcp) = &self.tcp else { return };
+        if let Some((link, k)) = &self.shared {
+            let access = if self.up { self.rate } else { 0.0 };
+            link.publish(*k, self.window_bytes as f64, 2.0 * self.delay_s, access);
+        }
+        if let Some((c, k)) = &self.coupler {
+            let active = self.up && !self.acks_held;
+            c.publish(*k, tcp.srtt_s.filter(|_| active).map(|rtt| (tcp.cwnd, rtt)));
+        }
+    }
+
+    /// The rate this direction's bytes drain at now: the path's, or its share of the
+    /// shared bottleneck.
+    fn drain_rate(&self) -> f64 {
+        match &self.shared {
+            Some((link, k)) if self.tcp.is_some() => {
+                link.solve(*k, self.window_bytes as f64, 2.0 * self.delay_s, self.rate).rate
+            }
+            _ => self.rate,
         }
     }
 
@@ -451,6 +500,7 @@ impl Link {
                     self.window_bytes = 0;
                 }
             }
+            self.publish();
             return;
         }
         let limited = mathis_rate(self.params.mss, 2.0 * self.delay_s, loss).map_or(raw, |m| m.min(raw));
@@ -487,7 +537,12 @@ impl Link {
                 self.next_memo.set(None);
                 let u = self.window.pop_front().expect("checked");
                 self.window_bytes -= u.len as u64;
+                let rate = if self.shared.is_some() { self.drain_rate() } else { self.rate };
                 if let Some(tcp) = &mut self.tcp {
+                    if let Some((c, k)) = &self.coupler {
+                        let rtt = tcp.srtt_s.unwrap_or(u.rtt_s);
+                        tcp.coupling = Some(c.factor(*k, tcp.cwnd, rtt));
+                    }
                     let base_rtt = 2.0 * self.delay_s;
                     let ack = Ack {
                         t_s: u.ack_s,
@@ -496,7 +551,10 @@ impl Link {
                         lost: u.lost,
                         timed_out: u.timed_out,
                     };
-                    tcp.on_ack_at(ack, self.rate * base_rtt, self.rate);
+                    tcp.on_ack_at(ack, rate * base_rtt, rate);
+                    if let Some((c, k)) = &self.coupler {
+                        c.publish(*k, tcp.srtt_s.map(|rtt| (tcp.cwnd, rtt)));
+                    }
                 }
             }
             if !self.up || self.rate <= 0.0 || self.backlog.is_empty() {
@@ -575,7 +633,13 @@ impl Link {
                         0
                     };
                     let queued = (self.window_bytes - past + len as u64) as f64;
-                    let (queue_s, overflow) = tcp.queue(queued, self.rate, base_rtt);
+                    let (queue_s, overflow) = match &self.shared {
+                        None => tcp.queue(queued, self.rate, base_rtt),
+                        Some((link, k)) => {
+                            let s = link.solve(*k, queued, base_rtt, self.rate);
+                            (s.queue_s, s.overflow)
+                        }
+                    };
                     let repair = tcp.lost(len, self.loss, overflow, packed).map(|after| {
                         // Segments sent after the lost one within its round trip: the
                         // rest of the window (SACKs clock out new ones, limited transmit),
@@ -618,8 +682,12 @@ impl Link {
             });
             self.window_bytes += len as u64;
             self.in_flight.push_back((arrival, exact, chunk));
+            if self.shared.is_some() {
+                self.publish();
+            }
         }
         self.clock = self.clock.max(now_s);
+        self.publish();
     }
 
     /// An arrival instant on the pipe's grain ([`LinkParams::grain_us`]); the TCP model's
@@ -790,13 +858,17 @@ impl Link {
                 return None;
             }
             self.released -= 1;
-            return self.in_flight.pop_front().map(|(_, _, c)| c);
+            let chunk = self.in_flight.pop_front().map(|(_, _, c)| c);
+            self.bytes_arrived += chunk.as_ref().map_or(0, |c| c.len() as u64);
+            return chunk;
         }
         if self.in_flight.front().is_none_or(|&(t, _, _)| t > now) {
             return None;
         }
         self.next_memo.set(None);
-        self.in_flight.pop_front().map(|(_, _, c)| c)
+        let chunk = self.in_flight.pop_front().map(|(_, _, c)| c);
+        self.bytes_arrived += chunk.as_ref().map_or(0, |c| c.len() as u64);
+        chunk
     }
 
     /// The TCP model's connection is stalled at `now`: its path is down, or it waits for a
@@ -825,6 +897,7 @@ impl Link {
                 self.last_exact = Instant::ZERO;
             }
         }
+        self.publish();
     }
 
     /// Drops everything queued or in flight (the connection was reset).
@@ -839,6 +912,7 @@ impl Link {
         self.released = 0;
         self.window.clear();
         self.window_bytes = 0;
+        self.publish();
     }
 }
 

@@ -128,6 +128,28 @@ pub struct SimParams {
     pub scan_notice_s: f64,
     /// How payload bytes travel and are checked.
     pub payload: Payload,
+    /// TCP model, multipath schemes: the per-path windows coupled or not.
+    pub coupling: Coupling,
+}
+
+/// Coupled congestion control of a multipath scheme's paths (scheme option `coupled`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Coupling {
+    /// Each path's TCP on its own (N paths through one bottleneck take N shares).
+    #[default]
+    Off,
+    /// RFC 6356's Linked Increases: each path's congestion-avoidance increase scaled by
+    /// `min(alpha · cwnd_i / cwnd_total, 1)` ([`crate::shared::lia_factor`]).
+    Lia,
+}
+
+impl Coupling {
+    pub fn name(self) -> &'static str {
+        match self {
+            Coupling::Off => "off",
+            Coupling::Lia => "lia",
+        }
+    }
 }
 
 impl Default for SimParams {
@@ -145,6 +167,7 @@ impl Default for SimParams {
             max_steps_at_one_instant: 10_000,
             scan_notice_s: 0.1,
             payload: Payload::default(),
+            coupling: Coupling::Off,
         }
     }
 }
@@ -214,6 +237,20 @@ pub struct SimOutcome {
     /// `--model tcp`: each path's TCP counters in the data direction (also a path a
     /// scheme left idle: zeros); empty over ideal pipes.
     pub per_path_tcp: Vec<TcpCounters>,
+    /// A schedule with a shared bottleneck: what crossed it, per flow.
+    pub bottleneck: Option<BottleneckOutcome>,
+}
+
+/// Bytes each flow got across the shared bottleneck over the run (data direction, as
+/// they arrived: headers and repeats included).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BottleneckOutcome {
+    /// The scheme's, summed over its paths that join the link.
+    pub scheme_bytes: u64,
+    /// Each competing single-path TCP flow's.
+    pub competing_bytes: Vec<u64>,
+    /// Seconds the bytes were counted over (the run's).
+    pub duration_s: f64,
 }
 
 /// What a path's TCP-level model counted over a run (data direction).

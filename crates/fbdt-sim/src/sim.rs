@@ -16,9 +16,16 @@ use fbdt_scenario::{PathTimeline, Schedule};
 use crate::endpoint::{FbdtEnd, Side, SimEndpoint, TcpEnd};
 use crate::error::SimError;
 use crate::link::{Chunk, Link};
-use crate::params::{Direction, PathModel, PathReset, SimOutcome, SimParams, SimScheme, DEFAULT_QUEUE_BYTES};
+use crate::params::{
+    BottleneckOutcome, Coupling, Direction, PathModel, PathReset, SimOutcome, SimParams, SimScheme, DEFAULT_QUEUE_BYTES,
+};
+use crate::shared::{Coupler, SharedLink};
 use crate::sndbuf::MetaSndbuf;
 use crate::tcp::TcpParams;
+
+/// What a competing single-path TCP flow writes: always backlogged, in the TCP model's
+/// chunks ([`crate::endpoint::TcpEnd::TCP_MODEL_CHUNK`]), of one shared buffer.
+static COMPETING_CHUNK: [u8; crate::endpoint::TcpEnd::TCP_MODEL_CHUNK] = [0; crate::endpoint::TcpEnd::TCP_MODEL_CHUNK];
 
 fn at(t_s: f64) -> Instant {
     Instant::from_micros((t_s * 1e6).round().max(0.0) as u64)
@@ -208,6 +215,9 @@ pub struct Sim<'a> {
     replaces_stalled: bool,
     /// Both endpoints' events of the current step (`handle_events`), kept for reuse.
     events: Vec<Event>,
+    /// The shared bottleneck's competing single-path TCP flows (data direction; their
+    /// receivers only count bytes).
+    competing: Vec<Link>,
     out: SimOutcome,
 }
 
@@ -309,6 +319,7 @@ impl<'a> Sim<'a> {
         for (p, tl) in paths.iter_mut().zip(&schedule.paths) {
             p.scan_notice = p.pending_scan_notice(tl, params.scan_notice_s);
         }
+        let competing = Self::join(schedule, scheme, params, &mut paths)?;
         if let Some(r) = params.path_resets.iter().find(|r| r.path >= n) {
             return Err(SimError::NoSuchPath(r.path, n));
         }
@@ -371,11 +382,92 @@ impl<'a> Sim<'a> {
             delay: DelayJoin::new(),
             sndbuf,
             events: Vec::new(),
+            competing,
             out: SimOutcome {
                 duration_s: schedule.duration_s,
                 ..SimOutcome::default()
             },
         })
+    }
+
+    /// The shared bottleneck (its members: the joined paths' data directions, then the
+    /// competing flows, which it returns) and the coupling of the scheme's paths. Both
+    /// need the TCP model; coupling a multipath scheme.
+    fn join(
+        schedule: &Schedule,
+        scheme: &SimScheme,
+        params: &SimParams,
+        paths: &mut [PathSim],
+    ) -> Result<Vec<Link>, SimError> {
+        let tcp_model = params.model == PathModel::Tcp;
+        if params.coupling != Coupling::Off {
+            if !tcp_model {
+                return Err(SimError::Unsupported(
+                    "coupled congestion control needs the TCP model (--model tcp): ideal pipes have no windows"
+                        .to_string(),
+                ));
+            }
+            if !matches!(scheme, SimScheme::Fbdt(_)) {
+                return Err(SimError::Unsupported(
+                    "coupled congestion control applies to multipath schemes (fbdt, mp:*), not single-path TCP"
+                        .to_string(),
+                ));
+            }
+            let coupler = std::rc::Rc::new(Coupler::new(paths.len()));
+            for (k, p) in paths.iter_mut().enumerate() {
+                p.data.join_coupler(coupler.clone(), k);
+            }
+        }
+        let Some(b) = &schedule.bottleneck else {
+            return Ok(Vec::new());
+        };
+        if !tcp_model {
+            return Err(SimError::Unsupported(
+                "the scenario has a shared bottleneck: only the TCP model carries it (--model tcp)".to_string(),
+            ));
+        }
+        if let Some(&i) = b.paths.iter().find(|&&i| i >= paths.len()) {
+            return Err(SimError::NoSuchPath(i, paths.len()));
+        }
+        let members = b.paths.len() + b.competing_tcp as usize;
+        let link = std::rc::Rc::new(SharedLink::new(b.rate_mbps * 1e6 / 8.0, b.queue_bytes, members));
+        for (k, &i) in b.paths.iter().enumerate() {
+            paths[i].data.join_shared(link.clone(), k);
+        }
+        let competing = (0..b.competing_tcp as usize)
+            .map(|c| {
+                let mut l = Link::tcp(
+                    params.link.clone(),
+                    TcpParams {
+                        cc: params.congestion_control,
+                        queue_bytes: b.queue_bytes,
+                        // Apart from every path's seeds (2i and 2i + 1 above).
+                        seed: params.seed ^ (1_000_003 + c as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                    },
+                );
+                // Its own link is the shared one: nothing else limits it.
+                l.set(Instant::ZERO, b.rate_mbps, b.competing_delay_ms, 0.0);
+                l.join_shared(link.clone(), b.paths.len() + c);
+                l
+            })
+            .collect();
+        Ok(competing)
+    }
+
+    /// The competing flows moved to `now`: what arrived is counted, and each keeps its
+    /// backlog full.
+    fn run_competing(&mut self) {
+        let now = self.now;
+        for l in &mut self.competing {
+            l.advance(now);
+            while l.pop_arrival(now).is_some() {}
+            while l.room() >= COMPETING_CHUNK.len() {
+                l.push(Chunk {
+                    head: Vec::new(),
+                    payload: bytes::Bytes::from_static(&COMPETING_CHUNK),
+                });
+            }
+        }
     }
 
     /// The current simulated time.
@@ -421,6 +513,7 @@ impl<'a> Sim<'a> {
         self.apply_schedule();
         self.probe();
         self.deliver()?;
+        self.run_competing();
         if self.timeouts[0].is_some_and(|t| t <= now) {
             self.server.on_timeout(now);
         }
@@ -500,6 +593,9 @@ impl<'a> Sim<'a> {
             consider(p.reconnect.flatten());
             consider(p.probe.map(|pr| pr.connects_at.unwrap_or(pr.next_syn)));
         }
+        for l in &self.competing {
+            consider(l.next_event());
+        }
         consider(self.cut_edges.get(self.next_edge).copied());
         consider(self.timeouts[0]);
         consider(self.timeouts[1]);
@@ -551,6 +647,11 @@ impl<'a> Sim<'a> {
         out.client = self.client.stats();
         out.delay = self.delay.finish(self.now);
         out.verified = self.client.verified();
+        out.bottleneck = self.schedule.bottleneck.as_ref().map(|b| BottleneckOutcome {
+            scheme_bytes: b.paths.iter().map(|&i| self.paths[i].data.bytes_arrived).sum(),
+            competing_bytes: self.competing.iter().map(|l| l.bytes_arrived).collect(),
+            duration_s: elapsed,
+        });
         out.per_path_tcp = self
             .paths
             .iter()

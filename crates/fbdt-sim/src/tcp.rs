@@ -51,8 +51,9 @@
 //! not drawn), PRR's pacing of the window during recovery (only whether it sends after a
 //! retransmission; the window of a timed-out chunk is held), spurious-retransmission
 //! undo, receive-window autotuning's ramp (the window is at its maximum at once), delayed
-//! ACKs, pacing inside an RTT, spurious RTOs, the ACK direction's own losses, and
-//! competing flows on the bottleneck (the paths' queues are each one connection's).
+//! ACKs, pacing inside an RTT, spurious RTOs and the ACK direction's own losses. Competing
+//! flows exist only at a scenario's shared bottleneck ([`crate::shared::SharedLink`]);
+//! elsewhere each path's queue is one connection's.
 
 /// Congestion control as the scenario names it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -157,6 +158,10 @@ pub(crate) struct TcpState {
     /// cubic curve's flat point (K = 0), as `bictcp_update` starts an epoch with
     /// `last_max_cwnd` ≤ cwnd.
     unprobed_origin: f64,
+    /// Coupled mode (LIA, [`crate::shared::lia_factor`]): what the next ACK's congestion
+    /// avoidance increase is scaled by (`None`: uncoupled). Slow start, reductions and BBR
+    /// are not coupled (RFC 6356 couples only the increase).
+    pub coupling: Option<f64>,
 }
 
 /// Cubic's HyStart (`hystart_update`, net/ipv4/tcp_cubic.c; on by default with both
@@ -262,6 +267,7 @@ impl TcpState {
             timed_out_at_s: f64::NEG_INFINITY,
             hystart: HyStart::new(),
             unprobed_origin: 0.0,
+            coupling: None,
         }
     }
 
@@ -492,7 +498,18 @@ impl TcpState {
             } else {
                 self.cwnd += acked;
             }
-        } else if self.w_max == 0.0 {
+        } else {
+            let before = self.cwnd;
+            self.avoid_congestion(t_s, acked);
+            if let Some(f) = self.coupling.filter(|_| self.cwnd > before) {
+                self.cwnd = before + (self.cwnd - before) * f.clamp(0.0, 1.0);
+            }
+        }
+    }
+
+    /// Cubic's congestion avoidance for `acked` bytes at `t_s` (uncoupled).
+    fn avoid_congestion(&mut self, t_s: f64, acked: f64) {
+        if self.w_max == 0.0 {
             // Congestion avoidance before any loss (HyStart ended slow start): the cubic
             // curve from the window then (K = 0; Linux adds delay_min to the epoch's age),
             // at least one segment per 20 ACKed.

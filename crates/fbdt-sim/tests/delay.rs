@@ -13,6 +13,7 @@ fn one_constant_path(duration_s: f64) -> Schedule {
     Schedule {
         duration_s,
         scale: 1.0,
+        bottleneck: None,
         paths: vec![PathTimeline {
             name: "p0".into(),
             steps: vec![Step {

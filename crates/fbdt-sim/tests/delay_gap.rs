@@ -29,6 +29,7 @@ fn near_and_far(gap_ms: f64) -> Schedule {
     Schedule {
         duration_s: 10.0,
         scale: 1.0,
+        bottleneck: None,
         paths: vec![path("near", NEAR_DELAY_MS), path("far", NEAR_DELAY_MS + gap_ms)],
     }
 }

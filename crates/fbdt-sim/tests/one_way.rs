@@ -21,6 +21,7 @@ fn schedule() -> Schedule {
     Schedule {
         duration_s: 20.0,
         scale: 1.0,
+        bottleneck: None,
         paths: vec![path("a", 2.0), path("b", 1.0)],
     }
 }

@@ -8,6 +8,7 @@ fn one_path(steps: Vec<Step>, duration_s: f64) -> Schedule {
     Schedule {
         duration_s,
         scale: 1.0,
+        bottleneck: None,
         paths: vec![PathTimeline {
             name: "p0".into(),
             steps,
@@ -126,6 +127,7 @@ fn min_rtt_over_tcp_subflows_uses_both_paths() {
     let s = Schedule {
         duration_s: 5.0,
         scale: 1.0,
+        bottleneck: None,
         paths: vec![path("slow", 200.0), path("fast", 600.0)],
     };
     let out = run(
@@ -164,6 +166,7 @@ fn kernel_mptcp_is_held_back_by_its_send_buffer_behind_a_one_second_subflow() {
     let s = Schedule {
         duration_s: 6.0,
         scale: 1.0,
+        bottleneck: None,
         paths: vec![path("wifi", 300.0, 2.0), path("slow", 300.0, 500.0)],
     };
     let g = |scheme: SimScheme, model| run(&s, &scheme, &params(model), |_| {}).unwrap().goodput_mbps;
@@ -306,6 +309,7 @@ fn a_reset_during_a_probe_reconnects_once_and_delivers_everything() {
     let s = Schedule {
         duration_s: 8.0,
         scale: 1.0,
+        bottleneck: None,
         paths: vec![
             path("a", vec![step(0.0, 100.0, 0.0)]),
             path(

@@ -253,6 +253,7 @@ mod tests {
         Schedule {
             duration_s,
             scale: 1.0,
+            bottleneck: None,
             paths: vec![PathTimeline {
                 name: "p0".into(),
                 steps: vec![Step {

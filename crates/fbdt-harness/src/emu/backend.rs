@@ -123,6 +123,13 @@ pub fn run(
     testbed: &TestbedOptions,
     bar: &ProgressBar,
 ) -> Result<EmuRun, HarnessError> {
+    if scenario.bottleneck.is_some() {
+        return Err(anyhow::anyhow!(
+            "scenario `{}` has a shared bottleneck ([bottleneck]), which the testbed does not emulate yet: run it with --backend sim --model tcp",
+            scenario.name
+        )
+        .into());
+    }
     if let Some(why) = fbdt_emu::skip_reason() {
         return Err(HarnessError::NeedsRoot(why));
     }

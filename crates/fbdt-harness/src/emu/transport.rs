@@ -22,6 +22,12 @@ pub enum Transport {
 }
 
 pub fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
+    if scheme::runtime_options(name, scenario)?.1.coupling != fbdt_sim::Coupling::Off {
+        anyhow::bail!(
+            "scheme `{name}`: `+coupled` runs only in the simulator's TCP model (--backend sim --model tcp) in this round: \
+             the testbed would enforce it through per-path pacing (SO_MAX_PACING_RATE), which is not built yet"
+        );
+    }
     Ok(match scheme::parse(name, scenario, scenario.seed)? {
         Scheme::Fbdt(cfg, encryption) => Transport::Session(cfg, encryption),
         Scheme::Tcp { path } => Transport::Kernel(Proto::Tcp, path),

@@ -2,6 +2,7 @@
 //! prints, plots and reads back. The top-level and per-result fields listed in DESIGN.md are
 //! stable; the rest are additions other tools may ignore. Nothing here runs a backend.
 
+pub mod bottleneck;
 pub mod bursts;
 pub mod cotag;
 pub mod fidelity;
@@ -128,6 +129,11 @@ pub struct SchemeResult {
     /// `congestion_control` is the scenario's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub congestion_control: Option<String>,
+    /// A scenario with a shared bottleneck (simulator, TCP model): each flow's share of
+    /// the link and Jain's index between the scheme and the competing TCPs, pooled over
+    /// repetitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bottleneck: Option<bottleneck::BottleneckShares>,
 }
 
 /// One path's transport-level record (docs/congestion.md).
@@ -199,6 +205,7 @@ impl Default for SchemeResult {
             tcp_per_path: None,
             path_transport: None,
             congestion_control: None,
+            bottleneck: None,
         }
     }
 }

@@ -85,14 +85,31 @@ impl Scheme {
 /// meta receive buffer, `mp:kernel` stalled on its shared window in `rats4` at the
 /// testbed's scale, where the testbed's kernel MPTCP grew its buffer and did not.)
 pub fn parse_sim(name: &str, scenario: &Scenario, seed: u64, limits: &TestbedLimits) -> Result<SimScheme> {
-    if !runtime_options(name, scenario)?.1.is_empty() {
+    let (scheme, coupling) = parse_sim_coupled(name, scenario, seed, limits)?;
+    if coupling != fbdt_sim::Coupling::Off {
+        bail!("scheme `{name}`: `+coupled` runs under `fbdt-lab run --backend sim --model tcp` in this round (this command does not pass it on)");
+    }
+    Ok(scheme)
+}
+
+/// [`parse_sim`] with the scheme's coupled congestion control (`+coupled`,
+/// `+coupled=lia|off`), which the simulator takes in its parameters
+/// (`SimParams::coupling`).
+pub fn parse_sim_coupled(
+    name: &str,
+    scenario: &Scenario,
+    seed: u64,
+    limits: &TestbedLimits,
+) -> Result<(SimScheme, fbdt_sim::Coupling)> {
+    let (_, opts) = runtime_options(name, scenario)?;
+    if !opts.is_empty() {
         bail!("scheme `{name}`: `+cc=`, `+rtofloor=` and `+replace=` run only on the emulated testbed (--backend emu) in this round: the simulator's TCP model has one controller per run");
     }
     let mut parsed = parse(name, scenario, seed)?;
     if let Scheme::Fbdt(cfg, _) = &mut parsed {
         buffer_parity(name, cfg, limits.tcp_buffer_max);
     }
-    parsed.into_sim()
+    Ok((parsed.into_sim()?, opts.coupling))
 }
 
 /// On the testbed every kernel socket may grow its buffers to `tcp_buffer_max` — kernel
@@ -124,6 +141,10 @@ pub struct RuntimeOptions {
     /// `+replace=eager`: the earlier connection-replacement rule
     /// (`NetConfig::patient_replacement` off), to measure the difference.
     pub eager_replacement: bool,
+    /// `+coupled` (`=lia`) / `+coupled=off`: RFC 6356 LIA coupling of the per-path
+    /// windows. The simulator's TCP model only, in this round: the testbed refuses it
+    /// (enforcing it there needs per-path pacing, `SO_MAX_PACING_RATE`).
+    pub coupling: fbdt_sim::Coupling,
 }
 
 impl RuntimeOptions {
@@ -166,6 +187,14 @@ pub fn runtime_options(name: &str, scenario: &Scenario) -> Result<(String, Runti
                 };
                 continue;
             }
+            if part == "coupled" || part.starts_with("coupled=") {
+                opts.coupling = match part.strip_prefix("coupled=").unwrap_or("lia") {
+                    "lia" | "on" => fbdt_sim::Coupling::Lia,
+                    "off" => fbdt_sim::Coupling::Off,
+                    v => bail!("scheme `{name}`: coupled=`{v}`: expected lia or off"),
+                };
+                continue;
+            }
             if let Some(v) = part.strip_prefix("replace=") {
                 opts.eager_replacement = match v {
                     "eager" => true,
@@ -179,6 +208,9 @@ pub fn runtime_options(name: &str, scenario: &Scenario) -> Result<(String, Runti
     }
     let base = rest.join("+");
     let kernel = base == "mptcp" || base.starts_with("tcp:");
+    if opts.coupling != fbdt_sim::Coupling::Off && !(base.starts_with("fbdt") || base.starts_with("mp:")) {
+        bail!("scheme `{name}`: `+coupled` couples the paths of a multipath scheme: it applies to fbdt and mp:*");
+    }
     if kernel {
         let per_path = !opts.congestion.paths.is_empty() || matches!(opts.congestion.all, Some(fbdt_net::Choice::Auto));
         if per_path || opts.rto_floor || opts.eager_replacement {

@@ -69,6 +69,7 @@ pub fn setup(
     let schedule = Schedule {
         duration_s,
         scale: 1.0,
+        bottleneck: None,
         paths: plans.iter().enumerate().map(|(i, p)| timeline(i, p)).collect(),
     };
     let path_resets: Vec<PathReset> = kills
