@@ -46,11 +46,15 @@ pub async fn dial_tcp(spec: &PathSpec, cfg: &NetConfig, mptcp: bool) -> io::Resu
 }
 
 /// Opens path `spec`'s connection and secures it as `cfg.security` says (TLS handshake and
-/// token proof, or nothing with `--plaintext`). The handshake has `cfg.handshake_timeout`:
-/// a server that accepts TCP and stays silent fails the dial (a re-dial is then tried
-/// again with back-off), it does not hang it.
+/// token proof, or nothing with `--plaintext`): [`dial_tcp`], then [`secure_path`].
 pub async fn connect_path(spec: &PathSpec, cfg: &NetConfig) -> io::Result<PathStream> {
-    let tcp = dial_tcp(spec, cfg, false).await?;
+    secure_path(dial_tcp(spec, cfg, false).await?, spec, cfg).await
+}
+
+/// Secures path `spec`'s connected `tcp`. The handshake has `cfg.handshake_timeout`: a
+/// server that accepts TCP and stays silent fails the dial (a re-dial is then tried again
+/// with back-off), it does not hang it.
+pub async fn secure_path(tcp: TcpStream, spec: &PathSpec, cfg: &NetConfig) -> io::Result<PathStream> {
     match tokio::time::timeout(cfg.handshake_timeout, crate::secure::connect(tcp, spec, &cfg.security)).await {
         Ok(r) => r,
         Err(_) => Err(io::Error::new(

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration as StdDuration;
 
-use crate::dial::{connect_path, dial_tcp};
+use crate::dial::{dial_tcp, secure_path};
 use crate::secure::{self, PathStream};
 use crate::{NetConfig, PathSpec};
 use fbdt_core::path_policy::{Abilities, Decision, PathPolicy, TcpSignals};
@@ -136,7 +136,8 @@ impl PathManager {
         };
         slot.dialing = Some(Box::pin(async move {
             tokio::time::sleep(delay).await;
-            connect_path(&spec, &cfg).await
+            let tcp = redial_tcp(&spec, &cfg, i).await?;
+            secure_path(tcp, &spec, &cfg).await
         }));
     }
 
@@ -322,6 +323,26 @@ async fn first_syn_ack(spec: &PathSpec, cfg: &NetConfig, i: usize) -> tokio::net
     }
 }
 
+/// A re-dial's TCP connect: one attempt that waits as long as [`dial_tcp`] does (a path of
+/// any RTT connects), raced by the probe's fresh SYNs ([`first_syn_ack`]). A connection
+/// dies with its path more often than not, so the re-dial's first SYN is often lost in
+/// the outage, and the kernel sends it again only after a second (issue 41's testbed
+/// campaign: 257–817 ms from a reset path's return to its first byte); the fresh SYNs
+/// reach the path within `PROBE_PERIOD` of its return. The first attempt's failure
+/// (refused, no route, its timeout) is the dial's: the re-dial then backs off as before.
+async fn redial_tcp(spec: &PathSpec, cfg: &NetConfig, i: usize) -> io::Result<tokio::net::TcpStream> {
+    let patient = dial_tcp(spec, cfg, false);
+    let fresh = async {
+        // The patient attempt's SYN goes first; the fresh ones follow a period later.
+        tokio::time::sleep(PROBE_PERIOD).await;
+        first_syn_ack(spec, cfg, i).await
+    };
+    tokio::select! {
+        r = patient => r,
+        tcp = fresh => Ok(tcp),
+    }
+}
+
 /// The first of `attempts` to finish, and its place.
 fn first_done(attempts: &mut [ConnectAttempt]) -> impl Future<Output = (<ConnectAttempt as Future>::Output, usize)> + '_ {
     std::future::poll_fn(move |cx| {
@@ -337,6 +358,39 @@ fn first_done(attempts: &mut [ConnectAttempt]) -> impl Future<Output = (<Connect
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A re-dial whose first SYN is lost does not wait for the kernel to send it again: a
+    /// fresh SYN connects once the far end takes SYNs again. A listener whose accept queue
+    /// is full drops SYNs without a word (Linux), as a path in an outage does.
+    #[tokio::test]
+    async fn a_redial_whose_first_syn_is_lost_connects_with_a_fresh_one() {
+        use socket2::{Domain, Socket, Type};
+        let listener = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        listener.bind(&"127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
+        // Backlog 0: one connection waiting to be accepted fills the queue.
+        listener.listen(0).unwrap();
+        let listener: std::net::TcpListener = listener.into();
+        let addr = listener.local_addr().unwrap();
+        let filler = std::net::TcpStream::connect(addr).unwrap();
+        let spec: PathSpec = addr.to_string().parse().unwrap();
+        let cfg = NetConfig::default();
+        // The queue opens again a while after the re-dial's first SYN was dropped.
+        let reopen = std::thread::spawn(move || {
+            std::thread::sleep(PROBE_PERIOD * 2);
+            let (first, _) = listener.accept().unwrap();
+            (listener, first)
+        });
+        let tcp = tokio::time::timeout(StdDuration::from_secs(60), redial_tcp(&spec, &cfg, 0))
+            .await
+            .expect("the re-dial connected")
+            .expect("the re-dial connected");
+        let (_listener, first) = reopen.join().unwrap();
+        assert_eq!(first.peer_addr().unwrap(), filler.local_addr().unwrap());
+        assert_eq!(tcp.peer_addr().unwrap(), addr);
+        // Its SYN was never sent twice: a fresh attempt's, not the first attempt's resent.
+        let info = crate::sockopt::tcp_info(&tcp).unwrap();
+        assert_eq!(info.total_retrans, 0, "the re-dial waited for a SYN retransmission");
+    }
 
     /// A probe keeps dialling at its own pace until the far end listens: the first dials
     /// are refused (nothing listens on the port yet), a later one connects.
