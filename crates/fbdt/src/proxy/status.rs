@@ -79,11 +79,14 @@ pub fn serve(path: &Path, up: Arc<Upstream>) -> anyhow::Result<SocketGuard> {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .with_context(|| format!("chmod 0600 {}", path.display()))?;
-    let latest = Arc::new(Mutex::new(Status::default()));
-    let sampler = tokio::spawn(sample(up, latest.clone()));
+    let rates = Arc::new(Mutex::new(Vec::new()));
+    let sampler = tokio::spawn(sample_rates(up.clone(), rates.clone()));
     let server = tokio::spawn(async move {
         while let Ok((mut c, _)) = listener.accept().await {
-            let s = latest.lock().map(|s| s.clone()).unwrap_or_default();
+            let s = {
+                let r = rates.lock().map(|r| r.clone()).unwrap_or_default();
+                snapshot(&up, &r)
+            };
             tokio::spawn(async move {
                 if let Ok(json) = serde_json::to_vec(&s) {
                     let _ = c.write_all(&json).await;
@@ -111,11 +114,24 @@ impl Drop for SocketGuard {
     }
 }
 
-async fn sample(up: Arc<Upstream>, latest: Arc<Mutex<Status>>) {
+/// One path's rates over the last [`SAMPLE`] interval.
+#[derive(Clone, Copy, Debug, Default)]
+struct PathRates {
+    send_bps: f64,
+    receive_bps: f64,
+    /// Sent nothing in the interval while the session had unacknowledged bytes and
+    /// another path sent.
+    idle_while_others_move: bool,
+}
+
+/// Recomputes every path's rates once per [`SAMPLE`] into `latest`. Rates need an interval;
+/// states and counters do not, so [`snapshot`] reads those fresh for every request: a
+/// probe that lasts less than an interval still shows.
+async fn sample_rates(up: Arc<Upstream>, latest: Arc<Mutex<Vec<PathRates>>>) {
     let mut prev: Option<(Instant, fbdt_net::SessionStats)> = None;
     loop {
         let link = up.status.lock().ok().and_then(|l| l.clone());
-        let Some((mux, stats)) = link else {
+        let Some((_, stats)) = link else {
             tokio::time::sleep(SAMPLE).await;
             continue;
         };
@@ -142,45 +158,61 @@ async fn sample(up: Arc<Upstream>, latest: Arc<Mutex<Status>>) {
             })
             .collect();
         let others_move = |i: usize| rates.iter().enumerate().any(|(j, r)| j != i && r.0 > 0.0);
-        let paths = s
-            .paths
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let stalled = rates[i].0 == 0.0 && unacked && others_move(i);
-                let state = if p.joining {
-                    "joining"
-                } else {
-                    path_state(p.connected, p.probing, stalled)
-                };
-                PathStatus {
-                    index: i,
-                    state,
-                    send_rate_bps: rates[i].0,
-                    receive_rate_bps: rates[i].1,
-                    srtt_ms: f64::from(p.srtt_us) / 1000.0,
-                    bytes_sent: p.bytes_sent,
-                    bytes_received: p.bytes_received,
-                    reconnects: p.reconnects,
-                }
+        let paths = (0..rates.len())
+            .map(|i| PathRates {
+                send_bps: rates[i].0,
+                receive_bps: rates[i].1,
+                idle_while_others_move: rates[i].0 == 0.0 && unacked && others_move(i),
             })
             .collect();
-        let error = stats.error().or_else(|| mux.closed());
-        let status = Status {
-            connected: error.is_none(),
-            error,
-            streams_open: mux.open_streams(),
-            bytes_sent: s.bytes_written,
-            bytes_received: s.bytes_delivered,
-            redundant_bytes_sent: s.redundant_bytes_sent,
-            redundant_bytes_received: s.redundant_bytes_received,
-            paths,
-        };
         if let Ok(mut l) = latest.lock() {
-            *l = status;
+            *l = paths;
         }
         prev = Some((now, s));
         tokio::time::sleep(SAMPLE).await;
+    }
+}
+
+/// The session's status now, with the rates of the last sampled interval.
+fn snapshot(up: &Upstream, rates: &[PathRates]) -> Status {
+    let link = up.status.lock().ok().and_then(|l| l.clone());
+    let Some((mux, stats)) = link else {
+        return Status::default();
+    };
+    let s = stats.stats();
+    let paths = s
+        .paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let r = rates.get(i).copied().unwrap_or_default();
+            let state = if p.joining {
+                "joining"
+            } else {
+                path_state(p.connected, p.probing, r.idle_while_others_move)
+            };
+            PathStatus {
+                index: i,
+                state,
+                send_rate_bps: r.send_bps,
+                receive_rate_bps: r.receive_bps,
+                srtt_ms: f64::from(p.srtt_us) / 1000.0,
+                bytes_sent: p.bytes_sent,
+                bytes_received: p.bytes_received,
+                reconnects: p.reconnects,
+            }
+        })
+        .collect();
+    let error = stats.error().or_else(|| mux.closed());
+    Status {
+        connected: error.is_none(),
+        error,
+        streams_open: mux.open_streams(),
+        bytes_sent: s.bytes_written,
+        bytes_received: s.bytes_delivered,
+        redundant_bytes_sent: s.redundant_bytes_sent,
+        redundant_bytes_received: s.redundant_bytes_received,
+        paths,
     }
 }
 
