@@ -26,6 +26,10 @@ pub struct TcpSignals {
     /// Time since TCP last sent data (`tcpi_last_data_sent`, ms resolution): during a
     /// back-off, since its timeout retransmission.
     pub since_last_send: Duration,
+    /// Time since data last arrived (`tcpi_last_data_recv`, ms resolution). With nothing
+    /// outstanding this is the sign of life: Linux's fast path takes in-order data that
+    /// acknowledges nothing new without touching `tcpi_last_ack_recv`.
+    pub since_last_recv: Duration,
 }
 
 /// TCP's own sign of a stall needs at least this much silence: a few RTOs' worth on the
@@ -42,8 +46,18 @@ impl TcpSignals {
     /// TCP's own sign: data is outstanding and no ACK came for `max(300 ms, 4 × srtt)`; the
     /// link under this connection is probably gone and its RTO is backing off.
     pub fn looks_stalled(&self) -> bool {
-        let limit_ms = (self.srtt.as_micros() / 1000 * SILENCE_RTTS).max(MIN_SILENCE_MS);
-        self.unacked > 0 && self.since_last_ack.as_micros() / 1000 > limit_ms
+        self.unacked > 0 && self.since_last_ack.as_micros() / 1000 > self.silence_limit_ms()
+    }
+
+    fn silence_limit_ms(&self) -> u64 {
+        (self.srtt.as_micros() / 1000 * SILENCE_RTTS).max(MIN_SILENCE_MS)
+    }
+
+    /// Nothing outstanding and nothing arrived for as long as [`Self::looks_stalled`]
+    /// waits: when the core still misses its ACKs, they are stuck in the peer's TCP (whose
+    /// RTO backs off), not in ours.
+    fn peer_silent(&self) -> bool {
+        self.unacked == 0 && self.since_last_recv.as_micros() / 1000 > self.silence_limit_ms()
     }
 
     /// TCP's own timeout fired and its retransmission has had time for an answer and got
@@ -55,19 +69,24 @@ impl TcpSignals {
         self.unacked > 0 && self.backoff >= 1 && self.since_last_send.as_micros() / 1000 >= wait_ms
     }
 
-    /// Replacing this connection is worth it: TCP's long silence, or its failed timeout.
+    /// Replacing this connection (which counts as stalled) is worth it: TCP's long
+    /// silence, its failed timeout, or the peer's long silence.
     fn replaceable(&self) -> bool {
-        self.looks_stalled() || self.rto_failed()
+        self.looks_stalled() || self.rto_failed() || self.peer_silent()
     }
 
-    /// TCP's sign, or data outstanding and no ACK since the core reported the stall at
-    /// `core_stalled_at`. The core notices within a few RTTs; TCP's sign needs 300 ms of
-    /// silence.
+    /// TCP's sign, or nothing heard since the core reported the stall at `core_stalled_at`:
+    /// no ACK while data is outstanding, no data while none is (the core's stall is then
+    /// its ACKs, which the peer sends as data, not arriving). The core notices within a
+    /// few RTTs; TCP's sign needs 300 ms of silence.
     fn stalled(&self, core_stalled_at: Option<Instant>, now: Instant) -> bool {
-        let since_report = |at: Instant| now.saturating_since(at).as_micros() / 1000;
+        let heard = if self.unacked > 0 {
+            self.since_last_ack
+        } else {
+            self.since_last_recv
+        };
         self.looks_stalled()
-            || core_stalled_at
-                .is_some_and(|at| self.unacked > 0 && self.since_last_ack.as_micros() / 1000 >= since_report(at))
+            || core_stalled_at.is_some_and(|at| heard.as_micros() / 1000 >= now.saturating_since(at).as_micros() / 1000)
     }
 }
 
@@ -190,6 +209,20 @@ mod tests {
             srtt: Duration::from_millis(10),
             backoff: 1,
             since_last_send: Duration::from_millis(ago),
+            since_last_recv: Duration::from_millis(ago),
+        }
+    }
+
+    /// Nothing outstanding at TCP (every byte the core sent was taken by the peer's TCP);
+    /// the last ACK was long ago and the last data `recv` ms ago.
+    fn drained(recv: u64) -> TcpSignals {
+        TcpSignals {
+            unacked: 0,
+            since_last_ack: Duration::from_millis(5000),
+            srtt: Duration::from_millis(10),
+            backoff: 0,
+            since_last_send: Duration::from_millis(recv),
+            since_last_recv: Duration::from_millis(recv),
         }
     }
 
@@ -298,6 +331,32 @@ mod tests {
             (1040, TcpInfo(tcp(5), PROBING), Decision::CancelProbe),
             // The report is forgotten: 20 ms of silence is no stall on its own.
             (1050, TcpInfo(tcp(20), IDLE), Decision::Keep),
+        ]);
+    }
+
+    #[test]
+    fn with_nothing_outstanding_the_peers_data_is_the_sign_of_life() {
+        use Feed::*;
+        play(&[
+            (1000, CoreStalled(IDLE), Decision::Probe),
+            // No ACK for 5 s, but none was due; no data since the report either: the
+            // core's ACKs are not coming. Keep probing.
+            (1040, TcpInfo(drained(45), PROBING), Decision::Keep),
+            // Data came 3 ms ago: the peer is heard, the stall is over.
+            (1050, TcpInfo(drained(3), PROBING), Decision::CancelProbe),
+        ]);
+    }
+
+    #[test]
+    fn a_held_probe_replaces_a_connection_whose_peer_stays_silent() {
+        use Feed::*;
+        play(&[
+            (1000, CoreStalled(IDLE), Decision::Probe),
+            // The peer's TCP may yet retransmit what the core waits for: held.
+            (1020, ProbeConnected(Some(drained(25)), false), Decision::Hold),
+            (1200, TcpInfo(drained(205), HOLDING), Decision::Keep),
+            // Silent as long as TCP's own sign waits (300 ms): its RTO is backing off.
+            (1301, TcpInfo(drained(306), HOLDING), Decision::Replace),
         ]);
     }
 

@@ -188,6 +188,8 @@ pub struct TcpInfoSample {
     pub last_ack_recv_ms: u32,
     /// Milliseconds since data was last sent.
     pub last_data_sent_ms: u32,
+    /// Milliseconds since data last arrived.
+    pub last_data_recv_ms: u32,
     /// RTO back-offs in a row (0 while ACKs arrive).
     pub backoff: u8,
     /// Bytes written and not yet acknowledged by the peer's TCP: unsent plus `unacked`
@@ -211,6 +213,7 @@ impl TcpInfoSample {
             since_last_ack: Duration::from_millis(u64::from(self.last_ack_recv_ms)),
             backoff: self.backoff,
             since_last_send: Duration::from_millis(u64::from(self.last_data_sent_ms)),
+            since_last_recv: Duration::from_millis(u64::from(self.last_data_recv_ms)),
             srtt: Duration::from_micros(u64::from(self.srtt_us)),
         }
     }
@@ -258,6 +261,7 @@ pub fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfoSample> {
         unacked: info.unacked,
         last_ack_recv_ms: info.last_ack_recv,
         last_data_sent_ms: info.last_data_sent,
+        last_data_recv_ms: info.last_data_recv,
         backoff: info.backoff,
         unacked_bytes: full
             .then(|| u64::from(info.notsent_bytes) + u64::from(info.unacked) * u64::from(info.snd_mss)),
