@@ -48,20 +48,43 @@ fn two_tcps_share_the_link_fairly() {
 }
 
 /// Uncoupled, a two-path scheme whose paths are window-limited (the meta layer) runs two
-/// Cubic flows and takes more than the competing TCP's share (1.65 × measured); coupled
-/// (LIA), no more than 1.1 × the TCP's (0.79) and Jain's index ≥ 0.95 (0.987).
-/// (`fbdt+window=paper` behaves alike, 2.81 → 0.61 but Jain 0.944, and takes 40 s in a
-/// debug build: docs only.)
+/// Cubic flows and takes more than the competing TCP's share (1.88 × measured); coupled, the
+/// issue's target is no more than 1.1 × the TCP's and Jain's index ≥ 0.95.
 #[test]
-#[ignore = "issue 40, open defect: since the merge with the JOIN answer (issue 42: path 1 starts one round trip \
-            later), mp:minrtt+coupled takes 0.42 of the competing TCP's share (Jain 0.857): LIA's factor on \
-            Cubic's increase under-takes; docs/simulator.md"]
+#[ignore = "issue 40, open: coupled paths now run RFC 6356 LIA exactly (Reno increase scaled by LIA's factor, \
+            halving, slow start without HyStart as Linux's mptcp_coupled), and against the competing Cubic \
+            mp:minrtt+coupled takes 2.98 x its share over 30 s (Jain 0.802; fbdt+window=paper+coupled 2.01, \
+            0.898): the pair's slow start until a loss wins the start and Cubic takes the link back only \
+            slowly (the pair's rate falls from 188 to 109 Mbit/s over the run, 18 loss events); \
+            docs/simulator.md"]
 fn coupling_gives_back_what_two_uncoupled_paths_take() {
     let free = shares("mp:minrtt");
     let coupled = shares("mp:minrtt+coupled");
     let ratio = |s: &BottleneckShares| s.scheme_to_tcp.unwrap();
     assert!(ratio(&free) > 1.3, "uncoupled: {free:?}");
     assert!(ratio(&coupled) <= 1.1, "coupled: {coupled:?}");
+    assert!(coupled.jain_index >= 0.95, "coupled: {coupled:?}");
+}
+
+/// On RFC 6356's own terms (every flow Reno: the scenario's `congestion_control = "reno"`,
+/// the competitor's too), coupling gives back most of what two uncoupled paths take:
+/// measured 2.02 × the TCP's share uncoupled, 1.31 coupled, Jain 0.897 → 0.983. The bounds
+/// are that order (coupled below uncoupled, Jain ≥ 0.95), not the issue's 1.1, which this
+/// run does not reach (docs/simulator.md).
+#[test]
+fn coupling_gives_back_most_against_a_reno_competitor() {
+    let mut s = shared_bottleneck();
+    s.congestion_control = "reno".to_string();
+    let b = backend(&s, PathModel::Tcp, 1.0);
+    let shares = |scheme: &str| {
+        let out = b.run(&s, scheme, Traffic::Bulk, 1).unwrap();
+        BottleneckShares::pool(out.bottleneck.as_ref()).expect("a shared bottleneck reports shares")
+    };
+    let free = shares("mp:minrtt");
+    let coupled = shares("mp:minrtt+coupled");
+    let ratio = |s: &BottleneckShares| s.scheme_to_tcp.unwrap();
+    assert!(ratio(&free) > 1.3, "uncoupled: {free:?}");
+    assert!(ratio(&coupled) < ratio(&free), "coupled {coupled:?} uncoupled {free:?}");
     assert!(coupled.jain_index >= 0.95, "coupled: {coupled:?}");
 }
 

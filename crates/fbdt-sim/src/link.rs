@@ -258,10 +258,15 @@ impl Link {
         self.publish();
     }
 
-    /// This TCP-model link's window is coupled to the connection's others (LIA) as
-    /// member `k` of `coupler`.
+    /// This TCP-model link's window is coupled to the connection's others (RFC 6356 LIA,
+    /// in place of the scenario's controller unless that is BBR) as member `k` of
+    /// `coupler`.
     pub fn join_coupler(&mut self, coupler: Rc<Coupler>, k: usize) {
         self.coupler = Some((coupler, k));
+        if let Some(tcp) = &mut self.tcp {
+            // Coupled from the first byte: LIA's slow start (no HyStart) and halving.
+            tcp.coupling = Some(1.0);
+        }
         self.publish();
     }
 

@@ -138,8 +138,9 @@ pub enum Coupling {
     /// Each path's TCP on its own (N paths through one bottleneck take N shares).
     #[default]
     Off,
-    /// RFC 6356's Linked Increases: each path's congestion-avoidance increase scaled by
-    /// `min(alpha · cwnd_i / cwnd_total, 1)` ([`crate::shared::lia_factor`]).
+    /// RFC 6356's Linked Increases on every (non-BBR) path in place of the scenario's
+    /// controller: Reno's increase scaled by `min(alpha · cwnd_i / cwnd_total, 1)`
+    /// ([`crate::shared::lia_factor`]), halving on a loss, slow start without HyStart.
     Lia,
 }
 

@@ -193,9 +193,8 @@ pub fn lia_increase(windows: &[(f64, f64)], i: usize, acked: f64, mss: f64) -> f
 }
 
 /// The ratio of the coupled increase to the member's uncoupled one,
-/// `min(alpha · cwnd_i / cwnd_total, 1)`: what [`crate::tcp`] scales each congestion
-/// avoidance increase of a coupled path by (Reno's: exactly [`lia_increase`]; Cubic's:
-/// its own increase scaled by the same factor).
+/// `min(alpha · cwnd_i / cwnd_total, 1)`: what [`crate::tcp`] scales a coupled path's
+/// Reno increase (`acked · mss / cwnd_i`) by, which makes it exactly [`lia_increase`].
 pub fn lia_factor(windows: &[(f64, f64)], i: usize) -> f64 {
     let Some(&(own, _)) = windows.get(i) else {
         return 1.0;

@@ -53,7 +53,7 @@ impl MetaSndbuf {
     /// subflows the MPTCP socket has (a join 1.5 s in adds its buffer then).
     pub fn new(paths: usize, cc: CongestionControl) -> Self {
         let expand = match cc {
-            CongestionControl::Cubic => 2,
+            CongestionControl::Cubic | CongestionControl::Reno => 2,
             CongestionControl::Bbr => 3,
         };
         MetaSndbuf {

@@ -61,13 +61,20 @@ pub enum CongestionControl {
     #[default]
     Cubic,
     Bbr,
+    /// NewReno (`reno`): slow start without HyStart until a loss, then one segment per
+    /// round trip, halved on a loss (RFC 5681). The controller RFC 6356's coupling is
+    /// derived for, and what a competing flow runs to measure it on its own terms.
+    Reno,
 }
 
 impl CongestionControl {
-    /// `bbr` (any version) is BBR-like; everything else behaves as Cubic, Linux's default.
+    /// `bbr` (any version) is BBR-like, `reno` NewReno; everything else behaves as Cubic,
+    /// Linux's default.
     pub fn from_name(name: &str) -> Self {
         if name.starts_with("bbr") {
             CongestionControl::Bbr
+        } else if name == "reno" {
+            CongestionControl::Reno
         } else {
             CongestionControl::Cubic
         }
@@ -94,6 +101,8 @@ pub const DUPTHRESH: u32 = 3;
 const INITIAL_WINDOW_SEGMENTS: f64 = 10.0;
 const CUBIC_C: f64 = 0.4;
 const CUBIC_BETA: f64 = 0.7;
+/// Reno's (and RFC 6356's coupled subflows') multiplicative decrease: the window halves.
+const RENO_BETA: f64 = 0.5;
 /// Segments per round trip an AIMD flow with Cubic's β adds to be as fair as Reno.
 const RENO_FRIENDLY: f64 = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA);
 /// HyStart looks only at windows of at least this many segments (`hystart_low_window`).
@@ -158,9 +167,12 @@ pub(crate) struct TcpState {
     /// cubic curve's flat point (K = 0), as `bictcp_update` starts an epoch with
     /// `last_max_cwnd` ≤ cwnd.
     unprobed_origin: f64,
-    /// Coupled mode (LIA, [`crate::shared::lia_factor`]): what the next ACK's congestion
-    /// avoidance increase is scaled by (`None`: uncoupled). Slow start, reductions and BBR
-    /// are not coupled (RFC 6356 couples only the increase).
+    /// Coupled mode (RFC 6356 LIA, [`crate::shared::lia_factor`]): the factor the next
+    /// ACK's Reno increase is scaled by (`None`: uncoupled). A coupled path runs LIA as
+    /// Linux's `mptcp_coupled` does, whatever the scenario's controller: slow start without
+    /// HyStart until the first loss, then `min(alpha · acked · mss / cwnd_total,
+    /// acked · mss / cwnd_i)` per ACK, halved on a loss (RFC 6356 §3 couples only the
+    /// increase; the decrease is standard TCP's). BBR paths are not coupled.
     pub coupling: Option<f64>,
 }
 
@@ -455,10 +467,10 @@ impl TcpState {
         self.srtt_s = Some(self.srtt_s.map_or(rtt_s, |s| 0.875 * s + 0.125 * rtt_s));
         let bbr = self.params.cc == CongestionControl::Bbr;
         if timed_out {
-            // `tcp_enter_loss`: ssthresh from the congestion control (Cubic: β · cwnd),
-            // cwnd one segment, slow start from the retransmission on.
+            // `tcp_enter_loss`: ssthresh from the congestion control (Cubic: β · cwnd,
+            // Reno and LIA: half), cwnd one segment, slow start from the retransmission on.
             self.losses += 1;
-            self.ssthresh = (self.cwnd * CUBIC_BETA).max(2.0 * self.mss);
+            self.ssthresh = (self.cwnd * self.beta()).max(2.0 * self.mss);
             self.w_max = self.cwnd;
             self.cwnd = self.mss;
             self.epoch_s = t_s;
@@ -474,7 +486,7 @@ impl TcpState {
         if lost && !bbr && t_s >= self.recovery_until_s {
             self.losses += 1;
             self.w_max = self.cwnd;
-            self.cwnd = (self.cwnd * CUBIC_BETA).max(2.0 * self.mss);
+            self.cwnd = (self.cwnd * self.beta()).max(2.0 * self.mss);
             self.ssthresh = self.cwnd;
             self.epoch_s = t_s;
             self.recovery_until_s = t_s + self.srtt_s.unwrap_or(rtt_s);
@@ -490,7 +502,11 @@ impl TcpState {
             };
         } else if self.cwnd < self.ssthresh {
             let srtt = self.srtt_s.unwrap_or(rtt_s);
-            if !self.hystart.found && len > 0 && self.hystart.exits(&ack, self.mss, self.cwnd, srtt, rate) {
+            if self.hystart_on()
+                && !self.hystart.found
+                && len > 0
+                && self.hystart.exits(&ack, self.mss, self.cwnd, srtt, rate)
+            {
                 self.hystart.found = true;
                 self.ssthresh = self.cwnd;
                 self.epoch_s = t_s;
@@ -498,16 +514,39 @@ impl TcpState {
             } else {
                 self.cwnd += acked;
             }
+        } else if let Some(f) = self.lia() {
+            // RFC 6356 §3: Reno's acked · mss / cwnd_i scaled by min(alpha · cwnd_i /
+            // cwnd_total, 1) — exactly `shared::lia_increase`.
+            self.cwnd += f.clamp(0.0, 1.0) * acked * self.mss / self.cwnd;
+        } else if self.params.cc == CongestionControl::Reno {
+            self.cwnd += acked * self.mss / self.cwnd;
         } else {
-            let before = self.cwnd;
             self.avoid_congestion(t_s, acked);
-            if let Some(f) = self.coupling.filter(|_| self.cwnd > before) {
-                self.cwnd = before + (self.cwnd - before) * f.clamp(0.0, 1.0);
-            }
         }
     }
 
-    /// Cubic's congestion avoidance for `acked` bytes at `t_s` (uncoupled).
+    /// The multiplicative decrease in force: Cubic's β, or Reno's half for Reno and for a
+    /// coupled (LIA) path.
+    fn beta(&self) -> f64 {
+        if self.lia().is_some() || self.params.cc == CongestionControl::Reno {
+            RENO_BETA
+        } else {
+            CUBIC_BETA
+        }
+    }
+
+    /// HyStart is Cubic's (`tcp_cubic.c`): Reno and the coupled controllers (Linux's
+    /// `mptcp_coupled`, `tcp_slow_start` alone) slow-start until a loss.
+    fn hystart_on(&self) -> bool {
+        self.params.cc == CongestionControl::Cubic && self.lia().is_none()
+    }
+
+    /// The coupled increase's factor when this path runs LIA (coupled, not BBR).
+    fn lia(&self) -> Option<f64> {
+        self.coupling.filter(|_| self.params.cc != CongestionControl::Bbr)
+    }
+
+    /// Cubic's congestion avoidance for `acked` bytes at `t_s`.
     fn avoid_congestion(&mut self, t_s: f64, acked: f64) {
         if self.w_max == 0.0 {
             // Congestion avoidance before any loss (HyStart ended slow start): the cubic
@@ -577,7 +616,7 @@ impl TcpState {
             rto = (2.0 * rto).min(RTO_MAX_S);
             fire += rto;
         }
-        self.ssthresh = (self.cwnd * CUBIC_BETA).max(2.0 * self.mss);
+        self.ssthresh = (self.cwnd * self.beta()).max(2.0 * self.mss);
         self.w_max = self.cwnd;
         self.cwnd = self.mss;
         self.epoch_s = fire;
@@ -780,6 +819,64 @@ mod tests {
         }
         let grown = (s.cwnd - start) / 1448.0;
         assert!((grown - 10.0 * RENO_FRIENDLY).abs() < 1.0, "{grown} segments");
+    }
+
+    /// A coupled path runs RFC 6356 LIA whatever the scenario's controller: slow start
+    /// goes on where Cubic's HyStart would end it, a loss halves the window, and in
+    /// congestion avoidance an ACK adds Reno's acked · mss / cwnd scaled by the coupling
+    /// factor — with the factor 1/2 of two equal paths, a round trip's ACKs add half a
+    /// segment (`shared::lia_increase`).
+    #[test]
+    fn a_coupled_path_runs_lia_on_a_reno_increase() {
+        let (rate, rtt) = (70.9e6, 0.004);
+        let mut cubic = state(CongestionControl::Cubic);
+        slow_start_rounds(&mut cubic, rate, rtt, 0.0);
+        assert!(cubic.ssthresh.is_finite(), "HyStart ends Cubic's slow start");
+        let mut s = state(CongestionControl::Cubic);
+        s.coupling = Some(1.0);
+        let rounds = slow_start_rounds(&mut s, rate, rtt, 0.0);
+        assert_eq!(rounds.len(), 14, "no HyStart: slow start until a loss");
+        assert!(s.ssthresh.is_infinite());
+        let w = s.cwnd;
+        s.on_ack(1.0, 1448, rtt, true, rate * rtt);
+        assert!((s.cwnd - w * RENO_BETA).abs() < 1e-6, "halved");
+        s.coupling = Some(0.5);
+        let start = s.cwnd;
+        let n = (start / 1448.0).round() as usize;
+        for k in 0..n {
+            s.on_ack(1.1 + k as f64 * 1e-5, 1448, rtt, false, rate * rtt);
+        }
+        let grown = (s.cwnd - start) / 1448.0;
+        assert!((grown - 0.5).abs() < 0.01, "{grown} segments in a round trip");
+        // BBR is not coupled: it keeps its two BDP.
+        let mut b = state(CongestionControl::Bbr);
+        b.coupling = Some(0.5);
+        for k in 0..100 {
+            b.on_ack(k as f64 * 0.01, 100_000, 0.01, false, 1e6);
+        }
+        assert_eq!(b.cwnd, 2e6);
+    }
+
+    /// Reno (a competitor on RFC 6356's own terms): no HyStart, one segment per round trip,
+    /// halved on a loss.
+    #[test]
+    fn reno_adds_a_segment_a_round_trip_and_halves() {
+        let mut s = state(CongestionControl::Reno);
+        let rounds = slow_start_rounds(&mut s, 70.9e6, 0.004, 0.0);
+        assert_eq!(rounds.len(), 14, "no HyStart");
+        s.on_ack(1.0, 1448, 0.004, true, 1e9);
+        let start = s.cwnd;
+        assert_eq!(s.ssthresh, start);
+        for _ in 0..10 {
+            let n = (s.cwnd / 1448.0).round() as usize;
+            for _ in 0..n {
+                s.on_ack(1.1, 1448, 0.004, false, 1e9);
+            }
+        }
+        let grown = (s.cwnd - start) / 1448.0;
+        assert!((grown - 10.0).abs() < 0.2, "{grown} segments in ten round trips");
+        assert_eq!(CongestionControl::from_name("reno"), CongestionControl::Reno);
+        assert_eq!(CongestionControl::from_name("westwood"), CongestionControl::Cubic);
     }
 
     /// With enough segments after the hole for fast retransmit the loss costs one round
