@@ -52,6 +52,7 @@ impl DeviceSide {
         let mut buf = vec![0u8; 65_536];
         let fds = [self.down[0].as_raw_fd(), self.down[1].as_raw_fd(), self.tun.as_raw_fd()];
         let mut wanted = None;
+        let started = self.clock.now_us();
         while !stop.load(Ordering::Relaxed) {
             let now = self.clock.now_us();
             self.stats.wake(wanted, now);
@@ -81,6 +82,8 @@ impl DeviceSide {
                 wait_readable(&fds, Some(timeout))?;
             }
         }
+        self.stats.loop_cpu_us = crate::io::thread_cpu_us();
+        self.stats.loop_wall_us = self.clock.now_us().saturating_sub(started);
         if let Some(d) = &self.device {
             self.stats.cotag_device = Some(d.stats().clone());
             self.stats.records.failed = d.failures().cloned().collect();

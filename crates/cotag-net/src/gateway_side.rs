@@ -10,10 +10,11 @@ use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use cotag::{Ap, Gateway, LINKS};
 
-use crate::io::{drain, udp, wait_readable, Clock};
+use crate::io::{drain, thread_cpu_us, udp, wait_readable, Clock};
 use crate::pacer::Pacer;
 use crate::stats::{QueueSample, SideStats, LABEL_LOG_CAP, QUEUE_SAMPLES_CAP, QUEUE_SAMPLE_US};
 use crate::tun::Tun;
@@ -40,9 +41,10 @@ struct CotagEnd {
 }
 
 pub(crate) struct GatewaySide {
-    tun: Tun,
+    tun: Arc<Tun>,
     down: [UdpSocket; LINKS],
-    up: UdpSocket,
+    /// Taken by the uplink thread when the loop starts.
+    up: Option<UdpSocket>,
     engine: Engine,
     clock: Clock,
     stats: SideStats,
@@ -81,9 +83,9 @@ impl GatewaySide {
             Mode::DualRr => Engine::DualRr { next: 0 },
         };
         Ok(GatewaySide {
-            tun,
+            tun: Arc::new(tun),
             down,
-            up,
+            up: Some(up),
             engine,
             clock: setup.clock,
             stats: SideStats::default(),
@@ -93,7 +95,12 @@ impl GatewaySide {
     /// Runs until `stop` is set; returns the counters.
     pub(crate) fn run(mut self, stop: Arc<AtomicBool>) -> Result<SideStats, Error> {
         let mut buf = vec![0u8; 65_536];
-        let fds = [self.tun.as_raw_fd(), self.up.as_raw_fd()];
+        let fds = [self.tun.as_raw_fd()];
+        let uplink = match self.up.take() {
+            Some(up) => Some(spawn_uplink(up, self.tun.clone(), stop.clone())?),
+            None => None,
+        };
+        let started = self.clock.now_us();
         let (mut wanted, mut next_sample) = (None, 0);
         while !stop.load(Ordering::Relaxed) {
             let now = self.clock.now_us();
@@ -106,11 +113,6 @@ impl GatewaySide {
                 }
             }
             self.downlink_in(&mut buf, now)?;
-            // Serve the pacers between the two reads too: writing a batch of ACKs into the
-            // TUN device runs the server kernel's TCP (and the segments it sends) inside this
-            // thread's syscalls, and turns of several ms left the APs idle meanwhile.
-            self.drive(now)?;
-            self.uplink(&mut buf)?;
             let wake = self.drive(self.clock.now_us())?;
             let before = self.clock.now_us();
             self.stats.turn(now, before);
@@ -120,6 +122,16 @@ impl GatewaySide {
             if timeout > 0 {
                 wait_readable(&fds, Some(timeout))?;
             }
+        }
+        self.stats.loop_cpu_us = thread_cpu_us();
+        self.stats.loop_wall_us = self.clock.now_us().saturating_sub(started);
+        if let Some(h) = uplink {
+            let up = h
+                .join()
+                .map_err(|_| Error::Setup("the server's uplink thread panicked".into()))??;
+            self.stats.uplink_packets = up.packets;
+            self.stats.tun_write_errors += up.write_errors;
+            self.stats.uplink_cpu_us = up.cpu_us;
         }
         if let Engine::Cotag(c) = &self.engine {
             let (gateway, aps) = (&c.gateway, &c.aps);
@@ -158,24 +170,6 @@ impl GatewaySide {
         )
         .map(drop)
         .map_err(|e| Error::Io("reading the server's TUN device", e))
-    }
-
-    /// Uplink datagrams (uncoded IP packets from the client) → TUN.
-    fn uplink(&mut self, buf: &mut [u8]) -> Result<(), Error> {
-        let (tun, stats) = (&self.tun, &mut self.stats);
-        drain(
-            buf,
-            BATCH,
-            |b| self.up.recv(b),
-            |packet| {
-                stats.uplink_packets += 1;
-                if tun.send(packet).is_err() {
-                    stats.tun_write_errors += 1;
-                }
-            },
-        )
-        .map(drop)
-        .map_err(|e| Error::Io("receiving uplink datagrams", e))
     }
 
     /// Timers, gateway → APs, paced APs → paths. Returns when it next needs to run.
@@ -251,4 +245,60 @@ fn send(sock: &UdpSocket, bytes: &[u8], link: usize, stats: &mut SideStats) {
         }
         Err(_) => stats.send_dropped += 1,
     }
+}
+
+/// What the uplink thread did.
+struct UplinkCounts {
+    packets: u64,
+    write_errors: u64,
+    cpu_us: u64,
+}
+
+/// Uplink datagrams (uncoded IP packets from the client: TCP's ACKs) → TUN, on a thread of
+/// their own. Writing an ACK into the TUN device runs the server kernel's TCP inside the
+/// writing thread's syscall — the ACK's processing and the segments it releases, which come
+/// back through the TUN device to the gateway. In the coding loop that work made turns of
+/// several ms (issue 44: 2,200–5,300 turns > 250 µs per 10 s at scale 0.9), during which no
+/// AP was paced and cohorts were flushed or discarded unsent; here it runs beside the loop.
+/// Same real-time priority as the loops: ACKs are the flow's clock.
+fn spawn_uplink(
+    up: UdpSocket,
+    tun: Arc<Tun>,
+    stop: Arc<AtomicBool>,
+) -> Result<JoinHandle<Result<UplinkCounts, Error>>, Error> {
+    std::thread::Builder::new()
+        .name("cotag-uplink".into())
+        .spawn(move || {
+            // Best effort, as for the loops.
+            let _ = crate::io::make_realtime(crate::io::LOOP_RT_PRIORITY);
+            let mut buf = vec![0u8; 65_536];
+            let mut counts = UplinkCounts {
+                packets: 0,
+                write_errors: 0,
+                cpu_us: 0,
+            };
+            let fds = [up.as_raw_fd()];
+            while !stop.load(Ordering::Relaxed) {
+                let more = drain(
+                    &mut buf,
+                    BATCH,
+                    |b| up.recv(b),
+                    |packet| {
+                        counts.packets += 1;
+                        if tun.send(packet).is_err() {
+                            counts.write_errors += 1;
+                        }
+                    },
+                )
+                .map_err(|e| Error::Io("receiving uplink datagrams", e))?;
+                if !more {
+                    // Bounded, so `stop` is seen within one MAX_WAIT_US.
+                    wait_readable(&fds, Some(MAX_WAIT_US))
+                        .map_err(|e| Error::Io("waiting for uplink datagrams", e))?;
+                }
+            }
+            counts.cpu_us = thread_cpu_us();
+            Ok(counts)
+        })
+        .map_err(|e| Error::Io("starting the server's uplink thread", e))
 }

@@ -127,3 +127,14 @@ pub fn make_realtime(priority: i32) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// CPU time the calling thread has used, µs (`CLOCK_THREAD_CPUTIME_ID`; 0 if unreadable):
+/// with the loop's wall time, whether the loop had a core to itself or was CPU-bound.
+pub fn thread_cpu_us() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec that lives for the call.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1_000_000) + ts.tv_nsec as u64 / 1_000
+}

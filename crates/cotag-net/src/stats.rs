@@ -29,6 +29,13 @@ pub struct SideStats {
     /// meanwhile no pacer slot is served. The longest turn, µs.
     pub long_turns: u64,
     pub max_turn_us: u64,
+    /// CPU time of the end's loop thread and the loop's wall time, µs: a ratio near 1 is a
+    /// loop that never waits (CPU-bound); the share a busy host leaves it is below 1 too.
+    pub loop_cpu_us: u64,
+    pub loop_wall_us: u64,
+    /// Server end: CPU time of the uplink thread (ACKs → TUN, incl. the kernel's TCP work
+    /// those writes run), µs.
+    pub uplink_cpu_us: u64,
     /// Packets the gateway refused (longer than the coding allows).
     pub rejected: u64,
     /// Uplink packets forwarded (client: read from TUN; server: written to TUN).

@@ -10,7 +10,8 @@
 //! closed cohorts 0, 1, 2, … — a period with no packets gets no label, so the APs and the
 //! device never wait for a label that does not exist.
 //!
-//! Discard window: a cohort is discarded at the end of its send interval (the paper's
+//! Discard window: a cohort is discarded at the end of its send interval, one period after
+//! it was formed — its boundary, or later when the driver comes late (the paper's
 //! Fig. 8, "discard packets which arrived in [(k−2)T, (k−1)T)" during interval k, i.e. one
 //! interval of sending; the text's (k+2)T would let cohort k's extras compete with cohort
 //! k+1's High combinations for a whole further interval). High combinations not sent by then
@@ -153,6 +154,9 @@ pub struct GatewayStats {
     pub low_sent: u64,
     /// High combinations still unsent when their cohort was discarded.
     pub high_given_up: u64,
+    /// Cohorts formed a period or more after their boundary (the driver came late): each
+    /// got its send interval from the moment it was formed.
+    pub late_closes: u64,
     /// Coded bytes sent, headers included.
     pub bytes_out: u64,
     /// Cohorts closed smaller than the queue allowed because of the links' budget.
@@ -388,10 +392,21 @@ impl Gateway {
     /// has ended.
     fn advance(&mut self, now: Instant) {
         self.now = self.now.max(now);
+        let t = self.cfg.period_us;
         while let Some(b) = self.boundary.filter(|&b| self.now >= b) {
-            self.close(b);
-            self.boundary = (!self.queue.is_empty()).then_some(b + self.cfg.period_us);
-            self.quiet_at = self.boundary.is_none().then_some(b + self.cfg.period_us);
+            // A driver that comes late (a real-time loop held up for more than a period)
+            // finds boundaries long passed: the cohort is formed now, gets its one period of
+            // sending from now, and the boundaries passed meanwhile close nothing more — a
+            // cohort closed with its send interval already over was discarded unsent, all
+            // of it lost, and several closed at once flushed each other at the APs.
+            let late = self.now >= b + t;
+            self.close(b, self.now.max(b) + t);
+            if late {
+                self.stats.late_closes += 1;
+            }
+            let next = if late { (self.now / t + 1) * t } else { b + t };
+            self.boundary = (!self.queue.is_empty()).then_some(next);
+            self.quiet_at = self.boundary.is_none().then_some(next);
         }
         if self.quiet_at.is_some_and(|q| self.now >= q) {
             self.quiet_at = None;
@@ -419,8 +434,8 @@ impl Gateway {
         }
     }
 
-    /// Cohort of up to `max_cohort` queued packets, sent from `send_from`.
-    fn close(&mut self, send_from: Instant) {
+    /// Cohort of up to `max_cohort` queued packets, sent from `send_from` until `discard_at`.
+    fn close(&mut self, send_from: Instant, discard_at: Instant) {
         let mut n = self.queue.len().min(self.cfg.max_cohort);
         let budget = self.period_budget();
         if let (CohortSize::Budget { margin }, Some(b)) = (self.cfg.cohort_size, budget) {
@@ -473,7 +488,7 @@ impl Gateway {
             symbols,
             high,
             send_from,
-            discard_at: send_from + self.cfg.period_us,
+            discard_at,
             high_quota,
             high_sent: [0; LINKS],
             // floor: a budget of 1.0 × n_k never exceeds n_k extras.
