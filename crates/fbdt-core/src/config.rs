@@ -8,7 +8,7 @@ use crate::scheme::{SchemeReceiver, SchemeSender, StreamParams};
 use crate::time::{Duration, Instant};
 use crate::wire::{self, MAX_PATHS, MAX_SEGMENT};
 
-pub use crate::error::ConfigError;
+pub use crate::error::{ConfigError, WindowParseError};
 pub use crate::fbdt::{FbdtConfig, WindowConfig};
 pub use crate::meta::{MetaConfig, SchedulerKind};
 

@@ -24,6 +24,16 @@ pub enum ConfigError {
     Other(&'static str),
 }
 
+/// A window a user typed that does not parse ([`crate::WindowConfig`]'s `FromStr`,
+/// `WindowConfig::parse_budget_ms`); the text is what the CLIs print.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum WindowParseError {
+    #[error("budget=`{0}` is not a number of ms in [0.001, 60000]")]
+    Budget(String),
+    #[error("`{0}` is not a window: budget=<ms>, auto, or a size such as 64k or 4m")]
+    Window(String),
+}
+
 /// A violation by the peer (or a corrupt byte stream). Fatal for the session unless noted.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum ProtocolError {

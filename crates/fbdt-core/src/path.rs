@@ -1,6 +1,7 @@
 //! Per-path identity and the statistics a driver may pass in.
 
 use crate::time::Duration;
+use crate::wire::MAX_PATHS;
 use std::fmt;
 
 /// Index of a path within a session (0 = the connection that carried HELLO).
@@ -8,6 +9,36 @@ use std::fmt;
 pub struct PathId(pub u8);
 
 impl PathId {
+    /// The id of path number `i`, or `None` when no session can have such a path
+    /// (`i >= MAX_PATHS`). Never truncates: a bare `i as u8` would turn path 256 into path 0
+    /// and silently alias two paths.
+    pub fn from_index(i: usize) -> Option<PathId> {
+        if i < MAX_PATHS {
+            u8::try_from(i).ok().map(PathId)
+        } else {
+            None
+        }
+    }
+
+    /// The id of entry `i` of a per-path table: the core's path vectors and bitmasks, a
+    /// driver's path slots (fbdt-net), the simulator's links (fbdt-sim). Such an index is
+    /// always below [`MAX_PATHS`], because every way a path enters a session is bounded
+    /// there: `Connection::add_path*` refuses an id `>= MAX_PATHS` (`TooManyPaths`) before any
+    /// core table grows, the receiver's per-path arrays are `MAX_PATHS` long, fbdt-net's
+    /// client refuses more paths in its config and fbdt-scenario's validation refuses a
+    /// scenario with more. Where an index does not come from such a table (a count from the
+    /// outside), use [`PathId::from_index`] and handle `None`.
+    ///
+    /// # Panics
+    /// If `i >= MAX_PATHS`, i.e. if that invariant is broken: a loud failure instead of the
+    /// silent wrap of `i as u8`.
+    pub fn slot(i: usize) -> PathId {
+        match Self::from_index(i) {
+            Some(p) => p,
+            None => panic!("path table index {i} beyond MAX_PATHS ({MAX_PATHS})"),
+        }
+    }
+
     pub fn index(self) -> usize {
         self.0 as usize
     }
@@ -45,4 +76,24 @@ pub struct PathStats {
     /// limit counts a path's payload as delivered once TCP acknowledged it, instead of
     /// when FBDT's sparser ACKs say so.
     pub unacked_bytes: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_index_refuses_what_a_cast_would_wrap() {
+        assert_eq!(PathId::from_index(0), Some(PathId(0)));
+        assert_eq!(PathId::from_index(MAX_PATHS - 1), Some(PathId(MAX_PATHS as u8 - 1)));
+        assert_eq!(PathId::from_index(MAX_PATHS), None);
+        assert_eq!(PathId::from_index(256), None);
+        assert_eq!(PathId::slot(3), PathId(3));
+    }
+
+    #[test]
+    #[should_panic(expected = "beyond MAX_PATHS")]
+    fn slot_beyond_the_limit_is_loud() {
+        let _ = PathId::slot(MAX_PATHS + 240);
+    }
 }

@@ -58,7 +58,7 @@ fn recv_split(conn: &mut Connection, path: usize, frame: &[u8], now: Instant) ->
     }
     .min(frame.len());
     let payload = Bytes::copy_from_slice(&frame[head..]);
-    conn.handle_recv_split(PathId(path as u8), &frame[..head], &payload, now)
+    conn.handle_recv_split(PathId::slot(path), &frame[..head], &payload, now)
 }
 
 const ROOM: usize = 512 * 1024;
@@ -70,8 +70,8 @@ impl Pair {
         let now = Instant::ZERO;
         let mut pipes = Vec::new();
         for p in 0..paths {
-            client.add_path(PathId(p as u8), now).unwrap();
-            server.add_path(PathId(p as u8), now).unwrap();
+            client.add_path(PathId::slot(p), now).unwrap();
+            server.add_path(PathId::slot(p), now).unwrap();
             // 200 µs / 900 µs / 1.6 ms; 100, 50, 33 bytes/µs (800, 400, 267 Mbit/s).
             let (latency, rate) = (200 + 700 * p as u64, 100 / (p as u64 + 1));
             pipes.push((Pipe::new(latency, rate), Pipe::new(latency, rate)));
@@ -97,12 +97,12 @@ impl Pair {
                     let mut out = Vec::new();
                     let n = if self.buffers {
                         let mut fb = FrameBuf::new();
-                        let n = conn.poll_transmit_buf(PathId(p as u8), ROOM, self.now, &mut fb);
+                        let n = conn.poll_transmit_buf(PathId::slot(p), ROOM, self.now, &mut fb);
                         assert_eq!(fb.len(), n);
                         out = fb.to_vec();
                         n
                     } else {
-                        conn.poll_transmit(PathId(p as u8), ROOM, self.now, &mut out)
+                        conn.poll_transmit(PathId::slot(p), ROOM, self.now, &mut out)
                     };
                     if n == 0 {
                         break;
@@ -155,7 +155,7 @@ impl Pair {
                 let r = if self.split {
                     recv_split(&mut self.server, p, &bytes, self.now)
                 } else {
-                    self.server.handle_recv(PathId(p as u8), &bytes, self.now)
+                    self.server.handle_recv(PathId::slot(p), &bytes, self.now)
                 };
                 if let Err(e) = r {
                     self.server_errors.push(e);
@@ -175,11 +175,11 @@ impl Pair {
                         let n = rest.len().min(buf.capacity() - buf.len());
                         buf.extend_from_slice(&rest[..n]);
                         rest = &rest[n..];
-                        r = self.client.handle_recv_buf(PathId(p as u8), buf, self.now);
+                        r = self.client.handle_recv_buf(PathId::slot(p), buf, self.now);
                     }
                     r
                 } else {
-                    self.client.handle_recv(PathId(p as u8), &bytes, self.now)
+                    self.client.handle_recv(PathId::slot(p), &bytes, self.now)
                 };
                 if let Err(e) = r {
                     self.client_errors.push(e);

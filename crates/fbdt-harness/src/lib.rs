@@ -15,9 +15,12 @@
 //! - [`faults`]: the fault campaign (seeded plans, the simulator's runs, their summary);
 //! - [`progress`]: progress bars that log when stderr is not a terminal; [`parallel`]:
 //!   independent simulator runs spread over cores.
+//! - [`agree`]: `fbdt-lab agree`, the simulator's TCP-level model against a testbed
+//!   suite (the command's arguments and its work; fbdt-lab only mounts it).
 //!
 //! Dependencies point downward: the results model imports no backend; the backends fill it.
 
+pub mod agree;
 pub mod backend;
 pub mod campaign;
 pub mod emu;

@@ -1,12 +1,9 @@
 //! `fbdt-lab`: run FBDT and its baselines over the papers' scenarios.
 
-mod agree;
-mod app;
 mod bench;
 mod calibrate;
 mod campaign;
 mod faults;
-mod jpoc_cmd;
 mod paper;
 mod run;
 mod slurm;
@@ -51,18 +48,18 @@ enum Command {
     /// Schemes × the values of one parameter in the simulator, in parallel (--jobs).
     Sweep(sweep::SweepArgs),
     /// Simulator (TCP-level model) vs a testbed suite: FBDT/Σ, FBDT/MPTCP and the order of schemes, scenario by scenario.
-    Agree(agree::AgreeArgs),
+    Agree(fbdt_harness::agree::AgreeArgs),
     /// Benchmarks: the simulator's speed, the emulator's faithful rate ceiling.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
     /// JPOC: fair mmWave initial access vs 802.11ad A-BFT (thesis ch. 3).
     #[command(subcommand)]
-    Jpoc(jpoc_cmd::JpocCommand),
+    Jpoc(jpoc::cli::JpocCommand),
     /// What applications feel: files, web pages, progressive and 360° video (docs/workloads.md).
     Workload(fbdt_workload::WorkloadArgs),
     /// A real application (curl) through `fbdt proxy`/`fbdt serve` over the emulated radios,
     /// beside each radio alone: goodput, content hash, longest delivery gap (root).
-    App(app::AppArgs),
+    App(fbdt_workload::app::AppArgs),
     /// Campaign: write every case of `paper`, `sweep` or `faults` into DIR/manifest.json,
     /// each with its command line and a content hash (docs/campaigns.md).
     Plan(campaign::PlanArgs),
@@ -122,10 +119,10 @@ fn real_main() -> Result<()> {
         Command::Clean(args) => calibrate::run_clean(args),
         Command::Bench(cmd) => bench::run(cmd, &testbed),
         Command::Sweep(args) => sweep::run(args, &testbed),
-        Command::Agree(args) => agree::run(args, &testbed),
-        Command::Jpoc(cmd) => jpoc_cmd::run(cmd),
+        Command::Agree(args) => fbdt_harness::agree::run(args, &testbed),
+        Command::Jpoc(cmd) => jpoc::cli::run(cmd, fbdt_harness::progress::bar),
         Command::Workload(args) => workload(args, &testbed),
-        Command::App(args) => app::run(args, &testbed),
+        Command::App(args) => fbdt_workload::app::run(args, &testbed),
         Command::Reap { program, args } => {
             let code = fbdt_emu::reaper::run_reaping(&program, &args)
                 .map_err(|e| anyhow::anyhow!("running {}: {e}", program.to_string_lossy()))?;

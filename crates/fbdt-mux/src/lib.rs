@@ -30,6 +30,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 pub use config::{MuxConfig, INITIAL_WINDOW};
 pub use driver::Transport;
 pub use frame::{MAX_DATA, MAX_OPEN};
+pub use state::OpenError;
 pub use stream::MuxStream;
 
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +38,7 @@ pub enum MuxError {
     #[error("configuration: {0}")]
     Config(String),
     #[error("cannot open a stream: {0}")]
-    Open(String),
+    Open(#[from] OpenError),
 }
 
 pub(crate) use shared::Shared;
@@ -98,10 +99,7 @@ impl Mux {
     /// Costs one frame; fails only if the mux ended or too many streams are open.
     pub fn open(&self, request: Bytes) -> Result<MuxStream, MuxError> {
         if request.len() > MAX_OPEN {
-            return Err(MuxError::Open(format!(
-                "request of {} bytes (at most {MAX_OPEN})",
-                request.len()
-            )));
+            return Err(OpenError::RequestTooLong(request.len()).into());
         }
         let id = self.shared.lock().open(request).map_err(MuxError::Open)?;
         self.shared.writer.notify_one();

@@ -12,8 +12,35 @@ use std::task::Waker;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::frame::{Control, Header, Kind, MAX_DATA};
+use crate::frame::{Control, Header, Kind, MAX_DATA, MAX_OPEN};
 use crate::{MuxConfig, INITIAL_WINDOW};
+
+/// Why a stream cannot be opened.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// The mux ended; why it did.
+    #[error("{0}")]
+    Closed(String),
+    #[error("{0} streams open (the most allowed)")]
+    TooMany(usize),
+    #[error("stream ids exhausted")]
+    IdsExhausted,
+    #[error("request of {0} bytes (at most {MAX_OPEN})")]
+    RequestTooLong(usize),
+}
+
+/// A frame of the peer's that breaks the protocol: the mux ends.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Violation {
+    #[error("{kind:?} for stream {stream} that was never opened")]
+    NeverOpened { kind: Kind, stream: u32 },
+    #[error("stream {stream}: {n} bytes sent with {credit} credit")]
+    OverCredit { stream: u32, n: u64, credit: u64 },
+    #[error("stream {0}: data after FIN")]
+    DataAfterFin(u32),
+    #[error("OPEN of stream {0}: not a new id of the peer")]
+    NotNewId(u32),
+}
 
 #[derive(Default)]
 pub(crate) struct StreamState {
@@ -126,15 +153,15 @@ impl State {
     }
 
     /// Opens a stream whose OPEN carries `request`; its id.
-    pub fn open(&mut self, request: Bytes) -> Result<u32, String> {
+    pub fn open(&mut self, request: Bytes) -> Result<u32, OpenError> {
         if let Some(why) = &self.closed {
-            return Err(why.clone());
+            return Err(OpenError::Closed(why.clone()));
         }
         if self.streams.len() >= self.cfg.max_streams {
-            return Err(format!("{} streams open (the most allowed)", self.streams.len()));
+            return Err(OpenError::TooMany(self.streams.len()));
         }
         let id = self.next_local;
-        self.next_local = id.checked_add(2).ok_or("stream ids exhausted")?;
+        self.next_local = id.checked_add(2).ok_or(OpenError::IdsExhausted)?;
         self.insert(id);
         let mut c = Control::new(Kind::Open, id, request.len() as u32);
         c.payload = request;
@@ -165,7 +192,7 @@ impl State {
     }
 
     /// Applies one received frame. An error is a protocol violation: the mux ends.
-    pub fn on_frame(&mut self, h: Header, payload: Bytes) -> Result<(), String> {
+    pub fn on_frame(&mut self, h: Header, payload: Bytes) -> Result<(), Violation> {
         if h.kind == Kind::Open {
             return self.on_open(h.stream, payload);
         }
@@ -177,7 +204,10 @@ impl State {
                 }
                 Ok(())
             } else {
-                Err(format!("{:?} for stream {} that was never opened", h.kind, h.stream))
+                Err(Violation::NeverOpened {
+                    kind: h.kind,
+                    stream: h.stream,
+                })
             };
         };
         match h.kind {
@@ -185,13 +215,14 @@ impl State {
             Kind::Data => {
                 let n = payload.len() as u64;
                 if n > s.peer_credit {
-                    return Err(format!(
-                        "stream {}: {n} bytes sent with {} credit",
-                        h.stream, s.peer_credit
-                    ));
+                    return Err(Violation::OverCredit {
+                        stream: h.stream,
+                        n,
+                        credit: s.peer_credit,
+                    });
                 }
                 if s.recv_fin {
-                    return Err(format!("stream {}: data after FIN", h.stream));
+                    return Err(Violation::DataAfterFin(h.stream));
                 }
                 s.peer_credit -= n;
                 if !s.handle_dropped && !payload.is_empty() {
@@ -228,9 +259,9 @@ impl State {
         Ok(())
     }
 
-    fn on_open(&mut self, id: u32, request: Bytes) -> Result<(), String> {
+    fn on_open(&mut self, id: u32, request: Bytes) -> Result<(), Violation> {
         if self.is_local(id) || id <= self.highest_remote {
-            return Err(format!("OPEN of stream {id}: not a new id of the peer"));
+            return Err(Violation::NotNewId(id));
         }
         self.highest_remote = id;
         if !self.accepting || self.streams.len() >= self.cfg.max_streams {

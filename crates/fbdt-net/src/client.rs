@@ -9,7 +9,7 @@ use rand::RngCore;
 use crate::dial::connect_path;
 use crate::driver;
 use crate::secure::PathStream;
-use crate::{Error, NetConfig, PathSpec, Session};
+use crate::{ConfigError, Error, NetConfig, PathSpec, Session};
 
 /// Connects a session over `paths` (path i = `paths[i]`). Path 0 must connect; a further
 /// path that fails is re-dialled in the background with back-off and JOINs when it comes
@@ -19,11 +19,11 @@ pub async fn connect(paths: Vec<PathSpec>, mut cfg: NetConfig) -> Result<Session
         return Err(Error::NoPaths);
     }
     if paths.len() > fbdt_core::wire::MAX_PATHS {
-        return Err(Error::Config(format!("at most {} paths", fbdt_core::wire::MAX_PATHS)));
+        return Err(ConfigError::TooManyPaths(fbdt_core::wire::MAX_PATHS).into());
     }
-    cfg.congestion.validate().map_err(Error::Config)?;
+    cfg.congestion.validate().map_err(ConfigError::from)?;
     cfg.core.seed = rand::random();
-    let mut conn = Connection::client(cfg.core.clone()).map_err(|e| Error::Config(e.to_string()))?;
+    let mut conn = Connection::client(cfg.core.clone()).map_err(ConfigError::from)?;
     conn.set_local_key(os_key());
     let cfg = Arc::new(cfg);
     let dials = paths.iter().map(|p| connect_path(p, &cfg));

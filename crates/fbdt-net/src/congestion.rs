@@ -50,7 +50,29 @@ pub struct CongestionPlan {
 /// Linux's limit on a controller's name (TCP_CA_NAME_MAX, with its NUL).
 const MAX_NAME: usize = 15;
 
-fn choice(name: &str) -> Result<Choice, String> {
+/// A congestion plan that does not parse, or names a controller this kernel lacks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CongestionError {
+    #[error("`{0}` is not a congestion-control name (1..={MAX_NAME} of a-z 0-9 _, or `auto`)")]
+    BadName(String),
+    #[error("`{0}`: more than one controller for all paths")]
+    TwoForAll(String),
+    /// `known` says which path names or indexes there are.
+    #[error("`{item}`: no path `{key}` ({known})")]
+    NoPath { item: String, key: String, known: String },
+    #[error("`{item}`: path index {index} out of range (0..{paths})")]
+    IndexOutOfRange { item: String, index: usize, paths: usize },
+    #[error("`{plan}`: path `{key}` named twice")]
+    NamedTwice { plan: String, key: String },
+    /// `available` lists the kernel's controllers, comma-separated.
+    #[error(
+        "congestion control `{name}` is not available in this kernel (available: {available}; \
+         `modprobe tcp_{name}` may add it)"
+    )]
+    Unavailable { name: String, available: String },
+}
+
+fn choice(name: &str) -> Result<Choice, CongestionError> {
     if name == "auto" {
         return Ok(Choice::Auto);
     }
@@ -58,16 +80,14 @@ fn choice(name: &str) -> Result<Choice, String> {
         && name.len() <= MAX_NAME
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
     if !ok {
-        return Err(format!(
-            "`{name}` is not a congestion-control name (1..={MAX_NAME} of a-z 0-9 _, or `auto`)"
-        ));
+        return Err(CongestionError::BadName(name.to_string()));
     }
     Ok(Choice::Named(name.to_string()))
 }
 
 impl CongestionPlan {
     /// One controller for every path.
-    pub fn all(name: &str) -> Result<Self, String> {
+    pub fn all(name: &str) -> Result<Self, CongestionError> {
         Ok(CongestionPlan {
             all: Some(choice(name)?),
             paths: BTreeMap::new(),
@@ -78,14 +98,14 @@ impl CongestionPlan {
     /// a name from `names` or an index), `auto`, or a mix (`cubic,wigig=auto`: the bare name
     /// is for the paths not listed). Names are checked for form only; [`Self::validate`]
     /// asks the kernel.
-    pub fn parse(s: &str, names: &[&str]) -> Result<Self, String> {
+    pub fn parse(s: &str, names: &[&str]) -> Result<Self, CongestionError> {
         let mut plan = CongestionPlan::default();
         for item in s.split(',').map(str::trim) {
             let kv = item.split_once('=').or_else(|| item.split_once(':'));
             match kv {
                 None => {
                     if plan.all.is_some() {
-                        return Err(format!("`{s}`: more than one controller for all paths"));
+                        return Err(CongestionError::TwoForAll(s.to_string()));
                     }
                     plan.all = Some(choice(item)?);
                 }
@@ -100,13 +120,24 @@ impl CongestionPlan {
                             } else {
                                 format!("paths {} or their indexes", names.join(", "))
                             };
-                            format!("`{item}`: no path `{key}` ({known})")
+                            CongestionError::NoPath {
+                                item: item.to_string(),
+                                key: key.to_string(),
+                                known,
+                            }
                         })?;
                     if !names.is_empty() && idx >= names.len() {
-                        return Err(format!("`{item}`: path index {idx} out of range (0..{})", names.len()));
+                        return Err(CongestionError::IndexOutOfRange {
+                            item: item.to_string(),
+                            index: idx,
+                            paths: names.len(),
+                        });
                     }
                     if plan.paths.insert(idx, choice(name.trim())?).is_some() {
-                        return Err(format!("`{s}`: path `{key}` named twice"));
+                        return Err(CongestionError::NamedTwice {
+                            plan: s.to_string(),
+                            key: key.to_string(),
+                        });
                     }
                 }
             }
@@ -141,7 +172,7 @@ impl CongestionPlan {
 
     /// Every named controller (and `auto`'s [`LOSS_TOLERANT`]) must be one this kernel has
     /// (`/proc/sys/net/ipv4/tcp_available_congestion_control`).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), CongestionError> {
         let Some(avail) = available() else {
             // Not Linux or no /proc: the first setsockopt says it.
             return Ok(());
@@ -152,11 +183,10 @@ impl CongestionPlan {
                 Choice::Auto => LOSS_TOLERANT,
             };
             if !avail.iter().any(|a| a == name) {
-                return Err(format!(
-                    "congestion control `{name}` is not available in this kernel (available: {}; \
-                     `modprobe tcp_{name}` may add it)",
-                    avail.join(", ")
-                ));
+                return Err(CongestionError::Unavailable {
+                    name: name.to_string(),
+                    available: avail.join(", "),
+                });
             }
         }
         Ok(())
@@ -367,7 +397,7 @@ mod tests {
             ("wifi=", "not a congestion-control name"),
         ] {
             let e = CongestionPlan::parse(s, &names).unwrap_err();
-            assert!(e.contains(want), "{s}: {e}");
+            assert!(e.to_string().contains(want), "{s}: {e}");
         }
     }
 
@@ -378,7 +408,7 @@ mod tests {
             return;
         }
         let e = CongestionPlan::all("nosuchcc").unwrap().validate().unwrap_err();
-        assert!(e.contains("`nosuchcc` is not available"), "{e}");
+        assert!(e.to_string().contains("`nosuchcc` is not available"), "{e}");
     }
 
     #[test]

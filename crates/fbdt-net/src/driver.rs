@@ -203,7 +203,7 @@ pub(crate) async fn start_client(
                 };
                 driver.paths[i].stream = Some(s);
                 driver.paths[i].connections = 1;
-                driver.conn.add_path_bound(PathId(i as u8), binding, now)?;
+                driver.conn.add_path_bound(PathId::slot(i), binding, now)?;
             }
             None => driver.manager.redial(i, false),
         }
@@ -382,7 +382,7 @@ impl Driver {
                     };
                     tracing::info!(session = %self.label, path = i, "fresh connection replaces a stalled one");
                     self.drop_stream(i);
-                    self.conn.path_down(PathId(i as u8), now);
+                    self.conn.path_down(PathId::slot(i), now);
                     self.join(i, s, now);
                 }
             }
@@ -398,7 +398,7 @@ impl Driver {
             epoch: self.paths.get(i).map_or(0, |p| p.connections),
         };
         self.install_stream(i, s);
-        if let Err(e) = self.conn.add_path_bound(PathId(i as u8), binding, now) {
+        if let Err(e) = self.conn.add_path_bound(PathId::slot(i), binding, now) {
             tracing::warn!(session = %self.label, path = i, "add_path: {e}");
             self.paths[i].stream = None;
         }
@@ -439,7 +439,7 @@ impl Driver {
     /// path.
     fn on_input(&mut self, i: usize, now: Instant) {
         let mut buf = std::mem::take(&mut self.paths[i].rbuf);
-        let r = self.conn.handle_recv_buf(PathId(i as u8), &mut buf, now);
+        let r = self.conn.handle_recv_buf(PathId::slot(i), &mut buf, now);
         self.paths[i].rbuf = buf;
         if let Err(e) = r {
             if e.is_path_local() {
@@ -467,7 +467,7 @@ impl Driver {
             tracing::warn!(session = %self.label, path = i, "connection lost: {why}");
         }
         self.drop_stream(i);
-        self.conn.path_down(PathId(i as u8), now);
+        self.conn.path_down(PathId::slot(i), now);
         self.manager.redial(i, ending);
     }
 
@@ -584,7 +584,7 @@ impl Driver {
                 while slot.out.len() < WRITE_BATCH {
                     if self
                         .conn
-                        .poll_transmit_buf(PathId(i as u8), max_frame_len(), now, &mut slot.out)
+                        .poll_transmit_buf(PathId::slot(i), max_frame_len(), now, &mut slot.out)
                         == 0
                     {
                         break;
@@ -628,7 +628,7 @@ impl Driver {
     /// ACKs, reads TCP_INFO now when the last read is older than the core's wait (true: poll
     /// again), else schedules the read for when it is.
     fn await_transport(&mut self, i: usize, now: Instant) -> bool {
-        let wait = self.conn.transport_report_wanted(PathId(i as u8));
+        let wait = self.conn.transport_report_wanted(PathId::slot(i));
         let slot = &mut self.paths[i];
         let Some(due) = wait.map(|w| slot.info_at.map_or(now, |at| at + w)) else {
             slot.report_due = None;
@@ -652,7 +652,7 @@ impl Driver {
         };
         slot.info = info;
         slot.info_at = Some(now);
-        self.conn.path_stats(PathId(i as u8), info.to_path_stats());
+        self.conn.path_stats(PathId::slot(i), info.to_path_stats());
         true
     }
 
@@ -737,7 +737,7 @@ impl Driver {
         for i in 0..self.paths.len() {
             let late = self
                 .conn
-                .joining_since(PathId(i as u8))
+                .joining_since(PathId::slot(i))
                 .is_some_and(|t| now.saturating_since(t) > limit);
             if late && self.paths[i].stream.is_some() {
                 let why = format!(
@@ -762,7 +762,7 @@ impl Driver {
                 self.cc.on_tick(i, s, &info, self.paths[i].connections, now);
                 self.paths[i].info = info;
                 self.paths[i].info_at = Some(now);
-                self.conn.path_stats(PathId(i as u8), info.to_path_stats());
+                self.conn.path_stats(PathId::slot(i), info.to_path_stats());
                 self.manager.on_tcp_info(i, &info.signals(), now, ending);
             }
         }
@@ -778,7 +778,7 @@ impl Driver {
             .enumerate()
             .map(|(i, p)| PathReport {
                 connected: p.stream.is_some(),
-                joining: p.stream.is_some() && !self.conn.is_path_up(PathId(i as u8)),
+                joining: p.stream.is_some() && !self.conn.is_path_up(PathId::slot(i)),
                 bytes_sent: cs.sender.per_path_bytes_sent.get(i).copied().unwrap_or(0),
                 bytes_received: cs.receiver.per_path_bytes_received.get(i).copied().unwrap_or(0),
                 srtt_us: p.info.srtt_us,

@@ -37,9 +37,9 @@ use std::time::Duration;
 
 pub use admission::{connection_cap, FD_RESERVE};
 pub use client::connect;
-pub use congestion::{Choice, CongestionPlan, PathCcReport};
+pub use congestion::{Choice, CongestionError, CongestionPlan, PathCcReport};
 pub use dial::{connect_path, dial_tcp};
-pub use secure::{ClientCert, PathStream, Security, ServerIdentity, TlsClient, TlsServer, Trust};
+pub use secure::{ClientCert, FingerprintError, PathStream, Security, ServerIdentity, TlsClient, TlsServer, Trust};
 pub use server::{listen, Listener};
 pub use session::{DelayMarks, PathReport, Session, SessionStats, StatsHandle, MAX_HELD_MARKS};
 
@@ -213,6 +213,21 @@ impl Default for NetConfig {
     }
 }
 
+/// A configuration [`connect`] or [`listen`] refuses before any socket opens.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("at most {0} paths")]
+    TooManyPaths(usize),
+    #[error("no listen address")]
+    NoListenAddress,
+    #[error("a client's TLS settings given to a server")]
+    ClientTlsOnServer,
+    #[error(transparent)]
+    Congestion(#[from] CongestionError),
+    #[error(transparent)]
+    Core(#[from] fbdt_core::ConfigError),
+}
+
 /// Errors a session can end with.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -225,7 +240,7 @@ pub enum Error {
     #[error("no paths given")]
     NoPaths,
     #[error("configuration: {0}")]
-    Config(String),
+    Config(#[from] ConfigError),
     #[error("protocol: {0}")]
     Protocol(#[from] fbdt_core::ProtocolError),
     #[error("session closed: {0}")]

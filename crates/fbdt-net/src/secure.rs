@@ -62,19 +62,29 @@ pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(cert.as_ref())))
 }
 
+/// A fingerprint that does not parse; the text names the input as typed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum FingerprintError {
+    #[error("bad fingerprint {input:?}: {source}")]
+    Hex { input: String, source: hex::FromHexError },
+    #[error("bad fingerprint {0:?}: want 32 bytes (64 hex digits)")]
+    Length(String),
+}
+
 /// Parses a fingerprint as [`fingerprint`] prints it (the `sha256:` prefix and colons
 /// between bytes are optional).
-pub fn parse_fingerprint(s: &str) -> Result<[u8; 32], String> {
+pub fn parse_fingerprint(s: &str) -> Result<[u8; 32], FingerprintError> {
     let hexs: String = s
         .trim()
         .trim_start_matches("sha256:")
         .chars()
         .filter(|c| *c != ':')
         .collect();
-    let bytes = hex::decode(&hexs).map_err(|e| format!("bad fingerprint {s:?}: {e}"))?;
-    bytes
-        .try_into()
-        .map_err(|_| format!("bad fingerprint {s:?}: want 32 bytes (64 hex digits)"))
+    let bytes = hex::decode(&hexs).map_err(|source| FingerprintError::Hex {
+        input: s.to_string(),
+        source,
+    })?;
+    bytes.try_into().map_err(|_| FingerprintError::Length(s.to_string()))
 }
 
 /// The server's certificate and private key.

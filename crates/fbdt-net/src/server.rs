@@ -19,7 +19,7 @@ use crate::admission::{self, Admission, ConnTicket, Liveness, PendingAdmit};
 use crate::driver;
 use crate::secure::{self, PathStream};
 use crate::session::NewPath;
-use crate::{Error, NetConfig, Session};
+use crate::{ConfigError, Error, NetConfig, Session};
 
 /// Joining connections queued for one session before its task takes them.
 const JOIN_QUEUE: usize = 16;
@@ -93,12 +93,12 @@ impl Drop for Listener {
 /// Listens on every address in `addrs`; a client's paths may arrive on any of them.
 pub async fn listen(addrs: &[SocketAddr], cfg: NetConfig) -> Result<Listener, Error> {
     if addrs.is_empty() {
-        return Err(Error::Config("no listen address".into()));
+        return Err(ConfigError::NoListenAddress.into());
     }
-    fbdt_core::Connection::server(cfg.core.clone()).map_err(|e| Error::Config(e.to_string()))?;
-    cfg.congestion.validate().map_err(Error::Config)?;
+    fbdt_core::Connection::server(cfg.core.clone()).map_err(ConfigError::from)?;
+    cfg.congestion.validate().map_err(ConfigError::from)?;
     if matches!(cfg.security, crate::Security::Client(_)) {
-        return Err(Error::Config("a client's TLS settings given to a server".into()));
+        return Err(ConfigError::ClientTlsOnServer.into());
     }
     let cfg = Arc::new(cfg);
     let (tx, rx) = mpsc::channel(cfg.max_sessions.max(1));

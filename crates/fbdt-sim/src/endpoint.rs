@@ -2,7 +2,7 @@
 //! baseline (the link model itself, no framing).
 
 use fbdt_core::delay_probe::{DelayJoin, DelayProbe, DEFAULT_STEP};
-use fbdt_core::wire::{Data, FrameBuf, MpData};
+use fbdt_core::wire::{Data, FrameBuf, MpData, MAX_PATHS};
 use fbdt_core::{
     Config, ConfigError, Connection, ConnectionStats, Event, Hint, Instant, PathBinding, PathId, PathStats,
     ProtocolError, SchemeConfig,
@@ -149,7 +149,9 @@ impl FbdtEnd {
         }?;
         if !connect_later {
             for p in 0..paths {
-                conn.add_path(PathId(p as u8), now)?;
+                // `paths` is a count from the scenario: checked, not assumed below MAX_PATHS.
+                let id = PathId::from_index(p).ok_or(ProtocolError::TooManyPaths { max: MAX_PATHS })?;
+                conn.add_path(id, now)?;
             }
         }
         conn.enable_delay_probe(DEFAULT_STEP);
@@ -179,11 +181,11 @@ impl SimEndpoint for FbdtEnd {
     fn recv(&mut self, path: usize, chunk: &Chunk, now: Instant) -> Result<(), EndpointError> {
         Ok(self
             .conn
-            .handle_recv_split(PathId(path as u8), &chunk.head, &chunk.payload, now)?)
+            .handle_recv_split(PathId::slot(path), &chunk.head, &chunk.payload, now)?)
     }
 
     fn transmit(&mut self, path: usize, room: usize, now: Instant, out: &mut Chunk) -> usize {
-        let path = PathId(path as u8);
+        let path = PathId::slot(path);
         match self.payload {
             Payload::Exact => self.conn.poll_transmit(path, room, now, &mut out.head),
             Payload::Shared => {
@@ -198,7 +200,7 @@ impl SimEndpoint for FbdtEnd {
     }
 
     fn transmit_idle(&mut self, path: usize, room: usize, now: Instant) -> bool {
-        self.idle_polls && self.conn.poll_idle(PathId(path as u8), room, now)
+        self.idle_polls && self.conn.poll_idle(PathId::slot(path), room, now)
     }
 
     fn polls_idle(&self) -> bool {
@@ -299,7 +301,7 @@ impl SimEndpoint for FbdtEnd {
     }
 
     fn path_down(&mut self, path: usize, now: Instant) {
-        self.conn.path_down(PathId(path as u8), now);
+        self.conn.path_down(PathId::slot(path), now);
     }
 
     fn path_up(&mut self, path: usize, now: Instant) {
@@ -312,19 +314,19 @@ impl SimEndpoint for FbdtEnd {
             epoch,
             ..PathBinding::default()
         };
-        let _ = self.conn.add_path_bound(PathId(path as u8), binding, now);
+        let _ = self.conn.add_path_bound(PathId::slot(path), binding, now);
     }
 
     fn path_stats(&mut self, path: usize, stats: PathStats) {
-        self.conn.path_stats(PathId(path as u8), stats);
+        self.conn.path_stats(PathId::slot(path), stats);
     }
 
     fn room_wanted_from(&self, path: usize) -> Option<Instant> {
-        self.conn.room_wanted_from(PathId(path as u8))
+        self.conn.room_wanted_from(PathId::slot(path))
     }
 
     fn path_hint(&mut self, path: usize, hint: Hint) {
-        self.conn.path_hint(PathId(path as u8), hint);
+        self.conn.path_hint(PathId::slot(path), hint);
     }
 
     fn set_app_limit(&mut self, bytes: u64) {

@@ -7,6 +7,7 @@
 //! drives it ([`driver::Drive`]: the simulator in driver.rs, the testbed in emu.rs) and
 //! returns the object timeline every metric (metrics.rs) is computed from.
 
+pub mod app;
 pub mod browser;
 pub mod dash;
 pub mod dash_browser;

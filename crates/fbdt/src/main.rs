@@ -237,7 +237,7 @@ fn parse_unsent_budget(s: &str) -> Result<UnsentBudget, String> {
     }
 }
 
-fn parse_congestion(s: &str) -> Result<fbdt_net::CongestionPlan, String> {
+fn parse_congestion(s: &str) -> Result<fbdt_net::CongestionPlan, fbdt_net::CongestionError> {
     let plan = fbdt_net::CongestionPlan::parse(s, &[])?;
     plan.validate()?;
     Ok(plan)

@@ -12,6 +12,7 @@
 pub mod abft;
 pub mod antenna;
 pub mod channel;
+pub mod cli;
 pub mod config;
 pub mod experiments;
 pub mod jpoc;

@@ -2,7 +2,7 @@
 //! why (see specs/fbdt.md "our decisions" and docs/architecture.md); the knobs FBDT shares
 //! with the meta layer are in `StreamParams`.
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, WindowParseError};
 use crate::scheme::StreamParams;
 use crate::time::Duration;
 
@@ -70,21 +70,21 @@ impl WindowConfig {
 
     /// A budget in milliseconds as users type it (`0.5`; fractions allowed, at Gbit/s
     /// rates a millisecond is a large window).
-    pub fn parse_budget_ms(ms: &str) -> Result<Self, String> {
+    pub fn parse_budget_ms(ms: &str) -> Result<Self, WindowParseError> {
         ms.parse::<f64>()
             .ok()
             .filter(|ms| ms.is_finite() && (0.001..=60_000.0).contains(ms))
             .map(|ms| WindowConfig::budget(Duration::from_micros((ms * 1000.0).round() as u64)))
-            .ok_or_else(|| format!("budget=`{ms}` is not a number of ms in [0.001, 60000]"))
+            .ok_or_else(|| WindowParseError::Budget(ms.to_string()))
     }
 }
 
 /// `budget=<ms>`, `auto`, or a fixed size (`65536`, `64k`, `4m`). The size is checked
 /// against the buffers by [`FbdtConfig::validate`].
 impl std::str::FromStr for WindowConfig {
-    type Err = String;
+    type Err = WindowParseError;
 
-    fn from_str(v: &str) -> Result<Self, String> {
+    fn from_str(v: &str) -> Result<Self, WindowParseError> {
         if v == "auto" {
             return Ok(WindowConfig::auto());
         }
@@ -100,7 +100,7 @@ impl std::str::FromStr for WindowConfig {
             .ok()
             .and_then(|n| n.checked_mul(mult))
             .map(WindowConfig::Fixed)
-            .ok_or_else(|| format!("`{v}` is not a window: budget=<ms>, auto, or a size such as 64k or 4m"))
+            .ok_or_else(|| WindowParseError::Window(v.to_string()))
     }
 }
 

@@ -143,7 +143,7 @@ impl FbdtReceiver {
         let mut best = arrived;
         for i in (0..MAX_PATHS).filter(|&i| self.alive & (1 << i) != 0) {
             if self.recent_bytes[i] > self.recent_bytes[best.index()] {
-                best = PathId(i as u8);
+                best = PathId::slot(i);
             }
         }
         best
@@ -736,14 +736,14 @@ mod tests {
         let mut r = FbdtReceiver::new(cfg, 0);
         let paths = MAX_PATHS;
         for p in 0..paths {
-            r.path_up(PathId(p as u8), Instant::ZERO);
+            r.path_up(PathId::slot(p), Instant::ZERO);
         }
         // One second of data, a frame every 50 µs, round robin over the paths.
         let (frames, gap_us) = (20_000u64, 50u64);
         let mut acks = vec![0u64; paths];
         let poll_all = |r: &mut FbdtReceiver, now: Instant, acks: &mut Vec<u64>| {
             for (p, n) in acks.iter_mut().enumerate() {
-                *n += u64::from(r.poll_ack(PathId(p as u8), now).is_some());
+                *n += u64::from(r.poll_ack(PathId::slot(p), now).is_some());
             }
         };
         poll_all(&mut r, Instant::ZERO, &mut acks);

@@ -187,7 +187,7 @@ impl MetaSender {
         views.clear();
         for (i, p) in self.paths.iter().enumerate() {
             views.push(PathView {
-                id: PathId(i as u8),
+                id: PathId::slot(i),
                 up: p.up,
                 usable: p.up && !p.pf && !p.scan_paused,
                 srtt_s: p.srtt_s(),
@@ -365,7 +365,7 @@ impl MetaSender {
             }
             if p.in_flight() == 0 {
                 if idle.is_none() && !p.pf && !p.scan_paused {
-                    idle = Some(PathId(i as u8));
+                    idle = Some(PathId::slot(i));
                 }
                 continue;
             }
@@ -409,7 +409,7 @@ impl MetaSender {
         if other {
             self.paths[i].pf = true;
             self.stats.path_stalls += 1;
-            self.queue_reinjection_of(PathId(i as u8));
+            self.queue_reinjection_of(PathId::slot(i));
         }
     }
 
@@ -781,7 +781,7 @@ impl SchemeSender for MetaSender {
             if !self.paths[i].pf {
                 self.paths[i].pf = true;
                 self.stats.path_stalls += 1;
-                self.queue_reinjection_of(PathId(i as u8));
+                self.queue_reinjection_of(PathId::slot(i));
             }
             self.paths[i].backoff += 1;
             let rto = self.rto(&self.paths[i]);

@@ -199,7 +199,7 @@ impl FbdtSender {
 
     pub(super) fn update_stalls(&mut self, now: Instant) {
         for i in 0..self.paths.len() {
-            let p = PathId(i as u8);
+            let p = PathId::slot(i);
             let stall_at = self.stall_deadline(p);
             let t = &mut self.paths[i];
             if !t.alive {

@@ -201,7 +201,7 @@ impl FbdtSender {
     /// Lazily, in path order: this runs at every poll of every path, so no `Vec`.
     fn paths_flowing_besides(&self, p: PathId) -> impl Iterator<Item = PathId> + '_ {
         (0..self.paths.len())
-            .map(|i| PathId(i as u8))
+            .map(PathId::slot)
             .filter(move |&q| q != p && self.paths[q.index()].flows())
     }
 

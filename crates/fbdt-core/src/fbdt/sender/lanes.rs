@@ -25,7 +25,7 @@ impl FbdtSender {
         self.paths
             .iter()
             .position(|t| t.work == at || t.reserved == at)
-            .map(|i| PathId(i as u8))
+            .map(PathId::slot)
     }
 
     /// `p`'s next segment from its current lane end, if that lane has one left.

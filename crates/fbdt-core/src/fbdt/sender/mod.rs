@@ -590,7 +590,7 @@ impl FbdtSender {
         }
         for (i, t) in self.paths.iter().enumerate() {
             if t.flows() && t.in_flight() > 0 {
-                consider(self.stall_deadline(PathId(i as u8)));
+                consider(self.stall_deadline(PathId::slot(i)));
             }
         }
         next

@@ -85,7 +85,7 @@ impl FbdtSender {
         now: Instant,
     ) -> Vec<(PathId, f64)> {
         let mut ranked: Vec<(PathId, f64)> = (0..self.paths.len())
-            .map(|i| PathId(i as u8))
+            .map(PathId::slot)
             .filter(|&p| {
                 let t = &self.paths[p.index()];
                 t.alive && (!t.stalled || p == requester) && Some(p) != excluded

@@ -1,4 +1,5 @@
-//! `fbdt-lab agree`: do the simulator's TCP-level model and the emulated testbed agree? For
+//! `fbdt-lab agree` (its arguments and its work; fbdt-lab only mounts it): do the
+//! simulator's TCP-level model and the emulated testbed agree? For
 //! every scenario of a testbed suite (`paper --backend emu` output), the simulator runs the
 //! same scenario as run there (its duration, its scale, the testbed's seeds), and the table
 //! compares FBDT / Σ standalone and FBDT / MPTCP — the testbed's kernel MPTCP against each
@@ -14,8 +15,8 @@ use fbdt_sim::PathModel;
 use indicatif::ProgressStyle;
 use serde::Serialize;
 
-use fbdt_harness::results::RunReport;
-use fbdt_harness::scheme;
+use crate::results::RunReport;
+use crate::scheme;
 
 /// A ratio agrees when within this share of the testbed's; so does an order: schemes the
 /// testbed separates by more than this keep their order in the simulator.
@@ -212,9 +213,9 @@ struct Job {
 }
 
 pub fn run(args: AgreeArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
-    let limits = fbdt_harness::TestbedLimits::from(testbed);
+    let limits = crate::TestbedLimits::from(testbed);
     let (testbeds, notes) = read_testbed(&args.testbed)?;
-    let jobs = fbdt_harness::parallel::jobs(args.jobs)?;
+    let jobs = crate::parallel::jobs(args.jobs)?;
     if args.seeds == Some(0) || args.seeds.is_some_and(|n| n > 100) {
         bail!("--seeds must be in 1..=100");
     }
@@ -251,7 +252,7 @@ pub fn run(args: AgreeArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
             }
         }
     }
-    let bar = fbdt_harness::progress::bar(work.len() as u64);
+    let bar = crate::progress::bar(work.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("agree [{bar:30}] {pos}/{len} simulator runs, ETA {eta}")
             .expect("valid template")
@@ -261,15 +262,15 @@ pub fn run(args: AgreeArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
         let (t, scale, _) = &rows[j.row];
         let mut sc = t.report.scenario_def.clone();
         sc.seed = j.seed;
-        fbdt_harness::set_duration(&mut sc, Some(t.report.duration_s))?;
+        crate::set_duration(&mut sc, Some(t.report.duration_s))?;
         let schedule = sc.schedule(*scale)?;
-        let params = fbdt_harness::sim::sim_params(&sc, PathModel::Tcp, 0, &limits);
+        let params = crate::sim::sim_params(&sc, PathModel::Tcp, 0, &limits);
         let sim_scheme = scheme::parse_sim(&j.scheme, &sc, sc.seed, &limits)?;
         let out = fbdt_sim::run(&schedule, &sim_scheme, &params, |_| {})
             .with_context(|| format!("{} at scale {scale}, {} seed {}", t.report.scenario, j.scheme, j.seed))?;
         Ok(out.goodput_mbps)
     };
-    let goodputs = fbdt_harness::parallel::map(&work, jobs, &bar, one);
+    let goodputs = crate::parallel::map(&work, jobs, &bar, one);
     bar.finish_and_clear();
     let goodputs = goodputs?;
     let mut sums: Vec<BTreeMap<String, (f64, u32)>> = rows.iter().map(|_| BTreeMap::new()).collect();
@@ -342,7 +343,7 @@ pub fn run(args: AgreeArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     };
     print_table(&report, testbeds.len());
     if let Some(path) = &args.json {
-        fbdt_harness::results::write_json(path, &report)?;
+        crate::results::write_json(path, &report)?;
         eprintln!("wrote {}", path.display());
     }
     Ok(())

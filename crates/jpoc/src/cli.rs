@@ -1,12 +1,13 @@
-//! `fbdt-lab jpoc <cmd>`: the command line over the jpoc library. Tables go to stdout,
+//! `fbdt-lab jpoc <cmd>`: the command line over this library (its arguments and what each
+//! command does; fbdt-lab only mounts them). Tables go to stdout,
 //! progress to stderr, results to --json/--plot.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use jpoc::config::Config;
-use jpoc::experiments::{self, BeamsReport, FairnessReport, HeatmapReport, OverheadReport};
-use jpoc::plot;
+use crate::config::Config;
+use crate::experiments::{self, BeamsReport, FairnessReport, HeatmapReport, OverheadReport};
+use crate::plot;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -117,12 +118,13 @@ fn load_config(common: &CommonArgs) -> Result<Config> {
     }
 }
 
-fn progress(common: &CommonArgs, total: u64, what: &str) -> ProgressBar {
+/// `bar` makes the bar (fbdt-lab passes `fbdt_harness::progress::bar`: drawn on a
+/// terminal, logged every few seconds otherwise).
+fn progress(bar: Bar, common: &CommonArgs, total: u64, what: &str) -> ProgressBar {
     if common.quiet {
         return ProgressBar::hidden();
     }
-    // Drawn on a terminal; logged every few seconds otherwise (crate::progress).
-    let pb = fbdt_harness::progress::bar(total);
+    let pb = bar(total);
     if let Ok(style) = ProgressStyle::with_template("{msg} [{elapsed_precise}] {wide_bar} {pos}/{len} (eta {eta})") {
         pb.set_style(style);
     }
@@ -306,7 +308,12 @@ pub fn print_heatmap(r: &HeatmapReport) {
 }
 
 /// Run one `jpoc` subcommand.
-pub fn run(cmd: JpocCommand) -> Result<()> {
+/// A progress bar of so many steps.
+pub type Bar = fn(u64) -> ProgressBar;
+
+/// Runs one command; `bar` makes its progress bars.
+pub fn run(cmd: JpocCommand, bar: Bar) -> Result<()> {
+    let progress = |common: &CommonArgs, total: u64, what: &str| progress(bar, common, total, what);
     match cmd {
         JpocCommand::Fairness {
             common,
@@ -492,10 +499,10 @@ mod tests {
     #[test]
     fn bad_input_is_an_error_not_a_panic() {
         let t = T::try_parse_from(["x", "fairness", "--blockage", "1.5", "--quiet"]).unwrap();
-        let e = run(t.cmd).unwrap_err();
+        let e = run(t.cmd, ProgressBar::new).unwrap_err();
         assert!(e.to_string().contains("blockage"), "{e}");
         let t = T::try_parse_from(["x", "beams", "--config", "/nonexistent/x.toml", "--quiet"]).unwrap();
-        let e = run(t.cmd).unwrap_err();
+        let e = run(t.cmd, ProgressBar::new).unwrap_err();
         assert!(e.to_string().contains("/nonexistent/x.toml"), "{e}");
         let t = T::try_parse_from([
             "x",
@@ -513,6 +520,6 @@ mod tests {
             "0.2",
         ])
         .unwrap();
-        assert!(run(t.cmd).unwrap_err().to_string().contains(".png"));
+        assert!(run(t.cmd, ProgressBar::new).unwrap_err().to_string().contains(".png"));
     }
 }

@@ -1,11 +1,11 @@
-//! `fbdt-lab app`: a real application through `fbdt proxy` (client namespace) and
-//! `fbdt serve` (server namespace) over the emulated radios of a scenario. curl fetches a
-//! file from a real HTTP server (python3's http.server) in the server namespace, through the
-//! proxy and then over each radio alone; its SHA-256 is checked, and every read is timed so
-//! the longest gap in delivery (a radio cut mid-download, as in `blockage`) is measured.
-//! Headless Chromium loads a page of many scripts and ffmpeg decodes a video through the
-//! proxy, each checked against what was served. Needs root, curl, python3, the `fbdt`
-//! binary, and chromium or ffmpeg for those apps.
+//! `fbdt-lab app` (its arguments and its work; fbdt-lab only mounts it): a real application
+//! through `fbdt proxy` (client namespace) and `fbdt serve` (server namespace) over the
+//! emulated radios of a scenario. curl fetches a file from a real HTTP server (python3's
+//! http.server) in the server namespace, through the proxy and then over each radio alone; its
+//! SHA-256 is checked, and every read is timed so the longest gap in delivery (a radio cut mid-
+//! download, as in `blockage`) is measured. Headless Chromium loads a page of many scripts and
+//! ffmpeg decodes a video through the proxy, each checked against what was served. Needs root,
+//! curl, python3, the `fbdt` binary, and chromium or ffmpeg for those apps.
 
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr};
