@@ -84,6 +84,9 @@ enum Command {
 }
 
 fn main() {
+    // The testbed runs FBDT's ends in this process: with the `fbdt` binary's allocator
+    // settings, so their CPU is the product's, not page faults of the lab's own making.
+    fbdt_net::keep_freed_memory();
     // fbdt-net reports path events (stalls, re-joins, lost connections) through `tracing`;
     // RUST_LOG=fbdt_net=debug shows them during an emulated run. Off by default: a timed run
     // ends its FBDT sessions at the deadline with data still queued, which the library

@@ -113,7 +113,7 @@ fn one_line(e: &anyhow::Error) -> String {
 }
 
 fn run() -> anyhow::Result<()> {
-    keep_freed_memory();
+    fbdt_net::keep_freed_memory();
     raise_fd_limit();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -152,22 +152,6 @@ fn run() -> anyhow::Result<()> {
             Cmd::Status(a) => proxy::status::run(a).await,
         }
     })
-}
-
-/// Keeps glibc's allocator from handing freed buffers back to the kernel at once. FBDT's
-/// buffers (256 KiB write copies, 64 KiB read blocks, held until acknowledged or read) are
-/// freed in bursts; by default glibc then trims its heap or unmaps the chunk, and the next
-/// allocation faults every page in again — on loopback that cost more CPU than all the
-/// copies (page faults were 12× fewer with these settings, CPU per GiB ~1.6× lower).
-/// Chunks below 1 MiB come from the heap; up to 64 MiB of free heap is kept, about one
-/// session's core buffers.
-fn keep_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets allocator parameters; called before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
-    }
 }
 
 /// Raises the soft file-descriptor limit to the hard one: a server holds one descriptor
