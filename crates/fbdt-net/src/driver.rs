@@ -27,9 +27,8 @@ use crate::session::{NewPath, PathReport, Session, SessionStats, Shared, CHANNEL
 use crate::sockopt;
 use crate::{Error, NetConfig, PathSpec};
 
-/// Bytes of frames gathered for one write(2) on a path.
-const WRITE_BATCH: usize = 64 * 1024;
-/// Most chunks in one writev (a 64 KiB batch of 16 KiB segments is about 10).
+/// Most chunks in one writev (a 64 KiB batch of 16 KiB segments is about 10; a longer
+/// batch goes out in several).
 const MAX_IOV: usize = 64;
 /// Reads per path per driver step (each up to `wire::RECV_BLOCK` bytes), so one busy path
 /// cannot starve the others.
@@ -581,7 +580,7 @@ impl Driver {
                 }
                 slot.out.clear();
                 slot.out_pos = 0;
-                while slot.out.len() < WRITE_BATCH {
+                while slot.out.len() < self.cfg.write_batch.max(1) {
                     if self
                         .conn
                         .poll_transmit_buf(PathId::slot(i), max_frame_len(), now, &mut slot.out)

@@ -109,6 +109,12 @@ pub struct NetConfig {
     pub patient_replacement: bool,
     /// TCP_NOTSENT_LOWAT for every path's socket.
     pub notsent_lowat: u32,
+    /// Bytes of frames the driver gathers for one `writev` on a path (at least one frame
+    /// is always gathered). Each `writev` costs a syscall and the kernel's transmit in the
+    /// caller's context, so fewer, larger ones cost less CPU per byte; frames wait in the
+    /// batch when the socket refuses them (at most this many bytes more per path than
+    /// `notsent_lowat` lets the kernel queue).
+    pub write_batch: usize,
     /// TCP_RTO_MAX_MS for every path's socket (kernels without it ignore this): bounds how
     /// long a connection stays silent after its link returns. `None` = the kernel's 120 s.
     pub rto_max_ms: Option<u32>,
@@ -182,6 +188,7 @@ impl Default for NetConfig {
             // 128 KiB: a few maximal frames, so a path never has more than ~1 ms of unsent
             // data at 1 Gbit/s queued where the scheduler can no longer move it.
             notsent_lowat: 128 * 1024,
+            write_batch: 64 * 1024,
             // The kernel's minimum: a recovered link is used again within ~1 s + 1 RTT.
             rto_max_ms: Some(1000),
             stats_interval: Duration::from_millis(10),

@@ -32,6 +32,9 @@ pub fn flags(name: &str, scenario: &Scenario) -> Result<Vec<String>> {
     if opts.eager_replacement {
         refused.push("replace");
     }
+    if opts.write_batch.is_some() {
+        refused.push("batch");
+    }
     for part in base.split('+').skip(1) {
         let (key, value) = part.split_once('=').unwrap_or((part, ""));
         match key {
@@ -88,6 +91,7 @@ mod tests {
         let e = err("fbdt+rto=0.5+seg=1k");
         assert!(e.contains("rto, seg have no flag"), "{e}");
         assert!(err("fbdt+replace=eager").contains("replace has no flag"));
+        assert!(err("fbdt+batch=256k").contains("batch has no flag"));
         assert!(err("fbdt+window=paper").contains("window=paper has no flag"));
         assert!(err("fbdt+unsent=0").contains("0.1..=10000"));
         assert!(err("fbdt+unsent=never").contains("unsent=`never`"));

@@ -103,7 +103,7 @@ pub fn parse_sim_coupled(
 ) -> Result<(SimScheme, fbdt_sim::Coupling)> {
     let (_, opts) = runtime_options(name, scenario)?;
     if !opts.is_empty() {
-        bail!("scheme `{name}`: `+cc=`, `+rtofloor=` and `+replace=` run only on the emulated testbed (--backend emu) in this round: the simulator's TCP model has one controller per run");
+        bail!("scheme `{name}`: `+cc=`, `+rtofloor=`, `+replace=` and `+batch=` run only on the emulated testbed (--backend emu) in this round: the simulator's TCP model has one controller per run and makes no system calls");
     }
     let mut parsed = parse(name, scenario, seed)?;
     if let Scheme::Fbdt(cfg, _) = &mut parsed {
@@ -132,7 +132,7 @@ pub fn buffer_parity(name: &str, core: &mut fbdt_core::Config, kernel_max: Optio
 
 /// What a scheme name asks of the runtime's sockets rather than of the protocol core:
 /// `+cc=<plan>` (repeatable: `cc=bbr` every path, `cc=wigig:bbr` one path, `cc=auto` or
-/// `cc=wigig:auto`), `+rtofloor=on` and `+replace=eager|patient` on `fbdt` and `mp:*`; `+cc=<name>` (every path) on
+/// `cc=wigig:auto`), `+rtofloor=on`, `+replace=eager|patient` and `+batch=<bytes>` on `fbdt` and `mp:*`; `+cc=<name>` (every path) on
 /// `mptcp` and `tcp:<path>`, where it becomes the testbed's controller for that run.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RuntimeOptions {
@@ -145,11 +145,14 @@ pub struct RuntimeOptions {
     /// windows. The simulator's TCP model only, in this round: the testbed refuses it
     /// (enforcing it there needs per-path pacing, `SO_MAX_PACING_RATE`).
     pub coupling: fbdt_sim::Coupling,
+    /// `+batch=<bytes>`: the runtime's `writev` batch per path (`NetConfig::write_batch`),
+    /// to measure its CPU and delay price on the testbed; the simulator makes no syscalls.
+    pub write_batch: Option<usize>,
 }
 
 impl RuntimeOptions {
     pub fn is_empty(&self) -> bool {
-        self.congestion.is_empty() && !self.rto_floor && !self.eager_replacement
+        self.congestion.is_empty() && !self.rto_floor && !self.eager_replacement && self.write_batch.is_none()
     }
 
     /// These options on a runtime configuration.
@@ -157,6 +160,9 @@ impl RuntimeOptions {
         net.congestion = self.congestion.clone();
         net.rto_floor = self.rto_floor;
         net.patient_replacement = !self.eager_replacement;
+        if let Some(b) = self.write_batch {
+            net.write_batch = b;
+        }
     }
 
     /// The one controller a kernel scheme (`mptcp`, `tcp:<path>`) runs, if the name set one.
@@ -195,6 +201,14 @@ pub fn runtime_options(name: &str, scenario: &Scenario) -> Result<(String, Runti
                 };
                 continue;
             }
+            if let Some(v) = part.strip_prefix("batch=") {
+                let b = bytes(v).map_err(|e| anyhow!("scheme `{name}`: batch={e}"))?;
+                if !(16 * 1024..=4 * 1024 * 1024).contains(&b) {
+                    bail!("scheme `{name}`: batch=`{v}`: expected 16k to 4m bytes per write");
+                }
+                opts.write_batch = Some(b);
+                continue;
+            }
             if let Some(v) = part.strip_prefix("replace=") {
                 opts.eager_replacement = match v {
                     "eager" => true,
@@ -213,11 +227,11 @@ pub fn runtime_options(name: &str, scenario: &Scenario) -> Result<(String, Runti
     }
     if kernel {
         let per_path = !opts.congestion.paths.is_empty() || matches!(opts.congestion.all, Some(fbdt_net::Choice::Auto));
-        if per_path || opts.rto_floor || opts.eager_replacement {
-            bail!("scheme `{name}`: kernel schemes take one controller for the whole run (`+cc=bbr`), no per-path or auto choice and no rtofloor");
+        if per_path || opts.rto_floor || opts.eager_replacement || opts.write_batch.is_some() {
+            bail!("scheme `{name}`: kernel schemes take one controller for the whole run (`+cc=bbr`), no per-path or auto choice, no rtofloor and no batch");
         }
     } else if !(opts.is_empty() || base.starts_with("fbdt") || base.starts_with("mp:")) {
-        bail!("scheme `{name}`: `+cc=`, `+rtofloor=` and `+replace=` apply to fbdt, mp:*, mptcp and tcp:<path>");
+        bail!("scheme `{name}`: `+cc=`, `+rtofloor=`, `+replace=` and `+batch=` apply to fbdt, mp:*, mptcp and tcp:<path>");
     }
     opts.congestion.validate().map_err(|e| anyhow!("scheme `{name}`: {e}"))?;
     Ok((base, opts))
@@ -484,6 +498,13 @@ mod tests {
         assert!(err("fbdt+rtofloor=maybe").contains("on or off"));
         assert!(err("fbdt+replace=now").contains("eager or patient"));
         assert!(runtime_options("fbdt+replace=eager", &s).unwrap().1.eager_replacement);
+        assert_eq!(runtime_options("fbdt+batch=256k", &s).unwrap().1.write_batch, Some(256 * 1024));
+        assert!(err("fbdt+batch=1k").contains("16k to 4m"));
+        assert!(err("fbdt+batch=lots").contains("not a byte count"));
+        assert!(err("mptcp+batch=256k").contains("no batch"));
+        let mut net = fbdt_net::NetConfig::default();
+        runtime_options("fbdt+batch=128k", &s).unwrap().1.apply(&mut net);
+        assert_eq!(net.write_batch, 128 * 1024);
         if fbdt_net::congestion::available().is_some() {
             assert!(err("fbdt+cc=nosuchcc").contains("not available"));
         }
