@@ -124,6 +124,12 @@ pub struct Fidelity {
     /// CPU used by programs that are not this run (not this process or its descendants),
     /// in cores, outside interrupt and softirq time.
     pub others_cpu: f64,
+    /// The whole host's busy cores less the emulator's and other programs': both ends'
+    /// processes and all the kernel's work for them, wherever it was booked. This kernel
+    /// charges softirq work to whatever task it interrupts (no IRQ time accounting), so a
+    /// busy endpoint is charged for packets a sleeping one leaves to the idle task:
+    /// `endpoints_cpu` alone favours ends that block in `read`, this figure does not.
+    pub stack_cpu: f64,
     pub paths: Vec<PathFidelity>,
     pub tolerances: Tolerances,
 }
@@ -344,9 +350,11 @@ pub(crate) fn assess(a: &Mark, b: &Mark, paths: &[PathInput], tol: &Tolerances, 
         endpoint_idle_cores: endpoint_idle_cores.max(0.0),
         steal: share(steal),
         others_cpu: ((b.cpu.tasks_s.0 - a.cpu.tasks_s.0) - (b.cpu.tasks_s.1 - a.cpu.tasks_s.1)).max(0.0) / secs,
+        stack_cpu: 0.0,
         paths: out_paths,
         tolerances: *tol,
     };
+    f.stack_cpu = (f.host_busy * b.cpu.per_cpu.len().max(1) as f64 - emulator_cpu - f.others_cpu).max(0.0);
     f.reasons = verdict(&f);
     f.faithful = f.reasons.is_empty();
     f
@@ -428,6 +436,7 @@ mod tests {
             endpoint_idle_cores: 1.0,
             steal: 0.0,
             others_cpu: 0.05,
+            stack_cpu: 0.25,
             paths: Vec::new(),
             tolerances: Tolerances::default(),
         }

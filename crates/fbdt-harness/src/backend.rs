@@ -61,6 +61,8 @@ pub struct Outcome {
     pub wakeups_per_s: Option<f64>,
     /// CPU cores the endpoints used (testbed).
     pub endpoint_cpu_cores: Option<f64>,
+    /// The host's busy cores but the emulator's and other programs' (testbed).
+    pub stack_cpu_cores: Option<f64>,
     /// In-order delivery delay samples.
     pub delay: DelaySamples,
     pub cotag: Option<CotagCounters>,
@@ -135,6 +137,7 @@ pub fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Outcome)>, 
         .collect();
     let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
     let endpoint_cpu_cores = mean(runs.iter().filter_map(|(_, r)| r.endpoint_cpu_cores).collect());
+    let stack_cpu_cores = mean(runs.iter().filter_map(|(_, r)| r.stack_cpu_cores).collect());
     let wakeups_per_s = mean(runs.iter().filter_map(|(_, r)| r.wakeups_per_s).collect());
     let kernel_congestion = runs.iter().find_map(|(_, r)| r.kernel_congestion.clone());
     let bottleneck = crate::results::bottleneck::BottleneckShares::pool(runs.iter().filter_map(|(_, r)| r.bottleneck.as_ref()));
@@ -162,6 +165,7 @@ pub fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Outcome)>, 
         cotag,
         bursts,
         endpoint_cpu_cores,
+        stack_cpu_cores,
         wakeups_per_s,
         tcp_per_path,
         congestion_control: kernel_congestion,

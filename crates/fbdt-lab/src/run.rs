@@ -284,8 +284,8 @@ fn print_table(r: &RunReport) {
             .map_or(String::new(), |s| format!(", Σ standalone {s:.1} Mbit/s"))
     );
     println!(
-        "{:<26} {:>9} {:>5} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8}  per-path MB",
-        "scheme", "Mbit/s", "CPU", "p10", "p50", "p90", "redund", "/Σtcp", "/cap", "sd100ms", "dly p50", "dly p99"
+        "{:<26} {:>9} {:>5} {:>5} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8}  per-path MB",
+        "scheme", "Mbit/s", "CPU", "stack", "p10", "p50", "p90", "redund", "/Σtcp", "/cap", "sd100ms", "dly p50", "dly p99"
     );
     for s in &r.results {
         let ratio = |d: Option<f64>| {
@@ -300,7 +300,7 @@ fn print_table(r: &RunReport) {
         let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}ms"));
         let delay = s.delivery_delay_ms.as_ref();
         println!(
-            "{:<26} {:>9.1} {:>5} {:>8.1} {:>8.1} {:>8.1} {:>6.2}% {:>7} {:>7} {:>7} {:>8} {:>8}  {}",
+            "{:<26} {:>9.1} {:>5} {:>5} {:>8.1} {:>8.1} {:>8.1} {:>6.2}% {:>7} {:>7} {:>7} {:>8} {:>8}  {}",
             if s.faithful == Some(false) {
                 format!("{} (UNFAITHFUL)", s.scheme)
             } else {
@@ -308,6 +308,7 @@ fn print_table(r: &RunReport) {
             },
             s.goodput_mbps,
             s.endpoint_cpu_cores.map_or("-".to_string(), |c| format!("{c:.2}")),
+            s.stack_cpu_cores.map_or("-".to_string(), |c| format!("{c:.2}")),
             s.goodput_p10_mbps,
             s.goodput_p50_mbps,
             s.goodput_p90_mbps,

@@ -347,6 +347,7 @@ fn run_one(
             .as_ref()
             .map(|(s, c)| (s.wakeups + c.wakeups) as f64 / secs.max(1e-9)),
         endpoint_cpu_cores: Some(fidelity.endpoints_cpu),
+        stack_cpu_cores: Some(fidelity.stack_cpu),
         delay,
         cotag,
         bursts,

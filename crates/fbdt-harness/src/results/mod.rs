@@ -92,6 +92,12 @@ pub struct SchemeResult {
     /// repetitions (`fidelity.runs[].endpoints_cpu`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint_cpu_cores: Option<f64>,
+    /// Emulated runs: the whole host's busy cores less the emulator's and other programs'
+    /// — both ends and all the kernel's work for them wherever it was booked (softirq work
+    /// lands on whatever task it interrupts, so `endpoint_cpu_cores` charges a busy end for
+    /// packets a sleeping one leaves to the idle task), mean over repetitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_cpu_cores: Option<f64>,
     /// Emulated session schemes (`fbdt`, `mp:*`): wake-ups of both ends' session tasks per
     /// second of transfer, mean over repetitions. Not measured for kernel schemes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -196,6 +202,7 @@ impl Default for SchemeResult {
             reinjected_bytes: None,
             faithful: None,
             endpoint_cpu_cores: None,
+            stack_cpu_cores: None,
             wakeups_per_s: None,
             ack_frames_per_mb: None,
             delivery_delay_ms: None,

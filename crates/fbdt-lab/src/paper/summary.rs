@@ -143,6 +143,10 @@ pub struct SchemeSummary {
     /// none in the simulator.
     #[serde(default)]
     pub endpoint_cpu_cores: Option<f64>,
+    /// The host's busy cores less the emulator's and other programs' (testbed; see
+    /// `SchemeResult::stack_cpu_cores`).
+    #[serde(default)]
+    pub stack_cpu_cores: Option<f64>,
 }
 
 /// The paper's side of a scenario, from the scenario file's `[reference]` table.
@@ -240,6 +244,7 @@ pub fn scenario_summary(r: &RunReport, full: Option<&Scenario>, baseline: &str) 
                 delay_p50_ms: x.delivery_delay_ms.as_ref().map(|d| d.p50),
                 delay_p99_ms: x.delivery_delay_ms.as_ref().map(|d| d.p99),
                 endpoint_cpu_cores: x.endpoint_cpu_cores,
+                stack_cpu_cores: x.stack_cpu_cores,
             }
         })
         .collect();
