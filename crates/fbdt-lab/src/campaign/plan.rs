@@ -101,8 +101,8 @@ fn paper_cases(args: &PaperArgs, gso_units: Option<u32>) -> Result<(PathBuf, Vec
         (_, Some(s)) => format!("given {s}"),
         (BackendKind::Sim, None) => "1".into(),
         (BackendKind::Emu, None) => "calibrated on the host (cached per host)".into(),
-    } + if args.auto_scale {
-        ", lower when unfaithful (--auto-scale)"
+    } + if crate::paper::rescales(args, backend) {
+        ", lower when the monitors blame the emulator"
     } else {
         ""
     };
@@ -130,7 +130,7 @@ fn paper_cases(args: &PaperArgs, gso_units: Option<u32>) -> Result<(PathBuf, Vec
             if let Some(s) = args.scale {
                 command.extend(["--scale".to_string(), display_f64(s)]);
             }
-            if args.auto_scale {
+            if crate::paper::rescales(args, backend) {
                 command.push("--auto-scale".into());
             }
             let seed = fbdt_scenario::Scenario::load(&p.arg).map(|s| s.seed).ok();
