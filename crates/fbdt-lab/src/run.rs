@@ -56,8 +56,9 @@ pub struct RunArgs {
     /// Write the results JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Emulated runs: when a run is unfaithful (the emulator ran out of CPU), repeat the
-    /// scenario at a lower scale (up to 3 attempts).
+    /// Emulated runs: when a run is unfaithful and the monitors blame the emulator (late or
+    /// dropped packets, its CPU saturated), repeat the scenario at scale ÷ 1.5 (up to 3
+    /// attempts); a busy host never lowers the scale.
     #[arg(long)]
     pub auto_scale: bool,
     /// What the flows are (testbed only): `bulk`, one download for the whole duration, or

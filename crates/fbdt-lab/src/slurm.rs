@@ -112,6 +112,10 @@ fn array_script(args: &SubmitArgs, m: &Manifest, cases: &[usize], exe: &Path, di
     } else {
         s += "#SBATCH --cpus-per-task=1\n";
     }
+    // A task lost with its node fails (NODE_FAIL) instead of being requeued by Slurm, which
+    // sites set either way (JobRequeue): what a campaign runs again is then always what
+    // `merge --requeue` lists, and `submit --requeue` runs it.
+    s += "#SBATCH --no-requeue\n";
     s += &format!(
         "# fbdt-lab slurm submit: {} cases of campaign {} ({} `{}`), {} per task\n",
         cases.len(),

@@ -6,6 +6,8 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use crate::{faults, paper, run, sweep};
+use fbdt_harness::campaign::Verdict;
+use fbdt_harness::results::fidelity::RunFidelity;
 
 /// `fbdt-lab`'s command line as far as a manifest stores it (the global `--gso-units`
 /// as `main.rs`'s `Cli` takes it).
@@ -39,10 +41,51 @@ pub(crate) fn testbed_options(gso_units: Option<u32>) -> fbdt_emu::TestbedOption
     }
 }
 
-/// What one campaign case produced: its results JSON and its fidelity.
+/// What one campaign case produced: its results JSON, the fidelity verdict, and for
+/// testbed cases the scale it emulated and where that came from.
 pub(crate) struct CaseOutput {
     pub json: serde_json::Value,
-    pub fidelity: Option<fbdt_harness::results::fidelity::RunFidelity>,
+    pub verdict: Verdict,
+    pub testbed_reference: Option<String>,
+}
+
+fn reference(f: &RunFidelity) -> String {
+    format!(
+        "scale {} ({}), calibrated for {} ({} cores, kernel {})",
+        f.scale, f.scale_source, f.host.cpu_model, f.host.cores, f.host.kernel
+    )
+}
+
+/// One verdict over several (a COTAG case's points): faithful when all are, the emulator
+/// blamed when it was in any, every reason.
+fn combined(verdicts: Vec<Verdict>) -> Verdict {
+    let faithful = verdicts.iter().all(|v| v.faithful);
+    Verdict {
+        label: if faithful { "faithful" } else { "UNFAITHFUL" }.into(),
+        faithful,
+        emulator_blamed: verdicts.iter().any(|v| v.emulator_blamed),
+        reasons: verdicts.into_iter().flat_map(|v| v.reasons).collect(),
+    }
+}
+
+/// A workloads section's verdict: the simulator's, or on the testbed faithful when no table
+/// had a flagged run (the tables keep counts, not the monitors' reasons: nobody blamed).
+fn workloads_verdict(w: &paper::workloads::WorkloadSection) -> Verdict {
+    if w.backend != "emu" {
+        return Verdict::simulator();
+    }
+    let reasons: Vec<String> = w
+        .tables
+        .iter()
+        .filter(|t| t.unfaithful_runs > 0)
+        .map(|t| format!("{} over {}: {} runs flagged", t.kind, t.scenario, t.unfaithful_runs))
+        .collect();
+    Verdict {
+        label: if reasons.is_empty() { "faithful" } else { "UNFAITHFUL" }.into(),
+        faithful: reasons.is_empty(),
+        emulator_blamed: false,
+        reasons,
+    }
 }
 
 /// Runs a campaign case's command (`fbdt-lab` arguments without the program name) through
@@ -52,24 +95,43 @@ pub(crate) fn run_case_command(args: &[String]) -> Result<CaseOutput> {
     let argv = std::iter::once("fbdt-lab".to_string()).chain(args.iter().cloned());
     let cli = StoredCli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("the case's command does not parse: {e}"))?;
     let testbed = testbed_options(cli.gso_units);
+    let simulator = |json: serde_json::Value| CaseOutput {
+        json,
+        verdict: Verdict::simulator(),
+        testbed_reference: None,
+    };
     match cli.command {
         Stored::Run(mut a) => {
             a.json = None;
             let r = run::run(a, &testbed)?;
             Ok(CaseOutput {
-                fidelity: r.fidelity.clone(),
+                verdict: r.fidelity.as_ref().map_or_else(Verdict::simulator, Verdict::of),
+                testbed_reference: r.fidelity.as_ref().map(reference),
                 json: serde_json::to_value(&r)?,
             })
         }
-        Stored::Sweep(a) => Ok(CaseOutput {
-            json: serde_json::to_value(sweep::report(&a, &testbed)?)?,
-            fidelity: None,
-        }),
-        Stored::Faults(a) => Ok(CaseOutput {
-            json: serde_json::to_value(faults::report(&a, &testbed)?)?,
-            fidelity: None,
-        }),
-        Stored::Paper(_) => anyhow::bail!("a campaign case runs `run`, `sweep` or `faults`, not `{}`", args.join(" ")),
+        Stored::Sweep(a) if a.cotag => {
+            let r = sweep::cotag_report(&a, &testbed)?;
+            Ok(CaseOutput {
+                verdict: combined(r.points.iter().map(|p| Verdict::of(&p.fidelity)).collect()),
+                testbed_reference: r.points.first().map(|p| reference(&p.fidelity)),
+                json: serde_json::to_value(&r)?,
+            })
+        }
+        Stored::Sweep(a) => Ok(simulator(serde_json::to_value(sweep::report(&a, &testbed)?)?)),
+        Stored::Faults(a) => Ok(simulator(serde_json::to_value(faults::report(&a, &testbed)?)?)),
+        Stored::Paper(a) if a.workloads_only => {
+            let w = paper::workloads_section(&a, &testbed)?;
+            Ok(CaseOutput {
+                verdict: workloads_verdict(&w),
+                testbed_reference: None,
+                json: serde_json::to_value(&w)?,
+            })
+        }
+        Stored::Paper(_) => anyhow::bail!(
+            "a campaign case runs `run`, `sweep`, `faults` or `paper --workloads-only`, not `{}`",
+            args.join(" ")
+        ),
     }
 }
 

@@ -136,7 +136,8 @@ pub fn parse_values(text: &str) -> Result<Vec<f64>> {
 /// The `--cotag` sweep's default baselines.
 pub const COTAG_BASELINES: [&str; 5] = ["dual-rr", "mptcp", "fbdt", "tcp:ap1", "tcp:ap2"];
 
-fn run_cotag(args: &SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
+/// The `--cotag` grid these options ask for, checked.
+pub fn cotag_grid(args: &SweepArgs) -> Result<crate::sweep_cotag::Grid> {
     let baselines: Vec<String> = if args.schemes == ["fbdt"] {
         COTAG_BASELINES.iter().map(|s| s.to_string()).collect()
     } else {
@@ -154,30 +155,34 @@ fn run_cotag(args: &SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()>
         repeat: args.repeat,
     };
     grid.check()?;
+    Ok(grid)
+}
+
+/// Runs the `--cotag` grid (root), writing the points done so far to `--json` after each.
+pub fn cotag_report(args: &SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<crate::sweep_cotag::GridReport> {
+    let grid = cotag_grid(args)?;
     if let Some(why) = fbdt_emu::skip_reason() {
         bail!("sweep --cotag runs on the emulated testbed, which needs root: {why}");
     }
     let write = |points: &[crate::sweep_cotag::Point]| -> Result<()> {
         if let Some(path) = &args.json {
-            let report = crate::sweep_cotag::GridReport {
-                grid: grid.clone(),
-                points: points.to_vec(),
-                claims: crate::sweep_cotag::claims(points),
-            };
+            let report = crate::sweep_cotag::GridReport::of(grid.clone(), points.to_vec());
             fbdt_harness::results::write_json(path, &report)?;
         }
         Ok(())
     };
     let points = crate::sweep_cotag::run_grid(&grid, testbed, write)?;
-    let report = crate::sweep_cotag::GridReport {
-        claims: crate::sweep_cotag::claims(&points),
-        grid,
-        points,
-    };
-    for line in crate::sweep_cotag::describe(&report) {
+    Ok(crate::sweep_cotag::GridReport::of(grid, points))
+}
+
+/// Prints a `--cotag` grid's table and claims and writes its JSON if asked (the
+/// one-process run and the merge of a campaign alike).
+pub fn finish_cotag(report: &crate::sweep_cotag::GridReport, json: Option<&std::path::Path>) -> Result<()> {
+    for line in crate::sweep_cotag::describe(report) {
         println!("{line}");
     }
-    if let Some(path) = &args.json {
+    if let Some(path) = json {
+        fbdt_harness::results::write_json(path, report)?;
         eprintln!("wrote {}", path.display());
     }
     Ok(())
@@ -185,7 +190,8 @@ fn run_cotag(args: &SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()>
 
 pub fn run(args: SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
     if args.cotag {
-        return run_cotag(&args, testbed);
+        let report = cotag_report(&args, testbed)?;
+        return finish_cotag(&report, args.json.as_deref());
     }
     let report = report(&args, testbed)?;
     finish(&report, args.json.as_deref())

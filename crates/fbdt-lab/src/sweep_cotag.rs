@@ -244,6 +244,40 @@ pub struct GridReport {
     pub claims: Vec<Claim>,
 }
 
+impl GridReport {
+    /// The report of `grid`'s `points` (in [`cells`] order), the claims judged over them.
+    pub fn of(grid: Grid, points: Vec<Point>) -> Self {
+        GridReport {
+            claims: claims(&points),
+            grid,
+            points,
+        }
+    }
+}
+
+/// The grid's points in the order they run and are reported: correlation, then PER, then
+/// latency.
+pub fn cells(grid: &Grid) -> Vec<(String, f64, f64)> {
+    grid.correlations
+        .iter()
+        .flat_map(|c| {
+            grid.per
+                .iter()
+                .flat_map(move |&per| grid.latency_ms.iter().map(move |&l| (c.clone(), per, l)))
+        })
+        .collect()
+}
+
+/// The grid of one point of `grid` (a campaign case).
+pub fn one_point(grid: &Grid, (correlation, per, latency_ms): &(String, f64, f64)) -> Grid {
+    Grid {
+        correlations: vec![correlation.clone()],
+        per: vec![*per],
+        latency_ms: vec![*latency_ms],
+        ..grid.clone()
+    }
+}
+
 /// "COTAG outperforms `rival` in all cases": at every point where COTAG and the rival ran
 /// faithfully.
 fn beats(points: &[Point], rival: &str) -> Claim {
@@ -440,15 +474,7 @@ pub fn run_grid(
 ) -> Result<Vec<Point>> {
     grid.check()?;
     let schemes = grid.schemes();
-    let cells: Vec<(String, f64, f64)> = grid
-        .correlations
-        .iter()
-        .flat_map(|c| {
-            grid.per
-                .iter()
-                .flat_map(move |&per| grid.latency_ms.iter().map(move |&l| (c.clone(), per, l)))
-        })
-        .collect();
+    let cells = cells(grid);
     let ticks =
         (grid.duration_s / 0.1).round() as u64 * schemes.len() as u64 * cells.len() as u64 * u64::from(grid.repeat);
     let bar = fbdt_harness::progress::bar(ticks);

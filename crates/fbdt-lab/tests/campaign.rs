@@ -74,25 +74,38 @@ fn a_sweep_campaign_merges_to_the_one_process_sweep_and_its_cases_are_checked() 
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("manifest.json"));
 }
 
+/// The throughput suite and the workloads section (simulator), one case per scenario and
+/// per workload scenario, merged to the one-process `paper`'s summary.json, per-scenario
+/// JSON and workloads.json.
 #[test]
 fn a_paper_campaign_merges_to_the_one_process_summary() {
     let (_tmp, one, dir) = scratch("one");
-    let paper = "--backend sim --quick --scenarios los,tc-delay-wigig --duration 1 --skip-workloads";
+    let paper = "--backend sim --quick --scenarios los,tc-delay-wigig --duration 1 --workload-scenarios los,blockage";
     one_process_and_plan("paper", paper, "--out", &one, &[], &dir);
-    ok(&["case", p(&dir), "--index", "1"]);
-    ok(&["case", p(&dir), "--index", "0"]);
+    let m = json(&dir.join("manifest.json"));
+    let labels: Vec<&str> = m["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["los", "tc-delay-wigig", "workloads los", "workloads blockage"]);
+    ok(&["case", p(&dir), "--index", "3,1"]);
+    ok(&["case", p(&dir), "--index", "0,2"]);
     ok(&["merge", p(&dir)]);
     assert_eq!(
         steady(json(&dir.join("summary.json"))),
         steady(json(&one.join("summary.json")))
     );
-    for s in ["los", "tc-delay-wigig"] {
-        let f = format!("{s}.json");
-        assert_eq!(steady(json(&dir.join(&f))), steady(json(&one.join(&f))), "{f}");
+    for f in ["los.json", "tc-delay-wigig.json", "workloads.json"] {
+        assert_eq!(steady(json(&dir.join(f))), steady(json(&one.join(f))), "{f}");
     }
+    let w = json(&dir.join("workloads.json"));
+    assert_eq!(w["tables"].as_array().unwrap().len(), 10, "5 workloads × 2 scenarios");
     assert!(dir.join("report.html").exists() && dir.join("bars-fig3b.png").exists());
     let stamps = json(&dir.join("campaign.json"));
-    assert_eq!(stamps["stamps"].as_array().unwrap().len(), 2);
+    assert_eq!(stamps["stamps"].as_array().unwrap().len(), 4);
+    assert_eq!(stamps["stamps"][3]["verdict"]["label"], "simulator");
 }
 
 #[test]

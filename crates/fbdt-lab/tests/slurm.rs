@@ -3,8 +3,11 @@
 //! runs a 24-case simulator campaign as a job array: one task is cancelled, so the merge
 //! job never runs; `merge --requeue` lists its cases, `slurm submit --requeue` runs them
 //! and the merge job then writes the sweep the one-process command writes (apart from
-//! wall-clock and host fields). Root only, and only where Slurm and munge are installed
-//! (CI installs them); otherwise skipped with the reason printed.
+//! wall-clock and host fields). Then the same campaign again loses its node while a task
+//! runs (slurmd and the task's processes killed, slurmd restarted): `merge --requeue` lists
+//! what the task had not finished and `slurm submit --requeue` completes the merge. Root
+//! only, and only where Slurm and munge are installed (CI installs them); otherwise skipped
+//! with the reason printed.
 
 mod common;
 
@@ -149,31 +152,71 @@ impl Cluster {
             mem = node_value(&node, "RealMemory"),
         );
         std::fs::write(&cluster.conf, conf).unwrap();
-        for (name, args) in [("slurmctld", vec!["-D"]), ("slurmd", vec!["-D", "-N", "localhost"])] {
-            let child = tool(name)
-                .args(&args)
-                .env("SLURM_CONF", &cluster.conf)
-                .stdout(log(&format!("{name}.out")))
-                .stderr(log(&format!("{name}.err")))
-                .spawn()
+        cluster.spawn("slurmctld");
+        cluster.spawn("slurmd");
+        cluster.wait_idle();
+        cluster
+    }
+
+    /// Starts slurmctld or slurmd in the foreground, logging into the cluster's folder.
+    fn spawn(&mut self, name: &str) {
+        let args: &[&str] = if name == "slurmd" { &["-D", "-N", "localhost"] } else { &["-D"] };
+        // Appended to: a restarted daemon keeps the earlier lines.
+        let log = |file: String| {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.dir.path().join("log").join(file))
                 .unwrap();
-            cluster.daemons.push((name.into(), child));
-        }
-        // The node must be up before anything is submitted.
+            Stdio::from(f)
+        };
+        let child = tool(name)
+            .args(args)
+            .env("SLURM_CONF", &self.conf)
+            .stdout(log(format!("{name}.out")))
+            .stderr(log(format!("{name}.err")))
+            .spawn()
+            .unwrap();
+        self.daemons.push((name.into(), child));
+    }
+
+    /// Waits until the node is up and idle (nothing may be submitted before).
+    fn wait_idle(&self) {
         let until = Instant::now() + HANG;
         loop {
-            let state = cluster.run("sinfo", &["-h", "-o", "%t"]);
+            let state = self.run("sinfo", &["-h", "-o", "%t"]);
             if state.trim() == "idle" {
-                break;
+                return;
             }
             assert!(
                 Instant::now() < until,
                 "the node never came up: `{state}`; {}",
-                cluster.logs()
+                self.logs()
             );
             std::thread::sleep(Duration::from_millis(300));
         }
-        cluster
+    }
+
+    /// The node is lost as in a reboot: slurmd and the running task's processes (its
+    /// slurmstepd and the `fbdt-lab case` it runs, frozen mid-task before) are killed by PID,
+    /// and the controller is told the node is down — what it concludes by itself after
+    /// SlurmdTimeout (300 s by default; a short one would mark a slow CI node down
+    /// spuriously). Then slurmd starts again and the node returns (ReturnToService=2).
+    fn lose_node(&mut self, task: &[i32]) {
+        let i = self.daemons.iter().position(|(n, _)| n == "slurmd").unwrap();
+        let (_, mut slurmd) = self.daemons.remove(i);
+        slurmd.kill().unwrap();
+        slurmd.wait().unwrap();
+        for &pid in task {
+            // SAFETY: killing processes of this test's own job by PID.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        self.run(
+            "scontrol",
+            &["update", "NodeName=localhost", "State=DOWN", "Reason=lost in a reboot (test)"],
+        );
+        self.spawn("slurmd");
+        self.wait_idle();
     }
 
     fn logs(&self) -> String {
@@ -297,5 +340,122 @@ fn a_campaign_runs_as_a_job_array_a_cancelled_task_is_requeued_and_the_merge_mat
         assert!(s["host"]["slurm_job"].is_string(), "{s}");
         assert_eq!(s["verdict"]["label"], "simulator");
     }
+
+    // The same campaign again, and its node is lost while a task runs.
+    let dir = dir.with_file_name("lost-node");
+    let plan = format!("plan sweep {sweep} --out {}", p(&dir));
+    common::ok(&plan.split_whitespace().collect::<Vec<_>>());
+    let mut cluster = cluster;
+    lost_node_requeued(&mut cluster, &dir, &one);
     drop(cluster);
+}
+
+/// `pid`'s parent and command name, from /proc.
+fn parent_and_name(pid: i32) -> Option<(i32, String)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let ppid = stat[close + 2..].split_whitespace().nth(1)?.parse().ok()?;
+    Some((ppid, stat[open + 1..close].to_string()))
+}
+
+/// The `fbdt-lab case <dir> --index …` process a task of `dir`'s campaign runs, if one runs
+/// now, and the cases it runs.
+fn case_process(dir: &Path) -> Option<(i32, Vec<usize>)> {
+    let exe = env!("CARGO_BIN_EXE_fbdt-lab");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.len() < 5 || args[0] != exe || args[1] != "case" || args[2] != p(dir) || args[3] != "--index" {
+            return None;
+        }
+        let indices = args[4].split(',').map(|i| i.parse().ok()).collect::<Option<Vec<usize>>>()?;
+        Some((pid, indices))
+    })
+}
+
+/// 24 cases in two tasks of 12, one at a time. The first task is frozen (SIGSTOP, by PID)
+/// as soon as its process is seen, so the loss strikes mid-task whatever the host's speed;
+/// the node is lost; the task fails (NODE_FAIL: the array asks Slurm not to requeue) and
+/// the merge job's dependency can never be met. `merge --requeue` lists the cases the lost
+/// task did not finish, `slurm submit --requeue` runs them, and the merge job's sweep is
+/// the one-process sweep.
+fn lost_node_requeued(cluster: &mut Cluster, dir: &Path, one: &Path) {
+    let out = cluster.lab(&["slurm", "submit", p(dir), "--pack", "12", "--max-parallel", "1"]);
+    assert!(out.contains("24 cases in 2 tasks"), "{out}");
+    let (array, merge) = job_ids(&out);
+    let until = Instant::now() + HANG;
+    let mut polls = 0u64;
+    let (frozen, indices) = loop {
+        if let Some((pid, indices)) = case_process(dir) {
+            // SAFETY: signalling this test's own job's process by its PID.
+            if unsafe { libc::kill(pid, libc::SIGSTOP) } == 0 {
+                break (pid, indices);
+            }
+        }
+        polls += 1;
+        if polls % 50 == 0 {
+            assert!(
+                !cluster.run("squeue", &["-h", "-j", &array]).trim().is_empty(),
+                "every task of {array} ended before one was seen running{}",
+                cluster.logs()
+            );
+        }
+        assert!(Instant::now() < until, "no task of {array} was seen running{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // The task is the case process and the slurmstepd that started it (the array script
+    // exec's the case).
+    let stepd = parent_and_name(frozen)
+        .map(|(parent, _)| parent)
+        .filter(|&parent| parent_and_name(parent).is_some_and(|(_, name)| name.starts_with("slurmstepd")))
+        .unwrap_or_else(|| panic!("the task's process {frozen} was not started by a slurmstepd"));
+    let task = [stepd, frozen];
+    // What the frozen task had not written yet is lost with the node.
+    let lost: Vec<usize> = indices
+        .iter()
+        .copied()
+        .filter(|i| !dir.join(format!("cases/{i}.json")).exists())
+        .collect();
+    assert!(!lost.is_empty(), "the task {indices:?} was frozen after its last case");
+    cluster.lose_node(&task);
+
+    // The other task runs on the returned node; the lost one never completes.
+    cluster.wait_gone(&array);
+    let until = Instant::now() + HANG;
+    loop {
+        let reason = cluster.run("squeue", &["-h", "-j", &merge, "-o", "%r"]);
+        if reason.contains("DependencyNeverSatisfied") {
+            break;
+        }
+        assert!(Instant::now() < until, "merge job {merge}: `{reason}`{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    cluster.run("scancel", &[&merge]);
+    let o = lab(&["merge", p(dir), "--requeue"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    let listed: Vec<usize> = std::fs::read_to_string(dir.join("requeue.txt"))
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    // Exactly the lost task's cases it had not written when it froze.
+    assert_eq!(listed, lost, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{} missing", lost.len())) && stderr.contains("not run yet"),
+        "{stderr}"
+    );
+    let out = cluster.lab(&["slurm", "submit", p(dir), "--requeue"]);
+    assert!(out.contains(&format!("{} cases in {} tasks", lost.len(), lost.len())), "{out}");
+    let (array, merge) = job_ids(&out);
+    cluster.wait_gone(&array);
+    cluster.wait_gone(&merge);
+    assert_eq!(cluster.state(&merge), "COMPLETED", "{}", cluster.logs());
+    assert_eq!(steady(json(&dir.join("sweep.json"))), steady(json(one)));
+    assert_eq!(json(&dir.join("campaign.json"))["complete"], true);
 }

@@ -32,17 +32,14 @@ impl Verdict {
         }
     }
 
-    /// The verdict of a testbed run's `fidelity` object.
+    /// The verdict of a testbed run's `fidelity` object; the emulator is blamed by the rule
+    /// the runs rescale by ([`crate::emu::blame`]: never when the host was busy).
     pub fn of(f: &RunFidelity) -> Self {
-        let t = &f.tolerances;
         let bad: Vec<_> = f.runs.iter().filter(|r| !r.faithful).collect();
-        let emulator_blamed = bad
-            .iter()
-            .any(|r| r.emulator_late_share > t.max_late_share || r.reasons.iter().any(|x| x.starts_with("emulator ")));
         Verdict {
             label: if f.faithful { "faithful" } else { "UNFAITHFUL" }.into(),
             faithful: f.faithful,
-            emulator_blamed: !f.faithful && emulator_blamed,
+            emulator_blamed: !f.faithful && crate::emu::blame(&f.runs, &f.tolerances).lower_helps(),
             reasons: bad
                 .iter()
                 .map(|r| {

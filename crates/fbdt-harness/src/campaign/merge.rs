@@ -78,7 +78,11 @@ impl Requeue {
                 index: r.index,
                 why: match lower {
                     Some(s) => format!("unfaithful, the emulator at fault: again at scale {s:.4}"),
-                    None => "unfaithful, the host was busy: again at the same scale".into(),
+                    // A COTAG point's scale is the grid's, the same at every point.
+                    None if r.verdict.emulator_blamed => {
+                        "unfaithful, the emulator at fault at the grid's fixed scale: again at it".into()
+                    }
+                    None => "unfaithful, not the emulator's fault: again at the same scale".into(),
                 },
                 scale: lower,
             });

@@ -39,14 +39,72 @@ pub struct EmuRun {
 pub struct ScaleChoice {
     /// `--scale`: this one, no calibration.
     pub given: Option<f64>,
-    /// `--auto-scale`: when a run is unfaithful, repeat the scenario (every scheme, so
-    /// they stay comparable) at a lower scale, up to [`AUTO_SCALE_TRIES`] times.
+    /// `--auto-scale` (and `paper` at a calibrated scale): when the monitors blame the
+    /// emulator for an unfaithful run ([`Blame::Emulator`]), repeat the scenario (every
+    /// scheme, so they stay comparable) at a lower scale, up to [`AUTO_SCALE_TRIES`]
+    /// attempts. A busy host never lowers the scale.
     pub auto: bool,
 }
 
 /// Scenario attempts with `--auto-scale` (each at 1/[`AUTO_SCALE_STEP`] of the previous scale).
 pub const AUTO_SCALE_TRIES: u32 = 3;
 pub const AUTO_SCALE_STEP: f64 = 1.5;
+
+/// Whom the fidelity monitors blamed for a scenario's unfaithful runs: what decides whether
+/// running it again at a lower scale can help.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blame {
+    /// Every run within tolerance.
+    Nobody,
+    /// The emulator fell behind — packets released late, packets dropped unread, its
+    /// threads saturated — on an otherwise quiet host: the scale asked more than this host
+    /// emulates (a long-RTT path the calibration does not fill, a run longer than its
+    /// probes). A lower scale helps.
+    Emulator,
+    /// The host was disturbed: other programs used its CPU or the hypervisor stole it. What
+    /// the emulator did beside that is the host's doing as much as the scale's; a lower
+    /// scale would hide it and, from a cached scale, lower this host's cache for good.
+    Host,
+    /// Neither (the endpoints' CPUs were busy): not the emulator's rate.
+    Endpoints,
+}
+
+impl Blame {
+    /// A repeat at a lower scale can make the runs faithful.
+    pub fn lower_helps(self) -> bool {
+        self == Blame::Emulator
+    }
+}
+
+/// [`Blame`] of a scenario's runs, judged with `tol` (what they were judged with). The host
+/// is blamed first: late packets beside a busy host say nothing about the scale.
+pub fn blame(runs: &[RunEntry], tol: &fbdt_emu::Tolerances) -> Blame {
+    let bad: Vec<&RunEntry> = runs.iter().filter(|r| !r.faithful).collect();
+    if bad.is_empty() {
+        return Blame::Nobody;
+    }
+    if bad.iter().any(|r| r.others_cpu > tol.max_others_cpu || r.steal > tol.max_steal) {
+        return Blame::Host;
+    }
+    // Drops and saturation are judged on shares and per-thread CPU the entry does not keep;
+    // their reasons (fbdt_emu::fidelity::verdict) are the emulator's own lines.
+    let emulator = |r: &RunEntry| {
+        r.emulator_late_share > tol.max_late_share || r.reasons.iter().any(|x| x.starts_with("emulator "))
+    };
+    if bad.iter().any(|r| emulator(r)) {
+        Blame::Emulator
+    } else {
+        Blame::Endpoints
+    }
+}
+
+/// The scale of the next attempt at a scenario after one at `scale` (attempt number
+/// `attempt`, from 1) that the monitors judged `blame`: lower by [`AUTO_SCALE_STEP`] when
+/// rescaling is on, the emulator was blamed and attempts are left; otherwise none.
+pub fn next_scale(blame: Blame, auto: bool, attempt: u32, scale: f64) -> Option<f64> {
+    (auto && blame.lower_helps() && attempt < AUTO_SCALE_TRIES)
+        .then(|| fbdt_emu::calibrate::round_scale(scale / AUTO_SCALE_STEP))
+}
 
 /// `given`, else this host's calibrated scale for the scenario (cached, or measured now),
 /// else — on a busy host or when no scale is faithful — the default guess, said on `bar`.
@@ -143,7 +201,20 @@ pub fn run(
     loop {
         let mut out = run_at(scenario, names, scale, repeat, traffic, testbed, bar)?;
         let faithful = out.1.iter().all(|e| e.faithful);
-        if faithful || !choice.auto || attempt >= AUTO_SCALE_TRIES {
+        let blamed = blame(&out.1, &fbdt_emu::Tolerances::default());
+        let next = next_scale(blamed, choice.auto, attempt, scale);
+        if choice.auto && next.is_none() && !faithful {
+            bar.println(format!(
+                "{}: unfaithful at scale {scale}; not repeated lower ({})",
+                scenario.name,
+                match blamed {
+                    Blame::Host => "the host was busy or stolen from, not the emulator at fault",
+                    Blame::Endpoints => "the endpoints' CPUs were busy, not the emulator at fault",
+                    _ => "no attempts left",
+                }
+            ));
+        }
+        let Some(lower) = next else {
             let measured_here = matches!(source, ScaleSource::Cached | ScaleSource::Measured);
             if faithful && !rejected.is_empty() && measured_here {
                 let unscaled = fbdt_emu::spec_from_schedule(scenario, &scenario.schedule(1.0)?)?;
@@ -155,11 +226,10 @@ pub fn run(
                 r.faithful = Some(fidelity.scheme_faithful(&r.scheme));
             }
             return Ok(EmuRun { fidelity, ..out.0 });
-        }
+        };
         rejected.push(scale);
-        let lower = fbdt_emu::calibrate::round_scale(scale / AUTO_SCALE_STEP);
         bar.println(format!(
-            "{}: unfaithful at scale {scale}; --auto-scale repeats every scheme at {lower}",
+            "{}: unfaithful at scale {scale}, the emulator at fault; every scheme again at {lower}",
             scenario.name
         ));
         scale = lower;
@@ -457,4 +527,90 @@ fn run_bursts(
         run,
         cotag: Some(counters),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run the monitors judged with the default tolerances: `reasons` as
+    /// fbdt_emu::fidelity::verdict words them, the figures behind them set to match.
+    fn entry(late: f64, others: f64, steal: f64, reasons: &[&str]) -> RunEntry {
+        RunEntry {
+            scheme: "tcp:wigig".into(),
+            seed: 1,
+            scale: 0.9,
+            faithful: reasons.is_empty(),
+            datapath: "direct".into(),
+            receive_steered: true,
+            gso_unit_airtime_us: Some(250),
+            reasons: reasons.iter().map(|r| r.to_string()).collect(),
+            emulator_late_share: late,
+            emulator_late_p99_ms: 0.0,
+            emulator_drops: 0,
+            emulator_cpu: 0.5,
+            emulator_cpu_wait: 0.0,
+            endpoints_cpu: 0.5,
+            host_busy: 0.5,
+            endpoint_idle_cores: 0.5,
+            steal,
+            others_cpu: others,
+            delivered_over_configured: vec![0.99],
+        }
+    }
+
+    const LATE: &str = "1.1% of packets released ≥ 1 ms late (p99 4.0 ms; limit 1.0%)";
+    const OTHERS: &str = "other programs used 0.95 cores of the host (limit 0.30): the endpoints competed with them";
+
+    fn tol() -> fbdt_emu::Tolerances {
+        fbdt_emu::Tolerances::default()
+    }
+
+    #[test]
+    fn the_emulator_blamed_lowers_the_scale() {
+        let ok = entry(0.001, 0.0, 0.0, &[]);
+        assert_eq!(blame(&[ok.clone(), ok.clone()], &tol()), Blame::Nobody);
+        // tc-delay-wigig on a quiet host: WiGig alone 1.06 % late at the calibrated 0.9.
+        let late = entry(0.0106, 0.02, 0.0, &[LATE]);
+        assert_eq!(blame(&[ok.clone(), late], &tol()), Blame::Emulator);
+        let drops = entry(0.0, 0.0, 0.0, &["emulator dropped 900 packets it did not read in time (0.50%; limit 0.10%)"]);
+        assert_eq!(blame(&[drops], &tol()), Blame::Emulator);
+        let saturated = entry(0.0, 0.0, 0.0, &["emulator CPU saturated (0.99 of 1 core(s))"]);
+        assert_eq!(blame(&[saturated], &tol()), Blame::Emulator);
+        assert_eq!(next_scale(Blame::Emulator, true, 1, 0.9), Some(0.6));
+        // Rounded down to three digits, as every scale (0.6 / 1.5 is 0.3999… in binary).
+        assert_eq!(next_scale(Blame::Emulator, true, 2, 0.6), Some(0.399));
+    }
+
+    #[test]
+    fn a_busy_host_never_lowers_the_scale() {
+        // Other programs busy, with late packets beside them: the host's doing.
+        let busy = entry(0.02, 0.95, 0.0, &[LATE, OTHERS]);
+        assert_eq!(blame(&[busy], &tol()), Blame::Host);
+        let stolen = entry(
+            0.03,
+            0.0,
+            0.12,
+            &[LATE, "12.0% of CPU time stolen by the hypervisor (limit 5.0%)"],
+        );
+        // One stolen run among emulator-late ones still blames the host.
+        let late = entry(0.0106, 0.0, 0.0, &[LATE]);
+        assert_eq!(blame(&[late, stolen], &tol()), Blame::Host);
+        let endpoints = entry(
+            0.0,
+            0.0,
+            0.0,
+            &["the endpoints' CPUs were busy: 0.05 core idle over the run (limit 0.10): the ends may have been short of CPU"],
+        );
+        assert_eq!(blame(&[endpoints], &tol()), Blame::Endpoints);
+        for b in [Blame::Nobody, Blame::Host, Blame::Endpoints] {
+            assert_eq!(next_scale(b, true, 1, 0.9), None, "{b:?}");
+        }
+    }
+
+    #[test]
+    fn no_repeat_without_rescaling_or_attempts_left() {
+        assert_eq!(next_scale(Blame::Emulator, false, 1, 0.9), None);
+        assert_eq!(next_scale(Blame::Emulator, true, AUTO_SCALE_TRIES, 0.4), None);
+    }
 }

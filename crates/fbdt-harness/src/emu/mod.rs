@@ -9,4 +9,4 @@ pub mod cotag_link;
 pub mod session;
 pub mod transport;
 
-pub use backend::{run, scale_of, Emu, EmuRun, ScaleChoice, AUTO_SCALE_STEP};
+pub use backend::{blame, next_scale, run, scale_of, Blame, Emu, EmuRun, ScaleChoice, AUTO_SCALE_STEP, AUTO_SCALE_TRIES};

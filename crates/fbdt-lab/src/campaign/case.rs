@@ -7,7 +7,7 @@ use std::time::{Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use fbdt_harness::campaign::{CaseResult, Existing, HostStamp, Manifest, Requeue, Verdict};
+use fbdt_harness::campaign::{CaseResult, Existing, HostStamp, Manifest, Requeue};
 
 #[derive(Args, Debug)]
 pub struct CaseArgs {
@@ -76,13 +76,8 @@ pub fn case(args: CaseArgs) -> Result<()> {
             }
         };
         let mut host = HostStamp::current();
-        host.testbed_reference = out.fidelity.as_ref().map(|f| {
-            format!(
-                "scale {} ({}), calibrated for {} ({} cores, kernel {})",
-                f.scale, f.scale_source, f.host.cpu_model, f.host.cores, f.host.kernel
-            )
-        });
-        let verdict = out.fidelity.as_ref().map_or_else(Verdict::simulator, Verdict::of);
+        host.testbed_reference = out.testbed_reference;
+        let verdict = out.verdict;
         let result = CaseResult {
             manifest_hash: manifest.hash.clone(),
             case_hash: case.hash.clone(),

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use fbdt_harness::campaign::{CaseResult, Collected, HostStamp, Manifest, Requeue, Verdict};
-use fbdt_harness::results::RunReport;
 use serde::Serialize;
 
 use crate::stored::Stored;
@@ -46,28 +45,66 @@ struct CampaignJson<'a> {
     stamps: Vec<Stamp<'a>>,
 }
 
+fn output<T: serde::de::DeserializeOwned>(r: &CaseResult) -> Result<T> {
+    serde_json::from_value(r.output.clone()).map_err(|e| {
+        anyhow!(
+            "case {} ({}): its output is not what the command writes: {e}",
+            r.index,
+            r.label
+        )
+    })
+}
+
 fn outputs<T: serde::de::DeserializeOwned>(done: &[CaseResult]) -> Result<Vec<T>> {
-    done.iter()
-        .map(|r| {
-            serde_json::from_value(r.output.clone()).map_err(|e| {
-                anyhow!(
-                    "case {} ({}): its output is not what the command writes: {e}",
-                    r.index,
-                    r.label
-                )
-            })
-        })
-        .collect()
+    done.iter().map(output).collect()
+}
+
+/// The points of COTAG cases (each a `sweep --cotag` over part of the grid), in order.
+fn cotag_points<'a>(done: impl Iterator<Item = &'a CaseResult>) -> Result<Vec<crate::sweep_cotag::Point>> {
+    let mut points = Vec::new();
+    for r in done {
+        points.extend(output::<crate::sweep_cotag::GridReport>(r)?.points);
+    }
+    Ok(points)
+}
+
+/// A paper campaign's results sorted into its sections by the command each case ran.
+fn paper_parts(manifest: &Manifest, done: &[CaseResult]) -> Result<crate::paper::CampaignParts> {
+    let mut parts = crate::paper::CampaignParts {
+        reports: Vec::new(),
+        workloads: Vec::new(),
+        cotag_points: Vec::new(),
+        wall_s: done.iter().map(|r| r.wall_s).sum(),
+        workloads_wall_s: 0.0,
+        cotag_wall_s: 0.0,
+    };
+    for r in done {
+        let (command, _) = crate::stored::parse_stored(&manifest.cases[r.index].command)?;
+        match command {
+            Stored::Run(_) => parts.reports.push(output(r)?),
+            Stored::Paper(_) => {
+                parts.workloads.push(output(r)?);
+                parts.workloads_wall_s += r.wall_s;
+            }
+            Stored::Sweep(_) => {
+                parts.cotag_points.extend(cotag_points(std::iter::once(r))?);
+                parts.cotag_wall_s += r.wall_s;
+            }
+            Stored::Faults(_) => bail!("case {} ({}): a fault campaign in a paper campaign", r.index, r.label),
+        }
+    }
+    Ok(parts)
 }
 
 /// Builds the command's report in `dir` from the complete campaign's results.
 fn build(manifest: &Manifest, dir: &Path, done: &[CaseResult]) -> Result<()> {
     let (command, _testbed) = crate::stored::parse_stored(&manifest.command)?;
     match command {
-        Stored::Paper(args) => {
-            let reports: Vec<RunReport> = outputs(done)?;
-            let wall_s = done.iter().map(|r| r.wall_s).sum();
-            crate::paper::merge(&args, dir, reports, wall_s)
+        Stored::Paper(args) => crate::paper::merge(&args, dir, paper_parts(manifest, done)?),
+        Stored::Sweep(args) if args.cotag => {
+            let grid = crate::sweep::cotag_grid(&args)?;
+            let report = crate::sweep_cotag::GridReport::of(grid, cotag_points(done.iter())?);
+            crate::sweep::finish_cotag(&report, Some(&dir.join("sweep.json")))
         }
         Stored::Sweep(args) => {
             let parts: Vec<crate::sweep::SweepReport> = outputs(done)?;
@@ -166,4 +203,128 @@ pub fn merge(args: MergeArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep_cotag::{GridReport, Point, PointScheme};
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Sweep {
+        #[command(flatten)]
+        a: crate::sweep::SweepArgs,
+    }
+
+    fn words(text: &str) -> Vec<String> {
+        text.split_whitespace().map(String::from).collect()
+    }
+
+    /// A point as a testbed run would report it, every scheme at `mbps` but COTAG ahead by
+    /// the correlation (so the claims have something to judge).
+    fn point(grid: &crate::sweep_cotag::Grid, (corr, per, lat): &(String, f64, f64), mbps: f64) -> Point {
+        let bonus = match corr.as_str() {
+            "neg" => 1.0,
+            "zero" => 2.0,
+            _ => 3.0,
+        };
+        Point {
+            correlation: corr.clone(),
+            per: *per,
+            latency_ms: *lat,
+            load_avg: Some(0.5),
+            capacity_mbps: 100.0,
+            schemes: grid
+                .schemes()
+                .into_iter()
+                .map(|s| {
+                    let v = if s.starts_with("cotag") { mbps + bonus } else { mbps };
+                    PointScheme {
+                        scheme: s,
+                        faithful: true,
+                        unfaithful_reasons: Vec::new(),
+                        goodput_mbps: v,
+                        burst_mbps: Some(v),
+                        time_to_volume_s: Some(1.0),
+                        link_utilisation: Default::default(),
+                        tcp_retransmissions: Some(3),
+                        coding_overhead: None,
+                        cohorts_failed: None,
+                        seed: 1,
+                        runs: Vec::new(),
+                    }
+                })
+                .collect(),
+            fidelity: fbdt_harness::results::fidelity::RunFidelity::from_runs(
+                &["ap1".into(), "ap2".into()],
+                Vec::new(),
+                grid.scale,
+                &fbdt_emu::calibrate::ScaleSource::Given,
+                Vec::new(),
+            ),
+        }
+    }
+
+    /// `plan sweep --cotag` makes one case per point, each a `sweep --cotag` whose grid is
+    /// that point alone; the merge of their reports is the whole grid's report — the points
+    /// in the one-process order, the claims judged over all of them.
+    #[test]
+    fn a_cotag_sweep_is_one_case_per_point_and_merges_to_the_whole_grid() {
+        let command = words(
+            "sweep --cotag --correlations neg,zero,pos --per 0,0.005 --latency 1,5 --periods 1 \
+             --schemes dual-rr,mptcp --duration 3 --scale 0.05",
+        );
+        let args = Sweep::parse_from(std::iter::once("x".to_string()).chain(command[1..].iter().cloned())).a;
+        let grid = crate::sweep::cotag_grid(&args).unwrap();
+        let cells = crate::sweep_cotag::cells(&grid);
+        assert_eq!(cells.len(), 12);
+        let cases = super::super::plan::sweep_cases_for_tests(&args);
+        assert_eq!(cases.len(), cells.len());
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = Manifest::new("sweep", command, cases);
+        manifest.write(dir.path()).unwrap();
+        let mut all = Vec::new();
+        // Written out of order, as array tasks finish.
+        for i in (0..cells.len()).rev() {
+            let case = &manifest.cases[i];
+            assert!(case.is_testbed() && case.label.starts_with("cotag "), "{case:?}");
+            let (stored, _) = crate::stored::parse_stored(&case.command).unwrap();
+            let Stored::Sweep(a) = stored else {
+                panic!("{:?}", case.command)
+            };
+            let one = crate::sweep::cotag_grid(&a).unwrap();
+            assert_eq!(
+                serde_json::to_value(&one).unwrap(),
+                serde_json::to_value(crate::sweep_cotag::one_point(&grid, &cells[i])).unwrap()
+            );
+            let p = point(&one, &cells[i], 10.0 + i as f64);
+            CaseResult {
+                manifest_hash: manifest.hash.clone(),
+                case_hash: case.hash.clone(),
+                index: i,
+                label: case.label.clone(),
+                host: HostStamp::current(),
+                verdict: Verdict::of(&p.fidelity),
+                finished_unix_s: 0,
+                wall_s: 20.0,
+                rescaled: None,
+                output: serde_json::to_value(GridReport::of(one, vec![p.clone()])).unwrap(),
+            }
+            .write(dir.path())
+            .unwrap();
+            all.push(p);
+        }
+        all.reverse();
+        merge(MergeArgs {
+            dir: dir.path().to_path_buf(),
+            requeue: false,
+        })
+        .unwrap();
+        let text = std::fs::read_to_string(dir.path().join("sweep.json")).unwrap();
+        let merged: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let whole = GridReport::of(grid, all);
+        assert_eq!(merged, serde_json::to_value(&whole).unwrap());
+        assert_eq!(whole.claims[2].verdict, crate::sweep_cotag::Verdict::Pass, "{:?}", whole.claims);
+    }
 }

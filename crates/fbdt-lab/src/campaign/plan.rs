@@ -20,10 +20,12 @@ pub struct PlanArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum PlanWhat {
-    /// The paper's throughput suite: one case per scenario (every scheme and repetition);
-    /// --out is the campaign folder. The workloads and COTAG sections are not split yet.
+    /// The paper's suite: one case per scenario (every scheme and repetition), one per
+    /// workload scenario, one per point of the COTAG section (testbed); --out is the
+    /// campaign folder.
     Paper(PaperArgs),
-    /// A simulator sweep: one case per value and scheme.
+    /// A simulator sweep: one case per value and scheme; with --cotag (testbed) one per
+    /// point of the grid.
     Sweep {
         #[command(flatten)]
         args: SweepArgs,
@@ -95,18 +97,21 @@ fn paper_cases(args: &PaperArgs, gso_units: Option<u32>) -> Result<(PathBuf, Vec
     if args.render_only {
         bail!("plan paper: --render-only runs nothing; use `fbdt-lab merge DIR`");
     }
+    if args.workloads_only {
+        bail!("plan paper: --workloads-only is a case's own option; plan the whole paper");
+    }
     let crate::paper::Planned { backend, plan, .. } = crate::paper::planned(args)?;
     let bname = crate::paper::backend_name(backend);
     let scale_rule = match (backend, args.scale) {
         (_, Some(s)) => format!("given {s}"),
         (BackendKind::Sim, None) => "1".into(),
         (BackendKind::Emu, None) => "calibrated on the host (cached per host)".into(),
-    } + if args.auto_scale {
-        ", lower when unfaithful (--auto-scale)"
+    } + if crate::paper::rescales(args, backend) {
+        ", lower when the monitors blame the emulator"
     } else {
         ""
     };
-    let cases = plan
+    let mut cases: Vec<Case> = plan
         .iter()
         .map(|p| {
             let mut command = global_args(gso_units);
@@ -130,7 +135,7 @@ fn paper_cases(args: &PaperArgs, gso_units: Option<u32>) -> Result<(PathBuf, Vec
             if let Some(s) = args.scale {
                 command.extend(["--scale".to_string(), display_f64(s)]);
             }
-            if args.auto_scale {
+            if crate::paper::rescales(args, backend) {
                 command.push("--auto-scale".into());
             }
             let seed = fbdt_scenario::Scenario::load(&p.arg).map(|s| s.seed).ok();
@@ -147,26 +152,119 @@ fn paper_cases(args: &PaperArgs, gso_units: Option<u32>) -> Result<(PathBuf, Vec
             }
         })
         .collect();
+    if !args.skip_workloads {
+        cases.extend(workload_cases(args, gso_units));
+    }
+    if backend == BackendKind::Emu && !args.skip_cotag {
+        for grid in crate::paper::cotag::plan(args.quick, args.scale) {
+            for cell in crate::sweep_cotag::cells(&grid) {
+                cases.push(cotag_case(&grid, &cell, gso_units));
+            }
+        }
+    }
     let mut one = one_process_command(&[]);
     if args.backend.is_none() {
         one.extend(["--backend".to_string(), bname.to_string()]);
     }
-    for flag in ["--skip-workloads", "--skip-cotag"] {
-        if !one.iter().any(|a| a == flag) {
-            one.push(flag.into());
-        }
-    }
-    if !args.skip_workloads || (backend == BackendKind::Emu && !args.skip_cotag) {
-        eprintln!(
-            "note: the workloads and COTAG sections are not part of a campaign yet; run them with `fbdt-lab paper`"
-        );
-    }
     Ok((out, cases, one))
+}
+
+/// The paper's workloads section: one case per scenario (every workload over it).
+fn workload_cases(args: &PaperArgs, gso_units: Option<u32>) -> Vec<Case> {
+    let wname = crate::paper::backend_name(args.workloads_backend);
+    crate::paper::workload_scenarios(args)
+        .iter()
+        .map(|s| {
+            let mut command = global_args(gso_units);
+            command.extend(
+                [
+                    "paper",
+                    "--workloads-only",
+                    "--workloads-backend",
+                    wname,
+                    "--workload-scenarios",
+                    &absolute(s),
+                ]
+                .map(String::from),
+            );
+            if args.quick {
+                command.push("--quick".into());
+            }
+            Case {
+                index: 0,
+                label: format!("workloads {s}"),
+                scenario: s.clone(),
+                schemes: Vec::new(),
+                seed: None,
+                scale_rule: match args.workloads_backend {
+                    BackendKind::Sim => "1".into(),
+                    BackendKind::Emu => "calibrated on the host (cached per host)".into(),
+                },
+                backend: wname.into(),
+                command,
+                hash: String::new(),
+            }
+        })
+        .collect()
+}
+
+/// One point of a COTAG grid (`sweep --cotag` with one value on each axis).
+fn cotag_case(grid: &crate::sweep_cotag::Grid, cell: &(String, f64, f64), gso_units: Option<u32>) -> Case {
+    let (corr, per, lat) = cell;
+    let grid = &crate::sweep_cotag::one_point(grid, cell);
+    let join = |v: &[f64]| v.iter().map(|x| display_f64(*x)).collect::<Vec<_>>().join(",");
+    let traffic = grid
+        .traffic
+        .to_possible_value()
+        .expect("no skipped traffic")
+        .get_name()
+        .to_string();
+    let mut command = global_args(gso_units);
+    command.extend(
+        [
+            "sweep",
+            "--cotag",
+            "--correlations",
+            &grid.correlations.join(","),
+            "--per",
+            &join(&grid.per),
+            "--latency",
+            &join(&grid.latency_ms),
+            "--periods",
+            &join(&grid.periods_ms),
+            "--schemes",
+            &grid.baselines.join(","),
+            "--duration",
+            &display_f64(grid.duration_s),
+            "--scale",
+            &display_f64(grid.scale),
+            "--repeat",
+            &grid.repeat.to_string(),
+            "--traffic",
+            &traffic,
+        ]
+        .map(String::from),
+    );
+    Case {
+        index: 0,
+        label: format!("cotag {corr} PER {per} {lat} ms"),
+        scenario: format!("cotag-corr-{corr}"),
+        schemes: grid.schemes(),
+        seed: None,
+        scale_rule: format!("given {}", display_f64(grid.scale)),
+        backend: "emu".into(),
+        command,
+        hash: String::new(),
+    }
 }
 
 fn sweep_cases(args: &SweepArgs, gso_units: Option<u32>) -> Result<Vec<Case>> {
     if args.cotag {
-        bail!("plan sweep --cotag is not split into cases yet; run `fbdt-lab sweep --cotag`");
+        let grid = crate::sweep::cotag_grid(args)?;
+        return Ok(crate::sweep_cotag::cells(&grid)
+            .iter()
+            .map(|cell| cotag_case(&grid, cell, gso_units))
+            .collect());
     }
     let limits = fbdt_harness::TestbedLimits::from(&crate::stored::testbed_options(gso_units));
     let crate::sweep::Work {
@@ -330,4 +428,59 @@ pub fn plan(args: PlanArgs, gso_units: Option<u32>) -> Result<()> {
         out.display()
     );
     Ok(())
+}
+
+/// [`sweep_cases`] for the merge's tests.
+#[cfg(test)]
+pub(super) fn sweep_cases_for_tests(args: &SweepArgs) -> Vec<Case> {
+    sweep_cases(args, None).unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Paper {
+        #[command(flatten)]
+        a: PaperArgs,
+    }
+
+    /// `plan paper` on the testbed: the throughput scenarios, the workloads (one case per
+    /// scenario, in the simulator) and every point of the COTAG section's grids, each case
+    /// a command that parses.
+    #[test]
+    fn a_testbed_paper_plans_every_section() {
+        let args = Paper::parse_from(["x", "--backend", "emu", "--quick", "--out", "/nonexistent/c"]).a;
+        let (_, cases, one) = paper_cases(&args, Some(0)).unwrap();
+        let suite = crate::paper::suite::default_scenarios().len();
+        let labels: Vec<&str> = cases.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(cases.len(), suite + 4 + 4, "{labels:?}");
+        assert_eq!(
+            &labels[suite..],
+            [
+                "workloads los",
+                "workloads nlos",
+                "workloads mobility",
+                "workloads blockage",
+                "cotag neg PER 0 1 ms",
+                "cotag zero PER 0 1 ms",
+                "cotag pos PER 0 1 ms",
+                "cotag pos PER 0 5 ms",
+            ]
+        );
+        assert!(cases[0].command.contains(&"--auto-scale".to_string()), "{:?}", cases[0].command);
+        assert_eq!(cases[suite].backend, "sim");
+        assert_eq!(cases[suite + 4].backend, "emu");
+        for c in &cases {
+            assert_eq!(&c.command[..2], ["--gso-units", "0"]);
+            crate::stored::parse_stored(&c.command).unwrap_or_else(|e| panic!("{:?}: {e}", c.command));
+        }
+        assert!(!one.iter().any(|a| a == "--skip-workloads" || a == "--skip-cotag"));
+        let skip = Paper::parse_from(["x", "--backend", "sim", "--skip-workloads", "--out", "/nonexistent/c"]).a;
+        let (_, cases, _) = paper_cases(&skip, None).unwrap();
+        assert_eq!(cases.len(), suite);
+        assert!(!cases[0].command.contains(&"--auto-scale".to_string()));
+    }
 }

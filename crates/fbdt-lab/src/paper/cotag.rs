@@ -71,6 +71,13 @@ pub fn run(quick: bool, scale: Option<f64>, testbed: &fbdt_emu::TestbedOptions) 
     for g in &grids {
         points.extend(crate::sweep_cotag::run_grid(g, testbed, |_| Ok(()))?);
     }
+    Ok(section(quick, &grids, points, started.elapsed().as_secs_f64()))
+}
+
+/// The section of `grids`' `points` (every grid's, in order): one grid that spans them
+/// all, the claims judged over every point. The one-process run and the merge of a
+/// campaign (one case per point) alike.
+pub fn section(quick: bool, grids: &[Grid], points: Vec<crate::sweep_cotag::Point>, wall_s: f64) -> CotagSection {
     let mut grid = grids[0].clone();
     for g in &grids[1..] {
         for c in &g.correlations {
@@ -84,15 +91,11 @@ pub fn run(quick: bool, scale: Option<f64>, testbed: &fbdt_emu::TestbedOptions) 
             }
         }
     }
-    Ok(CotagSection {
+    CotagSection {
         quick,
-        wall_s: started.elapsed().as_secs_f64(),
-        report: GridReport {
-            claims: crate::sweep_cotag::claims(&points),
-            grid,
-            points,
-        },
-    })
+        wall_s,
+        report: GridReport::of(grid, points),
+    }
 }
 
 fn label(p: &crate::sweep_cotag::Point) -> String {

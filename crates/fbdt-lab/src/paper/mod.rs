@@ -3,13 +3,13 @@
 //! the figures and `report.html` in one directory.
 
 mod check;
-mod cotag;
+pub(crate) mod cotag;
 mod html;
 pub(crate) mod plot;
 pub(crate) mod suite;
 mod summary;
 pub(crate) mod text;
-mod workloads;
+pub(crate) mod workloads;
 
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
@@ -49,7 +49,9 @@ pub struct PaperArgs {
     /// the largest this machine emulates faithfully).
     #[arg(long)]
     pub scale: Option<f64>,
-    /// Emulated runs: repeat a scenario whose runs were unfaithful at a lower scale.
+    /// Emulated runs with --scale: repeat a scenario at scale ÷ 1.5 (up to 3 attempts) when
+    /// the monitors blame the emulator (late or dropped packets). At the calibrated scale
+    /// (no --scale) the suite always does; a busy host never lowers the scale.
     #[arg(long)]
     pub auto_scale: bool,
     /// Runs per scheme in each scenario of the throughput suite (seeds seed …, interleaved):
@@ -83,6 +85,9 @@ pub struct PaperArgs {
     /// Scenarios of the workloads section (default: los, nlos, mobility, blockage).
     #[arg(long, value_delimiter = ',', hide = true)]
     pub workload_scenarios: Vec<String>,
+    /// Only the workloads section, into --out/workloads.json (a campaign's workloads case).
+    #[arg(long, hide = true)]
+    pub workloads_only: bool,
 }
 
 /// Where the workloads section is kept between `paper` and `paper --render-only`.
@@ -187,6 +192,14 @@ pub(crate) fn planned(args: &PaperArgs) -> Result<Planned> {
     })
 }
 
+/// Whether the suite repeats a scenario lower when the monitors blame the emulator: on the
+/// testbed at the calibrated scale always (the calibration does not fill every path — a
+/// 1-s RTT path is never probed full — so a run can find the emulator late where the
+/// probes did not), and at a given `--scale` with `--auto-scale`.
+pub(crate) fn rescales(args: &PaperArgs, backend: BackendKind) -> bool {
+    backend == BackendKind::Emu && (args.auto_scale || args.scale.is_none())
+}
+
 /// The `fbdt-lab run` arguments of one planned scenario, as the suite runs it.
 pub(crate) fn run_args(args: &PaperArgs, backend: BackendKind, p: &suite::Planned, json: Option<PathBuf>) -> RunArgs {
     RunArgs {
@@ -201,9 +214,32 @@ pub(crate) fn run_args(args: &PaperArgs, backend: BackendKind, p: &suite::Planne
         repeat: args.repeat,
         scale: args.scale,
         json,
-        auto_scale: args.auto_scale,
+        auto_scale: rescales(args, backend),
         traffic: fbdt_harness::traffic::Traffic::Bulk,
     }
+}
+
+/// The scenarios of the workloads section.
+pub(crate) fn workload_scenarios(args: &PaperArgs) -> Vec<String> {
+    if args.workload_scenarios.is_empty() {
+        workloads::SCENARIOS.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.workload_scenarios.clone()
+    }
+}
+
+/// Runs the workloads section (every workload over [`workload_scenarios`]).
+pub(crate) fn workloads_section(
+    args: &PaperArgs,
+    testbed: &fbdt_emu::TestbedOptions,
+) -> Result<workloads::WorkloadSection> {
+    workloads::run(
+        &workload_scenarios(args),
+        args.quick,
+        args.workloads_backend,
+        testbed,
+        &|line| eprintln!("{line}"),
+    )
 }
 
 pub fn run(args: PaperArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
@@ -211,6 +247,15 @@ pub fn run(args: PaperArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
         if let Some(why) = fbdt_emu::skip_reason() {
             bail!("--workloads-backend emu needs the emulated testbed, which needs root ({why})");
         }
+    }
+    if args.workloads_only {
+        let out = args.out.clone().context("--workloads-only needs --out DIR")?;
+        prepare_out(&out)?;
+        let w = workloads_section(&args, testbed)?;
+        let path = out.join(WORKLOADS_JSON);
+        fbdt_harness::results::write_json(&path, &w)?;
+        eprintln!("wrote {}", path.display());
+        return Ok(());
     }
     let Planned {
         backend,
@@ -362,15 +407,8 @@ fn run_workloads(
     out: &Path,
     failures: &mut Vec<Failure>,
 ) -> Option<workloads::WorkloadSection> {
-    let scenarios: Vec<String> = if args.workload_scenarios.is_empty() {
-        workloads::SCENARIOS.iter().map(|s| s.to_string()).collect()
-    } else {
-        args.workload_scenarios.clone()
-    };
-    let outcome = workloads::run(&scenarios, args.quick, args.workloads_backend, testbed, &|line| {
-        eprintln!("{line}")
-    })
-    .and_then(|w| fbdt_harness::results::write_json(&out.join(WORKLOADS_JSON), &w).map(|_| w));
+    let outcome = workloads_section(args, testbed)
+        .and_then(|w| fbdt_harness::results::write_json(&out.join(WORKLOADS_JSON), &w).map(|_| w));
     match outcome {
         Ok(w) => Some(w),
         Err(e) => {
@@ -456,10 +494,24 @@ fn render_existing(
     )
 }
 
-/// `fbdt-lab merge` of a paper campaign: the reports of its cases (the plan's scenarios in
-/// order) written as the one-process run writes them — per-scenario JSON, summary.json,
-/// figures, report.html. `wall_s`: the cases' run time added up.
-pub(crate) fn merge(args: &PaperArgs, out: &Path, reports: Vec<RunReport>, wall_s: f64) -> Result<()> {
+/// What a paper campaign's cases produced, section by section, each in case order.
+pub(crate) struct CampaignParts {
+    /// The throughput suite: one report per scenario, in the plan's order.
+    pub reports: Vec<RunReport>,
+    /// The workloads section: one part per workload scenario.
+    pub workloads: Vec<workloads::WorkloadSection>,
+    /// The COTAG section: every point of its grids.
+    pub cotag_points: Vec<crate::sweep_cotag::Point>,
+    /// The cases' run time added up: all of them, the workloads', the COTAG section's.
+    pub wall_s: f64,
+    pub workloads_wall_s: f64,
+    pub cotag_wall_s: f64,
+}
+
+/// `fbdt-lab merge` of a paper campaign: its cases' results written as the one-process run
+/// writes them — per-scenario JSON, workloads.json and cotag.json, summary.json, figures,
+/// report.html.
+pub(crate) fn merge(args: &PaperArgs, out: &Path, parts: CampaignParts) -> Result<()> {
     let Planned {
         backend,
         scenarios,
@@ -469,22 +521,35 @@ pub(crate) fn merge(args: &PaperArgs, out: &Path, reports: Vec<RunReport>, wall_
         Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("--notes {}", p.display()))?),
         None => None,
     };
-    for r in &reports {
+    for r in &parts.reports {
         fbdt_harness::results::write_json(&out.join(format!("{}.json", r.scenario)), r)?;
     }
-    let info = run_info(args, backend, &reports, SystemTime::now(), wall_s);
+    let workloads = workloads::merge(parts.workloads, parts.workloads_wall_s);
+    if let Some(w) = &workloads {
+        fbdt_harness::results::write_json(&out.join(WORKLOADS_JSON), w)?;
+    }
+    let cotag = (!parts.cotag_points.is_empty()).then(|| {
+        cotag::section(
+            args.quick,
+            &cotag::plan(args.quick, args.scale),
+            parts.cotag_points,
+            parts.cotag_wall_s,
+        )
+    });
+    if let Some(c) = &cotag {
+        fbdt_harness::results::write_json(&out.join(cotag::JSON), c)?;
+    }
+    let planned = plan.len() + usize::from(workloads.is_some()) + usize::from(cotag.is_some());
+    let info = run_info(args, backend, &parts.reports, SystemTime::now(), parts.wall_s);
     write_outputs(
         out,
-        reports,
+        parts.reports,
         scenarios,
         Vec::new(),
-        Sections {
-            workloads: None,
-            cotag: None,
-        },
+        Sections { workloads, cotag },
         info,
         notes.as_deref(),
-        plan.len(),
+        planned,
     )
 }
 
@@ -728,6 +793,21 @@ mod tests {
         assert!(check_schemes(&plan, &sc, BackendKind::Sim).is_err());
         let plan = suite::plan(&sc, BackendKind::Emu, true, &[], None);
         check_schemes(&plan, &sc, BackendKind::Emu).unwrap();
+    }
+
+    #[test]
+    fn the_testbed_suite_rescales_at_the_calibrated_scale() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct P {
+            #[command(flatten)]
+            a: PaperArgs,
+        }
+        let args = |v: &[&str]| P::parse_from(std::iter::once("paper").chain(v.iter().copied())).a;
+        assert!(rescales(&args(&[]), BackendKind::Emu));
+        assert!(!rescales(&args(&["--scale", "0.3"]), BackendKind::Emu));
+        assert!(rescales(&args(&["--scale", "0.3", "--auto-scale"]), BackendKind::Emu));
+        assert!(!rescales(&args(&[]), BackendKind::Sim));
     }
 
     #[test]

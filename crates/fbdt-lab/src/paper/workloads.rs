@@ -143,6 +143,20 @@ fn dashjs_available() -> bool {
     workload::dash_browser::dashjs_path().is_file()
 }
 
+/// The section of a campaign whose cases each ran [`run`] over some of the scenarios:
+/// their tables in case order, the comparison across them made again; what ran them (backend,
+/// model, seeds, players) is the first case's, `wall_s` the cases' added up.
+pub fn merge(parts: Vec<WorkloadSection>, wall_s: f64) -> Option<WorkloadSection> {
+    let mut parts = parts.into_iter();
+    let mut merged = parts.next()?;
+    for p in parts {
+        merged.tables.extend(p.tables);
+    }
+    merged.fbdt_behind = fbdt_behind(&merged.tables);
+    merged.wall_s = wall_s;
+    Some(merged)
+}
+
 /// Runs every workload over `scenarios` (the paper's: [`SCENARIOS`]) on `backend`;
 /// `progress` gets one line per step.
 pub fn run(
