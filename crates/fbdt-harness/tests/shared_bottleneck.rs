@@ -51,12 +51,12 @@ fn two_tcps_share_the_link_fairly() {
 /// Cubic flows and takes more than the competing TCP's share (1.88 × measured); coupled, the
 /// issue's target is no more than 1.1 × the TCP's and Jain's index ≥ 0.95.
 #[test]
-#[ignore = "issue 40, open: coupled paths now run RFC 6356 LIA exactly (Reno increase scaled by LIA's factor, \
-            halving, slow start without HyStart as Linux's mptcp_coupled), and against the competing Cubic \
-            mp:minrtt+coupled takes 2.98 x its share over 30 s (Jain 0.802; fbdt+window=paper+coupled 2.01, \
-            0.898): the pair's slow start until a loss wins the start and Cubic takes the link back only \
-            slowly (the pair's rate falls from 188 to 109 Mbit/s over the run, 18 loss events); \
-            docs/simulator.md"]
+#[ignore = "issue 40, open: coupled paths run RFC 6356 LIA (Reno increase scaled by LIA's factor, halving, \
+            slow start without HyStart, growth only while cwnd-limited, as Linux's mptcp_coupled), and against \
+            the competing Cubic mp:minrtt+coupled takes 2.88 x its share over 30 s (Jain 0.810; \
+            fbdt+window=paper+coupled 2.01, 0.899): the WiGig path's slow start overshoots to 2,026 segments \
+            while the competitor's HyStart stops at 21, and the 60-ms queue locks that in (no loss for >10 s); \
+            HyStart on the coupled paths gives 0.20 (Jain 0.693) instead; docs/simulator.md, round 4"]
 fn coupling_gives_back_what_two_uncoupled_paths_take() {
     let free = shares("mp:minrtt");
     let coupled = shares("mp:minrtt+coupled");
@@ -68,9 +68,10 @@ fn coupling_gives_back_what_two_uncoupled_paths_take() {
 
 /// On RFC 6356's own terms (every flow Reno: the scenario's `congestion_control = "reno"`,
 /// the competitor's too), coupling gives back most of what two uncoupled paths take:
-/// measured 2.02 × the TCP's share uncoupled, 1.31 coupled, Jain 0.897 → 0.983. The bounds
-/// are that order (coupled below uncoupled, Jain ≥ 0.95), not the issue's 1.1, which this
-/// run does not reach (docs/simulator.md).
+/// measured 2.02 × the TCP's share uncoupled, 1.09 coupled (round 4; 1.31 in round 3),
+/// Jain 0.897 → 0.998. The bounds stay that order (coupled below uncoupled, Jain ≥ 0.95):
+/// the issue's 1.1 is met here with 1 % to spare, too close for a bound that any change of
+/// the model's start moves (docs/simulator.md).
 #[test]
 fn coupling_gives_back_most_against_a_reno_competitor() {
     let mut s = shared_bottleneck();

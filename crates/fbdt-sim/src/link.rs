@@ -549,6 +549,7 @@ impl Link {
                         tcp.coupling = Some(c.factor(*k, tcp.cwnd, rtt));
                     }
                     let base_rtt = 2.0 * self.delay_s;
+                    tcp.flight_bytes = (self.window_bytes + u.len as u64) as f64;
                     let ack = Ack {
                         t_s: u.ack_s,
                         len: u.len,

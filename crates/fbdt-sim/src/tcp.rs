@@ -174,6 +174,10 @@ pub(crate) struct TcpState {
     /// acked · mss / cwnd_i)` per ACK, halved on a loss (RFC 6356 §3 couples only the
     /// increase; the decrease is standard TCP's). BBR paths are not coupled.
     pub coupling: Option<f64>,
+    /// Bytes in flight when the ACK being handled was sent for (the window before it
+    /// was acknowledged), set by the link before [`TcpState::on_ack_at`]: a coupled path
+    /// grows only while it is cwnd-limited ([`TcpState::cwnd_limited`]).
+    pub flight_bytes: f64,
 }
 
 /// Cubic's HyStart (`hystart_update`, net/ipv4/tcp_cubic.c; on by default with both
@@ -280,6 +284,7 @@ impl TcpState {
             hystart: HyStart::new(),
             unprobed_origin: 0.0,
             coupling: None,
+            flight_bytes: 0.0,
         }
     }
 
@@ -493,6 +498,11 @@ impl TcpState {
             return;
         }
         let acked = len as f64;
+        if self.lia().is_some() && !self.cwnd_limited() {
+            // `mptcp_ccc_cong_avoid` returns unless `tcp_is_cwnd_limited`: a window the
+            // sender does not fill does not grow.
+            return;
+        }
         if bbr {
             let target = (2.0 * bdp).max(4.0 * self.mss);
             self.cwnd = if self.cwnd < target {
@@ -539,6 +549,15 @@ impl TcpState {
     /// `mptcp_coupled`, `tcp_slow_start` alone) slow-start until a loss.
     fn hystart_on(&self) -> bool {
         self.params.cc == CongestionControl::Cubic && self.lia().is_none()
+    }
+
+    /// Linux's `tcp_is_cwnd_limited` in slow start (cwnd < 2 × packets out), used in
+    /// congestion avoidance too: a sender that keeps less than half its window in flight
+    /// (FBDT's send limit, an application-limited sender) is not limited by it. Only
+    /// coupled paths check it; the uncoupled controllers of this model grow on every ACK
+    /// as before (their results stay bit-identical).
+    fn cwnd_limited(&self) -> bool {
+        2.0 * self.flight_bytes >= self.cwnd
     }
 
     /// The coupled increase's factor when this path runs LIA (coupled, not BBR).
@@ -834,6 +853,8 @@ mod tests {
         assert!(cubic.ssthresh.is_finite(), "HyStart ends Cubic's slow start");
         let mut s = state(CongestionControl::Cubic);
         s.coupling = Some(1.0);
+        // A sender that fills its window (`a_coupled_path_grows_only_when_cwnd_limited`).
+        s.flight_bytes = f64::INFINITY;
         let rounds = slow_start_rounds(&mut s, rate, rtt, 0.0);
         assert_eq!(rounds.len(), 14, "no HyStart: slow start until a loss");
         assert!(s.ssthresh.is_infinite());
@@ -855,6 +876,31 @@ mod tests {
             b.on_ack(k as f64 * 0.01, 100_000, 0.01, false, 1e6);
         }
         assert_eq!(b.cwnd, 2e6);
+    }
+
+    /// A coupled path whose sender keeps less than half its window in flight (FBDT's
+    /// send limit) does not grow it, in slow start or after (Linux's
+    /// `tcp_is_cwnd_limited` in `mptcp_ccc_cong_avoid`); filled, it grows as before. An
+    /// uncoupled path grows either way (unchanged model).
+    #[test]
+    fn a_coupled_path_grows_only_when_cwnd_limited() {
+        // One ACK with `share` of the window in flight: did the window grow?
+        let grows = |s: &mut TcpState, t: f64, share: f64| {
+            let before = s.cwnd;
+            s.flight_bytes = share * before;
+            s.on_ack(t, 1448, 0.01, false, 1e9);
+            s.cwnd > before
+        };
+        let mut s = state(CongestionControl::Cubic);
+        s.coupling = Some(1.0);
+        assert!(!grows(&mut s, 0.01, 0.4), "slow start, not cwnd-limited");
+        assert!(grows(&mut s, 0.02, 1.0), "slow start, cwnd-limited");
+        s.on_ack(0.03, 1448, 0.01, true, 1e9);
+        assert!(s.cwnd >= s.ssthresh, "congestion avoidance");
+        assert!(!grows(&mut s, 0.1, 0.4), "congestion avoidance, not cwnd-limited");
+        assert!(grows(&mut s, 0.2, 1.0), "congestion avoidance, cwnd-limited");
+        let mut free = state(CongestionControl::Cubic);
+        assert!(grows(&mut free, 0.01, 0.0), "uncoupled: as before");
     }
 
     /// Reno (a competitor on RFC 6356's own terms): no HyStart, one segment per round trip,
