@@ -18,9 +18,9 @@ use crate::TestbedLimits;
 
 #[derive(Clone, Debug)]
 pub enum Scheme {
-    /// The core's `Connection`: FBDT, or the meta layer (`mp:*`) when `Config::scheme` is
-    /// `SchemeConfig::Meta`; its paths plaintext or TLS 1.3.
-    Fbdt(Box<Config>, Encryption),
+    /// A session of the core's `Connection`: FBDT (`fbdt`), or the meta layer (`mp:*`)
+    /// when `Config::scheme` is `SchemeConfig::Meta`; its paths plaintext or TLS 1.3.
+    Session(Box<Config>, Encryption),
     /// Single-path TCP on the path with this index.
     Tcp { path: usize },
     /// Kernel MPTCP: starts on the first path, its endpoints add a subflow per other path.
@@ -57,7 +57,7 @@ impl Scheme {
     /// `"none"` for everything else (kernel TCP and MPTCP carry no encryption here).
     pub fn encryption(&self) -> Encryption {
         match self {
-            Scheme::Fbdt(_, e) => *e,
+            Scheme::Session(_, e) => *e,
             _ => Encryption::None,
         }
     }
@@ -65,10 +65,10 @@ impl Scheme {
     /// What the simulator runs for this scheme; kernel MPTCP has no model there.
     pub fn into_sim(self) -> Result<SimScheme> {
         match self {
-            Scheme::Fbdt(_, Encryption::Tls13) => {
+            Scheme::Session(_, Encryption::Tls13) => {
                 bail!("`+tls` runs only on the emulated testbed (--backend emu): the simulator carries no TLS")
             }
-            Scheme::Fbdt(cfg, Encryption::None) => Ok(SimScheme::Fbdt(*cfg)),
+            Scheme::Session(cfg, Encryption::None) => Ok(SimScheme::Session(*cfg)),
             Scheme::Tcp { path } => Ok(SimScheme::Tcp(path)),
             Scheme::KernelMptcp => {
                 bail!("scheme `mptcp` (kernel MPTCP) runs only on the emulated testbed (--backend emu)")
@@ -106,7 +106,7 @@ pub fn parse_sim_coupled(
         bail!("scheme `{name}`: `+cc=`, `+rtofloor=` and `+replace=` run only on the emulated testbed (--backend emu) in this round: the simulator's TCP model has one controller per run");
     }
     let mut parsed = parse(name, scenario, seed)?;
-    if let Scheme::Fbdt(cfg, _) = &mut parsed {
+    if let Scheme::Session(cfg, _) = &mut parsed {
         buffer_parity(name, cfg, limits.tcp_buffer_max);
     }
     Ok((parsed.into_sim()?, opts.coupling))
@@ -255,7 +255,7 @@ pub fn parse(name: &str, scenario: &Scenario, seed: u64) -> Result<Scheme> {
                 apply_option(&mut cfg, opt).with_context(|| format!("scheme `{name}`"))?;
             }
             cfg.validate().map_err(|e| anyhow!("scheme `{name}`: {e}"))?;
-            Ok(Scheme::Fbdt(Box::new(cfg), encryption))
+            Ok(Scheme::Session(Box::new(cfg), encryption))
         }
         Some("mptcp") if name == "mptcp" => Ok(Scheme::KernelMptcp),
         Some("dual-rr") if name == "dual-rr" => Ok(Scheme::DualRr),
@@ -281,7 +281,7 @@ pub fn parse(name: &str, scenario: &Scenario, seed: u64) -> Result<Scheme> {
                 apply_mp_option(&mut cfg, opt).with_context(|| format!("scheme `{name}`"))?;
             }
             cfg.validate().map_err(|e| anyhow!("scheme `{name}`: {e}"))?;
-            Ok(Scheme::Fbdt(Box::new(cfg), encryption))
+            Ok(Scheme::Session(Box::new(cfg), encryption))
         }
         _ => bail!("unknown scheme `{name}`: expected fbdt[+option=value…], tcp:<path>, mp:<scheduler>, mptcp, cotag[+T=<ms>] or dual-rr"),
     }
@@ -472,7 +472,7 @@ mod tests {
         assert_eq!(o.congestion.choice(wigig), Some(&Choice::Named("bbr".into())));
         assert_eq!(o.congestion.choice(1 - wigig), Some(&Choice::Auto));
         assert!(o.rto_floor);
-        assert!(matches!(parse("fbdt+cc=wigig:bbr", &s, 1).unwrap(), Scheme::Fbdt(..)));
+        assert!(matches!(parse("fbdt+cc=wigig:bbr", &s, 1).unwrap(), Scheme::Session(..)));
         let (base, o) = runtime_options("mptcp+cc=bbr", &s).unwrap();
         assert_eq!((base.as_str(), o.kernel_congestion()), ("mptcp", Some("bbr")));
         assert!(matches!(parse("mptcp+cc=bbr", &s, 1).unwrap(), Scheme::KernelMptcp));
@@ -495,7 +495,7 @@ mod tests {
     fn parses_fbdt_options_and_tcp_paths() {
         let s = scenario();
         match parse("fbdt+rto=0.5+window=64k+seg=1448", &s, 3).unwrap() {
-            Scheme::Fbdt(c, _) => {
+            Scheme::Session(c, _) => {
                 assert_eq!(c.fbdt().unwrap().redundancy_wait, 0.5);
                 assert_eq!(c.fbdt().unwrap().window, WindowConfig::Fixed(65536));
                 assert_eq!(c.segment_size, 1448);
@@ -505,7 +505,7 @@ mod tests {
         }
         assert!(matches!(parse("tcp:wigig", &s, 1).unwrap(), Scheme::Tcp { path: 1 }));
         match parse("fbdt+budget=50", &s, 1).unwrap() {
-            Scheme::Fbdt(c, _) => assert_eq!(
+            Scheme::Session(c, _) => assert_eq!(
                 c.fbdt().unwrap().window,
                 WindowConfig::Budget {
                     delay: fbdt_core::Duration::from_millis(50),
@@ -524,7 +524,7 @@ mod tests {
             .unwrap_err();
         assert!(format!("{sim:#}").contains("emulated"), "{sim:#}");
         match parse("fbdt+window=auto+limit=2", &s, 1).unwrap() {
-            Scheme::Fbdt(c, _) => {
+            Scheme::Session(c, _) => {
                 assert_eq!(c.fbdt().unwrap().window, WindowConfig::auto());
                 assert_eq!(c.fbdt().unwrap().send_limit_windows, 2.0);
             }
@@ -562,7 +562,7 @@ mod tests {
         let limits = TestbedLimits::from(&fbdt_emu::TestbedOptions::default());
         let max = limits.tcp_buffer_max.unwrap() as usize;
         let buffers = |n: &str| match parse_sim(n, &s, 1, &limits).unwrap() {
-            fbdt_sim::SimScheme::Fbdt(c) => (c.recv_buffer, c.send_buffer),
+            fbdt_sim::SimScheme::Session(c) => (c.recv_buffer, c.send_buffer),
             other => panic!("{other:?}"),
         };
         assert_eq!(buffers("fbdt"), (max, max));
@@ -601,12 +601,12 @@ mod tests {
             ("mp:kernel", SchedulerKind::Kernel),
         ] {
             match parse(name, &s, 1).unwrap() {
-                Scheme::Fbdt(c, _) => assert_eq!(c.meta_config().unwrap().scheduler, kind),
+                Scheme::Session(c, _) => assert_eq!(c.meta_config().unwrap().scheduler, kind),
                 other => panic!("{other:?}"),
             }
         }
         match parse("mp:minrtt+rcvbuf=2m+reinject=off", &s, 1).unwrap() {
-            Scheme::Fbdt(c, _) => {
+            Scheme::Session(c, _) => {
                 assert_eq!(c.recv_buffer, 2 << 20);
                 assert_eq!(c.meta_config().unwrap().reinject, Some(false));
             }
