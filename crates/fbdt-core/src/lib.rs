@@ -9,7 +9,9 @@
 //!   path ids and hints, counters;
 //! - [`wire`]: frames and their codec (docs/protocol.md); [`error`]: what ends a path, a
 //!   session or a configuration;
-//! - [`scheme`]: the sender/receiver traits every multipath scheme implements;
+//! - [`scheme`]: the sender/receiver traits every multipath scheme implements; `stream`: the
+//!   byte stream's bookkeeping both schemes share (written/acknowledged/finished on the send
+//!   side; next in-order offset, unread bytes, stream end and window on the receive side);
 //! - [`fbdt`]: the FBDT sender and receiver;
 //! - [`meta`]: an MPTCP-style meta layer with the published schedulers (the baselines);
 //! - [`config`]: the session's configuration, which builds the chosen scheme;
@@ -33,6 +35,7 @@ pub mod path_policy;
 pub mod scheme;
 pub mod seq;
 pub mod stats;
+mod stream;
 pub mod time;
 pub mod wire;
 

@@ -36,9 +36,21 @@ pub use stream::MuxStream;
 #[derive(Debug, thiserror::Error)]
 pub enum MuxError {
     #[error("configuration: {0}")]
-    Config(String),
+    Config(#[from] MuxConfigError),
     #[error("cannot open a stream: {0}")]
     Open(#[from] OpenError),
+}
+
+/// A [`MuxConfig`] the mux cannot run with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MuxConfigError {
+    #[error(
+        "max_streams {max_streams} must be > 0 and max_window {max_window} within {}..=4 GiB",
+        INITIAL_WINDOW
+    )]
+    Limits { max_streams: usize, max_window: u64 },
+    #[error("send_buffer must be > 0")]
+    NoSendBuffer,
 }
 
 pub(crate) use shared::Shared;
@@ -73,13 +85,14 @@ impl Mux {
     /// As [`Mux::new`], over a [`Transport`] (which may take each batch without a copy).
     pub fn over<T: Transport>(io: T, client: bool, cfg: MuxConfig) -> Result<(Mux, Incoming), MuxError> {
         if cfg.max_streams == 0 || cfg.max_window < INITIAL_WINDOW || cfg.max_window > u64::from(u32::MAX) {
-            return Err(MuxError::Config(format!(
-                "max_streams {} must be > 0 and max_window {} within {INITIAL_WINDOW}..=4 GiB",
-                cfg.max_streams, cfg.max_window
-            )));
+            return Err(MuxConfigError::Limits {
+                max_streams: cfg.max_streams,
+                max_window: cfg.max_window,
+            }
+            .into());
         }
         if cfg.send_buffer == 0 {
-            return Err(MuxError::Config("send_buffer must be > 0".into()));
+            return Err(MuxConfigError::NoSendBuffer.into());
         }
         let shared = Arc::new(Shared {
             state: Mutex::new(State::new(cfg, client)),

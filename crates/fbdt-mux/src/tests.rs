@@ -396,3 +396,33 @@ async fn shared_buffers_cross_intact_through_a_batch_taking_transport() {
     );
     drop(writer.await.unwrap());
 }
+
+/// A configuration the mux cannot run with is refused before anything starts, with a typed
+/// error whose text is the one users always saw.
+#[test]
+fn a_bad_configuration_is_a_typed_error_with_the_same_text() {
+    let refused = |cfg: MuxConfig| match Mux::new(tokio::io::duplex(64).0, true, cfg) {
+        Err(MuxError::Config(e)) => e,
+        _ => panic!("accepted"),
+    };
+    let e = refused(MuxConfig {
+        max_streams: 0,
+        ..MuxConfig::default()
+    });
+    assert_eq!(
+        e,
+        MuxConfigError::Limits {
+            max_streams: 0,
+            max_window: MuxConfig::default().max_window
+        }
+    );
+    assert_eq!(
+        MuxError::from(e).to_string(),
+        "configuration: max_streams 0 must be > 0 and max_window 16777216 within 131072..=4 GiB"
+    );
+    let e = refused(MuxConfig {
+        send_buffer: 0,
+        ..MuxConfig::default()
+    });
+    assert_eq!(MuxError::from(e).to_string(), "configuration: send_buffer must be > 0");
+}

@@ -15,9 +15,9 @@ fn main() {
     let mut schemes: Vec<(String, SimScheme)> = (0..sched.paths.len())
         .map(|i| (format!("tcp:{}", sched.paths[i].name), SimScheme::Tcp(i)))
         .collect();
-    schemes.push(("fbdt".into(), SimScheme::Fbdt(Config::default())));
+    schemes.push(("fbdt".into(), SimScheme::Session(Config::default())));
     if std::env::var("PAPER").is_ok() {
-        schemes.push(("fbdt-paper".into(), SimScheme::Fbdt(Config::paper())));
+        schemes.push(("fbdt-paper".into(), SimScheme::Session(Config::paper())));
     }
     for (n, s) in schemes {
         let t0 = std::time::Instant::now();

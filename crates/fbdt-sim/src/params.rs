@@ -11,17 +11,17 @@ use crate::tcp::CongestionControl;
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum SimScheme {
-    /// The core's `Connection`: FBDT, or the MPTCP-style meta layer when `Config::scheme`
-    /// is set (`SimScheme::mptcp`).
-    Fbdt(Config),
+    /// A session of the core's `Connection`: FBDT, or the MPTCP-style meta layer when
+    /// `Config::scheme` says so (`SimScheme::meta`).
+    Session(Config),
     /// Single-path TCP on the path with this index.
     Tcp(usize),
 }
 
 impl SimScheme {
-    /// The meta layer with `scheduler` and its defaults (`Config::meta`).
-    pub fn mptcp(scheduler: fbdt_core::SchedulerKind) -> Self {
-        SimScheme::Fbdt(Config::meta(scheduler))
+    /// The MPTCP-style meta layer with `scheduler` and its defaults (`Config::meta`).
+    pub fn meta(scheduler: fbdt_core::SchedulerKind) -> Self {
+        SimScheme::Session(Config::meta(scheduler))
     }
 }
 

@@ -228,12 +228,12 @@ impl<'a> Sim<'a> {
     /// Sets up both endpoints and every path at time zero.
     pub fn new(schedule: &'a Schedule, scheme: &'a SimScheme, params: &'a SimParams) -> Result<Self, SimError> {
         let n = schedule.paths.len();
-        let report_unacked = matches!(scheme, SimScheme::Fbdt(c)
+        let report_unacked = matches!(scheme, SimScheme::Session(c)
             if matches!(&c.scheme, fbdt_core::SchemeConfig::Fbdt(f) if f.in_flight_from_transport));
         // The TCP model connects each path first (the pipe's connections exist at zero).
         let connect_later = params.model == PathModel::Tcp;
         let (server, client): (Box<dyn SimEndpoint>, Box<dyn SimEndpoint>) = match scheme {
-            SimScheme::Fbdt(cfg) => {
+            SimScheme::Session(cfg) => {
                 let end = |side| {
                     FbdtEnd::new(
                         side,
@@ -346,13 +346,13 @@ impl<'a> Sim<'a> {
         let reset_at = resets.iter().map(|r| at(r.at_s)).collect();
         let timeouts = [server.timeout(), client.timeout()];
         let sndbuf = match scheme {
-            SimScheme::Fbdt(cfg) if cfg.meta_config().is_some() && params.model == PathModel::Tcp => {
+            SimScheme::Session(cfg) if cfg.meta_config().is_some() && params.model == PathModel::Tcp => {
                 Some(MetaSndbuf::new(n, params.congestion_control))
             }
             _ => None,
         };
         let replaces_stalled =
-            matches!(scheme, SimScheme::Fbdt(cfg) if cfg.meta_config().is_none()) && params.model == PathModel::Tcp;
+            matches!(scheme, SimScheme::Session(cfg) if cfg.meta_config().is_none()) && params.model == PathModel::Tcp;
         Ok(Sim {
             replaces_stalled,
             schedule,
@@ -407,7 +407,7 @@ impl<'a> Sim<'a> {
                         .to_string(),
                 ));
             }
-            if !matches!(scheme, SimScheme::Fbdt(_)) {
+            if !matches!(scheme, SimScheme::Session(_)) {
                 return Err(SimError::Unsupported(
                     "coupled congestion control applies to multipath schemes (fbdt, mp:*), not single-path TCP"
                         .to_string(),

@@ -79,7 +79,7 @@ fn single_path_fbdt_queues_less_than_the_backlog_and_keeps_the_link_busy() {
     let duration = 5.0;
     let out = run(
         &one_constant_path(duration),
-        &SimScheme::Fbdt(cfg),
+        &SimScheme::Session(cfg),
         &SimParams::default(),
         |_| {},
     )
@@ -107,7 +107,7 @@ fn single_path_fbdt_queues_less_than_the_backlog_and_keeps_the_link_busy() {
 fn mp_delay_is_measured_too() {
     let out = run(
         &one_constant_path(2.0),
-        &SimScheme::mptcp(fbdt_core::SchedulerKind::MinRtt),
+        &SimScheme::meta(fbdt_core::SchedulerKind::MinRtt),
         &SimParams::default(),
         |_| {},
     )
@@ -133,7 +133,7 @@ fn blockage_delay_matches_the_golden_distribution() {
     s.duration_s = 6.0;
     let out = run(
         &s.schedule(1.0).unwrap(),
-        &SimScheme::Fbdt(Config::default()),
+        &SimScheme::Session(Config::default()),
         &SimParams::default(),
         |_| {},
     )

@@ -46,7 +46,7 @@ fn budget() -> Config {
 
 fn assert_no_cliff(cfg: Config, model: PathModel, gaps_ms: &[f64]) {
     let window = cfg.fbdt().unwrap().window;
-    let fbdt = SimScheme::Fbdt(cfg);
+    let fbdt = SimScheme::Session(cfg);
     let params = SimParams {
         model,
         ..SimParams::default()

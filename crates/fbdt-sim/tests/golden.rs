@@ -14,7 +14,7 @@ fn blockage_matches_the_golden_log() {
     let schedule = s.schedule(1.0).unwrap();
     let out = run(
         &schedule,
-        &SimScheme::Fbdt(Config::default()),
+        &SimScheme::Session(Config::default()),
         &SimParams::default(),
         |_| {},
     )

@@ -59,7 +59,7 @@ fn check(
 ) -> Result<(), TestCaseError> {
     let (schedule, mut params) = setup(&plans, kills, size, 120.0);
     params.payload = payload;
-    let out = run(&schedule, &SimScheme::Fbdt(cfg), &params, |_| {}).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let out = run(&schedule, &SimScheme::Session(cfg), &params, |_| {}).map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert!(
         out.completed_at_s.is_some(),
         "transfer of {} bytes did not complete: delivered {}",
@@ -186,8 +186,8 @@ fn same_inputs_give_bit_identical_runs() {
     s.duration_s = 3.0;
     let schedule = s.schedule(1.0).unwrap();
     let params = SimParams::default();
-    let a = run(&schedule, &SimScheme::Fbdt(Config::default()), &params, |_| {}).unwrap();
-    let b = run(&schedule, &SimScheme::Fbdt(Config::default()), &params, |_| {}).unwrap();
+    let a = run(&schedule, &SimScheme::Session(Config::default()), &params, |_| {}).unwrap();
+    let b = run(&schedule, &SimScheme::Session(Config::default()), &params, |_| {}).unwrap();
     assert_eq!(a.series, b.series);
     assert_eq!(a.log, b.log);
     assert_eq!(a.per_path_bytes, b.per_path_bytes);
@@ -205,8 +205,8 @@ fn both_payload_modes_give_identical_runs() {
     s.duration_s = 3.0;
     let schedule = s.schedule(1.0).unwrap();
     let schemes = [
-        SimScheme::Fbdt(Config::default()),
-        SimScheme::mptcp(fbdt_core::SchedulerKind::MinRtt),
+        SimScheme::Session(Config::default()),
+        SimScheme::meta(fbdt_core::SchedulerKind::MinRtt),
         SimScheme::Tcp(1),
     ];
     for model in fbdt_sim::PathModel::ALL {

@@ -37,7 +37,7 @@ fn check(
     cfg: Config,
 ) -> Result<(), TestCaseError> {
     let (schedule, params) = setup(&plans, kills, size, 300.0);
-    let out = run(&schedule, &SimScheme::Fbdt(cfg.clone()), &params, |_| {})
+    let out = run(&schedule, &SimScheme::Session(cfg.clone()), &params, |_| {})
         .map_err(|e| TestCaseError::fail(format!("{:?}: {e}", cfg.meta_config().map(|m| &m.scheduler))))?;
     prop_assert!(
         out.completed_at_s.is_some(),

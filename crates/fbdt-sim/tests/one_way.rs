@@ -35,7 +35,7 @@ fn transfer(cut: OneWayOutage) {
             one_way_outages: vec![cut],
             ..SimParams::default()
         };
-        let out = run(&schedule(), &SimScheme::Fbdt(Config::default()), &params, |_| {}).unwrap();
+        let out = run(&schedule(), &SimScheme::Session(Config::default()), &params, |_| {}).unwrap();
         assert!(out.completed_at_s.is_some(), "{model}: {cut:?}: transfer did not complete");
         assert_eq!(out.bytes_delivered, 12_000_000, "{model}: {cut:?}");
         let v = out.verified;
@@ -91,7 +91,7 @@ fn an_outage_on_a_missing_path_is_an_error() {
         }],
         ..SimParams::default()
     };
-    let err = run(&schedule(), &SimScheme::Fbdt(Config::default()), &params, |_| {}).err();
+    let err = run(&schedule(), &SimScheme::Session(Config::default()), &params, |_| {}).err();
     assert!(matches!(err, Some(SimError::NoSuchPath(2, 2))), "{err:?}");
 }
 
@@ -117,7 +117,7 @@ fn an_uplink_cut_stops_the_path_and_the_stream_goes_on() {
         }],
         ..SimParams::default()
     };
-    let scheme = SimScheme::Fbdt(Config::default());
+    let scheme = SimScheme::Session(Config::default());
     let mut sim = fbdt_sim::Sim::new(&schedule, &scheme, &params).unwrap();
     let (mut arrived_at_2s, mut delivered_at_2s) = (None, 0);
     loop {

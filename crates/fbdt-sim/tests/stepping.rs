@@ -10,7 +10,7 @@ fn stepping_by_hand_matches_run() {
     let mut s = Scenario::load("blockage").unwrap();
     s.duration_s = 2.0;
     let schedule = s.schedule(1.0).unwrap();
-    let scheme = SimScheme::Fbdt(Config::default());
+    let scheme = SimScheme::Session(Config::default());
     let params = SimParams::default();
 
     let mut sim = Sim::new(&schedule, &scheme, &params).unwrap();
@@ -53,6 +53,6 @@ fn a_window_ack_rounded_up_to_now_is_taken_not_left_pending() {
     let schedule = s.schedule(1.0).unwrap();
     let mut cfg = Config::meta(fbdt_core::SchedulerKind::Musher);
     cfg.recv_buffer = 32 * 1024 * 1024;
-    let out = run(&schedule, &SimScheme::Fbdt(cfg), &SimParams::default(), |_| {}).unwrap();
+    let out = run(&schedule, &SimScheme::Session(cfg), &SimParams::default(), |_| {}).unwrap();
     assert!(out.bytes_delivered > 0);
 }

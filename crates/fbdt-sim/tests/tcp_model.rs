@@ -100,7 +100,7 @@ fn the_tcp_model_delivers_fbdt_intact_and_repeats_bit_for_bit() {
         seed: 9,
         ..params(PathModel::Tcp)
     };
-    let scheme = SimScheme::Fbdt(Config::default());
+    let scheme = SimScheme::Session(Config::default());
     let a = run(&s, &scheme, &p, |_| {}).unwrap();
     let b = run(&s, &scheme, &p, |_| {}).unwrap();
     assert_eq!(a.bytes_delivered, 8_000_000);
@@ -132,7 +132,7 @@ fn min_rtt_over_tcp_subflows_uses_both_paths() {
     };
     let out = run(
         &s,
-        &SimScheme::mptcp(fbdt_core::SchedulerKind::MinRtt),
+        &SimScheme::meta(fbdt_core::SchedulerKind::MinRtt),
         &params(PathModel::Tcp),
         |_| {},
     )
@@ -170,13 +170,13 @@ fn kernel_mptcp_is_held_back_by_its_send_buffer_behind_a_one_second_subflow() {
         paths: vec![path("wifi", 300.0, 2.0), path("slow", 300.0, 500.0)],
     };
     let g = |scheme: SimScheme, model| run(&s, &scheme, &params(model), |_| {}).unwrap().goodput_mbps;
-    let kernel = g(SimScheme::mptcp(fbdt_core::SchedulerKind::Kernel), PathModel::Tcp);
-    let minrtt = g(SimScheme::mptcp(fbdt_core::SchedulerKind::MinRtt), PathModel::Tcp);
-    let fbdt = g(SimScheme::Fbdt(Config::default()), PathModel::Tcp);
+    let kernel = g(SimScheme::meta(fbdt_core::SchedulerKind::Kernel), PathModel::Tcp);
+    let minrtt = g(SimScheme::meta(fbdt_core::SchedulerKind::MinRtt), PathModel::Tcp);
+    let fbdt = g(SimScheme::Session(Config::default()), PathModel::Tcp);
     let wifi = g(SimScheme::Tcp(0), PathModel::Tcp);
     let mut big = Config::meta(fbdt_core::SchedulerKind::Kernel);
     (big.send_buffer, big.recv_buffer) = (64 << 20, 64 << 20);
-    let kernel_pipe = g(SimScheme::Fbdt(big), PathModel::Pipe);
+    let kernel_pipe = g(SimScheme::Session(big), PathModel::Pipe);
     assert!(wifi > 250.0, "wifi alone {wifi}");
     assert!(kernel < 0.5 * wifi, "kernel MPTCP {kernel}, wifi alone {wifi}");
     assert!(fbdt > 0.9 * wifi, "fbdt {fbdt}, wifi alone {wifi}");
@@ -273,7 +273,7 @@ fn fbdt_replaces_the_stalled_connection_after_a_blockage() {
         .collect();
     assert!(!returns.is_empty());
     let series = |scheme: SimScheme| run(&s, &scheme, &params(PathModel::Tcp), |_| {}).unwrap().series;
-    let fbdt = series(SimScheme::Fbdt(Config::default()));
+    let fbdt = series(SimScheme::Session(Config::default()));
     let lone = series(SimScheme::Tcp(wigig));
     // Mean goodput over (from, to] of the 0.1 s samples.
     let mean = |series: &[(f64, f64)], from: f64, to: f64| {
@@ -327,7 +327,7 @@ fn a_reset_during_a_probe_reconnects_once_and_delivers_everything() {
         }],
         ..params(PathModel::Tcp)
     };
-    let out = run(&s, &SimScheme::Fbdt(Config::default()), &p, |_| {}).unwrap();
+    let out = run(&s, &SimScheme::Session(Config::default()), &p, |_| {}).unwrap();
     assert_eq!(out.bytes_delivered, 80_000_000);
     assert!(out.completed_at_s.is_some());
     let reconnects = out.log.iter().filter(|l| l.contains("path1 reconnected")).count();
@@ -357,7 +357,7 @@ fn the_tcp_model_connects_each_path_before_it_sends() {
         out.series.iter().find(|(_, m)| *m > 0.0).map(|(t, _)| *t).unwrap()
     };
     // Samples end every 0.1 s: the first non-empty one ends within 0.1 s of the arrival.
-    for scheme in [SimScheme::Tcp(0), SimScheme::Fbdt(Config::default())] {
+    for scheme in [SimScheme::Tcp(0), SimScheme::Session(Config::default())] {
         let pipe = first(&scheme, PathModel::Pipe);
         let tcp = first(&scheme, PathModel::Tcp);
         // Without the handshake the TCP model's first byte came 0.5 s after the pipe's.

@@ -25,7 +25,7 @@ fn fetch_times_with(cfg: Config, scenario: &str, plan: &[(f64, u64)]) -> Vec<f64
         });
     }
     let schedule = s.schedule(1.0).unwrap();
-    let scheme = SimScheme::Fbdt(cfg);
+    let scheme = SimScheme::Session(cfg);
     let params = SimParams::default();
     let mut sim = Sim::new(&schedule, &scheme, &params).unwrap();
     sim.set_app_limit(0);

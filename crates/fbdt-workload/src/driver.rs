@@ -239,7 +239,7 @@ pub fn request_delay_s(schedule: &Schedule, scheme: &SimScheme) -> f64 {
     let one_way = |i: usize| schedule.paths[i].at(0.0).delay_ms / 1e3;
     match scheme {
         SimScheme::Tcp(p) => one_way(*p),
-        SimScheme::Fbdt(_) => (0..schedule.paths.len()).map(one_way).fold(f64::INFINITY, f64::min),
+        SimScheme::Session(_) => (0..schedule.paths.len()).map(one_way).fold(f64::INFINITY, f64::min),
     }
 }
 
@@ -294,8 +294,8 @@ mod tests {
         let schedule = one_path(10.0);
         for scheme in [
             SimScheme::Tcp(0),
-            SimScheme::Fbdt(fbdt_core::Config::default()),
-            SimScheme::mptcp(fbdt_core::SchedulerKind::MinRtt),
+            SimScheme::Session(fbdt_core::Config::default()),
+            SimScheme::meta(fbdt_core::SchedulerKind::MinRtt),
         ] {
             let mut app = Fixed(
                 vec![

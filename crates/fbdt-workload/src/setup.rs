@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use fbdt_harness::emu::Emu;
+use fbdt_harness::results::fidelity::RunVerdict;
 use fbdt_harness::scheme;
 use fbdt_harness::sim::SimBackend;
 use fbdt_harness::BackendKind;
@@ -143,17 +144,6 @@ pub struct Setup {
     pub testbed: fbdt_emu::TestbedOptions,
 }
 
-/// One emulated run's verdict from the fidelity monitors (docs/testbed.md).
-#[derive(Clone, Debug, Serialize)]
-pub struct RunVerdict {
-    /// The run's place in the order they ran.
-    pub run: usize,
-    pub scheme: String,
-    pub seed: u64,
-    pub faithful: bool,
-    pub reasons: Vec<String>,
-}
-
 impl Setup {
     pub fn new(args: &WorkloadArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<Self> {
         if args.browser.is_some() && (!matches!(args.kind, Kind::Web | Kind::Dash) || args.backend != BackendKind::Emu)
@@ -283,13 +273,7 @@ impl Setup {
     pub fn record_fidelity(&self, scheme: &str, seed: u64, fidelity: fbdt_emu::Fidelity) {
         let mut runs = self.fidelity.lock().expect("not poisoned");
         let run = runs.len();
-        runs.push(RunVerdict {
-            run,
-            scheme: scheme.to_string(),
-            seed,
-            faithful: fidelity.faithful,
-            reasons: fidelity.reasons,
-        });
+        runs.push(RunVerdict::new(run, scheme, seed, fidelity));
     }
 
     /// Runs `one` on every item, `jobs` at a time, with a progress bar; results in order.

@@ -29,6 +29,7 @@ use crate::scheme::{SchemeReceiver, StreamParams};
 use crate::seq::Seq;
 use crate::seq::SeqSpace;
 use crate::stats::ReceiverStats;
+use crate::stream::RecvStream;
 use crate::time::{Duration, Instant};
 use crate::wire::{
     Ack, Align, Data, Frame, PathRx, Piece, RecvBuf, ShortList, ACK_INLINE_RANGES, MAX_ACK_RANGES, MAX_PATHS, NO_PATH,
@@ -46,18 +47,15 @@ pub const ALL_PATHS_ACK_PERIOD: Duration = Duration::from_millis(10);
 
 pub struct FbdtReceiver {
     space: SeqSpace,
-    capacity: usize,
-    /// Next in-order offset expected.
-    rcv_nxt: u64,
-    /// In-order bytes not yet read, and what every held piece keeps alive.
-    held: RecvBuf,
+    /// Next in-order offset, in-order bytes not yet read (and what every held piece keeps
+    /// alive), the stream end, the window.
+    stream: RecvStream,
     /// Out-of-order pieces keyed by offset; never overlapping, all within the window.
     ooo: BTreeMap<u64, Piece>,
     ooo_bytes: usize,
     /// Tests: `insert` always takes its general path (the reference for its shortcut).
     #[cfg(test)]
     general_insert: bool,
-    fin_at: Option<u64>,
     /// Per path: bytes received over its current connection, and that connection's epoch.
     path_rx: Vec<PathRx>,
     alive: u32,
@@ -89,14 +87,11 @@ impl FbdtReceiver {
     pub fn new(cfg: StreamParams, peer_isn: u32) -> Self {
         FbdtReceiver {
             space: SeqSpace::new(peer_isn),
-            capacity: cfg.recv_buffer,
-            rcv_nxt: 0,
-            held: RecvBuf::new(cfg.recv_buffer, cfg.segment_size),
+            stream: RecvStream::new(cfg.recv_buffer, cfg.segment_size),
             ooo: BTreeMap::new(),
             ooo_bytes: 0,
             #[cfg(test)]
             general_insert: false,
-            fin_at: None,
             path_rx: Vec::new(),
             alive: 0,
             frames_since_ack: [0; MAX_PATHS],
@@ -114,11 +109,6 @@ impl FbdtReceiver {
             max_ack_delay: cfg.max_ack_delay,
             stats: ReceiverStats::default(),
         }
-    }
-
-    /// Offset one past the last byte the sender may send (never moves backwards).
-    fn right_edge(&self) -> u64 {
-        self.rcv_nxt + (self.capacity - self.held.ready_len()) as u64
     }
 
     /// An ACK on every live path.
@@ -205,7 +195,8 @@ impl FbdtReceiver {
             }
             if cur < end {
                 let piece = self
-                    .held
+                    .stream
+                    .held_mut()
                     .keep(payload, skip + (cur - start) as usize..skip + (end - start) as usize);
                 self.ooo_bytes += piece.data.len();
                 self.store(path, cur, piece)?;
@@ -224,7 +215,7 @@ impl FbdtReceiver {
             let piece_end = next.map_or(end, |(s, _)| s);
             if piece_end > cur {
                 let range = skip + (cur - start) as usize..skip + (piece_end - start) as usize;
-                let piece = self.held.keep(payload, range);
+                let piece = self.stream.held_mut().keep(payload, range);
                 self.ooo_bytes += piece.data.len();
                 self.store(path, cur, piece)?;
             }
@@ -248,20 +239,20 @@ impl FbdtReceiver {
         // meet the one held above them at every arrival: no removal and re-insertion).
         if self.ooo.get(&end).is_some_and(|next| RecvBuf::mergeable(&piece, next)) {
             let next = self.ooo.remove(&end).expect("checked");
-            let merged = self.held.merge(&mut piece, next);
+            let merged = self.stream.held_mut().merge(&mut piece, next);
             debug_assert!(merged.is_ok(), "a mergeable piece did not merge");
         }
         if let Some((&s, prev)) = self.ooo.range_mut(..at).next_back() {
             if s + prev.data.len() as u64 == at {
-                match self.held.merge(prev, piece) {
+                match self.stream.held_mut().merge(prev, piece) {
                     Ok(()) => return Ok(()),
                     Err(p) => piece = p,
                 }
             }
         }
-        if self.ooo.len() >= self.held.max_entries() {
+        if self.ooo.len() >= self.stream.held().max_entries() {
             self.ooo_bytes -= piece.data.len();
-            self.held.drop_piece(piece);
+            self.stream.held_mut().drop_piece(piece);
             return Err(ProtocolError::Unexpected {
                 path,
                 what: "DATA scattered into more out-of-order pieces than the receiver holds",
@@ -275,13 +266,10 @@ impl FbdtReceiver {
     /// the one that continues the stream, if any, is the first: no search for the
     /// (mostly missing) key.
     fn deliver_in_order(&mut self) {
-        while self.ooo.first_key_value().is_some_and(|(&at, _)| at == self.rcv_nxt) {
+        while self.ooo.first_key_value().is_some_and(|(&at, _)| at == self.stream.rcv_nxt()) {
             let (_, piece) = self.ooo.pop_first().expect("checked");
-            let len = piece.data.len();
-            self.ooo_bytes -= len;
-            self.rcv_nxt += len as u64;
-            self.stats.bytes_delivered += len as u64;
-            self.held.push_ready(piece);
+            self.ooo_bytes -= piece.data.len();
+            self.stats.bytes_delivered += self.stream.deliver(piece);
         }
     }
 
@@ -311,8 +299,7 @@ impl FbdtReceiver {
     /// of it, so a sender blocked by flow control is not left waiting for the next frame.
     fn after_read(&mut self, n: usize) {
         self.stats.bytes_read += n as u64;
-        let window = self.capacity - self.held.ready_len();
-        if window >= self.advertised + self.capacity / 4 {
+        if self.stream.window() >= self.advertised + self.stream.capacity() / 4 {
             self.ack_all_paths(None);
         }
     }
@@ -336,18 +323,18 @@ impl FbdtReceiver {
         self.stats.per_path_bytes_received[path.index()] += len;
         let start = self
             .space
-            .offset(data.seq, self.rcv_nxt)
-            .filter(|&o| o + MAX_DUPLICATE_AGE >= self.rcv_nxt)
+            .offset(data.seq, self.stream.rcv_nxt())
+            .filter(|&o| o + MAX_DUPLICATE_AGE >= self.stream.rcv_nxt())
             .ok_or(ProtocolError::Unexpected {
                 path,
                 what: "sequence number outside any valid range",
             })?;
         let end = start + len;
-        let limit = self.right_edge();
+        let limit = self.stream.right_edge();
         if end > limit {
             return Err(ProtocolError::FlowControl { end, limit });
         }
-        if let Some(fin) = self.fin_at {
+        if let Some(fin) = self.stream.fin_at() {
             if end > fin || (data.fin && end != fin) {
                 return Err(if data.fin {
                     ProtocolError::FinMismatch
@@ -360,21 +347,21 @@ impl FbdtReceiver {
                 .ooo
                 .iter()
                 .next_back()
-                .map_or(self.rcv_nxt, |(&s, v)| s + v.data.len() as u64);
-            if end < highest.max(self.rcv_nxt) {
+                .map_or(self.stream.rcv_nxt(), |(&s, v)| s + v.data.len() as u64);
+            if end < highest.max(self.stream.rcv_nxt()) {
                 return Err(ProtocolError::FinMismatch);
             }
-            self.fin_at = Some(end);
+            self.stream.set_fin_at(end);
         }
 
-        let old = self.rcv_nxt.saturating_sub(start).min(len);
+        let old = self.stream.rcv_nxt().saturating_sub(start).min(len);
         let mut dup = old;
-        if end > self.rcv_nxt {
-            let from = start.max(self.rcv_nxt);
+        if end > self.stream.rcv_nxt() {
+            let from = start.max(self.stream.rcv_nxt());
             dup += self.insert(path, from, payload, (from - start) as usize)?;
         }
         self.stats.redundant_bytes_received += dup;
-        let before = self.rcv_nxt;
+        let before = self.stream.rcv_nxt();
         self.deliver_in_order();
         self.stats.max_out_of_order_bytes = self.stats.max_out_of_order_bytes.max(self.ooo_bytes as u64);
 
@@ -386,8 +373,8 @@ impl FbdtReceiver {
             self.unacked_since[i] = now;
         }
         self.unacked_arrivals |= path.bit();
-        let window_done = self.window_end.is_some_and(|w| before < w && self.rcv_nxt >= w);
-        let fin_done = self.fin_at == Some(self.rcv_nxt) && before != self.rcv_nxt;
+        let window_done = self.window_end.is_some_and(|w| before < w && self.stream.rcv_nxt() >= w);
+        let fin_done = self.stream.fin_reached() && before != self.stream.rcv_nxt();
         let by_frames = self.ack_bytes == 0;
         if fin_done || (len == 0 && data.fin) || (window_done && by_frames) {
             self.ack_all_paths(Some(now));
@@ -406,7 +393,7 @@ impl FbdtReceiver {
         }
         // The window completed and the cumulative point jumped past this frame's bytes:
         // held data was freed, which the sender should hear of without delay.
-        if window_done && self.rcv_nxt > end {
+        if window_done && self.stream.rcv_nxt() > end {
             let to = self.busiest_path(path);
             self.ack_arrivals(to.bit(), now);
         }
@@ -425,10 +412,10 @@ impl FbdtReceiver {
     }
 
     fn on_align(&mut self, _path: PathId, a: &Align, _now: Instant) -> Result<(), ProtocolError> {
-        let edge = self.right_edge();
+        let edge = self.stream.right_edge();
         let off = |s| {
             self.space
-                .offset(s, self.rcv_nxt)
+                .offset(s, self.stream.rcv_nxt())
                 .ok_or(ProtocolError::BadAlign("offset before the stream start"))
         };
         let (start, end) = (off(a.start)?, off(a.end)?);
@@ -456,12 +443,12 @@ impl FbdtReceiver {
             return None;
         }
         self.ack_pending &= !path.bit();
-        self.advertised = self.capacity - self.held.ready_len();
+        self.advertised = self.stream.window();
         self.stats.acks_sent += 1;
         Some(Ack {
-            cum: self.space.seq(self.rcv_nxt),
+            cum: self.space.seq(self.stream.rcv_nxt()),
             window: self.advertised as u32,
-            fin: self.fin_at == Some(self.rcv_nxt),
+            fin: self.stream.fin_reached(),
             path_rx: self.path_rx.iter().copied().collect(),
             ranges: self
                 .ranges()
@@ -500,23 +487,23 @@ impl SchemeReceiver for FbdtReceiver {
     }
 
     fn read(&mut self, buf: &mut [u8]) -> usize {
-        let n = self.held.read(buf);
+        let n = self.stream.read(buf);
         self.after_read(n);
         n
     }
 
     fn read_bytes(&mut self, max: usize) -> Option<Bytes> {
-        let out = self.held.read_bytes(max)?;
+        let out = self.stream.read_bytes(max)?;
         self.after_read(out.len());
         Some(out)
     }
 
     fn readable(&self) -> usize {
-        self.held.ready_len()
+        self.stream.readable()
     }
 
     fn is_finished(&self) -> bool {
-        self.fin_at == Some(self.rcv_nxt) && self.held.ready_len() == 0
+        self.stream.is_finished()
     }
 
     /// A new connection epoch restarts the path's counter: the sender counts the new
@@ -586,7 +573,7 @@ mod tests {
             let block = Bytes::copy_from_slice(&stream[k * SEG..(k + 1) * SEG]);
             r.on_data_bytes(PathId(0), Seq((k * SEG) as u32), false, block, Instant::ZERO)
                 .unwrap();
-            assert!(r.held.pinned() <= 2 * cfg.recv_buffer);
+            assert!(r.stream.held().pinned() <= 2 * cfg.recv_buffer);
             let slices = r.ooo.values().filter(|p| p.shared).count();
             assert!(slices * (recv_pin(SEG) + crate::wire::ENTRY_COST) <= cfg.recv_buffer);
         }
@@ -600,7 +587,7 @@ mod tests {
             out.extend_from_slice(&c);
         }
         assert!(out == stream);
-        assert_eq!((r.held.pinned(), r.readable(), r.ooo_bytes), (0, 0, 0));
+        assert_eq!((r.stream.held().pinned(), r.readable(), r.ooo_bytes), (0, 0, 0));
     }
 
     /// `insert`'s shortcut (nothing held starts inside the new bytes) against its general
@@ -631,7 +618,7 @@ mod tests {
         };
         let (mut fast_reads, mut slow_reads) = (Vec::new(), Vec::new());
         for step in 0..20_000u64 {
-            let (rcv_nxt, edge) = (fast.rcv_nxt, fast.right_edge());
+            let (rcv_nxt, edge) = (fast.stream.rcv_nxt(), fast.stream.right_edge());
             let held = fast.ooo.first_key_value().map(|(&s, _)| s);
             let len = match rand(4) {
                 0 => 1 + rand(8),
@@ -668,10 +655,10 @@ mod tests {
             let state = |r: &FbdtReceiver| {
                 let pieces: Vec<(u64, usize, bool)> = r.ooo.iter().map(|(&s, p)| (s, p.data.len(), p.shared)).collect();
                 (
-                    r.rcv_nxt,
+                    r.stream.rcv_nxt(),
                     r.ooo_bytes,
                     pieces,
-                    r.held.pinned(),
+                    r.stream.held().pinned(),
                     r.readable(),
                     r.stats.clone(),
                 )
@@ -683,7 +670,7 @@ mod tests {
                 (slow.ack_pending, slow.ack_deadline, slow.unacked_arrivals)
             );
         }
-        assert!(fast.rcv_nxt > 1 << 20, "the stream moved on: {}", fast.rcv_nxt);
+        assert!(fast.stream.rcv_nxt() > 1 << 20, "the stream moved on: {}", fast.stream.rcv_nxt());
         assert!(fast.stats.redundant_bytes_received > 0, "duplicates were tried");
     }
 
@@ -702,7 +689,7 @@ mod tests {
             r.on_data_bytes(PathId(0), Seq(k as u32), false, b, Instant::ZERO)
                 .unwrap();
         }
-        assert!(r.held.pinned() <= 2 * wire(n), "{} > 2 × {}", r.held.pinned(), wire(n));
+        assert!(r.stream.held().pinned() <= 2 * wire(n), "{} > 2 × {}", r.stream.held().pinned(), wire(n));
         assert!(r.ooo.len() <= n / 1000);
         r.on_data_bytes(PathId(0), Seq(0), false, Bytes::from_static(b"x"), Instant::ZERO)
             .unwrap();
@@ -710,7 +697,7 @@ mod tests {
 
         let mut r = FbdtReceiver::new(cfg, 0);
         r.path_up(PathId(0), Instant::ZERO);
-        let max = r.held.max_entries();
+        let max = r.stream.held().max_entries();
         let mut refused = None;
         for k in 0..2 * max {
             let b = Bytes::from_static(b"y");
@@ -721,7 +708,7 @@ mod tests {
         }
         let (k, _) = refused.expect("scattered pieces are refused");
         assert_eq!(k, max);
-        assert!(r.held.pinned() <= max * (1 + crate::wire::ENTRY_COST));
+        assert!(r.stream.held().pinned() <= max * (1 + crate::wire::ENTRY_COST));
         assert!(r.ranges().len() <= MAX_ACK_RANGES);
     }
 
@@ -853,7 +840,7 @@ mod tests {
         assert!(!r.has_frame(PathId(0)) && !r.has_frame(PathId(1)));
         // ... segment 0 on path 1 completes it and frees them: ACK on path 0 at once.
         r.on_data_bytes(PathId(1), Seq(0), false, seg(0), t0).unwrap();
-        assert_eq!(r.rcv_nxt, 4 * SEG as u64);
+        assert_eq!(r.stream.rcv_nxt(), 4 * SEG as u64);
         assert!(r.poll_ack(PathId(0), t0).is_some(), "the busier path carries it");
         assert!(r.poll_ack(PathId(1), t0).is_none(), "one path, not all");
         // The next window completes in order: nothing freed, no ACK before the timer.

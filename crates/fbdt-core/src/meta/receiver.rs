@@ -4,7 +4,7 @@
 //! path use up the same window the fast path needs (head-of-line blocking).
 //!
 //! Payloads stay slices of the driver's read buffers up to `read_bytes`, within the memory
-//! bound [`RecvBuf`] documents.
+//! bound [`RecvBuf`](crate::wire::RecvBuf) documents.
 
 use std::collections::BTreeMap;
 
@@ -14,17 +14,16 @@ use crate::error::ProtocolError;
 use crate::path::PathId;
 use crate::scheme::{SchemeReceiver, StreamParams};
 use crate::stats::ReceiverStats;
+use crate::stream::RecvStream;
 use crate::time::Instant;
-use crate::wire::{DataAck, Frame, MpData, PathRx, Piece, RecvBuf};
+use crate::wire::{DataAck, Frame, MpData, PathRx, Piece};
 
 pub struct MetaReceiver {
-    recv_buffer: u64,
-    rcv_nxt: u64,
-    /// In-order bytes not yet read, and what every held piece keeps alive.
-    held: RecvBuf,
+    /// Next in-order offset, in-order bytes not yet read (and what every held piece keeps
+    /// alive), the stream end, the window.
+    stream: RecvStream,
     ofo: BTreeMap<u64, Piece>,
     ofo_bytes: u64,
-    fin_at: Option<u64>,
     /// Per path: bytes received over its current connection, and that connection's epoch.
     path_rx: Vec<PathRx>,
     up: u32,
@@ -38,12 +37,9 @@ pub struct MetaReceiver {
 impl MetaReceiver {
     pub fn new(params: StreamParams) -> Self {
         MetaReceiver {
-            recv_buffer: params.recv_buffer as u64,
-            rcv_nxt: 0,
-            held: RecvBuf::new(params.recv_buffer, params.segment_size),
+            stream: RecvStream::new(params.recv_buffer, params.segment_size),
             ofo: BTreeMap::new(),
             ofo_bytes: 0,
-            fin_at: None,
             path_rx: Vec::new(),
             up: 0,
             ack_due: 0,
@@ -53,15 +49,12 @@ impl MetaReceiver {
     }
 
     fn edge(&self) -> u64 {
-        self.rcv_nxt + self.recv_buffer - self.held.ready_len() as u64
+        self.stream.right_edge()
     }
 
     /// Appends `piece`, which starts at `rcv_nxt`, to the in-order bytes.
     fn deliver(&mut self, piece: Piece) {
-        let n = piece.data.len() as u64;
-        self.held.push_ready(piece);
-        self.rcv_nxt += n;
-        self.stats.bytes_delivered += n;
+        self.stats.bytes_delivered += self.stream.deliver(piece);
     }
 
     /// An MP_DATA frame `d` whose payload is `payload` (a slice of the encoded frame).
@@ -77,17 +70,17 @@ impl MetaReceiver {
         self.stats.per_path_bytes_received[i] += len;
         self.ack_due |= path.bit();
         if d.fin {
-            match self.fin_at {
+            match self.stream.fin_at() {
                 Some(f) if f != end => {
                     return Err(ProtocolError::Unexpected {
                         path,
                         what: "DATA_FIN at two different offsets",
                     })
                 }
-                _ => self.fin_at = Some(end),
+                _ => self.stream.set_fin_at(end),
             }
         }
-        if self.fin_at.is_some_and(|f| end > f) {
+        if self.stream.fin_at().is_some_and(|f| end > f) {
             return Err(ProtocolError::Unexpected {
                 path,
                 what: "MP_DATA past the DATA_FIN",
@@ -99,37 +92,37 @@ impl MetaReceiver {
                 what: "MP_DATA beyond the shared receive window",
             });
         }
-        if end <= self.rcv_nxt {
+        if end <= self.stream.rcv_nxt() {
             self.stats.redundant_bytes_received += len;
             return Ok(());
         }
-        if d.dsn <= self.rcv_nxt {
-            let skip = (self.rcv_nxt - d.dsn) as usize;
-            let piece = self.held.keep(payload, skip..payload.len());
+        if d.dsn <= self.stream.rcv_nxt() {
+            let skip = (self.stream.rcv_nxt() - d.dsn) as usize;
+            let piece = self.stream.held_mut().keep(payload, skip..payload.len());
             self.deliver(piece);
             while let Some(entry) = self.ofo.first_entry() {
-                if *entry.key() > self.rcv_nxt {
+                if *entry.key() > self.stream.rcv_nxt() {
                     break;
                 }
                 let (k, mut piece) = entry.remove_entry();
                 let len = piece.data.len() as u64;
                 self.ofo_bytes -= len;
-                if k + len > self.rcv_nxt {
-                    piece.data.advance((self.rcv_nxt - k) as usize);
+                if k + len > self.stream.rcv_nxt() {
+                    piece.data.advance((self.stream.rcv_nxt() - k) as usize);
                     self.deliver(piece);
                 } else {
                     self.stats.redundant_bytes_received += len;
-                    self.held.drop_piece(piece);
+                    self.stream.held_mut().drop_piece(piece);
                 }
             }
         } else if self.covered(d.dsn, end) {
             self.stats.redundant_bytes_received += len;
         } else {
-            let piece = self.held.keep(payload, 0..payload.len());
+            let piece = self.stream.held_mut().keep(payload, 0..payload.len());
             self.store(path, d.dsn, piece)?;
         }
         self.stats.max_out_of_order_bytes = self.stats.max_out_of_order_bytes.max(self.ofo_bytes);
-        let held = self.ofo_bytes + self.held.ready_len() as u64;
+        let held = self.ofo_bytes + self.stream.readable() as u64;
         self.stats.max_buffered_bytes = self.stats.max_buffered_bytes.max(held);
         Ok(())
     }
@@ -143,13 +136,14 @@ impl MetaReceiver {
     }
 
     /// Holds `piece` (at `dsn`) out of order, appended to the piece it continues when
-    /// [`RecvBuf::merge`] allows; refuses it past [`RecvBuf::max_entries`] pieces.
+    /// [`RecvBuf::merge`](crate::wire::RecvBuf::merge) allows; refuses it past
+    /// [`RecvBuf::max_entries`](crate::wire::RecvBuf::max_entries) pieces.
     fn store(&mut self, path: PathId, dsn: u64, piece: Piece) -> Result<(), ProtocolError> {
         let len = piece.data.len() as u64;
         let mut piece = piece;
         if let Some((&s, prev)) = self.ofo.range_mut(..dsn).next_back() {
             if s + prev.data.len() as u64 == dsn {
-                match self.held.merge(prev, piece) {
+                match self.stream.held_mut().merge(prev, piece) {
                     Ok(()) => {
                         self.ofo_bytes += len;
                         return Ok(());
@@ -158,8 +152,8 @@ impl MetaReceiver {
                 }
             }
         }
-        if self.ofo.len() >= self.held.max_entries() {
-            self.held.drop_piece(piece);
+        if self.ofo.len() >= self.stream.held().max_entries() {
+            self.stream.held_mut().drop_piece(piece);
             return Err(ProtocolError::Unexpected {
                 path,
                 what: "MP_DATA scattered into more out-of-order pieces than the receiver holds",
@@ -168,7 +162,7 @@ impl MetaReceiver {
         if let Some(old) = self.ofo.insert(dsn, piece) {
             // A shorter piece at the same DSN: the new one covers it.
             self.ofo_bytes -= old.data.len() as u64;
-            self.held.drop_piece(old);
+            self.stream.held_mut().drop_piece(old);
         }
         self.ofo_bytes += len;
         Ok(())
@@ -178,7 +172,7 @@ impl MetaReceiver {
     /// since the last advertisement.
     fn after_read(&mut self, n: usize) {
         self.stats.bytes_read += n as u64;
-        if n > 0 && self.edge() >= self.advertised_edge + self.recv_buffer / 4 {
+        if n > 0 && self.edge() >= self.advertised_edge + self.stream.capacity() as u64 / 4 {
             self.ack_due |= self.up;
         }
     }
@@ -190,12 +184,12 @@ impl MetaReceiver {
         }
         self.ack_due &= !path.bit();
         self.stats.acks_sent += 1;
-        let window = self.edge() - self.rcv_nxt;
+        let window = self.edge() - self.stream.rcv_nxt();
         self.advertised_edge = self.advertised_edge.max(self.edge());
         Some(DataAck {
-            data_ack: self.rcv_nxt,
+            data_ack: self.stream.rcv_nxt(),
             window: window.min(u64::from(u32::MAX)) as u32,
-            fin: self.fin_at == Some(self.rcv_nxt),
+            fin: self.stream.fin_reached(),
             path_rx: self.path_rx.clone(),
         })
     }
@@ -227,23 +221,23 @@ impl SchemeReceiver for MetaReceiver {
     }
 
     fn read(&mut self, buf: &mut [u8]) -> usize {
-        let n = self.held.read(buf);
+        let n = self.stream.read(buf);
         self.after_read(n);
         n
     }
 
     fn read_bytes(&mut self, max: usize) -> Option<Bytes> {
-        let out = self.held.read_bytes(max)?;
+        let out = self.stream.read_bytes(max)?;
         self.after_read(out.len());
         Some(out)
     }
 
     fn readable(&self) -> usize {
-        self.held.ready_len()
+        self.stream.readable()
     }
 
     fn is_finished(&self) -> bool {
-        self.fin_at == Some(self.rcv_nxt) && self.held.ready_len() == 0
+        self.stream.is_finished()
     }
 
     fn path_up(&mut self, path: PathId, _now: Instant) {
@@ -320,7 +314,7 @@ mod tests {
             out.extend_from_slice(&c);
         }
         assert!(out == data);
-        assert_eq!(r.held.pinned(), 0);
+        assert_eq!(r.stream.held().pinned(), 0);
     }
 
     /// Finding 4 of issue 14 for the meta layer: back-to-back 1-byte MP_DATA pieces are
@@ -341,16 +335,16 @@ mod tests {
             feed(&mut r, dsn).unwrap();
         }
         let wire = frame(1, b"z").len() * n as usize;
-        assert!(r.held.pinned() <= 2 * wire, "{} > 2 × {wire}", r.held.pinned());
+        assert!(r.stream.held().pinned() <= 2 * wire, "{} > 2 × {wire}", r.stream.held().pinned());
         assert_eq!(r.stats().redundant_bytes_received, n);
         feed(&mut r, 0).unwrap();
         assert_eq!(r.readable(), n as usize + 1);
 
         let mut r = MetaReceiver::new(params);
         r.path_up(PathId(0), Instant::ZERO);
-        let max = r.held.max_entries() as u64;
+        let max = r.stream.held().max_entries() as u64;
         let first_err = (0..2 * max).find(|k| feed(&mut r, 2 * k + 1).is_err());
         assert_eq!(first_err, Some(max));
-        assert!(r.held.pinned() <= max as usize * (1 + crate::wire::ENTRY_COST));
+        assert!(r.stream.held().pinned() <= max as usize * (1 + crate::wire::ENTRY_COST));
     }
 }

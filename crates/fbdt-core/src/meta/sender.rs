@@ -10,7 +10,8 @@ use crate::path::{Hint, PathId, PathStats};
 use crate::scheme::{SchemeSender, StreamParams};
 use crate::stats::SenderStats;
 use crate::time::{Duration, Instant};
-use crate::wire::{DataAck, Frame, FrameBuf, FrameOut, MpData, SendBuf};
+use crate::stream::SendStream;
+use crate::wire::{DataAck, Frame, FrameBuf, FrameOut, MpData};
 
 /// TCP MSS for congestion-avoidance growth after a penalisation.
 const MSS: f64 = 1448.0;
@@ -93,14 +94,10 @@ pub struct MetaSender {
     send_buffer: u64,
     sched: Box<dyn Scheduler + Send>,
     reinject: bool,
-    /// Bytes [snd_una, write_end).
-    buf: SendBuf,
-    snd_una: u64,
+    /// Bytes written and not yet acknowledged (`[una, written)`), and the stream end.
+    stream: SendStream,
     snd_nxt: u64,
-    write_end: u64,
-    finished: bool,
     fin_sent: bool,
-    fin_acked: bool,
     /// Right edge of the shared receive window (data_ack + rwnd, never moves left).
     edge: u64,
     segs: BTreeMap<u64, Seg>,
@@ -135,13 +132,9 @@ impl MetaSender {
             send_buffer: params.send_buffer as u64,
             sched,
             reinject,
-            buf: SendBuf::new(),
-            snd_una: 0,
+            stream: SendStream::new(),
             snd_nxt: 0,
-            write_end: 0,
-            finished: false,
             fin_sent: false,
-            fin_acked: false,
             edge: 0,
             segs: BTreeMap::new(),
             reinject_q: BTreeSet::new(),
@@ -208,7 +201,7 @@ impl MetaSender {
             paths: views,
             seg: self.seg_size,
             window_left: self.edge.saturating_sub(self.snd_nxt),
-            unsent: self.write_end - self.snd_nxt,
+            unsent: self.stream.written() - self.snd_nxt,
             reinjected: self.stats.redundant_bytes_sent,
         }
     }
@@ -216,10 +209,9 @@ impl MetaSender {
     /// Emits the segment at `dsn` (already in `segs`) on `path`.
     fn emit(&mut self, path: PathId, dsn: u64, now: Instant, out: &mut impl FrameOut) -> usize {
         let seg = self.segs[&dsn];
-        let start = (dsn - self.snd_una) as usize;
         out.put_inline(|v| MpData::emit_header(dsn, seg.fin, seg.len as usize, v));
         // The payload as slices of the send buffer: shared into a FrameBuf, copied into a Vec.
-        self.buf.slices(start, seg.len as usize, |b| out.put_shared(b));
+        self.stream.slices(dsn, seg.len as usize, |b| out.put_shared(b));
         if let Some(s) = self.segs.get_mut(&dsn) {
             s.mask |= path.bit();
         }
@@ -252,20 +244,20 @@ impl MetaSender {
 
     /// The next new segment's length, if one may be sent (window and data permitting).
     fn next_len(&self) -> Option<(u32, bool)> {
-        let unsent = self.write_end - self.snd_nxt;
+        let unsent = self.stream.written() - self.snd_nxt;
         if unsent == 0 {
-            return (self.finished && !self.fin_sent).then_some((0, true));
+            return (self.stream.is_finished() && !self.fin_sent).then_some((0, true));
         }
         let len = unsent.min(self.seg_size);
         if self.snd_nxt + len > self.edge {
             return None;
         }
-        let fin = self.finished && self.snd_nxt + len == self.write_end;
+        let fin = self.stream.is_finished() && self.snd_nxt + len == self.stream.written();
         Some((len as u32, fin))
     }
 
     fn window_blocked(&self) -> bool {
-        let unsent = self.write_end - self.snd_nxt;
+        let unsent = self.stream.written() - self.snd_nxt;
         unsent > 0 && self.snd_nxt + unsent.min(self.seg_size) > self.edge
     }
 
@@ -276,8 +268,8 @@ impl MetaSender {
     /// what frees the buffer — as a blocked receive window is in the first trigger.
     fn send_buffer_blocked(&self) -> bool {
         let limit = self.send_limit.map_or(self.send_buffer, |l| l.min(self.send_buffer));
-        let queued = self.write_end - self.snd_una;
-        !self.finished && queued > 0 && self.write_end == self.snd_nxt && limit.saturating_sub(queued) < queued / 2
+        let queued = self.stream.written() - self.stream.una();
+        !self.stream.is_finished() && queued > 0 && self.stream.written() == self.snd_nxt && limit.saturating_sub(queued) < queued / 2
     }
 
     /// Sends the head-of-window segment again on `path` and penalises the slower paths
@@ -286,7 +278,7 @@ impl MetaSender {
         let Some((&dsn, &seg)) = self.segs.iter().next() else {
             return 0;
         };
-        if dsn != self.snd_una || seg.mask & path.bit() != 0 || MpData::OVERHEAD + seg.len as usize > room {
+        if dsn != self.stream.una() || seg.mask & path.bit() != 0 || MpData::OVERHEAD + seg.len as usize > room {
             return 0;
         }
         let my_rtt = self.paths[path.index()].srtt_s();
@@ -353,7 +345,7 @@ impl MetaSender {
     /// (`mptcp_subflow_get_retrans`: upstream never queues a retransmission behind data the
     /// subflow still holds), if there is one.
     fn mptcp_retrans(&mut self, now: Instant) {
-        if self.snd_una == self.snd_nxt && self.snd_nxt == self.write_end {
+        if self.stream.una() == self.snd_nxt && self.snd_nxt == self.stream.written() {
             self.rtx_at = None;
             return;
         }
@@ -447,16 +439,16 @@ impl MetaSender {
 
     /// Handles a DATA_ACK that arrived on any path.
     fn on_data_ack(&mut self, _path: PathId, ack: &DataAck, now: Instant) -> Result<(), ProtocolError> {
-        let top = if self.fin_sent { self.write_end } else { self.snd_nxt };
+        let top = if self.fin_sent { self.stream.written() } else { self.snd_nxt };
         if ack.data_ack > top {
             return Err(ProtocolError::Unexpected {
                 path: _path,
                 what: "DATA_ACK beyond the data sent",
             });
         }
-        if ack.data_ack > self.snd_una {
-            let n = (ack.data_ack - self.snd_una) as usize;
-            self.buf.advance(n);
+        if ack.data_ack > self.stream.una() {
+            let n = ack.data_ack - self.stream.una();
+            self.stream.acknowledge(n);
             // A segment straddling data_ack keeps its unacknowledged tail.
             let mut keep = self.segs.split_off(&ack.data_ack);
             if let Some((&d, s)) = self.segs.iter().next_back() {
@@ -473,8 +465,7 @@ impl MetaSender {
             }
             self.segs = keep;
             self.reinject_q = self.reinject_q.split_off(&ack.data_ack);
-            self.stats.bytes_acked += n as u64;
-            self.snd_una = ack.data_ack;
+            self.stats.bytes_acked += n;
             for p in &mut self.paths {
                 p.red_next = p.red_next.max(ack.data_ack);
             }
@@ -482,12 +473,12 @@ impl MetaSender {
                 // `__mptcp_clean_una`: progress restarts the MPTCP-level timer; it stops
                 // once everything written is acknowledged.
                 self.rtx_at =
-                    (self.snd_una < self.snd_nxt || self.snd_nxt < self.write_end).then(|| now + self.rtx_interval());
+                    (self.stream.una() < self.snd_nxt || self.snd_nxt < self.stream.written()).then(|| now + self.rtx_interval());
             }
         }
         self.edge = self.edge.max(ack.data_ack + u64::from(ack.window));
-        if ack.fin && self.fin_sent && ack.data_ack == self.write_end {
-            self.fin_acked = true;
+        if ack.fin && self.fin_sent && ack.data_ack == self.stream.written() {
+            self.stream.fin_acknowledged();
             self.segs.clear();
             self.reinject_q.clear();
         }
@@ -542,7 +533,7 @@ impl MetaSender {
     fn send_redundant(&mut self, path: PathId, room: usize, now: Instant, out: &mut impl FrameOut) -> usize {
         let next = {
             let p = &self.paths[path.index()];
-            p.red_next.max(self.snd_una)
+            p.red_next.max(self.stream.una())
         };
         if next < self.snd_nxt {
             if !self.space(path) {
@@ -634,7 +625,7 @@ impl MetaSender {
 impl SchemeSender for MetaSender {
     /// The peer's receive buffer from its HELLO: the initial window.
     fn set_peer_recv_buffer(&mut self, bytes: u64) {
-        self.edge = self.edge.max(self.snd_una + bytes);
+        self.edge = self.edge.max(self.stream.una() + bytes);
     }
 
     /// The scheduler's current ratio (ratio schedulers).
@@ -655,45 +646,36 @@ impl SchemeSender for MetaSender {
         p.scan_paused = hint == Hint::ScanSoon;
     }
 
+    // `send_room` is 0 once finished, so a write after `finish` takes nothing.
     fn write(&mut self, data: &[u8]) -> usize {
-        if self.finished {
-            return 0;
-        }
-        let n = data.len().min(self.send_room());
-        self.buf.push_slice(&data[..n]);
-        self.write_end += n as u64;
+        let n = self.stream.write(data, self.send_room());
         self.stats.bytes_written += n as u64;
         n
     }
 
     fn write_bytes(&mut self, data: &bytes::Bytes) -> usize {
-        if self.finished {
-            return 0;
-        }
-        let n = data.len().min(self.send_room());
-        self.buf.push(data.slice(..n));
-        self.write_end += n as u64;
+        let n = self.stream.write_bytes(data, self.send_room());
         self.stats.bytes_written += n as u64;
         n
     }
 
     fn finish(&mut self) {
-        self.finished = true;
+        self.stream.finish();
     }
 
     fn is_all_acked(&self) -> bool {
-        self.snd_una == self.write_end && (!self.finished || self.fin_acked)
+        self.stream.is_all_acked()
     }
 
     fn send_room(&self) -> usize {
-        if self.finished {
+        if self.stream.is_finished() {
             return 0;
         }
-        self.send_buffer.saturating_sub(self.write_end - self.snd_una) as usize
+        self.send_buffer.saturating_sub(self.stream.written() - self.stream.una()) as usize
     }
 
     fn path_up(&mut self, path: PathId, _now: Instant) {
-        let una = self.snd_una;
+        let una = self.stream.una();
         let p = self.path(path);
         // A new connection: its counters start from zero on both ends.
         *p = MetaPath {
@@ -936,7 +918,7 @@ mod tests {
             s.path_up(PathId(1), Instant::ZERO);
             let rest = limit - s.seg_size;
             assert_eq!(send_on(&mut s, PathId(1), rest as usize), rest);
-            assert_eq!(s.snd_nxt, s.write_end, "everything written is out");
+            assert_eq!(s.snd_nxt, s.stream.written(), "everything written is out");
             let before = s.stats.redundant_bytes_sent;
             let mut out = Vec::new();
             s.poll_transmit(PathId(1), 20_000, at(1), &mut out);

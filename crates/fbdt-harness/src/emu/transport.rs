@@ -29,7 +29,7 @@ pub fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
         );
     }
     Ok(match scheme::parse(name, scenario, scenario.seed)? {
-        Scheme::Fbdt(cfg, encryption) => Transport::Session(cfg, encryption),
+        Scheme::Session(cfg, encryption) => Transport::Session(cfg, encryption),
         Scheme::Tcp { path } => Transport::Kernel(Proto::Tcp, path),
         // Kernel MPTCP starts on the first path; its endpoints add a subflow per other path.
         Scheme::KernelMptcp => Transport::Kernel(Proto::Mptcp, 0),

@@ -49,6 +49,31 @@ pub struct RunEntry {
     pub delivered_over_configured: Vec<f64>,
 }
 
+/// One emulated run's verdict alone, in the order the runs went: what a workload's results
+/// JSON lists as its `fidelity` (docs/testbed.md). [`RunEntry`] is the same verdict with the
+/// monitors' figures, as a scenario run's [`RunFidelity`] keeps it.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunVerdict {
+    /// The run's place in the order they ran.
+    pub run: usize,
+    pub scheme: String,
+    pub seed: u64,
+    pub faithful: bool,
+    pub reasons: Vec<String>,
+}
+
+impl RunVerdict {
+    pub fn new(run: usize, scheme: &str, seed: u64, f: Fidelity) -> Self {
+        Self {
+            run,
+            scheme: scheme.into(),
+            seed,
+            faithful: f.faithful,
+            reasons: f.reasons,
+        }
+    }
+}
+
 /// Top-level `fidelity` of an emulated results JSON.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunFidelity {

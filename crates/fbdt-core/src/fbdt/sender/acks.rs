@@ -12,7 +12,7 @@ use crate::wire::{Ack, MAX_PATHS};
 impl FbdtSender {
     pub(super) fn on_ack(&mut self, path: PathId, ack: &Ack, now: Instant) -> Result<(), ProtocolError> {
         self.ensure_path(path);
-        let cum = self.space.offset(ack.cum, self.una).ok_or(ProtocolError::AckOfUnsent)?;
+        let cum = self.space.offset(ack.cum, self.stream.una()).ok_or(ProtocolError::AckOfUnsent)?;
         if cum > self.loaded {
             return Err(ProtocolError::AckOfUnsent);
         }
@@ -30,7 +30,7 @@ impl FbdtSender {
             idx += 1;
         }
         for &(s, e) in &ack.ranges {
-            let (Some(s), Some(e)) = (self.space.offset(s, self.una), self.space.offset(e, self.una)) else {
+            let (Some(s), Some(e)) = (self.space.offset(s, self.stream.una()), self.space.offset(e, self.stream.una())) else {
                 continue;
             };
             if s >= e || e > self.loaded {
@@ -145,9 +145,10 @@ impl FbdtSender {
                 break;
             }
             let len = front.len as usize;
-            self.fin_acked |= front.fin;
-            self.una += len as u64;
-            self.buf.advance(len);
+            if front.fin {
+                self.stream.fin_acknowledged();
+            }
+            self.stream.acknowledge(len as u64);
             self.segs.pop_front();
             self.seg_base += 1;
         }
@@ -159,7 +160,7 @@ impl FbdtSender {
             let w = self.windows.pop_front().expect("checked");
             debug_assert_eq!(w.unsent, 0, "an acknowledged window with unsent segments");
         }
-        self.stats.bytes_acked = self.una;
+        self.stats.bytes_acked = self.stream.una();
     }
 
     pub(super) fn stall_after(&self, p: PathId) -> Duration {
@@ -213,7 +214,7 @@ impl FbdtSender {
                     self.newly_stalled.push_back(p);
                 }
             }
-            if t.copies.front().is_some_and(|c| c.off + STALE_COPY_LIMIT < self.una) {
+            if t.copies.front().is_some_and(|c| c.off + STALE_COPY_LIMIT < self.stream.una()) {
                 self.failed.push_back(p);
                 self.path_down(p, now);
             }

@@ -169,7 +169,7 @@ impl FbdtSender {
             return;
         };
         let window = self.target_window() as u64;
-        let data = self.written - self.loaded;
+        let data = self.stream.written() - self.loaded;
         let rcv_room = self.right_edge.saturating_sub(self.loaded);
         if lead + window > data || 2 * lead + window > rcv_room {
             return;

@@ -40,7 +40,8 @@ use crate::scheme::{SchemeSender, StreamParams};
 use crate::seq::SeqSpace;
 use crate::stats::SenderStats;
 use crate::time::{Duration, Instant};
-use crate::wire::{Align, Frame, FrameBuf, SendBuf};
+use crate::stream::SendStream;
+use crate::wire::{Align, Frame, FrameBuf};
 
 /// A path whose oldest undelivered copy is this far behind the cumulative ACK is reset:
 /// were it to deliver that copy after the stream moved on by 2^31 bytes, its 32-bit
@@ -202,16 +203,11 @@ pub struct FbdtSender {
     cfg: FbdtConfig,
     params: StreamParams,
     space: SeqSpace,
-    /// Bytes `[una, written)`, as shared chunks: frames carry slices of them, so bytes
-    /// the application hands over as `Bytes` reach the socket without a copy.
-    buf: SendBuf,
-    una: u64,
-    written: u64,
-    finished: bool,
+    /// Bytes written and not yet acknowledged, and the stream end.
+    stream: SendStream,
     /// Bytes `[.., loaded)` belong to windows.
     loaded: u64,
     fin_loaded: bool,
-    fin_acked: bool,
     segs: VecDeque<Seg>,
     seg_base: u64,
     windows: VecDeque<Window>,
@@ -254,13 +250,9 @@ impl FbdtSender {
             cfg: cfg.clone(),
             params,
             space: SeqSpace::new(isn),
-            buf: SendBuf::new(),
-            una: 0,
-            written: 0,
-            finished: false,
+            stream: SendStream::new(),
             loaded: 0,
             fin_loaded: false,
-            fin_acked: false,
             segs: VecDeque::new(),
             seg_base: 0,
             windows: VecDeque::new(),
@@ -358,14 +350,12 @@ impl SchemeSender for FbdtSender {
 
     // `send_room` is 0 once finished, so a write after `finish` takes nothing.
     fn write(&mut self, data: &[u8]) -> usize {
-        let n = data.len().min(self.send_room());
-        self.buf.push_slice(&data[..n]);
+        let n = self.stream.write(data, self.send_room());
         self.count_written(n)
     }
 
     fn write_bytes(&mut self, data: &bytes::Bytes) -> usize {
-        let n = data.len().min(self.send_room());
-        self.buf.push(data.slice(..n));
+        let n = self.stream.write_bytes(data, self.send_room());
         self.count_written(n)
     }
 
@@ -373,25 +363,24 @@ impl SchemeSender for FbdtSender {
         // A driver may call it again and again after the last write (the simulator's
         // sized transfer does, at every step): only the first changes anything, and a
         // change count bumped by the others would void every path's idle-poll memory.
-        if !self.finished {
+        if self.stream.finish() {
             self.changes += 1;
-            self.finished = true;
         }
     }
 
     fn is_all_acked(&self) -> bool {
-        self.una == self.written && (!self.finished || self.fin_acked)
+        self.stream.is_all_acked()
     }
 
     fn send_room(&self) -> usize {
-        if self.finished {
+        if self.stream.is_finished() {
             0
         } else {
-            let unsent = self.written - self.loaded;
+            let unsent = self.stream.written() - self.loaded;
             let unsent_room = self.unsent_allowance().saturating_sub(unsent);
             self.params
                 .send_buffer
-                .saturating_sub(self.buf.len())
+                .saturating_sub(self.stream.queued())
                 .min(usize::try_from(unsent_room).unwrap_or(usize::MAX))
         }
     }

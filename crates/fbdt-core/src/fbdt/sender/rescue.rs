@@ -88,7 +88,7 @@ impl FbdtSender {
     /// delivered, with two segments' allowance for the start of the stream.
     fn redundancy_allowed(&self) -> bool {
         let allowance = 2 * self.params.segment_size as u64;
-        (self.optional_resent as f64) < self.cfg.redundancy_cap * self.una as f64 + allowance as f64
+        (self.optional_resent as f64) < self.cfg.redundancy_cap * self.stream.una() as f64 + allowance as f64
     }
 
     /// The window's redundancy deadlines (copies some live path does not hold yet), from

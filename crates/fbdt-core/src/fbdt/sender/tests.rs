@@ -77,11 +77,11 @@ fn run_both(data: &Bytes, sizes: &[usize]) -> (u64, u64) {
         };
         copying.on_ack(PathId(0), &ack, now).unwrap();
         sharing.on_ack(PathId(0), &ack, now).unwrap();
-        if sharing.is_all_acked() && sharing.finished {
+        if sharing.is_all_acked() && sharing.stream.is_finished() {
             break;
         }
     }
-    assert!(copying.is_all_acked() && sharing.is_all_acked() && sharing.finished);
+    assert!(copying.is_all_acked() && sharing.is_all_acked() && sharing.stream.is_finished());
     assert_eq!(copying.stats().bytes_acked, data.len() as u64);
     let st = sharing.stats();
     (st.bytes_sent + st.redundant_bytes_sent, shared)
@@ -130,7 +130,7 @@ fn loaded_sender(paths: u8, n: usize, now: Instant) -> FbdtSender {
 
 fn ack(s: &FbdtSender, path_rx: Vec<PathRx>) -> Ack {
     Ack {
-        cum: s.space.seq(s.una),
+        cum: s.space.seq(s.stream.una()),
         window: 64 << 20,
         fin: false,
         path_rx: path_rx.into(),
@@ -241,7 +241,7 @@ fn redundancy_only_where_it_helps() {
     assert_eq!(why, Resend::Redundant);
     assert!(head.contains(&idx), "{idx} outside the head window {head:?}");
     // Over the cap: nothing more.
-    s.optional_resent = s.una + (1 << 20);
+    s.optional_resent = s.stream.una() + (1 << 20);
     assert_eq!(s.rescue_segment(PathId(0), late), None);
     // A dead holder's copies are rescued all the same.
     s.path_down(PathId(1), late);
@@ -519,7 +519,7 @@ fn a_frame_of_several_segments_keeps_them_apart() {
     };
     s.on_ack(PathId(0), &ack, now + Duration::from_millis(2)).unwrap();
     // (Acknowledged segments at the front leave the table.)
-    assert_eq!((s.seg_base, s.una), (2, 2 * SEG as u64));
+    assert_eq!((s.seg_base, s.stream.una()), (2, 2 * SEG as u64));
     assert!(s
         .segs
         .iter()

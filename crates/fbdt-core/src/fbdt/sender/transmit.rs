@@ -272,7 +272,7 @@ impl FbdtSender {
         );
         out.put_inline(|v| Data::emit_header(self.space.seq(off), fin, total, v));
         // The payload as slices of the send buffer: shared into a FrameBuf, copied into a Vec.
-        self.buf.slices((off - self.una) as usize, total, |b| out.put_shared(b));
+        self.stream.slices(off, total, |b| out.put_shared(b));
         for idx in lo..=hi {
             self.account_copy(p, idx, now);
         }
@@ -344,7 +344,6 @@ impl FbdtSender {
 
     pub(super) fn count_written(&mut self, n: usize) -> usize {
         self.changes += 1;
-        self.written += n as u64;
         self.stats.bytes_written += n as u64;
         n
     }

@@ -160,7 +160,7 @@ impl FbdtSender {
     }
 
     pub(super) fn has_data_to_load(&self) -> bool {
-        self.written > self.loaded || (self.finished && !self.fin_loaded)
+        self.stream.written() > self.loaded || (self.stream.is_finished() && !self.fin_loaded)
     }
 
     /// Loads the next window if data and the peer's receive window allow.
@@ -174,14 +174,14 @@ impl FbdtSender {
         if !self.has_data_to_load() {
             return false;
         }
-        let avail = self.written - self.loaded;
+        let avail = self.stream.written() - self.loaded;
         let limit = self.right_edge.saturating_sub(self.loaded);
         let target = self.target_window() as u64;
         let wanted = target.min(avail);
         // The window is cut short by the peer's receive window, or by our own send buffer
         // being full of unacknowledged data: either way data is held behind a hole, so the
         // segments at the bottom are worth re-sending (`rescue_segment`).
-        let buffer_full = self.buf.len() + self.params.segment_size > self.params.send_buffer;
+        let buffer_full = self.stream.queued() + self.params.segment_size > self.params.send_buffer;
         let blocked = limit < wanted || (avail < target && buffer_full);
         if blocked && !self.flow_blocked {
             self.stats.window_stalls += 1;
@@ -200,7 +200,7 @@ impl FbdtSender {
         let end = self.loaded + size;
         loop {
             let len = (end - off).min(seg_size);
-            let fin = self.finished && off + len == self.written;
+            let fin = self.stream.is_finished() && off + len == self.stream.written();
             self.segs.push_back(Seg {
                 off,
                 len: len as u32,
@@ -265,7 +265,7 @@ impl FbdtSender {
             let off = if idx >= w.seg_hi {
                 w.off_hi
             } else if idx < self.seg_base {
-                self.una.clamp(w.off_lo, w.off_hi)
+                self.stream.una().clamp(w.off_lo, w.off_hi)
             } else {
                 self.seg(idx).off
             };
