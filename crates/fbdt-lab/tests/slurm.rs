@@ -256,6 +256,21 @@ impl Cluster {
     }
 
     /// Waits until no task of `job` is pending or running.
+    /// Waits until Slurm says `merge`'s dependency can never be met (a task of its array
+    /// failed or was cancelled), then cancels it.
+    fn cancel_unsatisfiable(&self, merge: &str) {
+        let until = Instant::now() + HANG;
+        loop {
+            let reason = self.run("squeue", &["-h", "-j", merge, "-o", "%r"]);
+            if reason.contains("DependencyNeverSatisfied") {
+                break;
+            }
+            assert!(Instant::now() < until, "merge job {merge}: `{reason}`{}", self.logs());
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        self.run("scancel", &[merge]);
+    }
+
     fn wait_gone(&self, job: &str) {
         let until = Instant::now() + HANG;
         while !self.run("squeue", &["-h", "-j", job, "-o", "%i %T"]).trim().is_empty() {
@@ -306,20 +321,7 @@ fn a_campaign_runs_as_a_job_array_a_cancelled_task_is_requeued_and_the_merge_mat
     let (array, merge) = job_ids(&out);
     cluster.run("scancel", &[&format!("{array}_11")]);
     cluster.wait_gone(&array);
-    let until = Instant::now() + HANG;
-    loop {
-        let reason = cluster.run("squeue", &["-h", "-j", &merge, "-o", "%r"]);
-        if reason.contains("DependencyNeverSatisfied") {
-            break;
-        }
-        assert!(
-            Instant::now() < until,
-            "merge job {merge}: `{reason}`{}",
-            cluster.logs()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    cluster.run("scancel", &[&merge]);
+    cluster.cancel_unsatisfiable(&merge);
     let status = cluster.lab(&["slurm", "status", p(&dir)]);
     assert!(status.contains("24 cases, 22 done, 2 missing"), "{status}");
 
@@ -426,16 +428,7 @@ fn lost_node_requeued(cluster: &mut Cluster, dir: &Path, one: &Path) {
 
     // The other task runs on the returned node; the lost one never completes.
     cluster.wait_gone(&array);
-    let until = Instant::now() + HANG;
-    loop {
-        let reason = cluster.run("squeue", &["-h", "-j", &merge, "-o", "%r"]);
-        if reason.contains("DependencyNeverSatisfied") {
-            break;
-        }
-        assert!(Instant::now() < until, "merge job {merge}: `{reason}`{}", cluster.logs());
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    cluster.run("scancel", &[&merge]);
+    cluster.cancel_unsatisfiable(&merge);
     let o = lab(&["merge", p(dir), "--requeue"]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{stderr}");
