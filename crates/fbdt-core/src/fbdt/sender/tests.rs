@@ -5,7 +5,7 @@ use bytes::Bytes;
 use super::*;
 use crate::fbdt::config::WindowConfig;
 use crate::time::Duration;
-use crate::wire::{Ack, Data, PathRx};
+use crate::wire::{Ack, Data, PathRx, MAX_SEGMENT};
 
 /// Feeds `data` to one sender through `write` (copies) and to another through
 /// `write_bytes` in pieces of `sizes` (cycled), drives both over two paths with
@@ -560,4 +560,36 @@ fn unsent_bytes_are_bounded_by_the_budget_and_make_room_as_windows_load() {
     let mut off = FbdtSender::new(&FbdtConfig::default(), params, 0, 64 << 20);
     off.path_up(PathId(0), now);
     assert_eq!(off.write(&data(8 << 20)), 8 << 20);
+}
+
+/// A path whose drain rate fills more than one frame in the frame budget (the kernel's
+/// delivery rate on loopback reads tens of Gbit/s) sends full frames, one after the
+/// other: it does not wait, with data in flight, for room for a frame no frame can be.
+#[test]
+fn a_path_faster_than_one_frame_per_budget_sends_full_frames() {
+    let params = StreamParams {
+        send_buffer: 32 << 20,
+        ..crate::Config::default().stream_params()
+    };
+    let mut s = FbdtSender::new(&FbdtConfig::default(), params, 0, 64 << 20);
+    let now = Instant::ZERO;
+    s.path_up(PathId(0), now);
+    // 5 GB/s: 250 µs of it is 76 segments, a frame carries 16.
+    s.paths[0].est.set_rate(5e9);
+    s.paths[0].est.driver.cwnd_bytes = Some(64 << 20);
+    s.paths[0].est.rtt_sample(Duration::from_millis(1), now);
+    s.write(&data(16 << 20));
+    let full = MAX_SEGMENT / params.segment_size;
+    assert_eq!(s.frame_segments(PathId(0)), full as u64);
+    let mut frames = 0;
+    for _ in 0..8 {
+        let mut out = Vec::new();
+        let n = s.poll_transmit(PathId(0), crate::wire::MAX_FRAME_LEN, now, &mut out);
+        if out.first() == Some(&3) {
+            assert_eq!(n, Data::OVERHEAD + MAX_SEGMENT, "a full DATA frame");
+            frames += 1;
+        }
+    }
+    assert!(frames >= 4, "{frames} full frames in 8 polls");
+    assert!(s.paths[0].in_flight() >= 4 * MAX_SEGMENT as u64);
 }

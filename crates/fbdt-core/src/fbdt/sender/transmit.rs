@@ -191,7 +191,10 @@ impl FbdtSender {
             return 1;
         }
         let rate = self.paths[p.index()].est.drain_rate_bps().unwrap_or(0.0);
-        ((rate * budget / self.params.segment_size as f64) as u64).max(1)
+        let seg = self.params.segment_size as u64;
+        // No more than a frame carries: a frame asked to hold more would wait for room
+        // that never opens (the kernel's delivery rate on loopback reads tens of Gbit/s).
+        ((rate * budget / seg as f64) as u64).clamp(1, (MAX_SEGMENT as u64 / seg).max(1))
     }
 
     /// Most payload bytes `p` may hold undelivered (spec decision 6: the paper's
