@@ -25,12 +25,12 @@ wait_for() { for _ in $(seq 100); do grep -q "$2" "$1" 2>/dev/null && return; sl
 load_before=$(cat /proc/loadavg)
 echo "load before: $load_before"
 python3 $py origin 18181 & pids+=($!)
-$fbdt serve --listen 127.0.0.1:18400 --listen 127.0.0.1:18401 --key-dir "$dir/keys" --token bench \
+$fbdt serve --listen 127.0.0.1:18400 --listen 127.0.0.1:18401 --key-dir "$dir/keys" --token bench-token-loopback \
     --allow 127.0.0.1 2>"$dir/serve.log" & pids+=($!); serve_pid=$!
 wait_for "$dir/serve.log" "listening on"
 pin=$(grep -o 'sha256:[0-9a-f]*' "$dir/serve.log" | head -1)
 $fbdt proxy --listen 127.0.0.1:18080 --path 127.0.0.2=127.0.0.1:18400 --path 127.0.0.3=127.0.0.1:18401 \
-    --pin "$pin" --token bench --control "$dir/ctl.sock" 2>"$dir/proxy.log" & pids+=($!); proxy_pid=$!
+    --pin "$pin" --token bench-token-loopback --control "$dir/ctl.sock" 2>"$dir/proxy.log" & pids+=($!); proxy_pid=$!
 wait_for "$dir/proxy.log" "proxy listening"
 # The same with --early-reply (SOCKS/CONNECT answered before the server connected), if this
 # binary has it (so that older binaries can be measured with the same script).
@@ -38,7 +38,7 @@ proxy2=
 if $fbdt proxy --help | grep -q -- --early-reply; then
 proxy2=127.0.0.1:18081
 $fbdt proxy --listen 127.0.0.1:18081 --path 127.0.0.2=127.0.0.1:18400 --path 127.0.0.3=127.0.0.1:18401 \
-    --pin "$pin" --token bench --control "$dir/ctl2.sock" --early-reply 2>"$dir/proxy2.log" & pids+=($!)
+    --pin "$pin" --token bench-token-loopback --control "$dir/ctl2.sock" --early-reply 2>"$dir/proxy2.log" & pids+=($!)
 wait_for "$dir/proxy2.log" "proxy listening"
 fi
 $fbdt perf --server --listen 127.0.0.1:18500 --listen 127.0.0.1:18510 --key-dir "$dir/keys" 2>"$dir/perf.log" & pids+=($!); perfd_pid=$!

@@ -33,13 +33,13 @@ python3 $py origin "$dir/www" 18682 one & pids+=($!)
 # serve + proxy of binary $1 on ports base (serve: base, base+1; proxy: base+10)
 start() {
     local bin=$1 base=$2 tag=$3
-    $bin serve --listen 127.0.0.1:$base --listen 127.0.0.1:$((base + 1)) --key-dir "$dir/keys" --token bench \
+    $bin serve --listen 127.0.0.1:$base --listen 127.0.0.1:$((base + 1)) --key-dir "$dir/keys" --token bench-token-loopback \
         --allow 127.0.0.1 2>"$dir/serve-$tag.log" & pids+=($!)
     wait_for "$dir/serve-$tag.log" "listening on"
     local pin
     pin=$(grep -o 'sha256:[0-9a-f]*' "$dir/serve-$tag.log" | head -1)
     $bin proxy --listen 127.0.0.1:$((base + 10)) --path 127.0.0.2=127.0.0.1:$base \
-        --path 127.0.0.3=127.0.0.1:$((base + 1)) --pin "$pin" --token bench --control "$dir/ctl-$tag.sock" \
+        --path 127.0.0.3=127.0.0.1:$((base + 1)) --pin "$pin" --token bench-token-loopback --control "$dir/ctl-$tag.sock" \
         2>"$dir/proxy-$tag.log" & pids+=($!)
     wait_for "$dir/proxy-$tag.log" "proxy listening"
 }
