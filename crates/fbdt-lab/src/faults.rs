@@ -229,6 +229,9 @@ fn print_report(r: &Report) {
     if r.backend == "emu" {
         for (scheme, s) in &r.summary {
             println!("{scheme}: {} of {} runs UNFAITHFUL (the fidelity monitors; reasons in the JSON)", s.unfaithful, s.runs);
+            if let (Some(ends), Some(stack)) = (s.endpoint_cpu_cores, s.stack_cpu_cores) {
+                println!("{scheme}: CPU over the faithful runs, mean: ends {ends:.2} cores, stack {stack:.2} cores");
+            }
         }
         // One-direction outages: goodput while the fault lasted against what the other
         // paths offered (the issue's ≥ 0.9 × the surviving capacity).

@@ -191,6 +191,8 @@ pub fn run_one(
         reset_took_ms,
         faithful: Some(fidelity.faithful),
         unfaithful_reasons: fidelity.reasons.clone(),
+        endpoint_cpu_cores: Some(fidelity.endpoints_cpu),
+        stack_cpu_cores: Some(fidelity.stack_cpu),
         ..RunResult::default()
     })
 }

@@ -43,6 +43,12 @@ pub struct Summary {
     /// Testbed runs the fidelity monitors did not call faithful.
     #[serde(default)]
     pub unfaithful: usize,
+    /// Testbed: the mean over the faithful runs of their ends' CPU and of the stack's
+    /// (`RunResult::endpoint_cpu_cores`, `stack_cpu_cores`), cores; None without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_cpu_cores: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_cpu_cores: Option<f64>,
 }
 
 impl Summary {
@@ -64,8 +70,21 @@ impl Summary {
             p50_reuse_ms: nearest_rank(&reuse, 0.5),
             max_reuse_ms: reuse.last().copied(),
             unfaithful: runs.iter().filter(|r| r.faithful == Some(false)).count(),
+            endpoint_cpu_cores: faithful_mean(&runs, |r| r.endpoint_cpu_cores),
+            stack_cpu_cores: faithful_mean(&runs, |r| r.stack_cpu_cores),
         }
     }
+}
+
+/// The mean of `value` over the runs the monitors called faithful: a run a steal burst
+/// disturbed books its ends' time wrongly.
+fn faithful_mean(runs: &[&RunResult], value: impl Fn(&RunResult) -> Option<f64>) -> Option<f64> {
+    let values: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.faithful == Some(true))
+        .filter_map(|r| value(r))
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
 /// The nearest-rank percentile of sorted values.
@@ -277,5 +296,28 @@ mod tests {
         assert_eq!(nearest_rank(&v, 0.99), Some(99));
         assert_eq!(nearest_rank::<u64>(&[], 0.5), None);
         assert_eq!(nearest_rank(&[7], 0.99), Some(7));
+    }
+
+    /// The summary's CPU is the faithful runs' mean; runs without a verdict (the
+    /// simulator's) or without figures give none.
+    #[test]
+    fn cpu_is_averaged_over_faithful_runs_only() {
+        let run = |faithful, ends| RunResult {
+            faithful,
+            endpoint_cpu_cores: ends,
+            stack_cpu_cores: ends.map(|c| c + 0.1),
+            ..RunResult::default()
+        };
+        let runs = [
+            run(Some(true), Some(0.2)),
+            run(Some(false), Some(1.5)),
+            run(Some(true), Some(0.4)),
+        ];
+        let s = Summary::of(&runs);
+        assert!((s.endpoint_cpu_cores.unwrap() - 0.3).abs() < 1e-9, "{s:?}");
+        assert!((s.stack_cpu_cores.unwrap() - 0.4).abs() < 1e-9, "{s:?}");
+        assert_eq!(s.unfaithful, 1);
+        let sim = Summary::of(&[run(None, None)]);
+        assert_eq!((sim.endpoint_cpu_cores, sim.stack_cpu_cores), (None, None));
     }
 }

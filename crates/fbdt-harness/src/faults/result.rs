@@ -43,5 +43,12 @@ pub struct RunResult {
     pub faithful: Option<bool>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unfaithful_reasons: Vec<String>,
+    /// Testbed runs: the two ends' CPU, and the host's busy cores less the emulator's and
+    /// other programs' (both ends and the kernel's work for them, wherever booked), in
+    /// cores over the run (the run results' `endpoint_cpu_cores` and `stack_cpu_cores`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_cpu_cores: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_cpu_cores: Option<f64>,
 }
 
