@@ -55,7 +55,8 @@ fn two_tcps_share_the_link_fairly() {
             model fixes: one reduction per loss episode, growth only while cwnd-limited, drops out of the queue, \
             the shared link's rate in TCP_INFO): mp:minrtt 2.37 x uncoupled, +coupled (LIA) 2.17 (Jain 0.880), \
             +coupled=cubic (coupled Cubic with HyStart) 1.71 (0.936); fbdt+window=paper+coupled 2.64, \
-            =cubic 3.21; round 4's LIA: 2.88 (0.810). docs/simulator.md, round 5"]
+            =cubic 3.21; round 4's LIA: 2.88 (0.810). Over 120 s LIA gives 0.91 (0.998), coupled Cubic 1.86: \
+            the 30-s excess is the start. docs/simulator.md, round 5"]
 fn coupling_gives_back_what_two_uncoupled_paths_take() {
     let free = shares("mp:minrtt");
     let coupled = shares("mp:minrtt+coupled");
