@@ -148,6 +148,9 @@ pub struct Link {
     /// Serialised bytes awaiting their TCP-level ACK.
     window: VecDeque<Unacked>,
     window_bytes: u64,
+    /// Bytes of `window` the bottleneck queue dropped (overflow): in TCP's window until
+    /// their ACK, but neither queued nor on the wire.
+    dropped_bytes: u64,
     /// Effective rate in bytes/s; 0 while down.
     rate: f64,
     delay_s: f64,
@@ -206,6 +209,10 @@ struct Unacked {
     lost: bool,
     /// Its repair took a retransmission timeout.
     timed_out: bool,
+    /// When it was sent (s).
+    sent_s: f64,
+    /// The overflowing bottleneck queue dropped it.
+    dropped: bool,
 }
 
 /// What the TCP-level model reports (TCP_INFO-like).
@@ -230,6 +237,7 @@ impl Link {
             released: 0,
             window: VecDeque::new(),
             window_bytes: 0,
+            dropped_bytes: 0,
             rate: 0.0,
             delay_s: 0.0,
             up: false,
@@ -258,16 +266,23 @@ impl Link {
         self.publish();
     }
 
-    /// This TCP-model link's window is coupled to the connection's others (RFC 6356 LIA,
-    /// in place of the scenario's controller unless that is BBR) as member `k` of
-    /// `coupler`.
-    pub fn join_coupler(&mut self, coupler: Rc<Coupler>, k: usize) {
+    /// This TCP-model link's window is coupled to the connection's others as member `k`
+    /// of `coupler`: RFC 6356 LIA in place of the scenario's controller unless that is
+    /// BBR, or with `cubic` coupled Cubic on a Cubic path ([`crate::Coupling::Cubic`]).
+    pub fn join_coupler(&mut self, coupler: Rc<Coupler>, k: usize, cubic: bool) {
         self.coupler = Some((coupler, k));
         if let Some(tcp) = &mut self.tcp {
-            // Coupled from the first byte: LIA's slow start (no HyStart) and halving.
+            // Coupled from the first byte: LIA's slow start (no HyStart) and halving, or
+            // coupled Cubic's.
             tcp.coupling = Some(1.0);
+            tcp.cubic_coupled = cubic;
         }
         self.publish();
+    }
+
+    /// Bytes of the window queued or on the wire (not the drops).
+    fn carried_bytes(&self) -> f64 {
+        (self.window_bytes - self.dropped_bytes) as f64
     }
 
     /// Tells the shared bottleneck and the coupler this link's state now.
@@ -275,7 +290,7 @@ impl Link {
         let Some(tcp) = &self.tcp else { return };
         if let Some((link, k)) = &self.shared {
             let access = if self.up { self.rate } else { 0.0 };
-            link.publish(*k, self.window_bytes as f64, 2.0 * self.delay_s, access);
+            link.publish(*k, self.carried_bytes(), 2.0 * self.delay_s, access);
         }
         if let Some((c, k)) = &self.coupler {
             let active = self.up && !self.acks_held;
@@ -288,7 +303,7 @@ impl Link {
     fn drain_rate(&self) -> f64 {
         match &self.shared {
             Some((link, k)) if self.tcp.is_some() => {
-                link.solve(*k, self.window_bytes as f64, 2.0 * self.delay_s, self.rate).rate
+                link.solve(*k, self.carried_bytes(), 2.0 * self.delay_s, self.rate).rate
             }
             _ => self.rate,
         }
@@ -354,13 +369,20 @@ impl Link {
         let t = self.tcp.as_ref()?;
         let srtt_s = t.srtt_s.unwrap_or(2.0 * self.delay_s);
         let cwnd = t.cwnd.min(self.params.max_window_bytes as f64);
+        // At a shared bottleneck the path delivers its share there: what its window
+        // drains at with the others' bytes in the queue (the window's, not what is in
+        // flight now, so an idle path does not report 0).
+        let rate = match &self.shared {
+            Some((link, k)) => link.solve(*k, cwnd, 2.0 * self.delay_s, self.rate).rate,
+            None => self.rate,
+        };
         Some(TcpInfo {
             srtt_s,
             cwnd_bytes: cwnd as u64,
             rate: if srtt_s > 0.0 {
-                self.rate.min(cwnd / srtt_s)
+                rate.min(cwnd / srtt_s)
             } else {
-                self.rate
+                rate
             },
             losses: t.losses,
             timeouts: t.timeouts,
@@ -503,6 +525,7 @@ impl Link {
                     self.last_exact = self.last_exact.max(again);
                     self.window.clear();
                     self.window_bytes = 0;
+                    self.dropped_bytes = 0;
                 }
             }
             self.publish();
@@ -530,6 +553,9 @@ impl Link {
                 self.next_memo.set(None);
                 let u = self.window.pop_front().expect("checked");
                 self.window_bytes -= u.len as u64;
+                if u.dropped {
+                    self.dropped_bytes -= u.len as u64;
+                }
             }
             if finish > now_s + EPSILON_S {
                 self.clock = self.clock.max(now_s);
@@ -542,6 +568,9 @@ impl Link {
                 self.next_memo.set(None);
                 let u = self.window.pop_front().expect("checked");
                 self.window_bytes -= u.len as u64;
+                if u.dropped {
+                    self.dropped_bytes -= u.len as u64;
+                }
                 let rate = if self.shared.is_some() { self.drain_rate() } else { self.rate };
                 if let Some(tcp) = &mut self.tcp {
                     if let Some((c, k)) = &self.coupler {
@@ -556,6 +585,7 @@ impl Link {
                         rtt_s: u.rtt_s,
                         lost: u.lost,
                         timed_out: u.timed_out,
+                        sent_s: u.sent_s,
                     };
                     tcp.on_ack_at(ack, rate * base_rtt, rate);
                     if let Some((c, k)) = &self.coupler {
@@ -627,18 +657,25 @@ impl Link {
             let mss = self.params.mss as f64;
             let window_segments = ((self.window_limit() as f64 / mss).floor() as u32).max(1);
             let backlog_segments = (self.backlog_bytes as f64 / mss).ceil() as u32;
+            let mut dropped = false;
             let (queue_s, repair) = match &mut self.tcp {
                 None => (0.0, None),
                 Some(tcp) => {
                     // Bytes whose ACK is only held back by a cut reverse direction have
                     // left the bottleneck: they are in the window, not in the queue.
+                    // Dropped bytes are in neither (an overflowing queue's drops do not
+                    // hold its room).
                     let past: u64 = if self.acks_held {
                         let clock = self.clock;
-                        self.window.iter().filter(|u| u.ack_s <= clock).map(|u| u.len as u64).sum()
+                        self.window
+                            .iter()
+                            .filter(|u| u.ack_s <= clock && !u.dropped)
+                            .map(|u| u.len as u64)
+                            .sum()
                     } else {
                         0
                     };
-                    let queued = (self.window_bytes - past + len as u64) as f64;
+                    let queued = (self.window_bytes - self.dropped_bytes - past + len as u64) as f64;
                     let (queue_s, overflow) = match &self.shared {
                         None => tcp.queue(queued, self.rate, base_rtt),
                         Some((link, k)) => {
@@ -646,6 +683,7 @@ impl Link {
                             (s.queue_s, s.overflow)
                         }
                     };
+                    dropped = overflow;
                     let repair = tcp.lost(len, self.loss, overflow, packed).map(|after| {
                         // Segments sent after the lost one within its round trip: the
                         // rest of the window (SACKs clock out new ones, limited transmit),
@@ -685,8 +723,13 @@ impl Link {
                 rtt_s: acked_s - finish,
                 lost,
                 timed_out,
+                sent_s: finish,
+                dropped,
             });
             self.window_bytes += len as u64;
+            if dropped {
+                self.dropped_bytes += len as u64;
+            }
             self.in_flight.push_back((arrival, exact, chunk));
             if self.shared.is_some() {
                 self.publish();
@@ -918,6 +961,7 @@ impl Link {
         self.released = 0;
         self.window.clear();
         self.window_bytes = 0;
+        self.dropped_bytes = 0;
         self.publish();
     }
 }
@@ -949,6 +993,77 @@ mod tests {
             }
         }
         got
+    }
+
+    /// A TCP-model link of 1 Mbit/s (a BDP of 250 bytes at 1 ms one way) and a
+    /// 3000-byte queue — its own, or a shared bottleneck of that rate and queue it alone
+    /// fills (`shared`) — with twelve 1448-byte chunks queued and NewReno's initial window
+    /// of ten segments, moved to 15 ms: the first ten leave at once, two fit the queue and
+    /// the rest overflow it; the first ACK (≈ 11.7 ms) opens the window for two more.
+    fn overflowing_link(shared: Option<Rc<SharedLink>>) -> Link {
+        let params = TcpParams {
+            cc: crate::tcp::CongestionControl::Reno,
+            queue_bytes: 3000,
+            seed: 1,
+        };
+        let mut l = Link::tcp(LinkParams::default(), params);
+        let mbps = if shared.is_some() { 100.0 } else { 1.0 };
+        l.set(Instant::ZERO, mbps, 1.0, 0.0);
+        if let Some(link) = shared {
+            l.join_shared(link, 0);
+        }
+        for _ in 0..12 {
+            l.push(vec![0; 1448].into());
+        }
+        l.advance(at_ms(15));
+        l
+    }
+
+    /// Chunks the overflowing queue dropped are not in it: once the first ACK frees room
+    /// the next chunk fits, and what the link tells the shared bottleneck is what is
+    /// queued or on the wire, not the drops its window still counts until they are
+    /// repaired. (Counted as queued, every chunk sent until the drops' ACKs overflowed the
+    /// queue again.)
+    #[test]
+    fn dropped_chunks_leave_the_queue() {
+        let shared = Rc::new(SharedLink::new(125_000.0, 3000, 2));
+        for link in [None, Some(shared.clone())] {
+            let on_shared = link.is_some();
+            let l = overflowing_link(link);
+            let kept: Vec<bool> = l.window.iter().map(|u| !u.lost).collect();
+            assert_eq!(kept.len(), 11, "shared {on_shared}: {kept:?}");
+            assert!(kept[0], "shared {on_shared}: the second chunk fits");
+            assert!(!kept[1], "shared {on_shared}: the third overflows");
+            assert!(
+                kept[9],
+                "shared {on_shared}: after the first ACK the queue holds one chunk, the next fits: {kept:?}"
+            );
+        }
+        // Member 0 alone: the queue it makes is what it has queued, within the queue.
+        let s = shared.solve(1, 0.0, 0.002, 1e12);
+        assert!(!s.overflow, "{s:?}: drops counted as queued");
+        assert!(s.queue_s * 125_000.0 <= 3000.0, "{s:?}");
+    }
+
+    /// The delivery rate a TCP-model link reports is its share of the shared bottleneck
+    /// (what its window drains at there), not its own link's rate.
+    #[test]
+    fn the_delivery_rate_is_the_share_of_the_shared_link() {
+        let shared = Rc::new(SharedLink::new(25e6, 10_000_000, 2));
+        // The other member: 1.5 BDP of 25 MB/s over 2 ms.
+        shared.publish(1, 75_000.0, 0.002, 1e12);
+        let params = TcpParams {
+            cc: crate::tcp::CongestionControl::Cubic,
+            queue_bytes: 1_000_000,
+            seed: 1,
+        };
+        let mut l = Link::tcp(LinkParams::default(), params);
+        l.set(Instant::ZERO, 1600.0, 1.0, 0.0);
+        l.join_shared(shared.clone(), 0);
+        let info = l.tcp_info().expect("tcp model");
+        let share = shared.solve(0, info.cwnd_bytes as f64, 0.002, 200e6).rate;
+        assert!(share < 25e6 && share > 0.0, "{share}");
+        assert!(info.rate <= share * (1.0 + 1e-9), "{} above its share {share}", info.rate);
     }
 
     #[test]

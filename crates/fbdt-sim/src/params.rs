@@ -142,6 +142,11 @@ pub enum Coupling {
     /// controller: Reno's increase scaled by `min(alpha · cwnd_i / cwnd_total, 1)`
     /// ([`crate::shared::lia_factor`]), halving on a loss, slow start without HyStart.
     Lia,
+    /// Coupled Cubic on Cubic paths (LIA, which is coupled Reno, on the others; BBR paths
+    /// uncoupled): Cubic's HyStart, β = 0.7 and curve on every path, the curve's C and
+    /// the Reno-friendly floor scaled by LIA's factor, so the paths' windows together
+    /// grow as one Cubic flow's ([`crate::tcp`]).
+    Cubic,
 }
 
 impl Coupling {
@@ -149,6 +154,7 @@ impl Coupling {
         match self {
             Coupling::Off => "off",
             Coupling::Lia => "lia",
+            Coupling::Cubic => "cubic",
         }
     }
 }
@@ -257,7 +263,7 @@ pub struct BottleneckOutcome {
 /// What a path's TCP-level model counted over a run (data direction).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TcpCounters {
-    /// Losses that reduced the window: once per round trip of fast recovery, and every
+    /// Losses that reduced the window: once per loss episode of fast recovery, and every
     /// retransmission timeout that restarted it.
     pub loss_events: u64,
     /// Retransmission timer expiries, the backed-off ones during an outage included.

@@ -415,7 +415,7 @@ impl<'a> Sim<'a> {
             }
             let coupler = std::rc::Rc::new(Coupler::new(paths.len()));
             for (k, p) in paths.iter_mut().enumerate() {
-                p.data.join_coupler(coupler.clone(), k);
+                p.data.join_coupler(coupler.clone(), k, params.coupling == Coupling::Cubic);
             }
         }
         let Some(b) = &schedule.bottleneck else {

@@ -17,7 +17,8 @@
 //! - loss: each segment is lost with the scenario's loss probability (seeded, per link) or
 //!   when the bottleneck queue overflows (a chunk sent in a burst with others shares
 //!   segments with them, as TCP packs queued writes: it risks `len / mss` segments' worth,
-//!   a chunk alone at least one segment); a lost chunk holds back everything after it
+//!   a chunk alone at least one segment; a chunk the queue dropped no longer counts as
+//!   queued, though it stays in the window until repaired); a lost chunk holds back everything after it
 //!   (in-order delivery) until its retransmission arrives, and when that is depends on the
 //!   window, as in Linux ([`TcpState::repair`]): with at least `tcp_reordering` (3) segments
 //!   sent after the lost one within its round trip (the window's others; SACKs keep the ACK
@@ -34,8 +35,10 @@
 //!   went alone: RACK's timer, a loss probe, or a timeout found the loss) only the
 //!   retransmission timer finds it, re-armed when it was sent and doubled at each
 //!   expiry. A timeout restarts the window from one segment in slow start
-//!   (`tcp_enter_loss`); a repair without one reduces it once per round trip (fast
-//!   recovery, Cubic's β). While a loss
+//!   (`tcp_enter_loss`); a repair without one reduces it once per loss episode (fast
+//!   recovery, Cubic's β; the losses of chunks sent before a reduction are its episode's).
+//!   A window grows only while the sender fills at least half of it
+//!   (`tcp_is_cwnd_limited`; BBR aside). While a loss
 //!   waits for its probe or timer with nothing after it, or behind a timeout, the window
 //!   does not move (the sender sends nothing new); otherwise later segments' SACKs free it;
 //! - outages: nothing is acknowledged while the path is down; the retransmission timer
@@ -131,6 +134,9 @@ pub struct Ack {
     pub lost: bool,
     /// Its repair took a retransmission timeout.
     pub timed_out: bool,
+    /// When the chunk was sent (s): a loss of a chunk sent before the last reduction is
+    /// part of that reduction's episode.
+    pub sent_s: f64,
 }
 
 /// How a lost chunk is repaired ([`TcpState::repair`]).
@@ -150,8 +156,11 @@ pub(crate) struct TcpState {
     /// Cubic: window before the last reduction and when that epoch began (s).
     w_max: f64,
     epoch_s: f64,
-    /// No further reduction before this time (one reduction per round trip).
-    recovery_until_s: f64,
+    /// When the last reduction began its loss episode (s): a loss of a chunk sent before
+    /// it belongs to that episode and reduces nothing more (Linux's recovery lasts until
+    /// everything sent before it began is acknowledged, `high_seq`; one reduction per
+    /// episode, `tcp_enter_recovery`, and `tcp_enter_loss` keeps the episode's ssthresh).
+    episode_from_s: f64,
     pub srtt_s: Option<f64>,
     /// Transmission is held until this time (a pending retransmission timer).
     pub stalled_until_s: f64,
@@ -174,9 +183,15 @@ pub(crate) struct TcpState {
     /// acked · mss / cwnd_i)` per ACK, halved on a loss (RFC 6356 §3 couples only the
     /// increase; the decrease is standard TCP's). BBR paths are not coupled.
     pub coupling: Option<f64>,
+    /// A coupled Cubic path runs coupled Cubic instead of LIA ([`crate::Coupling::Cubic`]):
+    /// Cubic's slow start (HyStart), β and curve, with the curve's C and the Reno-friendly
+    /// floor scaled by the coupling factor, so the paths' windows together grow as one
+    /// Cubic flow's.
+    pub cubic_coupled: bool,
     /// Bytes in flight when the ACK being handled was sent for (the window before it
-    /// was acknowledged), set by the link before [`TcpState::on_ack_at`]: a coupled path
-    /// grows only while it is cwnd-limited ([`TcpState::cwnd_limited`]).
+    /// was acknowledged), set by the link before [`TcpState::on_ack_at`]: a window grows
+    /// only while it is cwnd-limited ([`TcpState::cwnd_limited`]). Infinite until told
+    /// (a sender that fills its window).
     pub flight_bytes: f64,
 }
 
@@ -274,7 +289,7 @@ impl TcpState {
             ssthresh: f64::INFINITY,
             w_max: 0.0,
             epoch_s: 0.0,
-            recovery_until_s: 0.0,
+            episode_from_s: f64::NEG_INFINITY,
             srtt_s: None,
             stalled_until_s: 0.0,
             down_at_s: None,
@@ -284,7 +299,8 @@ impl TcpState {
             hystart: HyStart::new(),
             unprobed_origin: 0.0,
             coupling: None,
-            flight_bytes: 0.0,
+            cubic_coupled: false,
+            flight_bytes: f64::INFINITY,
         }
     }
 
@@ -443,8 +459,9 @@ impl TcpState {
         Repair { resend_s, timeouts }
     }
 
-    /// An ACK for `len` bytes at `t_s` that measured round trip `rtt_s`; `lost` when the
-    /// chunk had to be retransmitted (its loss is detected now). `bdp` is the path's base
+    /// An ACK for `len` bytes at `t_s` that measured round trip `rtt_s` (so sent at
+    /// `t_s − rtt_s`); `lost` when the chunk had to be retransmitted (its loss is detected
+    /// now). `bdp` is the path's base
     /// bandwidth-delay product; the bottleneck's rate is not given (HyStart's ACK train is
     /// not measured, its delay rule is).
     pub fn on_ack(&mut self, t_s: f64, len: usize, rtt_s: f64, lost: bool, bdp: f64) {
@@ -454,6 +471,7 @@ impl TcpState {
             rtt_s,
             lost,
             timed_out: false,
+            sent_s: t_s - rtt_s,
         };
         self.on_ack_at(ack, bdp, f64::INFINITY)
     }
@@ -468,18 +486,25 @@ impl TcpState {
             rtt_s,
             lost,
             timed_out,
+            sent_s,
         } = ack;
+        // Sent after the last reduction began: a loss now is a new episode.
+        let new_episode = sent_s >= self.episode_from_s;
         self.srtt_s = Some(self.srtt_s.map_or(rtt_s, |s| 0.875 * s + 0.125 * rtt_s));
         let bbr = self.params.cc == CongestionControl::Bbr;
         if timed_out {
             // `tcp_enter_loss`: ssthresh from the congestion control (Cubic: β · cwnd,
-            // Reno and LIA: half), cwnd one segment, slow start from the retransmission on.
+            // Reno and LIA: half) — unless the chunk belongs to the episode a reduction
+            // already began (Recovery: the episode's ssthresh stays) — cwnd one segment,
+            // slow start from the retransmission on; a new episode from here.
             self.losses += 1;
-            self.ssthresh = (self.cwnd * self.beta()).max(2.0 * self.mss);
-            self.w_max = self.cwnd;
+            if new_episode {
+                self.ssthresh = (self.cwnd * self.beta()).max(2.0 * self.mss);
+                self.w_max = self.cwnd;
+            }
             self.cwnd = self.mss;
             self.epoch_s = t_s;
-            self.recovery_until_s = t_s + self.srtt_s.unwrap_or(rtt_s);
+            self.episode_from_s = t_s;
             self.timed_out_at_s = t_s;
             return;
         }
@@ -488,21 +513,24 @@ impl TcpState {
             // no growth from it (Linux counts a segment's delivery once).
             return;
         }
-        if lost && !bbr && t_s >= self.recovery_until_s {
+        if lost && !bbr && new_episode {
+            // One reduction per loss episode (not per srtt: the srtt lags a round trip
+            // that grows while a queue overflows, and the episode's later losses are
+            // found after it).
             self.losses += 1;
             self.w_max = self.cwnd;
             self.cwnd = (self.cwnd * self.beta()).max(2.0 * self.mss);
             self.ssthresh = self.cwnd;
             self.epoch_s = t_s;
-            self.recovery_until_s = t_s + self.srtt_s.unwrap_or(rtt_s);
+            self.episode_from_s = t_s;
             return;
         }
         let acked = len as f64;
-        if self.lia().is_some() && !self.cwnd_limited() {
-            // `mptcp_ccc_cong_avoid` returns unless `tcp_is_cwnd_limited`: a window the
-            // sender does not fill does not grow.
-            return;
-        }
+        // Every controller but BBR returns unless `tcp_is_cwnd_limited` (`bictcp_cong_avoid`,
+        // `tcp_reno_cong_avoid`, `mptcp_ccc_cong_avoid`): a window the sender does not fill
+        // does not grow. Cubic's HyStart still samples the ACK (`hystart_update` runs from
+        // `bictcp_acked`, before that check).
+        let grows = bbr || self.cwnd_limited();
         if bbr {
             let target = (2.0 * bdp).max(4.0 * self.mss);
             self.cwnd = if self.cwnd < target {
@@ -521,9 +549,11 @@ impl TcpState {
                 self.ssthresh = self.cwnd;
                 self.epoch_s = t_s;
                 self.unprobed_origin = self.cwnd;
-            } else {
+            } else if grows {
                 self.cwnd += acked;
             }
+        } else if !grows {
+            // Not cwnd-limited: congestion avoidance leaves the window as it is.
         } else if let Some(f) = self.lia() {
             // RFC 6356 §3: Reno's acked · mss / cwnd_i scaled by min(alpha · cwnd_i /
             // cwnd_total, 1) — exactly `shared::lia_increase`.
@@ -531,7 +561,8 @@ impl TcpState {
         } else if self.params.cc == CongestionControl::Reno {
             self.cwnd += acked * self.mss / self.cwnd;
         } else {
-            self.avoid_congestion(t_s, acked);
+            let f = self.coupling.map_or(1.0, |f| f.clamp(0.0, 1.0));
+            self.avoid_congestion(t_s, acked, f);
         }
     }
 
@@ -553,38 +584,48 @@ impl TcpState {
 
     /// Linux's `tcp_is_cwnd_limited` in slow start (cwnd < 2 × packets out), used in
     /// congestion avoidance too: a sender that keeps less than half its window in flight
-    /// (FBDT's send limit, an application-limited sender) is not limited by it. Only
-    /// coupled paths check it; the uncoupled controllers of this model grow on every ACK
-    /// as before (their results stay bit-identical).
+    /// (FBDT's send limit, an application-limited sender) is not limited by it. Every
+    /// controller but BBR checks it, as in Linux (until issue 40's round 5 only coupled
+    /// paths did).
     fn cwnd_limited(&self) -> bool {
         2.0 * self.flight_bytes >= self.cwnd
     }
 
-    /// The coupled increase's factor when this path runs LIA (coupled, not BBR).
+    /// The coupled increase's factor when this path runs LIA (coupled, not BBR, not
+    /// coupled Cubic).
     fn lia(&self) -> Option<f64> {
-        self.coupling.filter(|_| self.params.cc != CongestionControl::Bbr)
+        let cubic = self.cubic_coupled && self.params.cc == CongestionControl::Cubic;
+        self.coupling.filter(|_| self.params.cc != CongestionControl::Bbr && !cubic)
     }
 
-    /// Cubic's congestion avoidance for `acked` bytes at `t_s`.
-    fn avoid_congestion(&mut self, t_s: f64, acked: f64) {
+    /// Cubic's congestion avoidance for `acked` bytes at `t_s`, its additive growth (the
+    /// curve's C, the Reno-friendly floor) scaled by `f`: 1 uncoupled, the coupling factor
+    /// `min(alpha · cwnd_i / cwnd_total, 1)` for coupled Cubic. The curve's C scaled by
+    /// `f ≈ cwnd_i / cwnd_total` makes every path's K the aggregate's, `∛(W_total (1 − β) / C)`,
+    /// and the paths' curves add up to one flow's, `C (t − K)³`. The growth before any loss
+    /// (one segment per 20 ACKed, ≈ 5 % a round trip) is proportional to the window and
+    /// adds up to 5 % of the aggregate unscaled.
+    fn avoid_congestion(&mut self, t_s: f64, acked: f64, f: f64) {
+        // A factor of 0 (a window of nothing against the others) would make K infinite.
+        let c = CUBIC_C * f.max(1e-3);
         if self.w_max == 0.0 {
             // Congestion avoidance before any loss (HyStart ended slow start): the cubic
             // curve from the window then (K = 0; Linux adds delay_min to the epoch's age),
             // at least one segment per 20 ACKed.
             let t = t_s - self.epoch_s + self.hystart.delay_min_s.min(1.0);
-            let target = CUBIC_C * t.powi(3) * self.mss + self.unprobed_origin;
+            let target = c * t.powi(3) * self.mss + self.unprobed_origin;
             let floor = self.cwnd + acked / CUBIC_UNPROBED_CNT;
             self.cwnd = target.clamp(floor, self.cwnd + acked);
         } else {
-            let k = (self.w_max * (1.0 - CUBIC_BETA) / self.mss / CUBIC_C).cbrt();
+            let k = (self.w_max * (1.0 - CUBIC_BETA) / self.mss / c).cbrt();
             let t = t_s - self.epoch_s;
-            let target = (CUBIC_C * (t - k).powi(3)) * self.mss + self.w_max;
+            let target = (c * (t - k).powi(3)) * self.mss + self.w_max;
             // Never faster than slow start, never below the Reno-friendly window Cubic
             // keeps (`tcp_friendliness`, RFC 8312 §4.2): an AIMD flow with Cubic's β
             // grows by 3(1 − β)/(1 + β) ≈ 0.53 segment per round trip, not Reno's one.
             // It is what a small window grows by: the cubic curve is flat for K
             // seconds (1.4 s from a w_max of 4 segments), a lossy path's whole epoch.
-            let reno = self.cwnd + RENO_FRIENDLY * self.mss * acked / self.cwnd;
+            let reno = self.cwnd + f * RENO_FRIENDLY * self.mss * acked / self.cwnd;
             self.cwnd = target.clamp(reno, self.cwnd + acked);
         }
     }
@@ -601,7 +642,7 @@ impl TcpState {
         self.ssthresh = f64::INFINITY;
         self.w_max = 0.0;
         self.epoch_s = 0.0;
-        self.recovery_until_s = 0.0;
+        self.episode_from_s = f64::NEG_INFINITY;
         self.srtt_s = None;
         self.stalled_until_s = 0.0;
         self.down_at_s = None;
@@ -639,6 +680,7 @@ impl TcpState {
         self.w_max = self.cwnd;
         self.cwnd = self.mss;
         self.epoch_s = fire;
+        self.episode_from_s = fire;
         self.stalled_until_s = fire;
         Some(fire)
     }
@@ -680,6 +722,7 @@ mod tests {
             rtt_s: 0.002,
             lost: true,
             timed_out: true,
+            sent_s: t_s - 0.002,
         };
         s.on_ack_at(ack, 1e9, f64::INFINITY);
     }
@@ -705,6 +748,7 @@ mod tests {
                     rtt_s,
                     lost: false,
                     timed_out: false,
+                    sent_s: t - rtt_s,
                 };
                 s.on_ack_at(ack, rate * rtt_s, rate);
                 sent += chunk;
@@ -853,7 +897,7 @@ mod tests {
         assert!(cubic.ssthresh.is_finite(), "HyStart ends Cubic's slow start");
         let mut s = state(CongestionControl::Cubic);
         s.coupling = Some(1.0);
-        // A sender that fills its window (`a_coupled_path_grows_only_when_cwnd_limited`).
+        // A sender that fills its window (`a_window_grows_only_when_cwnd_limited`).
         s.flight_bytes = f64::INFINITY;
         let rounds = slow_start_rounds(&mut s, rate, rtt, 0.0);
         assert_eq!(rounds.len(), 14, "no HyStart: slow start until a loss");
@@ -878,29 +922,137 @@ mod tests {
         assert_eq!(b.cwnd, 2e6);
     }
 
-    /// A coupled path whose sender keeps less than half its window in flight (FBDT's
-    /// send limit) does not grow it, in slow start or after (Linux's
-    /// `tcp_is_cwnd_limited` in `mptcp_ccc_cong_avoid`); filled, it grows as before. An
-    /// uncoupled path grows either way (unchanged model).
+    /// One ACK at `t` with `share` of the window in flight: did the window grow?
+    fn grows_with(s: &mut TcpState, t: f64, share: f64) -> bool {
+        let before = s.cwnd;
+        s.flight_bytes = share * before;
+        s.on_ack(t, 1448, 0.01, false, 1e9);
+        s.cwnd > before
+    }
+
+    /// A window whose sender keeps less than half of it in flight (FBDT's send limit, an
+    /// application-limited sender) does not grow, in slow start or after; filled, it grows.
+    /// Coupled (Linux's `tcp_is_cwnd_limited` in `mptcp_ccc_cong_avoid`) and uncoupled
+    /// (`bictcp_cong_avoid`, `tcp_reno_cong_avoid`) alike; BBR is not held.
     #[test]
-    fn a_coupled_path_grows_only_when_cwnd_limited() {
-        // One ACK with `share` of the window in flight: did the window grow?
-        let grows = |s: &mut TcpState, t: f64, share: f64| {
+    fn a_window_grows_only_when_cwnd_limited() {
+        let grows = grows_with;
+        for (cc, coupling) in [
+            (CongestionControl::Cubic, None),
+            (CongestionControl::Reno, None),
+            (CongestionControl::Cubic, Some(1.0)),
+        ] {
+            let mut s = state(cc);
+            s.coupling = coupling;
+            let name = format!("{cc:?} coupled {coupling:?}");
+            assert!(!grows(&mut s, 0.01, 0.4), "{name}: slow start, not cwnd-limited");
+            assert!(grows(&mut s, 0.02, 1.0), "{name}: slow start, cwnd-limited");
+            s.on_ack(0.03, 1448, 0.01, true, 1e9);
+            assert!(s.cwnd >= s.ssthresh, "{name}: congestion avoidance");
+            assert!(!grows(&mut s, 0.1, 0.4), "{name}: congestion avoidance, not cwnd-limited");
+            assert!(grows(&mut s, 0.2, 1.0), "{name}: congestion avoidance, cwnd-limited");
+        }
+        let mut b = state(CongestionControl::Bbr);
+        b.flight_bytes = 0.0;
+        b.on_ack(0.01, 1448, 0.01, false, 1e6);
+        assert!(b.cwnd > INITIAL_WINDOW_SEGMENTS * 1448.0, "BBR is not held");
+    }
+
+    /// One reduction per loss episode (Linux's recovery lasts until everything sent before
+    /// it began is acknowledged, `high_seq`): a loss of a chunk sent before the last
+    /// reduction does not reduce again, however late it is found — the round trip grows
+    /// while a queue overflows, and an srtt-long guard ran out before the episode's last
+    /// loss was found. A chunk sent after the reduction starts a new episode. A timeout
+    /// within an episode restarts from one segment but keeps its ssthresh
+    /// (`tcp_enter_loss` in Recovery).
+    #[test]
+    fn a_loss_episode_reduces_the_window_once() {
+        for cc in [CongestionControl::Cubic, CongestionControl::Reno] {
+            let mut s = state(cc);
+            s.on_ack(0.01, 200_000, 0.01, false, 1e9);
+            // Sent at 0.99, found at 1.0: the episode's first loss.
+            s.on_ack(1.0, 1448, 0.01, true, 1e9);
+            let cut = s.cwnd;
+            assert!(cut < 200_000.0, "{cc:?}: reduced");
+            // Sent at 0.995, before the reduction, found at 1.05 (the round trip grew to
+            // 55 ms in the overflowing queue): the same episode.
+            s.on_ack(1.05, 1448, 0.055, true, 1e9);
+            assert!(s.cwnd >= cut, "{cc:?}: reduced twice in one episode ({} < {cut})", s.cwnd);
+            assert_eq!(s.losses, 1, "{cc:?}");
+            // Sent at 1.05, after it: a new episode.
             let before = s.cwnd;
-            s.flight_bytes = share * before;
-            s.on_ack(t, 1448, 0.01, false, 1e9);
-            s.cwnd > before
-        };
-        let mut s = state(CongestionControl::Cubic);
-        s.coupling = Some(1.0);
-        assert!(!grows(&mut s, 0.01, 0.4), "slow start, not cwnd-limited");
-        assert!(grows(&mut s, 0.02, 1.0), "slow start, cwnd-limited");
-        s.on_ack(0.03, 1448, 0.01, true, 1e9);
-        assert!(s.cwnd >= s.ssthresh, "congestion avoidance");
-        assert!(!grows(&mut s, 0.1, 0.4), "congestion avoidance, not cwnd-limited");
-        assert!(grows(&mut s, 0.2, 1.0), "congestion avoidance, cwnd-limited");
-        let mut free = state(CongestionControl::Cubic);
-        assert!(grows(&mut free, 0.01, 0.0), "uncoupled: as before");
+            s.on_ack(1.1, 1448, 0.05, true, 1e9);
+            assert!(s.cwnd < before, "{cc:?}: a new episode reduces");
+            assert_eq!(s.losses, 2, "{cc:?}");
+            // A timeout of a chunk sent before that reduction: one segment, same ssthresh.
+            let ssthresh = s.ssthresh;
+            let ack = Ack {
+                t_s: 1.4,
+                len: 1448,
+                rtt_s: 0.32,
+                lost: true,
+                timed_out: true,
+                // Before the reduction at 1.1.
+                sent_s: 1.08,
+            };
+            s.on_ack_at(ack, 1e9, f64::INFINITY);
+            assert_eq!(s.cwnd, 1448.0, "{cc:?}");
+            assert_eq!(s.ssthresh, ssthresh, "{cc:?}: no second reduction of ssthresh");
+        }
+    }
+
+    /// Coupled Cubic: a path with the coupling factor ½ (two equal paths) and half an
+    /// uncoupled Cubic flow's window and ACKs grows by half the flow's growth after the
+    /// same loss — the same K, the curve's C and the Reno-friendly floor halved — so two
+    /// such paths add up to one Cubic flow. With the factor 1 it is plain Cubic.
+    #[test]
+    fn coupled_cubic_paths_add_up_to_one_cubic_flow() {
+        let mss = 1448.0;
+        let mut flow = state(CongestionControl::Cubic);
+        let mut path = state(CongestionControl::Cubic);
+        path.coupling = Some(0.5);
+        path.cubic_coupled = true;
+        assert!(path.lia().is_none() && path.hystart_on(), "Cubic's start, not LIA's");
+        assert_eq!(path.beta(), CUBIC_BETA);
+        let (w_flow, w_path) = (2000.0 * mss, 1000.0 * mss);
+        flow.cwnd = w_flow;
+        path.cwnd = w_path;
+        flow.on_ack(1.0, 1448, 0.01, true, 1e9);
+        path.on_ack(1.0, 1448, 0.01, true, 1e9);
+        let k = (2000.0 * (1.0 - CUBIC_BETA) / CUBIC_C).cbrt();
+        let (mut crossed_flow, mut crossed_path) = (None, None);
+        for step in 1..=2000 {
+            let t = 1.0 + step as f64 * 0.01;
+            flow.on_ack(t, 200_000, 0.05, false, 1e9);
+            path.on_ack(t, 100_000, 0.05, false, 1e9);
+            let grown_flow = flow.cwnd - CUBIC_BETA * w_flow;
+            let grown_path = path.cwnd - CUBIC_BETA * w_path;
+            assert!(
+                (grown_path - grown_flow / 2.0).abs() <= 0.02 * grown_flow / 2.0 + mss,
+                "t {t}: path grew {grown_path}, flow {grown_flow}"
+            );
+            if flow.cwnd >= w_flow && crossed_flow.is_none() {
+                crossed_flow = Some(t - 1.0);
+            }
+            if path.cwnd >= w_path && crossed_path.is_none() {
+                crossed_path = Some(t - 1.0);
+            }
+        }
+        let (cf, cp) = (crossed_flow.expect("flow back"), crossed_path.expect("path back"));
+        assert!((cf - cp).abs() <= 0.05 && cf <= k + 0.05, "{cf} {cp}, K {k}");
+        // Factor 1: plain Cubic, bit for bit.
+        let mut one = state(CongestionControl::Cubic);
+        one.coupling = Some(1.0);
+        one.cubic_coupled = true;
+        let mut plain = state(CongestionControl::Cubic);
+        for s in [&mut one, &mut plain] {
+            s.cwnd = w_path;
+            s.on_ack(1.0, 1448, 0.01, true, 1e9);
+            for step in 1..=500 {
+                s.on_ack(1.0 + step as f64 * 0.01, 50_000, 0.05, false, 1e9);
+            }
+        }
+        assert_eq!(one.cwnd, plain.cwnd);
     }
 
     /// Reno (a competitor on RFC 6356's own terms): no HyStart, one segment per round trip,

@@ -196,8 +196,9 @@ pub fn runtime_options(name: &str, scenario: &Scenario) -> Result<(String, Runti
             if part == "coupled" || part.starts_with("coupled=") {
                 opts.coupling = match part.strip_prefix("coupled=").unwrap_or("lia") {
                     "lia" | "on" => fbdt_sim::Coupling::Lia,
+                    "cubic" => fbdt_sim::Coupling::Cubic,
                     "off" => fbdt_sim::Coupling::Off,
-                    v => bail!("scheme `{name}`: coupled=`{v}`: expected lia or off"),
+                    v => bail!("scheme `{name}`: coupled=`{v}`: expected lia, cubic or off"),
                 };
                 continue;
             }
