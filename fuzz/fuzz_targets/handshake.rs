@@ -5,15 +5,29 @@
 //! JOIN is accepted only on the connection it was made for, bytes from the fuzzer are never
 //! accepted as a JOIN, and never as a JOIN answer (unless they begin with the server's real
 //! one): that path stays out of use, sends nothing, and the session lives on.
+//!
+//! What comes before the input's binding is used — the session established on path 0 and
+//! the client's JOIN for path 1 — is the same for every input: it is set up once, and every
+//! input runs on fresh clones of that client and server (`Connection: Clone`), so each
+//! starts from the same state and a finding replays on its own.
 #![no_main]
 
 use fbdt_core::handshake::first_frame;
 use fbdt_core::{Config, Connection, Instant, PathBinding, PathId};
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    let _ = first_frame(data);
-    let Some((binding, rest)) = data.split_first_chunk::<32>() else { return };
+/// The binding of the connection the client's real JOIN (path 1) was made for.
+const REAL_BINDING: PathBinding = PathBinding { exporter: [2; 32], epoch: 7 };
+
+/// A client and a server established on path 0, and the client's real JOIN for path 1 (on a
+/// connection bound to [`REAL_BINDING`]), sent.
+struct Start {
+    client: Connection,
+    server: Connection,
+    real: Vec<u8>,
+}
+
+fn start() -> Start {
     let now = Instant::ZERO;
     let cfg = Config::default();
     let mut client = Connection::client(cfg.clone()).expect("valid config");
@@ -27,12 +41,25 @@ fuzz_target!(|data: &[u8]| {
     buf.clear();
     while server.poll_transmit(PathId(0), 1 << 20, now, &mut buf) > 0 {}
     let _ = client.handle_recv(PathId(0), &buf, now);
+    assert!(server.is_established() && client.is_established(), "the set-up handshake failed");
     // The client's real JOIN for a connection bound to [2; 32].
-    let real_binding = PathBinding { exporter: [2; 32], epoch: 7 };
-    client.add_path_bound(PathId(1), real_binding, now).expect("path");
+    client.add_path_bound(PathId(1), REAL_BINDING, now).expect("path");
     let mut real = Vec::new();
     while client.poll_transmit(PathId(1), 1 << 20, now, &mut real) > 0 {}
-    assert_eq!(server.accepts_join(&real, binding), *binding == real_binding.exporter);
+    Start { client, server, real }
+}
+
+thread_local! {
+    /// Built at the first input, never touched afterwards: inputs get clones.
+    static START: Start = start();
+}
+
+fuzz_target!(|data: &[u8]| {
+    let _ = first_frame(data);
+    let Some((binding, rest)) = data.split_first_chunk::<32>() else { return };
+    let now = Instant::ZERO;
+    let (mut client, mut server, real) = START.with(|s| (s.client.clone(), s.server.clone(), s.real.clone()));
+    assert_eq!(server.accepts_join(&real, binding), *binding == REAL_BINDING.exporter);
     assert!(!server.accepts_join(rest, binding) || rest.starts_with(&real));
     // The server's real answer to the client's JOIN for path 2 on a connection bound to the
     // fuzzer's binding, then the fuzzed bytes in its place.

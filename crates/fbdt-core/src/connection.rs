@@ -91,6 +91,7 @@ impl PathIo {
     }
 }
 
+#[derive(Clone)]
 struct PathIo {
     state: PathState,
     /// `handle_recv`'s read buffer: at most one incomplete frame between calls.
@@ -117,6 +118,10 @@ pub struct ConnectionStats {
     pub forward_path: Option<PathId>,
 }
 
+/// One endpoint of a session (see the module's documentation for how to drive it). A clone
+/// is an independent copy of the whole state, down to the buffered bytes: the fuzz targets
+/// set an established pair up once and hand every input a clone of it.
+#[derive(Clone)]
 pub struct Connection {
     cfg: Config,
     role: Role,

@@ -43,6 +43,7 @@ pub struct PathBinding {
     pub epoch: u32,
 }
 
+#[derive(Clone)]
 pub struct SessionKeys {
     key: [u8; 32],
     pub token: [u8; 8],

@@ -24,8 +24,9 @@ pub struct StreamParams {
     pub max_ack_delay: Duration,
 }
 
-/// Sends one byte stream over N paths.
-pub trait SchemeSender: Send {
+/// Sends one byte stream over N paths. Every sender is `Clone` (through
+/// [`SchemeSenderClone`]), so a whole `Connection` is.
+pub trait SchemeSender: Send + SchemeSenderClone {
     /// Takes application bytes; returns how many fit in the send buffer (back-pressure).
     fn write(&mut self, data: &[u8]) -> usize;
     /// Like `write`, for bytes the driver already holds in a `Bytes`: a sender that keeps
@@ -110,8 +111,9 @@ pub trait SchemeSender: Send {
     }
 }
 
-/// Receives one byte stream from N paths and delivers it in order.
-pub trait SchemeReceiver: Send {
+/// Receives one byte stream from N paths and delivers it in order. Every receiver is
+/// `Clone` (through [`SchemeReceiverClone`]).
+pub trait SchemeReceiver: Send + SchemeReceiverClone {
     /// A stream frame ([`Flow::Stream`](crate::wire::Flow)) arrived on `path`. `frame` was
     /// decoded from `encoded`, so its payload can be kept without a copy as
     /// `encoded.slice_ref(payload)`. A frame of another scheme is an error.
@@ -158,4 +160,38 @@ pub trait SchemeReceiver: Send {
     fn poll_timeout(&self) -> Option<Instant>;
     fn handle_timeout(&mut self, now: Instant);
     fn stats(&self) -> ReceiverStats;
+}
+
+/// Makes `Box<dyn Trait>` `Clone`, for a trait all of whose implementors are `Clone`:
+/// declares `$helper` (a supertrait for `Trait`) with its impl for every `Clone` implementor.
+macro_rules! boxed_clone {
+    ($(#[$doc:meta])* $helper:ident for dyn $tr:ident $(+ $bound:ident)*) => {
+        $(#[$doc])*
+        pub trait $helper {
+            fn clone_box(&self) -> Box<dyn $tr $(+ $bound)*>;
+        }
+
+        impl<T: $tr + Clone $(+ $bound)* + 'static> $helper for T {
+            fn clone_box(&self) -> Box<dyn $tr $(+ $bound)*> {
+                Box::new(self.clone())
+            }
+        }
+
+        impl Clone for Box<dyn $tr $(+ $bound)*> {
+            fn clone(&self) -> Self {
+                (**self).clone_box()
+            }
+        }
+    };
+}
+pub(crate) use boxed_clone;
+
+boxed_clone! {
+    /// `Clone` for a boxed [`SchemeSender`].
+    SchemeSenderClone for dyn SchemeSender
+}
+
+boxed_clone! {
+    /// `Clone` for a boxed [`SchemeReceiver`].
+    SchemeReceiverClone for dyn SchemeReceiver
 }

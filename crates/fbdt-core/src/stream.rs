@@ -14,6 +14,7 @@ use crate::wire::{Piece, RecvBuf, SendBuf};
 
 /// The send side: bytes `[una, written)` held as shared chunks (frames carry slices of
 /// them, so bytes the application hands over as `Bytes` reach the socket without a copy).
+#[derive(Clone)]
 pub(crate) struct SendStream {
     buf: SendBuf,
     una: u64,
@@ -107,6 +108,7 @@ impl SendStream {
 /// The receive side: the next in-order offset, the in-order bytes not yet read (in a
 /// [`RecvBuf`], which also keeps the memory charge of every piece a scheme holds out of
 /// order), the stream end once known, and the window: `capacity` minus the unread bytes.
+#[derive(Clone)]
 pub(crate) struct RecvStream {
     capacity: usize,
     rcv_nxt: u64,

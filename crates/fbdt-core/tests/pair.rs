@@ -6,10 +6,13 @@ use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 use fbdt_core::wire::{self, Frame, FrameBuf};
-use fbdt_core::{Config, Connection, Duration, Event, Instant, PathBinding, PathId, ProtocolError, SchedulerKind};
+use fbdt_core::{
+    Config, Connection, ConnectionStats, Duration, Event, Instant, PathBinding, PathId, ProtocolError, SchedulerKind,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+#[derive(Clone)]
 struct Pipe {
     latency: Duration,
     /// Bytes per microsecond.
@@ -30,6 +33,8 @@ impl Pipe {
     }
 }
 
+/// `Clone`: a fork of the whole pair, pipes and byte-cutting randomness included.
+#[derive(Clone)]
 struct Pair {
     client: Connection,
     server: Connection,
@@ -329,6 +334,77 @@ fn split_frames_carry_both_directions() {
         .handle_recv_split(PathId(0), &head, &Bytes::from_static(b"abcd"), now)
         .unwrap_err();
     assert!(matches!(e, ProtocolError::Unexpected { .. }), "{e:?}");
+}
+
+/// A clone of a connection is an independent copy of its whole state (the fuzz targets set
+/// an established pair up once and give every input a clone of it): a pair forked
+/// mid-transfer — data in flight both ways on three paths, unread bytes held, timers armed
+/// — and the original, driven alike, read the same bytes at the same virtual times, count
+/// the same and report the same events and errors; driving one leaves the other untouched.
+/// FBDT through the slice and the `Bytes` APIs, and the meta layer with MuSher (the
+/// scheduler with the most state).
+#[test]
+fn a_pair_cloned_mid_transfer_carries_on_as_the_original() {
+    let cases = [
+        (Config::default(), false),
+        (Config::default(), true),
+        (Config::meta(SchedulerKind::Musher), false),
+    ];
+    for (cfg, buffers) in cases {
+        let mut pair = Pair::new(3, cfg);
+        pair.buffers = buffers;
+        let (a, b) = (data(2 << 20, 41), data(2 << 20, 42));
+        assert_eq!(pair.client.write(&a), a.len());
+        assert_eq!(pair.server.write(&b), b.len());
+        pair.client.finish();
+        pair.server.finish();
+        pair.drive_bounded(1_000_000, |p| p.server.readable() >= 512 << 10 && p.client.readable() >= 512 << 10);
+        assert!(!pair.server.is_recv_finished() && !pair.client.is_recv_finished(), "forked too late");
+        let mut twin = pair.clone();
+        let ours = run_to_the_end(&mut pair);
+        let theirs = run_to_the_end(&mut twin);
+        assert!(ours.at_server == a && ours.at_client == b, "the original lost bytes (buffers {buffers})");
+        assert!(
+            theirs.at_server == ours.at_server && theirs.at_client == ours.at_client,
+            "the clone read other bytes (buffers {buffers})"
+        );
+        assert_eq!(theirs.end, ours.end);
+        assert_eq!(theirs.stats, ours.stats);
+        assert_eq!(theirs.events, ours.events);
+        assert_eq!(theirs.errors, ours.errors);
+        assert!(ours.errors.0.is_empty() && ours.errors.1.is_empty(), "{:?}", ours.errors);
+    }
+}
+
+/// What a pair did from some point to the end of its exchange.
+struct RunEnd {
+    at_server: Vec<u8>,
+    at_client: Vec<u8>,
+    end: Instant,
+    stats: (ConnectionStats, ConnectionStats),
+    events: (Vec<Event>, Vec<Event>),
+    errors: (Vec<ProtocolError>, Vec<ProtocolError>),
+}
+
+/// Drives `pair` until both directions are finished and acknowledged, reading everything.
+fn run_to_the_end(pair: &mut Pair) -> RunEnd {
+    let (mut at_server, mut at_client) = (Vec::new(), Vec::new());
+    pair.drive_bounded(2_000_000, |p| {
+        read_all(&mut p.server, &mut at_server);
+        read_all(&mut p.client, &mut at_client);
+        p.client.is_recv_finished() && p.server.is_recv_finished() && p.client.is_send_done() && p.server.is_send_done()
+    });
+    RunEnd {
+        at_server,
+        at_client,
+        end: pair.now,
+        stats: (pair.client.stats(), pair.server.stats()),
+        events: (
+            std::iter::from_fn(|| pair.client.poll_event()).collect(),
+            std::iter::from_fn(|| pair.server.poll_event()).collect(),
+        ),
+        errors: (pair.client_errors.clone(), pair.server_errors.clone()),
+    }
 }
 
 #[test]

@@ -45,6 +45,7 @@ const MAX_DUPLICATE_AGE: u64 = 1 << 30;
 /// ACKs are not the only news of it. A third of the sender's minimum stall time (30 ms).
 pub const ALL_PATHS_ACK_PERIOD: Duration = Duration::from_millis(10);
 
+#[derive(Clone)]
 pub struct FbdtReceiver {
     space: SeqSpace,
     /// Next in-order offset, in-order bytes not yet read (and what every held piece keeps

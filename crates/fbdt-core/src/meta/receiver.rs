@@ -18,6 +18,7 @@ use crate::stream::RecvStream;
 use crate::time::Instant;
 use crate::wire::{DataAck, Frame, MpData, PathRx, Piece};
 
+#[derive(Clone)]
 pub struct MetaReceiver {
     /// Next in-order offset, in-order bytes not yet read (and what every held piece keeps
     /// alive), the stream end, the window.

@@ -88,6 +88,7 @@ impl MetaPath {
     }
 }
 
+#[derive(Clone)]
 pub struct MetaSender {
     cfg: MetaConfig,
     seg_size: u64,

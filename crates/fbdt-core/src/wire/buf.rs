@@ -96,7 +96,7 @@ const TAIL_BLOCK: usize = 64 * 1024;
 /// A send buffer: the bytes `[front, front + len)` of a stream as shared chunks. Writes of
 /// `Bytes` are kept without copying (small ones are gathered into one chunk), frames take
 /// slices, acknowledged bytes leave from the front.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct SendBuf {
     /// (stream offset of the chunk's first byte, chunk), contiguous.
     chunks: VecDeque<(u64, Bytes)>,

@@ -42,7 +42,7 @@ pub const SLICE_MIN: usize = 1024;
 pub const MIN_ENTRIES: usize = 1024;
 
 /// Received bytes held until read, and the memory they keep alive.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Piece {
     pub data: Bytes,
     /// What `data` keeps allocated plus [`ENTRY_COST`]: its own length if copied,
@@ -52,7 +52,7 @@ pub struct Piece {
     pub shared: bool,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct RecvBuf {
     capacity: usize,
     /// The segment size both ends use: the smallest out-of-order piece a sender makes.

@@ -86,7 +86,7 @@ struct Seg {
     state: SegState,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct PathTx {
     alive: bool,
     /// The lane end the path takes segments from: with `reserved`, the one record of
@@ -199,6 +199,7 @@ impl PathTx {
     }
 }
 
+#[derive(Clone)]
 pub struct FbdtSender {
     cfg: FbdtConfig,
     params: StreamParams,

@@ -10,6 +10,7 @@ use super::fixed::{RatioPattern, RATIO_PATH};
 use super::{Scheduler, View};
 use crate::path::PathId;
 
+#[derive(Clone)]
 pub struct Amuse {
     pub pattern: RatioPattern,
 }

@@ -24,6 +24,7 @@ const LAMBDA_MAX: f64 = 1.3;
 const LAMBDA_BAD: f64 = 0.04;
 const LAMBDA_GOOD: f64 = 0.01;
 
+#[derive(Clone)]
 pub struct Blest {
     pub lambda: f64,
     /// Adapt λ (off: λ stays where it is set).

@@ -11,6 +11,7 @@
 use super::{Scheduler, View};
 use crate::path::PathId;
 
+#[derive(Clone)]
 pub struct Ecf {
     pub beta: f64,
     pub delta_s: f64,

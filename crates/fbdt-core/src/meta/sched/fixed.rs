@@ -68,6 +68,7 @@ impl RatioPattern {
     }
 }
 
+#[derive(Clone)]
 pub struct FixedRatio {
     pub pattern: RatioPattern,
 }

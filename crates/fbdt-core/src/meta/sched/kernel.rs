@@ -45,7 +45,7 @@ pub fn subflow_sndbuf(cwnd_bytes: u64, expand: u64) -> u64 {
     expand * (cwnd_bytes / MSS).max(TCP_INIT_CWND) * PER_MSS
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Kernel {
     /// Each subflow's send buffer so far (bytes), by path index.
     sndbuf: Vec<u64>,

@@ -6,6 +6,7 @@
 use super::{Scheduler, View};
 use crate::path::PathId;
 
+#[derive(Clone)]
 pub struct MinRtt;
 
 impl Scheduler for MinRtt {

@@ -92,7 +92,7 @@ impl View<'_> {
     }
 }
 
-pub trait Scheduler {
+pub trait Scheduler: SchedulerClone {
     /// The path the next new segment goes to; `None` = hold it for now.
     fn select(&mut self, v: &View<'_>) -> Option<PathId>;
     /// A new segment of `len` bytes went out on `path`.
@@ -135,6 +135,11 @@ pub trait Scheduler {
     fn ratio(&self) -> Option<u8> {
         None
     }
+}
+
+crate::scheme::boxed_clone! {
+    /// `Clone` for a boxed [`Scheduler`] (the meta layer's sender is `Clone`).
+    SchedulerClone for dyn Scheduler + Send
 }
 
 /// Which scheduler, as the lab names it (`mp:<name>`).

@@ -159,6 +159,7 @@ struct Search {
     bytes_at_start: u64,
 }
 
+#[derive(Clone)]
 enum Phase {
     Init {
         n: u32,
@@ -171,6 +172,7 @@ enum Phase {
     Rearm,
 }
 
+#[derive(Clone)]
 pub struct Musher {
     p: MusherParams,
     pattern: RatioPattern,

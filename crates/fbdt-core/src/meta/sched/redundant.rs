@@ -4,6 +4,7 @@
 use super::{Scheduler, View};
 use crate::path::PathId;
 
+#[derive(Clone)]
 pub struct Redundant;
 
 impl Scheduler for Redundant {

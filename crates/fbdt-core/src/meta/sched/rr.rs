@@ -4,7 +4,7 @@
 use super::{Scheduler, View};
 use crate::path::PathId;
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct RoundRobin {
     /// Index of the path whose turn it is.
     next: usize,
