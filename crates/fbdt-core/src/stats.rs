@@ -27,6 +27,12 @@ pub struct SenderStats {
     /// Times a path left its lane end to the other end, which was expected to deliver the
     /// next segment sooner (the meeting point by expected arrival).
     pub arrival_yields: u64,
+    /// Wake episodes: data sent after every path had been idle for
+    /// `FbdtConfig::wake_copies_after` (FBDT only).
+    pub wake_episodes: u64,
+    /// Bytes of the copies sent on a second path during wake episodes (also in
+    /// `redundant_bytes_sent`).
+    pub wake_copy_bytes: u64,
 }
 
 /// Receiver-side counters.

@@ -48,6 +48,10 @@ pub const DEFAULT_BUDGET: Duration = Duration::from_micros(500);
 /// the simulated false stalls and gaps.
 pub const DEFAULT_STALL_LATE: Duration = Duration::from_millis(10);
 
+/// Default [`FbdtConfig::wake_copies_after`]: half the shortest common power-save timeout
+/// (WiGig's 100 ms in `--radio defaults`); docs/workloads.md, "Wake copies".
+pub const DEFAULT_WAKE_COPIES_AFTER: Duration = Duration::from_millis(50);
+
 impl WindowConfig {
     /// The throughput-first window of the earlier releases (`window=auto`): twice the
     /// summed rate times the longest ACK RTT, 256 KiB to 16 MiB.
@@ -174,6 +178,20 @@ pub struct FbdtConfig {
     /// core's tests see the whole buffer; `fbdt serve|proxy|perf` set 5 ms
     /// (`--unsent-budget`).
     pub unsent_budget: Option<Duration>,
+    /// Radios doze when idle (802.11 power save, a WiGig beam dropped, 5G DRX), and which
+    /// of them wakes first is unknown until an ACK comes back: after every path has been
+    /// idle this long, the segments sent until the first ACK also go to a second path at
+    /// once, so a small transfer from idle takes the radio that wakes first, at the price
+    /// of its bytes twice (issue 39). Below common power-save timeouts (100–200 ms), above
+    /// the gaps of an active exchange. `None`: off (the paper's FBDT).
+    pub wake_copies_after: Option<Duration>,
+    /// How much of an episode's data gets a wake copy, from its first byte. A wake-up
+    /// dominates short transfers (a request, a page's objects); from about a megabyte it
+    /// is a fraction of the transfer, and copies would take the second radio's capacity
+    /// from it (simulated `workload file mobility --radio defaults`: all copied, 1 MB from
+    /// idle took 15.3 ms instead of 14.7; 128 KiB copied, 14.7, while 100 kB went from
+    /// 12.5 to 6.8 ms).
+    pub wake_copy_bytes: u64,
 }
 
 impl Default for FbdtConfig {
@@ -193,6 +211,8 @@ impl Default for FbdtConfig {
             frame_budget: DEFAULT_FRAME_BUDGET,
             in_flight_from_transport: true,
             unsent_budget: None,
+            wake_copies_after: Some(DEFAULT_WAKE_COPIES_AFTER),
+            wake_copy_bytes: 128 * 1024,
         }
     }
 }
@@ -205,6 +225,7 @@ impl FbdtConfig {
             window: WindowConfig::Fixed(64 * 1024),
             frame_budget: Duration::ZERO,
             in_flight_from_transport: false,
+            wake_copies_after: None,
             ..FbdtConfig::default()
         }
     }
@@ -255,6 +276,9 @@ impl FbdtConfig {
         }
         if !(self.forward_hysteresis.is_finite() && self.forward_hysteresis >= 1.0) {
             return Err(ConfigError::Other("forward_hysteresis must be ≥ 1"));
+        }
+        if self.wake_copies_after.is_some_and(|d| d == Duration::ZERO) {
+            return Err(ConfigError::Other("wake_copies_after must be > 0 (None turns wake copies off)"));
         }
         Ok(())
     }

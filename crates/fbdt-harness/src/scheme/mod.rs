@@ -414,17 +414,10 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
         // The stall rule (docs/faults.md): `rtt`, the RTT rule alone (3 × the ACK RTT, at
         // least 30 ms, as before issue 41's lateness rule); a number, the lateness
         // rule's floor in ms beside it.
-        "stall" => {
-            fbdt(cfg)?.stall_late = match value {
-                "rtt" => None,
-                v => Some(fbdt_core::Duration::from_millis(
-                    v.parse()
-                        .ok()
-                        .filter(|&ms: &u64| ms > 0)
-                        .ok_or_else(|| anyhow!("stall=`{v}`: expected `rtt` or a whole number of ms > 0"))?,
-                )),
-            }
-        }
+        "stall" => fbdt(cfg)?.stall_late = ms_unless(key, value, "rtt")?,
+        // Wake copies (`FbdtConfig::wake_copies_after`): `off`, or the idle time in ms after
+        // which the first segments sent also go to a second path.
+        "wake" => fbdt(cfg)?.wake_copies_after = ms_unless(key, value, "off")?,
         "hold" => {
             let ms: u64 = value
                 .parse()
@@ -450,10 +443,23 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             }
         },
         _ => {
-            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, inflight, factor, hold, limit, stall, unsent, tls)")
+            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, inflight, factor, hold, limit, stall, unsent, wake, tls)")
         }
     }
     Ok(())
+}
+
+/// `key=WORD` (None) or `key=MS`, a whole number of milliseconds > 0.
+fn ms_unless(key: &str, value: &str, word: &str) -> Result<Option<fbdt_core::Duration>> {
+    if value == word {
+        return Ok(None);
+    }
+    let ms: u64 = value
+        .parse()
+        .ok()
+        .filter(|&ms: &u64| ms > 0)
+        .ok_or_else(|| anyhow!("{key}=`{value}`: expected `{word}` or a whole number of ms > 0"))?;
+    Ok(Some(fbdt_core::Duration::from_millis(ms)))
 }
 
 /// `unsent=MS|off`: the same range `fbdt --unsent-budget` takes (0.1 ms to 10 s).

@@ -79,6 +79,17 @@ fn parses_fbdt_options_and_tcp_paths() {
         }
         other => panic!("{other:?}"),
     }
+    let fbdt_of = |name: &str| match parse(name, &s, 1).unwrap() {
+        Scheme::Session(c, _) => c.fbdt().unwrap().clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(fbdt_of("fbdt+wake=off").wake_copies_after, None);
+    assert_eq!(fbdt_of("fbdt+wake=20").wake_copies_after, Some(fbdt_core::Duration::from_millis(20)));
+    assert_eq!(fbdt_of("fbdt+stall=rtt").stall_late, None);
+    assert_eq!(fbdt_of("fbdt+stall=15").stall_late, Some(fbdt_core::Duration::from_millis(15)));
+    for bad in ["fbdt+wake=0", "fbdt+wake=soon", "fbdt+stall=0", "fbdt+stall=off"] {
+        assert!(format!("{:#}", parse(bad, &s, 1).unwrap_err()).contains("whole number of ms"), "{bad}");
+    }
     assert!(parse("fbdt+limit=0.5", &s, 1).is_err());
     assert!(parse("fbdt+budget=0", &s, 1).is_err());
     assert!(parse("fbdt+budget=fast", &s, 1).is_err());

@@ -12,6 +12,9 @@ use crate::wire::{Ack, MAX_PATHS};
 impl FbdtSender {
     pub(super) fn on_ack(&mut self, path: PathId, ack: &Ack, now: Instant) -> Result<(), ProtocolError> {
         self.ensure_path(path);
+        // Some radio is awake: the copies of a wake episode have done their work.
+        self.wake_episode = None;
+        self.last_activity = Some(now);
         let cum = self.space.offset(ack.cum, self.stream.una()).ok_or(ProtocolError::AckOfUnsent)?;
         if cum > self.loaded {
             return Err(ProtocolError::AckOfUnsent);

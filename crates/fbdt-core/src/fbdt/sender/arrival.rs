@@ -37,7 +37,7 @@ impl FbdtSender {
     /// Seconds `p` is expected to take to wake up before a byte handed to it now leaves
     /// (`wake::WakeCost::delay`; zero on a path never seen asleep). Apart from the kept
     /// estimates: it changes with time alone, as an idle path dozes off.
-    fn wake_delay(&self, p: PathId) -> f64 {
+    pub(super) fn wake_delay(&self, p: PathId) -> f64 {
         let t = &self.paths[p.index()];
         t.est.wake.delay(self.checked_until, t.in_flight())
     }

@@ -242,6 +242,17 @@ pub struct FbdtSender {
     timeout_memo: Cell<Option<(u64, Option<Instant>)>>,
     /// `acks::take_path_counters`' list of copies that arrived, kept (empty) between ACKs.
     arrived: Vec<u64>,
+    /// The last time a segment was handed to a path or an ACK arrived; the first poll's
+    /// time before either (a session starts with its radios awake from the handshake).
+    last_activity: Option<Instant>,
+    /// A wake episode (`Resend::WakeCopy`): data was sent after every path had been idle
+    /// for `FbdtConfig::wake_copies_after`; segments from this index on get a copy on a
+    /// second path until the first ACK arrives.
+    wake_episode: Option<u64>,
+    /// Just after a wake episode began: a driver that polls its paths in turn (the
+    /// simulator) may have polled the others before it, so the sender asks for a poll
+    /// then (`next_timeout`) for them to send their copies.
+    wake_poll_at: Option<Instant>,
 }
 
 impl FbdtSender {
@@ -275,6 +286,9 @@ impl FbdtSender {
             changes: 0,
             timeout_memo: Cell::new(None),
             arrived: Vec::new(),
+            last_activity: None,
+            wake_episode: None,
+            wake_poll_at: None,
         }
     }
 
@@ -582,6 +596,9 @@ impl FbdtSender {
             if t.flows() && t.in_flight() > 0 {
                 consider(self.stall_deadline(PathId::slot(i)));
             }
+        }
+        if let Some(t) = self.wake_poll_at.filter(|_| self.wake_episode.is_some()) {
+            consider(t);
         }
         next
     }

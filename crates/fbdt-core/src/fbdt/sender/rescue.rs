@@ -235,6 +235,24 @@ impl FbdtSender {
         None
     }
 
+    /// During a wake episode, the lowest segment among its first `wake_copy_bytes` that
+    /// only one live path holds and `p` does not: `p` copies it when it has nothing of its
+    /// own to send, so the copies never delay a lane — and unless `p` is known to wake
+    /// later than the holder (`wake.rs`): a copy there would only wake it for nothing.
+    pub(super) fn wake_copy_segment(&self, p: PathId) -> Option<u64> {
+        let first = self.wake_episode?;
+        let alive = self.alive_mask();
+        let mine = self.wake_delay(p);
+        let from = self.seg(first.max(self.seg_base)).off;
+        (first.max(self.seg_base)..self.seg_base + self.segs.len() as u64)
+            .take_while(|&idx| self.seg(idx).off < from + self.cfg.wake_copy_bytes)
+            .find(|&idx| {
+                matches!(self.seg(idx).state, SegState::Sent { holders, last_holder, .. }
+                    if holders & p.bit() == 0 && (holders & alive).count_ones() == 1
+                        && mine <= self.wake_delay(last_holder))
+            })
+    }
+
     /// Ends a scan that found nothing: dead paths' copies have all been re-sent.
     pub(super) fn rescue_scan_found_nothing(&mut self) {
         self.dead_holders = false;

@@ -593,3 +593,74 @@ fn a_path_faster_than_one_frame_per_budget_sends_full_frames() {
     assert!(frames >= 4, "{frames} full frames in 8 polls");
     assert!(s.paths[0].in_flight() >= 4 * MAX_SEGMENT as u64);
 }
+
+/// A sender with the default configuration over two paths, polled once at `start` (the
+/// session's radios are awake then).
+fn default_sender(start: Instant) -> FbdtSender {
+    let params = crate::Config::default().stream_params();
+    let mut s = FbdtSender::new(&FbdtConfig::default(), params, 0, 64 << 20);
+    for p in 0..2 {
+        s.path_up(PathId(p), start);
+        assert_eq!(s.poll_transmit(PathId(p), 1 << 20, start, &mut Vec::new()), 0);
+    }
+    s
+}
+
+/// Issue 39: a short transfer after every path was idle goes out on a second path too, at
+/// once (the first radio to wake delivers it); once an ACK came back, or when the transfer
+/// is long, or after a short gap, nothing is copied.
+#[test]
+fn a_short_transfer_from_idle_is_copied_to_a_second_path_until_the_first_ack() {
+    let start = Instant::ZERO;
+    let mut s = default_sender(start);
+    let idle = start + Duration::from_millis(1000);
+    assert_eq!(s.write(&data(1700)), 1700);
+    let (mut first, mut copy) = (Vec::new(), Vec::new());
+    assert!(s.poll_transmit(PathId(1), 1 << 20, idle, &mut first) > 0);
+    // The other path, polled in the same instant (or at the timeout asked for), copies it.
+    assert!(s.poll_timeout().is_some_and(|t| t <= idle + Duration::from_millis(1)));
+    // (An ALIGN frame the layout change queued may go first.)
+    for _ in 0..2 {
+        copy.clear();
+        if s.poll_transmit(PathId(0), 1 << 20, idle, &mut copy) == first.len() {
+            break;
+        }
+    }
+    assert_eq!(first, copy, "the copy is the same DATA frame");
+    assert_eq!((s.stats.wake_episodes, s.stats.wake_copy_bytes), (1, 1700));
+    assert_eq!(s.poll_transmit(PathId(0), 1 << 20, idle, &mut Vec::new()), 0);
+
+    // The copy's ACK ends the episode: the next write goes out once.
+    let acked = idle + Duration::from_millis(6);
+    let a = Ack {
+        cum: s.space.seq(1700),
+        ..ack(&s, vec![PathRx { epoch: 0, bytes: 1700 }; 2])
+    };
+    s.on_ack(PathId(0), &a, acked).unwrap();
+    assert_eq!(s.write(&data(1700)), 1700);
+    let redundant = s.stats.redundant_bytes_sent;
+    for _ in 0..3 {
+        for p in 0..2 {
+            s.poll_transmit(PathId(p), 1 << 20, acked, &mut Vec::new());
+        }
+    }
+    assert_eq!(s.stats.bytes_sent, 3400);
+    assert_eq!(s.stats.redundant_bytes_sent, redundant, "sent once");
+    assert_eq!((s.stats.wake_episodes, s.stats.wake_copy_bytes), (1, 1700));
+
+    // A long transfer after idleness: no episode (its wake-up is a fraction of it).
+    let mut s = default_sender(start);
+    assert_eq!(s.write(&data(1 << 20)), 1 << 20);
+    s.poll_transmit(PathId(1), 1 << 20, idle, &mut Vec::new());
+    assert_eq!(s.stats.wake_episodes, 0);
+
+    // A short gap: the radios are taken to be awake.
+    let mut s = default_sender(start);
+    assert_eq!(s.write(&data(1700)), 1700);
+    let soon = start + Duration::from_millis(10);
+    s.poll_transmit(PathId(1), 1 << 20, soon, &mut Vec::new());
+    for _ in 0..2 {
+        s.poll_transmit(PathId(0), 1 << 20, soon, &mut Vec::new());
+    }
+    assert_eq!((s.stats.wake_episodes, s.stats.redundant_bytes_sent), (0, 0));
+}

@@ -23,6 +23,7 @@ impl FbdtSender {
             return 0;
         }
         self.checked_until = self.checked_until.max(now);
+        self.last_activity.get_or_insert(now);
         let unchanged = self.paths[path.index()]
             .idle
             .is_some_and(|idle| idle.holds(self.changes, room, now));
@@ -114,6 +115,15 @@ impl FbdtSender {
             None => self.rescue_scan_found_nothing(),
         }
         let Some(next) = self.lane_segment(path, now) else {
+            if let Some(idx) = self.wake_copy_segment(path) {
+                let len = self.seg(idx).len;
+                if len as usize <= payload_room && room >= Data::OVERHEAD {
+                    self.stats.wake_copy_bytes += u64::from(len);
+                    return self.emit_segments(path, idx, idx, now, out);
+                }
+                // No room for it now: the next poll with room finds it again (no idle memory).
+                return 0;
+            }
             *idle = quiet_until.map(|until| (usize::MAX, until));
             return 0;
         };
@@ -284,6 +294,10 @@ impl FbdtSender {
 
     /// Segment `idx` handed to `p` now: its state, the path's byte count and held copies.
     fn account_copy(&mut self, p: PathId, idx: u64, now: Instant) {
+        if self.seg(idx).state == SegState::Unsent {
+            self.maybe_start_wake_episode(idx, now);
+        }
+        self.last_activity = Some(now);
         let seg = self.seg(idx).clone();
         let expect = now + self.delivery_delay(p);
         let len = seg.len as usize;
@@ -342,6 +356,25 @@ impl FbdtSender {
                 off: seg.off,
                 due,
             });
+        }
+    }
+
+    /// New data goes out after every path has been idle for `wake_copies_after`: each
+    /// radio may be dozing, and which wakes first is unknown until an ACK comes back, so
+    /// the segments sent until then get a copy on a second path (`Resend::WakeCopy`).
+    fn maybe_start_wake_episode(&mut self, idx: u64, now: Instant) {
+        let Some(after) = self.cfg.wake_copies_after else { return };
+        // More waiting than the copies would cover: not a short transfer, and a wake-up
+        // is a fraction of it.
+        if self.stats.bytes_written.saturating_sub(self.stats.bytes_sent) > self.cfg.wake_copy_bytes {
+            return;
+        }
+        let quiet = self.paths.iter().all(|t| t.in_flight() == 0);
+        let idle_long = self.last_activity.is_some_and(|t| now.saturating_since(t) >= after);
+        if self.wake_episode.is_none() && quiet && idle_long && self.alive_mask().count_ones() > 1 {
+            self.wake_episode = Some(idx);
+            self.wake_poll_at = Some(now + crate::time::Duration::from_micros(1));
+            self.stats.wake_episodes += 1;
         }
     }
 
