@@ -17,12 +17,16 @@
 //!   independent simulator runs spread over cores.
 //! - [`agree`]: `fbdt-lab agree`, the simulator's TCP-level model against a testbed
 //!   suite (the command's arguments and its work; fbdt-lab only mounts it).
+//! - [`cotag_grid`]: paper 003's grid on the testbed (`fbdt-lab sweep --cotag`, the COTAG
+//!   section of `fbdt-lab paper`): its settings and points as data, the runs that fill
+//!   them, the paper's claims judged over them; the arguments stay in fbdt-lab.
 //!
 //! Dependencies point downward: the results model imports no backend; the backends fill it.
 
 pub mod agree;
 pub mod backend;
 pub mod campaign;
+pub mod cotag_grid;
 pub mod emu;
 pub mod error;
 pub mod faults;

@@ -9,7 +9,6 @@ mod run;
 mod slurm;
 mod stored;
 mod sweep;
-mod sweep_cotag;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};

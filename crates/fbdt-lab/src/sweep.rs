@@ -1,6 +1,7 @@
 //! `fbdt-lab sweep`: schemes × the values of one parameter in the simulator, run in
 //! parallel across cores (`--jobs`), with a progress bar and JSON; or, with `--cotag`,
-//! paper 003's grid on the testbed (correlation × PER × latency × T, sweep_cotag.rs).
+//! paper 003's grid on the testbed (correlation × PER × latency × T), whose runs and claims
+//! are `fbdt_harness::cotag_grid`; here its arguments.
 
 use std::path::PathBuf;
 use std::time::Instant as WallClock;
@@ -12,6 +13,7 @@ use fbdt_sim::PathModel;
 use indicatif::ProgressStyle;
 use serde::{Deserialize, Serialize};
 
+use fbdt_harness::cotag_grid::{Grid, GridReport, Point};
 use fbdt_harness::scheme;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -137,13 +139,13 @@ pub fn parse_values(text: &str) -> Result<Vec<f64>> {
 pub const COTAG_BASELINES: [&str; 5] = ["dual-rr", "mptcp", "fbdt", "tcp:ap1", "tcp:ap2"];
 
 /// The `--cotag` grid these options ask for, checked.
-pub fn cotag_grid(args: &SweepArgs) -> Result<crate::sweep_cotag::Grid> {
+pub fn cotag_grid(args: &SweepArgs) -> Result<Grid> {
     let baselines: Vec<String> = if args.schemes == ["fbdt"] {
         COTAG_BASELINES.iter().map(|s| s.to_string()).collect()
     } else {
         args.schemes.clone()
     };
-    let grid = crate::sweep_cotag::Grid {
+    let grid = Grid {
         correlations: args.correlations.clone(),
         per: args.per.clone(),
         latency_ms: args.latency.clone(),
@@ -159,26 +161,26 @@ pub fn cotag_grid(args: &SweepArgs) -> Result<crate::sweep_cotag::Grid> {
 }
 
 /// Runs the `--cotag` grid (root), writing the points done so far to `--json` after each.
-pub fn cotag_report(args: &SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<crate::sweep_cotag::GridReport> {
+pub fn cotag_report(args: &SweepArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<GridReport> {
     let grid = cotag_grid(args)?;
     if let Some(why) = fbdt_emu::skip_reason() {
         bail!("sweep --cotag runs on the emulated testbed, which needs root: {why}");
     }
-    let write = |points: &[crate::sweep_cotag::Point]| -> Result<()> {
+    let write = |points: &[Point]| -> Result<()> {
         if let Some(path) = &args.json {
-            let report = crate::sweep_cotag::GridReport::of(grid.clone(), points.to_vec());
+            let report = GridReport::of(grid.clone(), points.to_vec());
             fbdt_harness::results::write_json(path, &report)?;
         }
         Ok(())
     };
-    let points = crate::sweep_cotag::run_grid(&grid, testbed, write)?;
-    Ok(crate::sweep_cotag::GridReport::of(grid, points))
+    let points = fbdt_harness::cotag_grid::run_grid(&grid, testbed, write)?;
+    Ok(GridReport::of(grid, points))
 }
 
 /// Prints a `--cotag` grid's table and claims and writes its JSON if asked (the
 /// one-process run and the merge of a campaign alike).
-pub fn finish_cotag(report: &crate::sweep_cotag::GridReport, json: Option<&std::path::Path>) -> Result<()> {
-    for line in crate::sweep_cotag::describe(report) {
+pub fn finish_cotag(report: &GridReport, json: Option<&std::path::Path>) -> Result<()> {
+    for line in fbdt_harness::cotag_grid::describe(report) {
         println!("{line}");
     }
     if let Some(path) = json {

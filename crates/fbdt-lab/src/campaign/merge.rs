@@ -60,10 +60,10 @@ fn outputs<T: serde::de::DeserializeOwned>(done: &[CaseResult]) -> Result<Vec<T>
 }
 
 /// The points of COTAG cases (each a `sweep --cotag` over part of the grid), in order.
-fn cotag_points<'a>(done: impl Iterator<Item = &'a CaseResult>) -> Result<Vec<crate::sweep_cotag::Point>> {
+fn cotag_points<'a>(done: impl Iterator<Item = &'a CaseResult>) -> Result<Vec<fbdt_harness::cotag_grid::Point>> {
     let mut points = Vec::new();
     for r in done {
-        points.extend(output::<crate::sweep_cotag::GridReport>(r)?.points);
+        points.extend(output::<fbdt_harness::cotag_grid::GridReport>(r)?.points);
     }
     Ok(points)
 }
@@ -103,7 +103,7 @@ fn build(manifest: &Manifest, dir: &Path, done: &[CaseResult]) -> Result<()> {
         Stored::Paper(args) => crate::paper::merge(&args, dir, paper_parts(manifest, done)?),
         Stored::Sweep(args) if args.cotag => {
             let grid = crate::sweep::cotag_grid(&args)?;
-            let report = crate::sweep_cotag::GridReport::of(grid, cotag_points(done.iter())?);
+            let report = fbdt_harness::cotag_grid::GridReport::of(grid, cotag_points(done.iter())?);
             crate::sweep::finish_cotag(&report, Some(&dir.join("sweep.json")))
         }
         Stored::Sweep(args) => {
@@ -208,8 +208,8 @@ pub fn merge(args: MergeArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep_cotag::{GridReport, Point, PointScheme};
     use clap::Parser;
+    use fbdt_harness::cotag_grid::{GridReport, Point, PointScheme};
 
     #[derive(Parser)]
     struct Sweep {
@@ -223,7 +223,7 @@ mod tests {
 
     /// A point as a testbed run would report it, every scheme at `mbps` but COTAG ahead by
     /// the correlation (so the claims have something to judge).
-    fn point(grid: &crate::sweep_cotag::Grid, (corr, per, lat): &(String, f64, f64), mbps: f64) -> Point {
+    fn point(grid: &fbdt_harness::cotag_grid::Grid, (corr, per, lat): &(String, f64, f64), mbps: f64) -> Point {
         let bonus = match corr.as_str() {
             "neg" => 1.0,
             "zero" => 2.0,
@@ -277,7 +277,7 @@ mod tests {
         );
         let args = Sweep::parse_from(std::iter::once("x".to_string()).chain(command[1..].iter().cloned())).a;
         let grid = crate::sweep::cotag_grid(&args).unwrap();
-        let cells = crate::sweep_cotag::cells(&grid);
+        let cells = fbdt_harness::cotag_grid::cells(&grid);
         assert_eq!(cells.len(), 12);
         let cases = super::super::plan::sweep_cases_for_tests(&args);
         assert_eq!(cases.len(), cells.len());
@@ -296,7 +296,7 @@ mod tests {
             let one = crate::sweep::cotag_grid(&a).unwrap();
             assert_eq!(
                 serde_json::to_value(&one).unwrap(),
-                serde_json::to_value(crate::sweep_cotag::one_point(&grid, &cells[i])).unwrap()
+                serde_json::to_value(fbdt_harness::cotag_grid::one_point(&grid, &cells[i])).unwrap()
             );
             let p = point(&one, &cells[i], 10.0 + i as f64);
             CaseResult {
@@ -325,6 +325,6 @@ mod tests {
         let merged: serde_json::Value = serde_json::from_str(&text).unwrap();
         let whole = GridReport::of(grid, all);
         assert_eq!(merged, serde_json::to_value(&whole).unwrap());
-        assert_eq!(whole.claims[2].verdict, crate::sweep_cotag::Verdict::Pass, "{:?}", whole.claims);
+        assert_eq!(whole.claims[2].verdict, fbdt_harness::cotag_grid::Verdict::Pass, "{:?}", whole.claims);
     }
 }

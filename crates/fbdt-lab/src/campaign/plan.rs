@@ -157,7 +157,7 @@ fn paper_cases(args: &PaperArgs, gso_units: Option<u32>) -> Result<(PathBuf, Vec
     }
     if backend == BackendKind::Emu && !args.skip_cotag {
         for grid in crate::paper::cotag::plan(args.quick, args.scale) {
-            for cell in crate::sweep_cotag::cells(&grid) {
+            for cell in fbdt_harness::cotag_grid::cells(&grid) {
                 cases.push(cotag_case(&grid, &cell, gso_units));
             }
         }
@@ -209,9 +209,9 @@ fn workload_cases(args: &PaperArgs, gso_units: Option<u32>) -> Vec<Case> {
 }
 
 /// One point of a COTAG grid (`sweep --cotag` with one value on each axis).
-fn cotag_case(grid: &crate::sweep_cotag::Grid, cell: &(String, f64, f64), gso_units: Option<u32>) -> Case {
+fn cotag_case(grid: &fbdt_harness::cotag_grid::Grid, cell: &(String, f64, f64), gso_units: Option<u32>) -> Case {
     let (corr, per, lat) = cell;
-    let grid = &crate::sweep_cotag::one_point(grid, cell);
+    let grid = &fbdt_harness::cotag_grid::one_point(grid, cell);
     let join = |v: &[f64]| v.iter().map(|x| display_f64(*x)).collect::<Vec<_>>().join(",");
     let traffic = grid
         .traffic
@@ -261,7 +261,7 @@ fn cotag_case(grid: &crate::sweep_cotag::Grid, cell: &(String, f64, f64), gso_un
 fn sweep_cases(args: &SweepArgs, gso_units: Option<u32>) -> Result<Vec<Case>> {
     if args.cotag {
         let grid = crate::sweep::cotag_grid(args)?;
-        return Ok(crate::sweep_cotag::cells(&grid)
+        return Ok(fbdt_harness::cotag_grid::cells(&grid)
             .iter()
             .map(|cell| cotag_case(&grid, cell, gso_units))
             .collect());

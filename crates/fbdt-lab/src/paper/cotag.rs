@@ -1,6 +1,7 @@
 //! The COTAG section of `fbdt-lab paper` (testbed only): paper 003's burst traffic over a
-//! small grid of sweep_cotag.rs, its qualitative claims judged on faithful points, FBDT in
-//! the same table, one figure. Kept in `cotag.json` so `--render-only` reads it back.
+//! small grid of `fbdt_harness::cotag_grid`, its qualitative claims judged on faithful
+//! points, FBDT in the same table, one figure. Kept in `cotag.json` so `--render-only` reads
+//! it back.
 //!
 //! The claims are the COTAG paper's about a baseline, not FBDT's targets: they get their
 //! own table and do not enter the suite's target checks (whose verdict is FBDT's).
@@ -14,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use super::plot::Figure;
 use super::text::escape;
-use crate::sweep_cotag::{Grid, GridReport};
 use fbdt_font::FAMILY as FONT;
+use fbdt_harness::cotag_grid::{Grid, GridReport, Point};
 use fbdt_harness::traffic::Traffic;
 
 /// Where the section is kept between `paper` and `paper --render-only`.
@@ -50,7 +51,7 @@ pub fn plan(quick: bool, scale: Option<f64>) -> Vec<Grid> {
         vec![base(&["neg", "zero", "pos"], &[1.0]), base(&["pos"], &[5.0])]
     } else {
         vec![Grid {
-            correlations: crate::sweep_cotag::CORRELATIONS.iter().map(|s| s.to_string()).collect(),
+            correlations: fbdt_harness::cotag_grid::CORRELATIONS.iter().map(|s| s.to_string()).collect(),
             per: vec![0.0, 0.005],
             latency_ms: vec![0.0, 1.0, 5.0],
             periods_ms: vec![0.5, 1.0],
@@ -69,7 +70,7 @@ pub fn run(quick: bool, scale: Option<f64>, testbed: &fbdt_emu::TestbedOptions) 
     let grids = plan(quick, scale);
     let mut points = Vec::new();
     for g in &grids {
-        points.extend(crate::sweep_cotag::run_grid(g, testbed, |_| Ok(()))?);
+        points.extend(fbdt_harness::cotag_grid::run_grid(g, testbed, |_| Ok(()))?);
     }
     Ok(section(quick, &grids, points, started.elapsed().as_secs_f64()))
 }
@@ -77,7 +78,7 @@ pub fn run(quick: bool, scale: Option<f64>, testbed: &fbdt_emu::TestbedOptions) 
 /// The section of `grids`' `points` (every grid's, in order): one grid that spans them
 /// all, the claims judged over every point. The one-process run and the merge of a
 /// campaign (one case per point) alike.
-pub fn section(quick: bool, grids: &[Grid], points: Vec<crate::sweep_cotag::Point>, wall_s: f64) -> CotagSection {
+pub fn section(quick: bool, grids: &[Grid], points: Vec<Point>, wall_s: f64) -> CotagSection {
     let mut grid = grids[0].clone();
     for g in &grids[1..] {
         for c in &g.correlations {
@@ -98,7 +99,7 @@ pub fn section(quick: bool, grids: &[Grid], points: Vec<crate::sweep_cotag::Poin
     }
 }
 
-fn label(p: &crate::sweep_cotag::Point) -> String {
+fn label(p: &Point) -> String {
     format!("{} {}% {}ms", p.correlation, p.per * 100.0, p.latency_ms)
 }
 
@@ -178,9 +179,9 @@ pub fn html(h: &mut String, s: &CotagSection) {
     );
     for c in &r.claims {
         let class = match c.verdict {
-            crate::sweep_cotag::Verdict::Pass => "PASS",
-            crate::sweep_cotag::Verdict::Miss => "MISS",
-            crate::sweep_cotag::Verdict::Unfaithful => "UNF",
+            fbdt_harness::cotag_grid::Verdict::Pass => "PASS",
+            fbdt_harness::cotag_grid::Verdict::Miss => "MISS",
+            fbdt_harness::cotag_grid::Verdict::Unfaithful => "UNF",
         };
         let _ = writeln!(
             h,

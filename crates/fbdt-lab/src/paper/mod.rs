@@ -468,7 +468,7 @@ fn render_existing(
         .and_then(|t| serde_json::from_str::<cotag::CotagSection>(&t).ok())
         .map(|mut c| {
             // Judged again from the stored points, so the verdicts follow this build's rules.
-            c.report.claims = crate::sweep_cotag::claims(&c.report.points);
+            c.report.claims = fbdt_harness::cotag_grid::claims(&c.report.points);
             c
         });
     eprintln!(
@@ -501,7 +501,7 @@ pub(crate) struct CampaignParts {
     /// The workloads section: one part per workload scenario.
     pub workloads: Vec<workloads::WorkloadSection>,
     /// The COTAG section: every point of its grids.
-    pub cotag_points: Vec<crate::sweep_cotag::Point>,
+    pub cotag_points: Vec<fbdt_harness::cotag_grid::Point>,
     /// The cases' run time added up: all of them, the workloads', the COTAG section's.
     pub wall_s: f64,
     pub workloads_wall_s: f64,
@@ -756,7 +756,7 @@ fn print_checks(s: &Summary) {
     }
     if let Some(c) = &s.cotag {
         println!("\nCOTAG (paper 003) claims, faithful points only:");
-        for line in crate::sweep_cotag::describe(&c.report) {
+        for line in fbdt_harness::cotag_grid::describe(&c.report) {
             println!("  {line}");
         }
     }

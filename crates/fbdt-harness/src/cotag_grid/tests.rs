@@ -1,3 +1,6 @@
+use std::collections::BTreeMap;
+
+use super::claims::beats;
 use super::*;
 
 fn fid() -> RunFidelity {
