@@ -489,6 +489,9 @@ impl Connection {
         now: Instant,
     ) -> Result<(), ProtocolError> {
         if payload.is_empty() {
+            if let Some(frame) = self.whole_control_frame(path, head) {
+                return self.settle(path, now, |conn| conn.on_frame(path, frame, &Bytes::new(), now));
+            }
             return self.handle_recv(path, head, now);
         }
         if self.paths.get(path.index()).is_some_and(|io| !io.rx.is_empty()) {
@@ -501,6 +504,23 @@ impl Connection {
             let frame = Frame::parse_split(head, payload).map_err(|source| ProtocolError::Wire { path, source })?;
             conn.on_frame(path, frame, payload, now)
         })
+    }
+
+    /// `head` as one whole frame with no payload to keep (not DATA or MP_DATA) on a path
+    /// with nothing buffered: `handle_recv` would parse exactly this frame out of the
+    /// path's read buffer and nothing else, so it need not go through it (a copy, a split
+    /// and an allocation for every ACK the simulator hands over). None when anything
+    /// differs, and for bytes that do not parse (`handle_recv` reports those).
+    fn whole_control_frame<'h>(&self, path: PathId, head: &'h [u8]) -> Option<Frame<'h>> {
+        if self.closed || !self.paths.get(path.index())?.rx.is_empty() {
+            return None;
+        }
+        match Frame::parse(head) {
+            Ok((frame, used)) if used == head.len() && !matches!(frame, Frame::Data(_) | Frame::MpData(_)) => {
+                Some(frame)
+            }
+            _ => None,
+        }
     }
 
     /// Parses what `buf` holds for `path` and settles the outcome ([`Connection::settle`]);

@@ -80,8 +80,23 @@ const LOW_WATER: f64 = 0.5;
 /// [`Link::lazy_until`] of a pipe lazy for good.
 const ALWAYS: Instant = Instant::from_micros(u64::MAX);
 
+/// `s` rounded up to a whole microsecond, `(s * 1e6).ceil().max(0.0) as u64` without
+/// `ceil`'s library call (the baseline x86-64 target has no rounding instruction, and
+/// every chunk end is rounded so): below 2^52 the cast truncates a positive `us` and
+/// adds one when it dropped a fraction; from 2^52 on `us` is whole (the cast saturates as
+/// before); a negative, zero or NaN `us` is 0 as `max(0.0)` made it.
 fn instant_ceil(s: f64) -> Instant {
-    Instant::from_micros((s * 1e6).ceil().max(0.0) as u64)
+    const FRACTIONS_END: f64 = (1u64 << 52) as f64;
+    let us = s * 1e6;
+    let micros = if us > 0.0 && us < FRACTIONS_END {
+        let whole = us as u64;
+        whole + u64::from((whole as f64) < us)
+    } else if us > 0.0 {
+        us as u64
+    } else {
+        0
+    };
+    Instant::from_micros(micros)
 }
 
 /// `t` rounded up to a multiple of `grain_us` µs (0: `t` itself).
@@ -1064,6 +1079,26 @@ mod tests {
         let share = shared.solve(0, info.cwnd_bytes as f64, 0.002, 200e6).rate;
         assert!(share < 25e6 && share > 0.0, "{share}");
         assert!(info.rate <= share * (1.0 + 1e-9), "{} above its share {share}", info.rate);
+    }
+
+    #[test]
+    fn instant_ceil_rounds_up_as_ceil_does() {
+        let reference = |s: f64| (s * 1e6).ceil().max(0.0) as u64;
+        let mut cases = vec![
+            0.0, -0.0, -1e-9, 1e-300, 1e-6, 1.000_000_1e-6, 0.999_999_9e-6, 2.5, 4_503_599_627.370_495_5,
+            4_503_599_627.370_496, 1e13, 1e19, 1e300, f64::MAX, f64::NAN, f64::INFINITY, f64::NEG_INFINITY,
+        ];
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let s = (x >> 11) as f64 / (1u64 << 53) as f64 * 10f64.powi((x % 10) as i32 - 3);
+            cases.extend([s, f64::from_bits(s.to_bits() + 1), (s * 1e6).round() / 1e6]);
+        }
+        for s in cases {
+            assert_eq!(instant_ceil(s).as_micros(), reference(s), "{s:e}");
+        }
     }
 
     #[test]

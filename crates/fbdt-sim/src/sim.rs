@@ -106,8 +106,14 @@ impl PathSim {
         let rate = self.data.rate();
         // A pipe's report changes only with its rate and delay (schedule steps), and with
         // what it holds.
-        if self.reported_for == Some((rate, rtt)) && self.reported.unacked_bytes == unacked_bytes {
-            return false;
+        if self.reported_for == Some((rate, rtt)) {
+            if self.reported.unacked_bytes == unacked_bytes {
+                return false;
+            }
+            // Only what it holds moved (at most steps): the rest is made of the same rate
+            // and delay, so it stays as it was made.
+            self.reported.unacked_bytes = unacked_bytes;
+            return true;
         }
         self.reported_for = Some((rate, rtt));
         self.reported = PathStats {
