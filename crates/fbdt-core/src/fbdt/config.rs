@@ -180,9 +180,9 @@ pub struct FbdtConfig {
     pub unsent_budget: Option<Duration>,
     /// Radios doze when idle (802.11 power save, a WiGig beam dropped, 5G DRX), and which
     /// of them wakes first is unknown until an ACK comes back: after every path has been
-    /// idle this long, the segments sent until the first ACK also go to a second path at
-    /// once, so a small transfer from idle takes the radio that wakes first, at the price
-    /// of its bytes twice (issue 39). Below common power-save timeouts (100–200 ms), above
+    /// idle this long, the first `wake_copy_bytes` sent also go to a second path as soon
+    /// as it has nothing of its own, until the first ACK, so a small transfer from idle
+    /// takes the radio that wakes first, at the price of its bytes twice (issue 39). Below common power-save timeouts (100–200 ms), above
     /// the gaps of an active exchange. `None`: off (the paper's FBDT).
     pub wake_copies_after: Option<Duration>,
     /// How much of an episode's data gets a wake copy, from its first byte. A wake-up

@@ -245,9 +245,9 @@ pub struct FbdtSender {
     /// The last time a segment was handed to a path or an ACK arrived; the first poll's
     /// time before either (a session starts with its radios awake from the handshake).
     last_activity: Option<Instant>,
-    /// A wake episode (`Resend::WakeCopy`): data was sent after every path had been idle
-    /// for `FbdtConfig::wake_copies_after`; segments from this index on get a copy on a
-    /// second path until the first ACK arrives.
+    /// A wake episode (`wake_copy_segment`): data was sent after every path had been idle
+    /// for `FbdtConfig::wake_copies_after`; the first `wake_copy_bytes` from this segment
+    /// on get a copy on a second path until the first ACK arrives.
     wake_episode: Option<u64>,
     /// Just after a wake episode began: a driver that polls its paths in turn (the
     /// simulator) may have polled the others before it, so the sender asks for a poll

@@ -243,8 +243,9 @@ impl FbdtSender {
         let first = self.wake_episode?;
         let alive = self.alive_mask();
         let mine = self.wake_delay(p);
-        let from = self.seg(first.max(self.seg_base)).off;
-        (first.max(self.seg_base)..self.seg_base + self.segs.len() as u64)
+        let lo = first.max(self.seg_base);
+        let from = self.segs.get((lo - self.seg_base) as usize)?.off;
+        (lo..self.seg_base + self.segs.len() as u64)
             .take_while(|&idx| self.seg(idx).off < from + self.cfg.wake_copy_bytes)
             .find(|&idx| {
                 matches!(self.seg(idx).state, SegState::Sent { holders, last_holder, .. }
