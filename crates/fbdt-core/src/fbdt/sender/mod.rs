@@ -245,14 +245,19 @@ pub struct FbdtSender {
     /// The last time a segment was handed to a path or an ACK arrived; the first poll's
     /// time before either (a session starts with its radios awake from the handshake).
     last_activity: Option<Instant>,
-    /// A wake episode (`wake_copy_segment`): data was sent after every path had been idle
-    /// for `FbdtConfig::wake_copies_after`; the first `wake_copy_bytes` from this segment
-    /// on get a copy on a second path until the first ACK arrives.
-    wake_episode: Option<u64>,
-    /// Just after a wake episode began: a driver that polls its paths in turn (the
-    /// simulator) may have polled the others before it, so the sender asks for a poll
-    /// then (`next_timeout`) for them to send their copies.
-    wake_poll_at: Option<Instant>,
+    /// A wake episode (`wake_copy_segment`), from its first segment until the first ACK.
+    wake_episode: Option<WakeEpisode>,
+}
+
+/// Data was sent after every path had been idle for `FbdtConfig::wake_copies_after`: the
+/// first `wake_copy_bytes` from segment `first` on get a copy on a second path.
+#[derive(Clone, Copy, Debug)]
+struct WakeEpisode {
+    first: u64,
+    /// Just after it began: a driver that polls its paths in turn (the simulator) may have
+    /// polled the others before it, so the sender asks for a poll then (`next_timeout`)
+    /// for them to send their copies.
+    poll_at: Instant,
 }
 
 impl FbdtSender {
@@ -288,7 +293,6 @@ impl FbdtSender {
             arrived: Vec::new(),
             last_activity: None,
             wake_episode: None,
-            wake_poll_at: None,
         }
     }
 
@@ -597,8 +601,8 @@ impl FbdtSender {
                 consider(self.stall_deadline(PathId::slot(i)));
             }
         }
-        if let Some(t) = self.wake_poll_at.filter(|_| self.wake_episode.is_some()) {
-            consider(t);
+        if let Some(episode) = self.wake_episode {
+            consider(episode.poll_at);
         }
         next
     }

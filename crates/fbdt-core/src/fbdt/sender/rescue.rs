@@ -240,7 +240,7 @@ impl FbdtSender {
     /// own to send, so the copies never delay a lane — and unless `p` is known to wake
     /// later than the holder (`wake.rs`): a copy there would only wake it for nothing.
     pub(super) fn wake_copy_segment(&self, p: PathId) -> Option<u64> {
-        let first = self.wake_episode?;
+        let first = self.wake_episode?.first;
         let alive = self.alive_mask();
         let mine = self.wake_delay(p);
         let lo = first.max(self.seg_base);

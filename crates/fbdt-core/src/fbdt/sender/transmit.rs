@@ -4,7 +4,7 @@
 //! limit.
 
 use super::rescue::RescueScope;
-use super::{FbdtSender, HeldCopy, IdlePoll, Resend, SegState};
+use super::{FbdtSender, HeldCopy, IdlePoll, Resend, SegState, WakeEpisode};
 use crate::path::PathId;
 use crate::time::Instant;
 use crate::wire::{Data, Frame, FrameOut, MAX_SEGMENT};
@@ -361,19 +361,25 @@ impl FbdtSender {
 
     /// New data goes out after every path has been idle for `wake_copies_after`: each
     /// radio may be dozing, and which wakes first is unknown until an ACK comes back, so
-    /// the segments sent until then get a copy on a second path (`Resend::WakeCopy`).
+    /// the first `wake_copy_bytes` get a copy on a second path (`wake_copy_segment`).
+    /// Called for every segment's first send: the test that fails while data flows (the
+    /// last send was just now) comes first.
     fn maybe_start_wake_episode(&mut self, idx: u64, now: Instant) {
         let Some(after) = self.cfg.wake_copies_after else { return };
+        let idle_long = self.last_activity.is_some_and(|t| now.saturating_since(t) >= after);
         // More waiting than the copies would cover: not a short transfer, and a wake-up
         // is a fraction of it.
-        if self.stats.bytes_written.saturating_sub(self.stats.bytes_sent) > self.cfg.wake_copy_bytes {
-            return;
-        }
-        let quiet = self.paths.iter().all(|t| t.in_flight() == 0);
-        let idle_long = self.last_activity.is_some_and(|t| now.saturating_since(t) >= after);
-        if self.wake_episode.is_none() && quiet && idle_long && self.alive_mask().count_ones() > 1 {
-            self.wake_episode = Some(idx);
-            self.wake_poll_at = Some(now + crate::time::Duration::from_micros(1));
+        let short = self.stats.bytes_written.saturating_sub(self.stats.bytes_sent) <= self.cfg.wake_copy_bytes;
+        if idle_long
+            && short
+            && self.wake_episode.is_none()
+            && self.paths.iter().all(|t| t.in_flight() == 0)
+            && self.alive_mask().count_ones() > 1
+        {
+            self.wake_episode = Some(WakeEpisode {
+                first: idx,
+                poll_at: now + crate::time::Duration::from_micros(1),
+            });
             self.stats.wake_episodes += 1;
         }
     }
