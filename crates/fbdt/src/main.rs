@@ -201,21 +201,36 @@ pub struct NetArgs {
     /// this many ms (at least two windows), as TCP_NOTSENT_LOWAT bounds a socket's unsent
     /// bytes; a stream relayed beside a bulk one then waits milliseconds, not seconds.
     /// `off`: the whole 32 MiB send buffer may fill (the earlier behaviour).
-    #[arg(long, value_name = "MS|off", default_value = "5", value_parser = parse_unsent_budget)]
-    pub unsent_budget: UnsentBudget,
+    #[arg(long, value_name = "MS|off", default_value = "5", value_parser = parse_ms_or_off)]
+    pub unsent_budget: MsOrOff,
+    /// Once every path has been idle this many ms, the first 128 KiB sent next also go to a
+    /// second free path until the first ACK, so a radio waking from power save does not
+    /// hold a short transfer (docs/workloads.md, "Wake copies"). `off`: never copy.
+    #[arg(long, value_name = "MS|off", value_parser = parse_ms_or_off,
+          default_value_t = MsOrOff(Some(fbdt_core::fbdt::DEFAULT_WAKE_COPIES_AFTER)))]
+    pub wake_copies: MsOrOff,
 }
 
-/// `--unsent-budget`: a time, or none.
+/// A time in milliseconds (0.1 ms to 10 s), or `off`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct UnsentBudget(Option<fbdt_core::Duration>);
+pub struct MsOrOff(Option<fbdt_core::Duration>);
 
-fn parse_unsent_budget(s: &str) -> Result<UnsentBudget, String> {
+impl std::fmt::Display for MsOrOff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            None => f.write_str("off"),
+            Some(d) => write!(f, "{}", d.as_secs_f64() * 1e3),
+        }
+    }
+}
+
+fn parse_ms_or_off(s: &str) -> Result<MsOrOff, String> {
     if s == "off" {
-        return Ok(UnsentBudget(None));
+        return Ok(MsOrOff(None));
     }
     match s.parse::<f64>() {
         Ok(ms) if ms.is_finite() && (0.1..=10_000.0).contains(&ms) => {
-            Ok(UnsentBudget(Some(fbdt_core::Duration::from_secs_f64(ms / 1e3))))
+            Ok(MsOrOff(Some(fbdt_core::Duration::from_secs_f64(ms / 1e3))))
         }
         _ => Err(format!("`{s}`: expected milliseconds in 0.1..=10000, or `off`")),
     }
@@ -242,6 +257,7 @@ impl NetArgs {
                 fbdt.window = window;
             }
             fbdt.unsent_budget = self.unsent_budget.0;
+            fbdt.wake_copies_after = self.wake_copies.0;
         }
         cfg
     }
@@ -279,6 +295,30 @@ mod tests {
             "",
         ] {
             assert!(parse_window(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn wake_copies_default_to_the_core_and_take_ms_or_off() {
+        use clap::Parser;
+        use fbdt_core::Duration;
+        #[derive(Parser)]
+        struct Args {
+            #[command(flatten)]
+            net: super::NetArgs,
+        }
+        let wake = |flags: &[&str]| -> Result<Option<Duration>, String> {
+            let args = Args::try_parse_from(["fbdt", "--plaintext"].iter().chain(flags))
+                .map_err(|e| e.to_string())?;
+            let cfg = args.net.client_config().map_err(|e| e.to_string())?;
+            Ok(cfg.core.fbdt().expect("fbdt scheme").wake_copies_after)
+        };
+        assert_eq!(wake(&[]), Ok(Some(fbdt_core::fbdt::DEFAULT_WAKE_COPIES_AFTER)));
+        assert_eq!(wake(&["--wake-copies", "off"]), Ok(None));
+        assert_eq!(wake(&["--wake-copies", "30"]), Ok(Some(Duration::from_millis(30))));
+        for bad in ["0", "-5", "never", "20000"] {
+            let e = wake(&[&format!("--wake-copies={bad}")]).unwrap_err();
+            assert!(e.contains("0.1..=10000"), "{bad}: {e}");
         }
     }
 

@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use fbdt_scenario::Scenario;
 
 /// The options the binaries take, as a scheme names them (for the error message).
-const TAKEN: &str = "cc, rtofloor, window, budget, unsent, tls";
+const TAKEN: &str = "cc, rtofloor, window, budget, unsent, wake, tls";
 
 /// The flags of `fbdt serve` and `fbdt proxy` (the same for both) that run scheme `name`;
 /// empty for the bare `fbdt` (the binary's defaults: among them a 5-ms unsent budget and
@@ -42,6 +42,7 @@ pub fn flags(name: &str, scenario: &Scenario) -> Result<Vec<String>> {
             "window" if value != "paper" => out.extend(["--window".to_string(), value.to_string()]),
             "budget" => out.extend(["--window".to_string(), format!("budget={value}")]),
             "unsent" => out.extend(["--unsent-budget".to_string(), value.to_string()]),
+            "wake" => out.extend(["--wake-copies".to_string(), value.to_string()]),
             "window" => refused.push("window=paper"),
             other => refused.push(other),
         }
@@ -76,6 +77,8 @@ mod tests {
         assert_eq!(f("fbdt+budget=2"), ["--window", "budget=2"]);
         assert_eq!(f("fbdt+window=64k"), ["--window", "64k"]);
         assert_eq!(f("fbdt+rtofloor=on"), ["--rto-floor"]);
+        assert_eq!(f("fbdt+wake=off"), ["--wake-copies", "off"]);
+        assert_eq!(f("fbdt+wake=30"), ["--wake-copies", "30"]);
         let wigig = s.path_index("wigig").unwrap();
         assert_eq!(f("fbdt+cc=wigig:bbr"), ["--congestion".to_string(), format!("{wigig}=bbr")]);
         assert_eq!(
