@@ -12,13 +12,12 @@ use crate::wire::{Ack, MAX_PATHS};
 impl FbdtSender {
     pub(super) fn on_ack(&mut self, path: PathId, ack: &Ack, now: Instant) -> Result<(), ProtocolError> {
         self.ensure_path(path);
-        // Some radio is awake: the copies of a wake episode have done their work.
-        self.wake_episode = None;
         self.last_activity = Some(now);
         let cum = self.space.offset(ack.cum, self.stream.una()).ok_or(ProtocolError::AckOfUnsent)?;
         if cum > self.loaded {
             return Err(ProtocolError::AckOfUnsent);
         }
+        self.note_awake(path, cum);
         // An ACK that travelled a slow path may be older than what we know: use only what
         // moves us forward.
         self.right_edge = self.right_edge.max(cum + u64::from(ack.window));
@@ -221,6 +220,22 @@ impl FbdtSender {
                 self.failed.push_back(p);
                 self.path_down(p, now);
             }
+        }
+    }
+}
+
+impl FbdtSender {
+    /// An ACK came on `path`: that radio is awake. A wake episode ends once every live
+    /// path is, or once its copied range (or all that was loaded) is acknowledged; until
+    /// then the awake paths copy what only a silent one holds (`wake_copy_segment`) —
+    /// a transfer longer than one round of the first path to wake is not left behind a
+    /// radio still asleep.
+    fn note_awake(&mut self, path: PathId, cum: u64) {
+        let alive = self.alive_mask();
+        let Some(episode) = &mut self.wake_episode else { return };
+        episode.awake |= path.bit();
+        if alive & !episode.awake == 0 || cum >= episode.end.min(self.loaded) {
+            self.wake_episode = None;
         }
     }
 }

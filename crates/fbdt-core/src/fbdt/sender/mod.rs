@@ -245,7 +245,8 @@ pub struct FbdtSender {
     /// The last time a segment was handed to a path or an ACK arrived; the first poll's
     /// time before either (a session starts with its radios awake from the handshake).
     last_activity: Option<Instant>,
-    /// A wake episode (`wake_copy_segment`), from its first segment until the first ACK.
+    /// A wake episode (`wake_copy_segment`), from its first segment until every live path
+    /// has shown it is awake or its bytes are acknowledged.
     wake_episode: Option<WakeEpisode>,
 }
 
@@ -254,6 +255,11 @@ pub struct FbdtSender {
 #[derive(Clone, Copy, Debug)]
 struct WakeEpisode {
     first: u64,
+    /// Stream offset where the copied range ends (`first`'s offset + `wake_copy_bytes`).
+    end: u64,
+    /// Paths that sent an ACK since the episode began: awake, so what they hold needs no
+    /// copy, and they copy what the others hold without waiting for a learned wake-up.
+    awake: u32,
     /// Just after it began: a driver that polls its paths in turn (the simulator) may have
     /// polled the others before it, so the sender asks for a poll then (`next_timeout`)
     /// for them to send their copies.

@@ -235,21 +235,22 @@ impl FbdtSender {
         None
     }
 
-    /// During a wake episode, the lowest segment among its first `wake_copy_bytes` that
-    /// only one live path holds and `p` does not: `p` copies it when it has nothing of its
-    /// own to send, so the copies never delay a lane — and unless `p` is known to wake
-    /// later than the holder (`wake.rs`): a copy there would only wake it for nothing.
+    /// During a wake episode, the lowest segment of its copied range that only one live
+    /// path holds, not yet shown awake, and `p` does not: `p` copies it when it has nothing
+    /// of its own to send, so the copies never delay a lane — and, while `p` has not shown
+    /// it is awake either, unless it is known to wake later than the holder (`wake.rs`): a
+    /// copy there would only wake it for nothing.
     pub(super) fn wake_copy_segment(&self, p: PathId) -> Option<u64> {
-        let first = self.wake_episode?.first;
+        let episode = self.wake_episode?;
         let alive = self.alive_mask();
-        let mine = self.wake_delay(p);
-        let lo = first.max(self.seg_base);
-        let from = self.segs.get((lo - self.seg_base) as usize)?.off;
+        let mine = if episode.awake & p.bit() != 0 { f64::NEG_INFINITY } else { self.wake_delay(p) };
+        let lo = episode.first.max(self.seg_base);
         (lo..self.seg_base + self.segs.len() as u64)
-            .take_while(|&idx| self.seg(idx).off < from + self.cfg.wake_copy_bytes)
+            .take_while(|&idx| self.seg(idx).off < episode.end)
             .find(|&idx| {
                 matches!(self.seg(idx).state, SegState::Sent { holders, last_holder, .. }
                     if holders & p.bit() == 0 && (holders & alive).count_ones() == 1
+                        && holders & episode.awake == 0
                         && mine <= self.wake_delay(last_holder))
             })
     }

@@ -606,6 +606,55 @@ fn default_sender(start: Instant) -> FbdtSender {
     s
 }
 
+/// Issue 39: the first ACK of a wake episode shows one radio awake, not the other: the
+/// awake path goes on copying what only the silent one holds (a transfer longer than one
+/// round of the first path to wake is not left behind a radio still asleep), and nothing
+/// once both have answered.
+#[test]
+fn after_the_first_ack_the_awake_path_copies_what_the_silent_one_holds() {
+    let start = Instant::ZERO;
+    let mut s = default_sender(start);
+    let idle = start + Duration::from_millis(1000);
+    let seg = crate::Config::default().stream_params().segment_size as usize;
+    let len = 4 * seg;
+    assert_eq!(s.write(&data(len)), len);
+    // Path 1 takes what its lane gives it; path 0, with room for one frame, sends one
+    // segment (its own or a copy) before its ACK.
+    assert!(s.poll_transmit(PathId(1), 1 << 20, idle, &mut Vec::new()) > 0);
+    assert!(s.poll_transmit(PathId(0), seg + Data::OVERHEAD, idle, &mut Vec::new()) > 0);
+    let held_by = |s: &FbdtSender, p: u8| -> Vec<u64> {
+        (s.seg_base..s.seg_base + s.segs.len() as u64)
+            .filter(|&i| matches!(s.seg(i).state, SegState::Sent { holders, .. } if holders == PathId(p).bit()))
+            .collect()
+    };
+    let silent_only = held_by(&s, 1);
+    assert!(!silent_only.is_empty(), "path 1 holds segments no other path has");
+
+    // Path 0's ACK (nothing new delivered yet): path 0 is awake, path 1 not heard from.
+    let woke = idle + Duration::from_millis(6);
+    s.on_ack(PathId(0), &ack(&s, vec![PathRx { epoch: 0, bytes: 0 }; 2]), woke).unwrap();
+    let copied = s.stats.wake_copy_bytes;
+    for _ in 0..8 {
+        s.poll_transmit(PathId(0), 1 << 20, woke, &mut Vec::new());
+    }
+    assert!(held_by(&s, 1).is_empty(), "path 0 copied {silent_only:?}");
+    assert!(s.stats.wake_copy_bytes > copied);
+
+    // Path 1 answers too: the episode is over, a further write goes out once.
+    let both = woke + Duration::from_millis(1);
+    s.on_ack(PathId(1), &ack(&s, vec![PathRx { epoch: 0, bytes: 0 }; 2]), both).unwrap();
+    assert!(s.wake_episode.is_none());
+    let redundant = s.stats.redundant_bytes_sent;
+    assert_eq!(s.write(&data(1700)), 1700);
+    for _ in 0..3 {
+        for p in 0..2 {
+            s.poll_transmit(PathId(p), 1 << 20, both, &mut Vec::new());
+        }
+    }
+    assert_eq!(s.stats.bytes_sent, len as u64 + 1700);
+    assert_eq!(s.stats.redundant_bytes_sent, redundant, "sent once");
+}
+
 /// Issue 39: a short transfer after every path was idle goes out on a second path too, at
 /// once (the first radio to wake delivers it); once an ACK came back, or when the transfer
 /// is long, or after a short gap, nothing is copied.

@@ -378,6 +378,8 @@ impl FbdtSender {
         {
             self.wake_episode = Some(WakeEpisode {
                 first: idx,
+                end: self.seg(idx).off + self.cfg.wake_copy_bytes,
+                awake: 0,
                 poll_at: now + crate::time::Duration::from_micros(1),
             });
             self.stats.wake_episodes += 1;
