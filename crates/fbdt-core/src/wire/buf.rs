@@ -57,7 +57,7 @@ pub fn frame_bytes_missing(buf: &[u8]) -> usize {
 /// allocation `prepare_recv_buf` made for it (a frame longer than a block got one sized
 /// for it plus one read).
 pub fn recv_pin(len: usize) -> usize {
-    RECV_BLOCK.max(len + super::HEADER_LEN + super::frames::MP_DATA_FIXED + RECV_MIN_READ)
+    RECV_BLOCK.max(len + super::HEADER_LEN + super::layout::MP_DATA_FIXED + RECV_MIN_READ)
 }
 
 /// Where a sender puts a frame: a `Vec<u8>` (everything copied) or a [`FrameBuf`]

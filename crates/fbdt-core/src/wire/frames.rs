@@ -1,22 +1,13 @@
 //! Frame bodies. Offsets are written out next to each type; `parse` checks the exact body
 //! length for fixed-size frames and every count against its bound before allocating.
 
-use super::{
-    be_u16, be_u32, be_u64, Error, FrameType, ShortList, ACK_INLINE_PATHS, ACK_INLINE_RANGES, MAGIC, MAX_ACK_RANGES,
-    MAX_LANES, MAX_PATHS, MAX_REASON, VERSION,
+use super::layout::{
+    be_u16, be_u32, be_u64, Error, FrameType, Header, ACK_FIXED, ACK_INLINE_PATHS, ACK_INLINE_RANGES, ALIGN_FIXED,
+    CLOSE_FIXED, DATA_ACK_FIXED, DATA_FIXED, HEADER_LEN, HELLO_LEN, JOIN_LEN, JOIN_OK_LEN, LANE_LEN, MAGIC,
+    MAX_ACK_RANGES, MAX_LANES, MAX_PATHS, MAX_REASON, MP_DATA_FIXED, PATH_RX_LEN, VERSION,
 };
+use super::short_list::ShortList;
 use crate::seq::Seq;
-
-pub(super) const HELLO_LEN: usize = 56;
-pub(super) const JOIN_LEN: usize = 48;
-pub(super) const JOIN_OK_LEN: usize = 40;
-pub(super) const DATA_FIXED: usize = 4;
-pub(super) const ACK_FIXED: usize = 12;
-pub(super) const ALIGN_FIXED: usize = 16;
-pub(super) const LANE_LEN: usize = 12;
-pub(super) const CLOSE_FIXED: usize = 4;
-pub(super) const MP_DATA_FIXED: usize = 8;
-pub(super) const DATA_ACK_FIXED: usize = 16;
 
 /// Marks "no path" in an ALIGN lane end.
 pub const NO_PATH: u8 = 0xff;
@@ -237,7 +228,7 @@ impl<'a> Data<'a> {
     /// `len` bytes that the caller appends right after; avoids building a `Data` that
     /// borrows the sender's buffer.
     pub fn emit_header(seq: Seq, fin: bool, len: usize, out: &mut Vec<u8>) {
-        super::Header {
+        Header {
             kind: FrameType::Data,
             flags: if fin { FLAG_FIN } else { 0 },
             body_len: DATA_FIXED + len,
@@ -247,7 +238,7 @@ impl<'a> Data<'a> {
     }
 
     /// Bytes of header before a DATA payload.
-    pub const OVERHEAD: usize = super::HEADER_LEN + DATA_FIXED;
+    pub const OVERHEAD: usize = HEADER_LEN + DATA_FIXED;
 }
 
 /// ACK: the receiver's state, sent on every live path (any path acknowledges any path's
@@ -282,9 +273,6 @@ pub struct PathRx {
     pub epoch: u32,
     pub bytes: u64,
 }
-
-/// Bytes of one [`PathRx`] on the wire.
-pub(super) const PATH_RX_LEN: usize = 12;
 
 impl Ack {
     pub(super) fn parse(b: &[u8]) -> Result<Self, Error> {
@@ -533,7 +521,7 @@ impl<'a> MpData<'a> {
 
     /// Appends an MP_DATA header for a payload of `len` bytes the caller appends next.
     pub fn emit_header(dsn: u64, fin: bool, len: usize, out: &mut Vec<u8>) {
-        super::Header {
+        Header {
             kind: FrameType::MpData,
             flags: if fin { FLAG_FIN } else { 0 },
             body_len: MP_DATA_FIXED + len,
@@ -543,7 +531,7 @@ impl<'a> MpData<'a> {
     }
 
     /// Bytes of header before an MP_DATA payload.
-    pub const OVERHEAD: usize = super::HEADER_LEN + MP_DATA_FIXED;
+    pub const OVERHEAD: usize = HEADER_LEN + MP_DATA_FIXED;
 }
 
 /// DATA_ACK: the meta-level cumulative ACK and the ONE receive window shared by all paths.
