@@ -25,7 +25,7 @@ pub async fn serve_streams(session: fbdt_net::Session, allow: Arc<AllowList>, wh
     ) {
         Ok(m) => m,
         Err(e) => {
-            crate::log!("{who}: {e}");
+            log!("{who}: {e}");
             return;
         }
     };
@@ -40,7 +40,7 @@ async fn serve_stream(mut stream: MuxStream, request: &[u8], allow: &AllowList, 
     let dest = match Destination::decode(request) {
         Ok(d) => d,
         Err(e) => {
-            crate::log!("{who} stream {id}: bad request: {e:#}");
+            log!("{who} stream {id}: bad request: {e:#}");
             let _ = stream
                 .write_all(&encode_reply(Status::Failed, &format!("bad request: {e}")))
                 .await;
@@ -51,7 +51,7 @@ async fn serve_stream(mut stream: MuxStream, request: &[u8], allow: &AllowList, 
     let tcp = match connect(&dest, allow).await {
         Ok(t) => t,
         Err((status, why)) => {
-            crate::log!("{who} stream {id}: {dest}: {why}");
+            log!("{who} stream {id}: {dest}: {why}");
             let _ = stream.write_all(&encode_reply(status, &why)).await;
             let _ = stream.shutdown().await;
             return;
@@ -61,10 +61,10 @@ async fn serve_stream(mut stream: MuxStream, request: &[u8], allow: &AllowList, 
         return;
     }
     let peer = tcp.peer_addr().map_or_else(|_| dest.to_string(), |a| a.to_string());
-    crate::log!("{who} stream {id}: connected to {dest} ({peer})");
+    log!("{who} stream {id}: connected to {dest} ({peer})");
     match relay(tcp, stream).await {
-        Ok((up, down)) => crate::log!("{who} stream {id}: {dest} done, {up} bytes there, {down} back"),
-        Err(e) => crate::log!("{who} stream {id}: {dest} aborted: {e}"),
+        Ok((up, down)) => log!("{who} stream {id}: {dest} done, {up} bytes there, {down} back"),
+        Err(e) => log!("{who} stream {id}: {dest} aborted: {e}"),
     }
 }
 

@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::{hex, NetArgs};
+use crate::net_args::NetArgs;
 
 #[derive(clap::Args)]
 pub struct RecvArgs {
@@ -105,7 +105,7 @@ pub async fn recv(a: RecvArgs) -> anyhow::Result<()> {
         )
     };
     if a.allow_anyone && !sec.requires_token() && !sec.requires_client_cert() {
-        crate::log!(
+        log!(
             "fbdt: warning: recv --allow-anyone: the first sender to reach this port writes {}",
             a.output
         );
@@ -165,4 +165,8 @@ pub async fn send(a: SendArgs) -> anyhow::Result<()> {
     }
     eprintln!("receiver's sha256 matches");
     Ok(())
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }

@@ -17,7 +17,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{watch, Semaphore};
 
 use crate::perf::{read_measure, send_data, Request};
-use crate::NetArgs;
+use crate::net_args::NetArgs;
 
 /// Most sessions or paths the generator opens (bounded, loopback only).
 const MAX_SESSIONS: usize = 4096;

@@ -12,7 +12,7 @@ use anyhow::{bail, Context};
 use tokio::net::TcpStream;
 
 use crate::allow::{AllowList, Rule};
-use crate::NetArgs;
+use crate::net_args::NetArgs;
 
 #[derive(clap::Args)]
 #[command(after_help = "\

@@ -67,7 +67,7 @@ pub async fn follow(server: SocketAddr, exclude: Vec<String>, mut current: Vec<P
         if failed.as_ref().is_some_and(|(p, at)| *p == now && at.elapsed() < RETRY) {
             continue;
         }
-        crate::log!(
+        log!(
             "auto paths: interfaces now {} (were {})",
             describe(&now),
             describe(&current)
@@ -78,7 +78,7 @@ pub async fn follow(server: SocketAddr, exclude: Vec<String>, mut current: Vec<P
                 failed = None;
             }
             Err(e) => {
-                crate::log!(
+                log!(
                     "auto paths: a session over {} failed: {e:#}; keeping the old one",
                     describe(&now)
                 );
@@ -98,11 +98,11 @@ impl Changes {
     fn open() -> Self {
         match subscribe() {
             Ok(s) => {
-                crate::log!("auto paths: following link, address and route changes (netlink)");
+                log!("auto paths: following link, address and route changes (netlink)");
                 Changes::Netlink(s)
             }
             Err(e) => {
-                crate::log!("auto paths: no netlink socket ({e}); listing interfaces every second");
+                log!("auto paths: no netlink socket ({e}); listing interfaces every second");
                 Changes::Polling
             }
         }
@@ -119,7 +119,7 @@ impl Changes {
                 if let Err(e) = got {
                     // ENOBUFS: messages were lost, which is one more reason to look again.
                     if e.raw_os_error() != Some(libc::ENOBUFS) {
-                        crate::log!("auto paths: netlink: {e}; listing interfaces every second");
+                        log!("auto paths: netlink: {e}; listing interfaces every second");
                         *self = Changes::Polling;
                         return;
                     }

@@ -22,7 +22,7 @@ use anyhow::Context;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::NetArgs;
+use crate::net_args::NetArgs;
 use upstream::{await_reply, OpenError, Upstream};
 use wire::Destination;
 

@@ -81,7 +81,7 @@ impl Installed {
         if !status.success() {
             bail!("nft refused the redirect rules ({status})");
         }
-        crate::log!("transparent mode: nft table inet {TABLE} installed (removed on exit)");
+        log!("transparent mode: nft table inet {TABLE} installed (removed on exit)");
         Ok(Installed)
     }
 }
@@ -93,7 +93,7 @@ impl Drop for Installed {
             .status()
             .is_ok_and(|s| s.success());
         if !ok {
-            crate::log!("transparent mode: could not remove nft table inet {TABLE}; remove it with: nft delete table inet {TABLE}");
+            log!("transparent mode: could not remove nft table inet {TABLE}; remove it with: nft delete table inet {TABLE}");
         }
     }
 }

@@ -112,7 +112,7 @@ impl Upstream {
             match mux.open(dest.encode()) {
                 Ok(s) => return Ok(s),
                 Err(e) if mux.closed().is_none() => return Err(OpenError::Session(e.to_string())),
-                Err(e) => crate::log!("proxy: session ended ({e}); connecting a new one"),
+                Err(e) => log!("proxy: session ended ({e}); connecting a new one"),
             }
         }
         *cur = None;
