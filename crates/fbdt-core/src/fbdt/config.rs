@@ -158,7 +158,7 @@ pub struct FbdtConfig {
     /// shrinks on fast paths, while segments stay the unit of lanes, splits and re-sends
     /// (issue 37). A path that still holds data waits until room for such a frame opens
     /// instead of sending a segment whenever room for one does. The default is
-    /// [`DEFAULT_FRAME_BUDGET`]; 0 sends one segment per frame as soon as it fits (the
+    /// `DEFAULT_FRAME_BUDGET` (250 µs); 0 sends one segment per frame as soon as it fits (the
     /// paper's, and the rule before issue 37).
     pub frame_budget: Duration,
     /// The send limit counts what the path's transport has not acknowledged yet

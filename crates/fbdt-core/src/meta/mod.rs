@@ -6,7 +6,7 @@
 //! - ONE shared reorder buffer at the receiver and ONE receive window for all paths: the
 //!   sender never sends a byte at or past `data_ack + rwnd`, so a segment stuck on a slow or
 //!   blocked path holds the window and stalls the fast path too (head-of-line blocking,
-//!   [M] F1);
+//!   \[M\] F1);
 //! - in-order delivery from the reorder buffer;
 //! - reinjection: of the segment that blocks the window (opportunistic, with penalisation of
 //!   the slow path, as Linux's `mptcp_rcv_buf_optimization`), of a subflow's data after its

@@ -104,8 +104,8 @@ impl RecvBuf {
     }
 
     /// Most out-of-order pieces a receiver holds: as many as segments of at least
-    /// [`SLICE_MIN`] bytes fit in the receive buffer (+1 for a short last one), at least
-    /// [`MIN_ENTRIES`]. A sender scattering whole segments never reaches it — flow control
+    /// `SLICE_MIN` (1 KiB) fit in the receive buffer (+1 for a short last one), at least
+    /// `MIN_ENTRIES` (1024). A sender scattering whole segments never reaches it — flow control
     /// keeps its out-of-order bytes within the buffer; 1448-byte segments fill a 1.4 MiB
     /// buffer with ~1000 pieces, more than one per 2 KiB — while a peer scattering tiny
     /// pieces is refused once it is reached (their memory is bounded by the charges anyway;
