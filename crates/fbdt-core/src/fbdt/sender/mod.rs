@@ -137,6 +137,10 @@ struct IdlePoll {
     changes: u64,
     room_needed: usize,
     until: Option<Instant>,
+    /// The paths (bitmask) whose arrival estimates the poll read: a transport report that
+    /// moves one path's estimate and nothing else leaves `changes` alone and voids the
+    /// memory only if that path is among them (`transport_moved`).
+    reads: u32,
 }
 
 impl IdlePoll {
@@ -240,6 +244,8 @@ pub struct FbdtSender {
     changes: u64,
     /// The last `poll_timeout` answer, with the `changes` it was for.
     timeout_memo: Cell<Option<(u64, Option<Instant>)>>,
+    /// The paths whose arrival estimates the poll under way read (`IdlePoll::reads`).
+    estimate_reads: Cell<u32>,
     /// `acks::take_path_counters`' list of copies that arrived, kept (empty) between ACKs.
     arrived: Vec<u64>,
     /// The last time a segment was handed to a path or an ACK arrived; the first poll's
@@ -290,6 +296,7 @@ impl FbdtSender {
             stats: SenderStats::default(),
             changes: 0,
             timeout_memo: Cell::new(None),
+            estimate_reads: Cell::new(0),
             arrived: Vec::new(),
             last_activity: None,
             wake_episode: None,
@@ -473,15 +480,20 @@ impl SchemeSender for FbdtSender {
         let t = &mut self.paths[path.index()];
         let driver = &mut t.est.driver;
         let bits = |s: &PathStats| (s.srtt, s.delivery_rate_bps.map(f64::to_bits), s.cwnd_bytes);
-        if bits(driver) != bits(&stats) {
+        let driver_changed = bits(driver) != bits(&stats);
+        if driver_changed {
             *driver = stats;
             self.changes += 1;
         }
         if let Some(unacked) = stats.unacked_bytes.filter(|_| from_transport) {
             let before = t.limited_in_flight();
-            t.transport_unacked = Some((unacked, t.sent));
+            let earlier = t.transport_unacked.replace((unacked, t.sent));
             if t.limited_in_flight() != before {
-                self.changes += 1;
+                if driver_changed || earlier.is_none() {
+                    self.changes += 1;
+                } else {
+                    self.transport_moved(path);
+                }
             }
         }
     }
@@ -574,6 +586,23 @@ fn report_wait(shortfall: u64, drain: Option<f64>, rtt: Duration) -> Duration {
 }
 
 impl FbdtSender {
+    /// A transport report moved `p`'s `limited_in_flight` and nothing else. That figure is
+    /// read by `p`'s own polls (its send limit) and by `p`'s arrival estimate, which other
+    /// paths' polls read through `estimates`; no deadline `poll_timeout` answers depends on
+    /// it. So `p`'s memories go, and another path's idle memory only if its poll read
+    /// `p`'s estimate: the pipe's report moves at most steps, and counting it as a change
+    /// of everything voided every estimate and `poll_timeout`'s answer each time (issue 37).
+    fn transport_moved(&mut self, p: PathId) {
+        let t = &mut self.paths[p.index()];
+        t.idle = None;
+        t.estimates.set(None);
+        for t in &mut self.paths {
+            if t.idle.is_some_and(|idle| idle.reads & p.bit() != 0) {
+                t.idle = None;
+            }
+        }
+    }
+
     /// [`SchemeSender::poll_timeout`], worked out: the earliest redundancy deadline not yet
     /// handled and the earliest stall check of a path with data in flight.
     fn next_timeout(&self) -> Option<Instant> {

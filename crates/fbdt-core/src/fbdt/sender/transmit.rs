@@ -31,6 +31,7 @@ impl FbdtSender {
             return 0;
         }
         let before = self.poll_marks(path);
+        self.estimate_reads.set(0);
         let mut idle = None;
         let n = self.poll_frame(path, room, now, out, &mut idle);
         if let (Some((_, until)), Some(wake)) = (idle.as_mut(), self.wake_changes_after(now)) {
@@ -45,10 +46,12 @@ impl FbdtSender {
             self.changes += 1;
         }
         let changes = self.changes;
+        let reads = self.estimate_reads.get();
         self.paths[path.index()].idle = idle.filter(|_| quiet).map(|(room_needed, until)| IdlePoll {
             changes,
             room_needed,
             until,
+            reads,
         });
         n
     }
@@ -56,7 +59,7 @@ impl FbdtSender {
     /// What a poll that sends nothing may still change (a lane end left or taken, a
     /// window loaded or a split, flow control noticed, a dead holders' scan finished): the
     /// same before and after means the poll changed nothing but `checked_until`.
-    fn poll_marks(&self, p: PathId) -> impl PartialEq {
+    pub(super) fn poll_marks(&self, p: PathId) -> impl PartialEq {
         let t = &self.paths[p.index()];
         let s = &self.stats;
         (
