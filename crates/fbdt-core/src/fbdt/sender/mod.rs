@@ -141,6 +141,18 @@ struct IdlePoll {
     /// moves one path's estimate and nothing else leaves `changes` alone and voids the
     /// memory only if that path is among them (`transport_moved`).
     reads: u32,
+    held: Option<HeldAtLimit>,
+}
+
+/// What held an idle poll back when it was its send limit alone: the poll took its lane's
+/// next segment `idx` (lane end `at` of the window at `pos`) after one arrival check, and
+/// `want` payload bytes did not fit under the limit (`transport_moved`).
+#[derive(Clone, Copy, Debug)]
+struct HeldAtLimit {
+    pos: usize,
+    at: LaneEnd,
+    idx: u64,
+    want: usize,
 }
 
 impl IdlePoll {
@@ -589,18 +601,43 @@ impl FbdtSender {
     /// A transport report moved `p`'s `limited_in_flight` and nothing else. That figure is
     /// read by `p`'s own polls (its send limit) and by `p`'s arrival estimate, which other
     /// paths' polls read through `estimates`; no deadline `poll_timeout` answers depends on
-    /// it. So `p`'s memories go, and another path's idle memory only if its poll read
-    /// `p`'s estimate: the pipe's report moves at most steps, and counting it as a change
-    /// of everything voided every estimate and `poll_timeout`'s answer each time (issue 37).
+    /// it. So `p`'s estimates go, and an idle memory of `p` or of a path whose poll read
+    /// `p`'s estimate stays only if the poll was held by its send limit alone and still
+    /// would be (`still_held`): the pipe's report moves at most steps, and counting it as
+    /// a change of everything voided every memory, estimate and `poll_timeout`'s answer
+    /// each time (issue 37).
     fn transport_moved(&mut self, p: PathId) {
-        let t = &mut self.paths[p.index()];
-        t.idle = None;
-        t.estimates.set(None);
-        for t in &mut self.paths {
-            if t.idle.is_some_and(|idle| idle.reads & p.bit() != 0) {
-                t.idle = None;
+        self.paths[p.index()].estimates.set(None);
+        for q in (0..self.paths.len()).map(PathId::slot) {
+            let Some(idle) = self.paths[q.index()].idle else {
+                continue;
+            };
+            if q != p && idle.reads & p.bit() == 0 {
+                continue;
+            }
+            if idle.changes != self.changes || !self.still_held(q, idle.held) {
+                self.paths[q.index()].idle = None;
             }
         }
+    }
+
+    /// Whether a full poll of `p`, which was held by its send limit alone (`held`), would
+    /// be held the same way now: its one arrival check answers the same and its frame
+    /// still does not fit under the limit. Then the shortfall is what that poll would
+    /// note (the driver times its next report from it).
+    fn still_held(&mut self, p: PathId, held: Option<HeldAtLimit>) -> bool {
+        let Some(h) = held else {
+            return false;
+        };
+        let Some(limit) = self.path_send_limit(p) else {
+            return false;
+        };
+        let allowed = limit.saturating_sub(self.paths[p.index()].limited_in_flight()) as usize;
+        if h.want <= allowed || !self.arrives_in_time(p, h.pos, h.at, h.idx) {
+            return false;
+        }
+        self.paths[p.index()].limit_shortfall = (h.want - allowed) as u64;
+        true
     }
 
     /// [`SchemeSender::poll_timeout`], worked out: the earliest redundancy deadline not yet

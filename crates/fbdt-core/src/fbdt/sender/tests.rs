@@ -666,9 +666,9 @@ fn a_short_transfer_from_idle_is_copied_to_a_second_path_until_the_first_ack() {
 }
 
 /// Issue 37: a transport report that moves one path's send limit and arrival estimate is
-/// no change of everything: `poll_timeout`'s answer stays, and so does another path's idle
-/// memory unless that path's poll read the moved estimate — and the memory kept is one a
-/// full poll would make again.
+/// no change of everything: `poll_timeout`'s answer stays, another path's idle memory stays
+/// unless that path's poll read the moved estimate, and a memory of a poll held by its
+/// send limit alone stays while it still would be — each one a full poll would make again.
 #[test]
 fn a_transport_report_voids_only_the_memories_that_read_its_path() {
     let params = StreamParams {
@@ -721,9 +721,21 @@ fn a_transport_report_voids_only_the_memories_that_read_its_path() {
     assert!(s.paths[1].idle.is_none(), "path 1's own memory goes");
     assert!(s.poll_idle(PathId(0), room, now), "path 0 never read path 1's estimate");
     assert!(!busy(&s, 0));
-    // Path 0's report voids path 1's memory: its arrival check read path 0's estimate.
+    // A report that frees less than path 1's frame lacks keeps its memory too: its one
+    // arrival check answers the same, the limit still holds it, by a byte less.
     settle(&mut s);
+    let (in_flight, lacking) = (s.paths[1].limited_in_flight(), s.paths[1].limit_shortfall);
+    assert!(lacking > 1);
+    s.path_stats(PathId(1), report(in_flight - 1));
+    assert!(s.paths[1].idle.is_some(), "still held by its send limit");
+    assert_eq!(s.paths[1].limit_shortfall, lacking - 1, "as a full poll would note it");
+    assert!(!busy(&s, 1));
+    // Path 0's report frees a whole segment, its frame: its memory goes. Path 1's check
+    // read path 0's estimate (unknown, so it answers the same) and stays.
     let sent = s.paths[0].sent;
     s.path_stats(PathId(0), report(sent - seg));
-    assert!(s.paths[0].idle.is_none() && s.paths[1].idle.is_none());
+    for p in 0..2 {
+        assert_eq!(s.paths[p as usize].idle.is_some(), !busy(&s, p), "path {p}");
+    }
+    assert!(s.paths[0].idle.is_none() && s.paths[1].idle.is_some());
 }
