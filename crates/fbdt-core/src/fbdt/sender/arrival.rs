@@ -27,9 +27,11 @@ impl FbdtSender {
 
     /// `p`'s [`FbdtSender::arrival_in`] and drain rate, worked out once per change of the
     /// sender's state (`changes`: every input and every poll that sent or changed
-    /// something), not at every arrival check of every poll. Debug builds work them out
-    /// anyway and check they agree.
+    /// something; a transport report that moves only `p`'s figure forgets `p`'s alone,
+    /// `transport_moved`), not at every arrival check of every poll. Debug builds work
+    /// them out anyway and check they agree. Each read is noted (`estimate_reads`).
     fn estimates(&self, p: PathId) -> (Option<f64>, Option<f64>) {
+        self.estimate_reads.set(self.estimate_reads.get() | p.bit());
         let (arrival, drain) = self.estimates_kept(p);
         (arrival.map(|a| a + self.wake_delay(p)), drain)
     }

@@ -137,6 +137,22 @@ struct IdlePoll {
     changes: u64,
     room_needed: usize,
     until: Option<Instant>,
+    /// The paths (bitmask) whose arrival estimates the poll read: a transport report that
+    /// moves one path's estimate and nothing else leaves `changes` alone and voids the
+    /// memory only if that path is among them (`transport_moved`).
+    reads: u32,
+    held: Option<HeldAtLimit>,
+}
+
+/// What held an idle poll back when it was its send limit alone: the poll took its lane's
+/// next segment `idx` (lane end `at` of the window at `pos`) after one arrival check, and
+/// `want` payload bytes did not fit under the limit (`transport_moved`).
+#[derive(Clone, Copy, Debug)]
+struct HeldAtLimit {
+    pos: usize,
+    at: LaneEnd,
+    idx: u64,
+    want: usize,
 }
 
 impl IdlePoll {
@@ -240,6 +256,8 @@ pub struct FbdtSender {
     changes: u64,
     /// The last `poll_timeout` answer, with the `changes` it was for.
     timeout_memo: Cell<Option<(u64, Option<Instant>)>>,
+    /// The paths whose arrival estimates the poll under way read (`IdlePoll::reads`).
+    estimate_reads: Cell<u32>,
     /// `acks::take_path_counters`' list of copies that arrived, kept (empty) between ACKs.
     arrived: Vec<u64>,
     /// The last time a segment was handed to a path or an ACK arrived; the first poll's
@@ -296,6 +314,7 @@ impl FbdtSender {
             stats: SenderStats::default(),
             changes: 0,
             timeout_memo: Cell::new(None),
+            estimate_reads: Cell::new(0),
             arrived: Vec::new(),
             last_activity: None,
             wake_episode: None,
@@ -479,15 +498,20 @@ impl SchemeSender for FbdtSender {
         let t = &mut self.paths[path.index()];
         let driver = &mut t.est.driver;
         let bits = |s: &PathStats| (s.srtt, s.delivery_rate_bps.map(f64::to_bits), s.cwnd_bytes);
-        if bits(driver) != bits(&stats) {
+        let driver_changed = bits(driver) != bits(&stats);
+        if driver_changed {
             *driver = stats;
             self.changes += 1;
         }
         if let Some(unacked) = stats.unacked_bytes.filter(|_| from_transport) {
             let before = t.limited_in_flight();
-            t.transport_unacked = Some((unacked, t.sent));
+            let earlier = t.transport_unacked.replace((unacked, t.sent));
             if t.limited_in_flight() != before {
-                self.changes += 1;
+                if driver_changed || earlier.is_none() {
+                    self.changes += 1;
+                } else {
+                    self.transport_moved(path);
+                }
             }
         }
     }
@@ -580,6 +604,48 @@ fn report_wait(shortfall: u64, drain: Option<f64>, rtt: Duration) -> Duration {
 }
 
 impl FbdtSender {
+    /// A transport report moved `p`'s `limited_in_flight` and nothing else. That figure is
+    /// read by `p`'s own polls (its send limit) and by `p`'s arrival estimate, which other
+    /// paths' polls read through `estimates`; no deadline `poll_timeout` answers depends on
+    /// it. So `p`'s estimates go, and an idle memory of `p` or of a path whose poll read
+    /// `p`'s estimate stays only if the poll was held by its send limit alone and still
+    /// would be (`still_held`): the pipe's report moves at most steps, and counting it as
+    /// a change of everything voided every memory, estimate and `poll_timeout`'s answer
+    /// each time (issue 37).
+    fn transport_moved(&mut self, p: PathId) {
+        self.paths[p.index()].estimates.set(None);
+        for q in (0..self.paths.len()).map(PathId::slot) {
+            let Some(idle) = self.paths[q.index()].idle else {
+                continue;
+            };
+            if q != p && idle.reads & p.bit() == 0 {
+                continue;
+            }
+            if idle.changes != self.changes || !self.still_held(q, idle.held) {
+                self.paths[q.index()].idle = None;
+            }
+        }
+    }
+
+    /// Whether a full poll of `p`, which was held by its send limit alone (`held`), would
+    /// be held the same way now: its one arrival check answers the same and its frame
+    /// still does not fit under the limit. Then the shortfall is what that poll would
+    /// note (the driver times its next report from it).
+    fn still_held(&mut self, p: PathId, held: Option<HeldAtLimit>) -> bool {
+        let Some(h) = held else {
+            return false;
+        };
+        let Some(limit) = self.path_send_limit(p) else {
+            return false;
+        };
+        let allowed = limit.saturating_sub(self.paths[p.index()].limited_in_flight()) as usize;
+        if h.want <= allowed || !self.arrives_in_time(p, h.pos, h.at, h.idx) {
+            return false;
+        }
+        self.paths[p.index()].limit_shortfall = (h.want - allowed) as u64;
+        true
+    }
+
     /// [`SchemeSender::poll_timeout`], worked out: the earliest redundancy deadline not yet
     /// handled and the earliest stall check of a path with data in flight.
     fn next_timeout(&self) -> Option<Instant> {

@@ -713,3 +713,78 @@ fn a_short_transfer_from_idle_is_copied_to_a_second_path_until_the_first_ack() {
     }
     assert_eq!((s.stats.wake_episodes, s.stats.redundant_bytes_sent), (0, 0));
 }
+
+/// Issue 37: a transport report that moves one path's send limit and arrival estimate is
+/// no change of everything: `poll_timeout`'s answer stays, another path's idle memory stays
+/// unless that path's poll read the moved estimate, and a memory of a poll held by its
+/// send limit alone stays while it still would be — each one a full poll would make again.
+#[test]
+fn a_transport_report_voids_only_the_memories_that_read_its_path() {
+    let params = StreamParams {
+        send_buffer: 64 << 20,
+        ..crate::Config::default().stream_params()
+    };
+    let cfg = FbdtConfig::default();
+    assert!(cfg.in_flight_from_transport);
+    let mut s = FbdtSender::new(&cfg, params, 0, 64 << 20);
+    assert!(s.meets_by_arrival());
+    let now = Instant::ZERO;
+    let report = |unacked| PathStats {
+        cwnd_bytes: Some(1 << 20),
+        unacked_bytes: Some(unacked),
+        ..PathStats::default()
+    };
+    for p in 0..2 {
+        s.path_up(PathId(p), now);
+        s.paths[p as usize].est.rtt_sample(Duration::from_millis(10), now);
+        s.path_stats(PathId(p), report(0));
+    }
+    // Path 0 has no rate yet: with bytes in flight its arrival is unknown, so its arrival
+    // checks end before they look at path 1. Path 1's look at path 0's.
+    s.paths[1].est.set_rate(100e6);
+    assert!(s.write(&data(8 << 20)) > 0);
+    let room = 256 << 10;
+    let poll = |s: &mut FbdtSender, p: u8| s.poll_transmit(PathId(p), room, now, &mut Vec::new());
+    let settle = |s: &mut FbdtSender| {
+        let mut frames = 0;
+        while poll(s, 0) + poll(s, 1) > 0 {
+            frames += 1;
+            assert!(frames < 1000, "the send limits never held");
+        }
+        assert!(s.poll_idle(PathId(0), room, now) && s.poll_idle(PathId(1), room, now));
+    };
+    // Whether a full poll of `p` would send or change anything now.
+    let busy = |s: &FbdtSender, p: u8| {
+        let mut full = s.clone();
+        full.changes += 1;
+        let marks = full.poll_marks(PathId(p));
+        poll(&mut full, p) > 0 || full.poll_marks(PathId(p)) != marks
+    };
+    settle(&mut s);
+    let seg = params.segment_size as u64;
+    let (changes, timeout) = (s.changes, s.poll_timeout());
+    let sent = s.paths[1].sent;
+    s.path_stats(PathId(1), report(sent - seg));
+    assert_eq!(s.changes, changes, "a moved estimate is no change of everything");
+    assert_eq!(s.timeout_memo.get(), Some((changes, timeout)), "poll_timeout's answer stays");
+    assert!(s.paths[1].idle.is_none(), "path 1's own memory goes");
+    assert!(s.poll_idle(PathId(0), room, now), "path 0 never read path 1's estimate");
+    assert!(!busy(&s, 0));
+    // A report that frees less than path 1's frame lacks keeps its memory too: its one
+    // arrival check answers the same, the limit still holds it, by a byte less.
+    settle(&mut s);
+    let (in_flight, lacking) = (s.paths[1].limited_in_flight(), s.paths[1].limit_shortfall);
+    assert!(lacking > 1);
+    s.path_stats(PathId(1), report(in_flight - 1));
+    assert!(s.paths[1].idle.is_some(), "still held by its send limit");
+    assert_eq!(s.paths[1].limit_shortfall, lacking - 1, "as a full poll would note it");
+    assert!(!busy(&s, 1));
+    // Path 0's report frees a whole segment, its frame: its memory goes. Path 1's check
+    // read path 0's estimate (unknown, so it answers the same) and stays.
+    let sent = s.paths[0].sent;
+    s.path_stats(PathId(0), report(sent - seg));
+    for p in 0..2 {
+        assert_eq!(s.paths[p as usize].idle.is_some(), !busy(&s, p), "path {p}");
+    }
+    assert!(s.paths[0].idle.is_none() && s.paths[1].idle.is_some());
+}

@@ -4,7 +4,7 @@
 //! limit.
 
 use super::rescue::RescueScope;
-use super::{FbdtSender, HeldCopy, IdlePoll, Resend, SegState, WakeEpisode};
+use super::{FbdtSender, HeldAtLimit, HeldCopy, IdlePoll, Resend, SegState, WakeEpisode};
 use crate::path::PathId;
 use crate::time::Instant;
 use crate::wire::{Data, Frame, FrameOut, MAX_SEGMENT};
@@ -31,9 +31,10 @@ impl FbdtSender {
             return 0;
         }
         let before = self.poll_marks(path);
+        self.estimate_reads.set(0);
         let mut idle = None;
         let n = self.poll_frame(path, room, now, out, &mut idle);
-        if let (Some((_, until)), Some(wake)) = (idle.as_mut(), self.wake_changes_after(now)) {
+        if let (Some((_, until, _)), Some(wake)) = (idle.as_mut(), self.wake_changes_after(now)) {
             *until = Some(until.map_or(wake, |u| u.min(wake)));
         }
         let quiet = n == 0 && self.poll_marks(path) == before;
@@ -45,10 +46,13 @@ impl FbdtSender {
             self.changes += 1;
         }
         let changes = self.changes;
-        self.paths[path.index()].idle = idle.filter(|_| quiet).map(|(room_needed, until)| IdlePoll {
+        let reads = self.estimate_reads.get();
+        self.paths[path.index()].idle = idle.filter(|_| quiet).map(|(room_needed, until, held)| IdlePoll {
             changes,
             room_needed,
             until,
+            reads,
+            held,
         });
         n
     }
@@ -56,7 +60,7 @@ impl FbdtSender {
     /// What a poll that sends nothing may still change (a lane end left or taken, a
     /// window loaded or a split, flow control noticed, a dead holders' scan finished): the
     /// same before and after means the poll changed nothing but `checked_until`.
-    fn poll_marks(&self, p: PathId) -> impl PartialEq {
+    pub(super) fn poll_marks(&self, p: PathId) -> impl PartialEq {
         let t = &self.paths[p.index()];
         let s = &self.stats;
         (
@@ -69,14 +73,15 @@ impl FbdtSender {
     /// [`FbdtSender::transmit`]'s full poll. When it sends nothing, `idle` says for how
     /// long it would keep sending nothing while the sender's state stays as it is: until
     /// `room` reaches the first element (`usize::MAX`: no room is enough) and, if the
-    /// second is set, until that instant (a redundancy deadline).
+    /// second is set, until that instant (a redundancy deadline); the third says what held
+    /// it when that was the send limit alone.
     fn poll_frame(
         &mut self,
         path: PathId,
         room: usize,
         now: Instant,
         out: &mut impl FrameOut,
-        idle: &mut Option<(usize, Option<Instant>)>,
+        idle: &mut Option<(usize, Option<Instant>, Option<HeldAtLimit>)>,
     ) -> usize {
         self.paths[path.index()].limit_shortfall = 0;
         if let Some(a) = self.aligns.front() {
@@ -124,7 +129,7 @@ impl FbdtSender {
                 // No room for it now: the next poll with room finds it again (no idle memory).
                 return 0;
             }
-            *idle = quiet_until.map(|until| (usize::MAX, until));
+            *idle = quiet_until.map(|until| (usize::MAX, until, None));
             return 0;
         };
         // A path that still holds data waits until a whole frame fits (as many segments as
@@ -142,12 +147,18 @@ impl FbdtSender {
         };
         if want > payload_room || room < Data::OVERHEAD {
             self.note_limit_shortfall(path, want, allowed);
-            let room_needed = if want > allowed {
-                usize::MAX
+            let (room_needed, held) = if want > allowed {
+                let held = HeldAtLimit {
+                    pos: next.pos,
+                    at: next.at,
+                    idx: next.idx,
+                    want,
+                };
+                (usize::MAX, Some(held))
             } else {
-                Data::OVERHEAD + want
+                (Data::OVERHEAD + want, None)
             };
-            *idle = quiet_until.map(|until| (room_needed, until));
+            *idle = quiet_until.map(|until| (room_needed, until, held));
             return 0;
         }
         self.take_unsent(next.pos, next.at, next.idx);
