@@ -656,10 +656,10 @@ fn after_the_first_ack_the_awake_path_copies_what_the_silent_one_holds() {
 }
 
 /// Issue 39: a short transfer after every path was idle goes out on a second path too, at
-/// once (the first radio to wake delivers it); once an ACK came back, or when the transfer
-/// is long, or after a short gap, nothing is copied.
+/// once (the first radio to wake delivers it); once it is acknowledged, or when the
+/// transfer is long, or after a short gap, nothing is copied.
 #[test]
-fn a_short_transfer_from_idle_is_copied_to_a_second_path_until_the_first_ack() {
+fn a_short_transfer_from_idle_is_copied_to_a_second_path_until_it_is_acknowledged() {
     let start = Instant::ZERO;
     let mut s = default_sender(start);
     let idle = start + Duration::from_millis(1000);
@@ -679,7 +679,8 @@ fn a_short_transfer_from_idle_is_copied_to_a_second_path_until_the_first_ack() {
     assert_eq!((s.stats.wake_episodes, s.stats.wake_copy_bytes), (1, 1700));
     assert_eq!(s.poll_transmit(PathId(0), 1 << 20, idle, &mut Vec::new()), 0);
 
-    // The copy's ACK ends the episode: the next write goes out once.
+    // The copy's ACK, which covers the whole transfer, ends the episode: the next write
+    // goes out once.
     let acked = idle + Duration::from_millis(6);
     let a = Ack {
         cum: s.space.seq(1700),
