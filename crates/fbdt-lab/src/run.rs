@@ -58,7 +58,8 @@ pub struct RunArgs {
     pub json: Option<PathBuf>,
     /// Emulated runs: when a run is unfaithful and the monitors blame the emulator (late or
     /// dropped packets, its CPU saturated), repeat the scenario at scale ÷ 1.5 (up to 3
-    /// attempts); a busy host never lowers the scale.
+    /// attempts); a busy host never lowers the scale — the scenario runs once more at the
+    /// same scale instead.
     #[arg(long)]
     pub auto_scale: bool,
     /// What the flows are (testbed only): `bulk`, one download for the whole duration, or

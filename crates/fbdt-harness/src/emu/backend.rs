@@ -42,13 +42,19 @@ pub struct ScaleChoice {
     /// `--auto-scale` (and `paper` at a calibrated scale): when the monitors blame the
     /// emulator for an unfaithful run ([`Blame::Emulator`]), repeat the scenario (every
     /// scheme, so they stay comparable) at a lower scale, up to [`AUTO_SCALE_TRIES`]
-    /// attempts. A busy host never lowers the scale.
+    /// attempts. A busy host never lowers the scale; it gets [`HOST_REPEATS`] repeat at
+    /// the same scale.
     pub auto: bool,
 }
 
 /// Scenario attempts with `--auto-scale` (each at 1/[`AUTO_SCALE_STEP`] of the previous scale).
 pub const AUTO_SCALE_TRIES: u32 = 3;
 pub const AUTO_SCALE_STEP: f64 = 1.5;
+/// Repeats of a scenario at the same scale when the monitors blamed the host (a burst of
+/// hypervisor steal or another program): such bursts usually pass within the minute a
+/// scenario takes, and a newcomer can do nothing with an UNFAITHFUL verdict. A host that
+/// stays disturbed keeps its flagged second attempt.
+pub const HOST_REPEATS: u32 = 1;
 
 /// Whom the fidelity monitors blamed for a scenario's unfaithful runs: what decides whether
 /// running it again at a lower scale can help.
@@ -98,12 +104,30 @@ pub fn blame(runs: &[RunEntry], tol: &fbdt_emu::Tolerances) -> Blame {
     }
 }
 
-/// The scale of the next attempt at a scenario after one at `scale` (attempt number
-/// `attempt`, from 1) that the monitors judged `blame`: lower by [`AUTO_SCALE_STEP`] when
-/// rescaling is on, the emulator was blamed and attempts are left; otherwise none.
-pub fn next_scale(blame: Blame, auto: bool, attempt: u32, scale: f64) -> Option<f64> {
-    (auto && blame.lower_helps() && attempt < AUTO_SCALE_TRIES)
-        .then(|| fbdt_emu::calibrate::round_scale(scale / AUTO_SCALE_STEP))
+/// What follows an attempt at a scenario that the monitors judged `blame`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NextAttempt {
+    /// Keep this attempt's results.
+    Keep,
+    /// Every scheme again at this lower scale: the emulator could not keep up.
+    Lower(f64),
+    /// Every scheme once more at the same scale: the host was disturbed.
+    Again,
+}
+
+/// After attempt number `attempt` (from 1) at `scale`, with `host_repeats` repeats for a
+/// disturbed host made so far: lower by [`AUTO_SCALE_STEP`] when rescaling is on, the
+/// emulator was blamed and attempts are left; the same scale again when the host was
+/// blamed and [`HOST_REPEATS`] are not used up; otherwise keep.
+pub fn next_attempt(blame: Blame, auto: bool, attempt: u32, scale: f64, host_repeats: u32) -> NextAttempt {
+    match blame {
+        _ if !auto => NextAttempt::Keep,
+        Blame::Emulator if attempt < AUTO_SCALE_TRIES => {
+            NextAttempt::Lower(fbdt_emu::calibrate::round_scale(scale / AUTO_SCALE_STEP))
+        }
+        Blame::Host if host_repeats < HOST_REPEATS => NextAttempt::Again,
+        _ => NextAttempt::Keep,
+    }
 }
 
 /// `given`, else this host's calibrated scale for the scenario (cached, or measured now),
@@ -198,41 +222,53 @@ pub fn run(
     let mut rejected = Vec::new();
     let paths: Vec<String> = scenario.paths.iter().map(|p| p.name.clone()).collect();
     let mut attempt = 1;
+    let mut host_repeats = 0;
     loop {
         let mut out = run_at(scenario, names, scale, repeat, traffic, testbed, bar)?;
         let faithful = out.1.iter().all(|e| e.faithful);
         let blamed = blame(&out.1, &fbdt_emu::Tolerances::default());
-        let next = next_scale(blamed, choice.auto, attempt, scale);
-        if choice.auto && next.is_none() && !faithful {
-            bar.println(format!(
-                "{}: unfaithful at scale {scale}; not repeated lower ({})",
-                scenario.name,
-                match blamed {
-                    Blame::Host => "the host was busy or stolen from, not the emulator at fault",
-                    Blame::Endpoints => "the endpoints' CPUs were busy, not the emulator at fault",
-                    _ => "no attempts left",
+        match next_attempt(blamed, choice.auto, attempt, scale, host_repeats) {
+            NextAttempt::Lower(lower) => {
+                rejected.push(scale);
+                bar.println(format!(
+                    "{}: unfaithful at scale {scale}, the emulator at fault; every scheme again at {lower}",
+                    scenario.name
+                ));
+                scale = lower;
+            }
+            NextAttempt::Again => {
+                host_repeats += 1;
+                bar.println(format!(
+                    "{}: unfaithful at scale {scale}, the host busy or stolen from (not the emulator); every scheme once more at the same scale",
+                    scenario.name
+                ));
+            }
+            NextAttempt::Keep => {
+                if choice.auto && !faithful {
+                    bar.println(format!(
+                        "{}: unfaithful at scale {scale}; not repeated lower ({})",
+                        scenario.name,
+                        match blamed {
+                            Blame::Host => "the host was busy or stolen from again, not the emulator at fault",
+                            Blame::Endpoints => "the endpoints' CPUs were busy, not the emulator at fault",
+                            _ => "no attempts left",
+                        }
+                    ));
                 }
-            ));
+                let measured_here = matches!(source, ScaleSource::Cached | ScaleSource::Measured);
+                if faithful && !rejected.is_empty() && measured_here {
+                    let unscaled = fbdt_emu::spec_from_schedule(scenario, &scenario.schedule(1.0)?)?;
+                    fbdt_emu::calibrate::remember_lower_scale(&unscaled, testbed, scale)?;
+                    bar.println(format!("{}: this host's cached scale is now {scale}", scenario.name));
+                }
+                let mut fidelity = RunFidelity::from_runs(&paths, std::mem::take(&mut out.1), scale, &source, rejected);
+                fidelity.host_repeats = host_repeats;
+                for r in &mut out.0.results {
+                    r.faithful = Some(fidelity.scheme_faithful(&r.scheme));
+                }
+                return Ok(EmuRun { fidelity, ..out.0 });
+            }
         }
-        let Some(lower) = next else {
-            let measured_here = matches!(source, ScaleSource::Cached | ScaleSource::Measured);
-            if faithful && !rejected.is_empty() && measured_here {
-                let unscaled = fbdt_emu::spec_from_schedule(scenario, &scenario.schedule(1.0)?)?;
-                fbdt_emu::calibrate::remember_lower_scale(&unscaled, testbed, scale)?;
-                bar.println(format!("{}: this host's cached scale is now {scale}", scenario.name));
-            }
-            let fidelity = RunFidelity::from_runs(&paths, std::mem::take(&mut out.1), scale, &source, rejected);
-            for r in &mut out.0.results {
-                r.faithful = Some(fidelity.scheme_faithful(&r.scheme));
-            }
-            return Ok(EmuRun { fidelity, ..out.0 });
-        };
-        rejected.push(scale);
-        bar.println(format!(
-            "{}: unfaithful at scale {scale}, the emulator at fault; every scheme again at {lower}",
-            scenario.name
-        ));
-        scale = lower;
         attempt += 1;
     }
 }
@@ -577,13 +613,13 @@ mod tests {
         assert_eq!(blame(&[drops], &tol()), Blame::Emulator);
         let saturated = entry(0.0, 0.0, 0.0, &["emulator CPU saturated (0.99 of 1 core(s))"]);
         assert_eq!(blame(&[saturated], &tol()), Blame::Emulator);
-        assert_eq!(next_scale(Blame::Emulator, true, 1, 0.9), Some(0.6));
+        assert_eq!(next_attempt(Blame::Emulator, true, 1, 0.9, 0), NextAttempt::Lower(0.6));
         // Rounded down to three digits, as every scale (0.6 / 1.5 is 0.3999… in binary).
-        assert_eq!(next_scale(Blame::Emulator, true, 2, 0.6), Some(0.399));
+        assert_eq!(next_attempt(Blame::Emulator, true, 2, 0.6, 0), NextAttempt::Lower(0.399));
     }
 
     #[test]
-    fn a_busy_host_never_lowers_the_scale() {
+    fn a_busy_host_never_lowers_the_scale_but_gets_one_more_attempt() {
         // Other programs busy, with late packets beside them: the host's doing.
         let busy = entry(0.02, 0.95, 0.0, &[LATE, OTHERS]);
         assert_eq!(blame(&[busy], &tol()), Blame::Host);
@@ -603,14 +639,21 @@ mod tests {
             &["the endpoints' CPUs were busy: 0.05 core idle over the run (limit 0.10): the ends may have been short of CPU"],
         );
         assert_eq!(blame(&[endpoints], &tol()), Blame::Endpoints);
-        for b in [Blame::Nobody, Blame::Host, Blame::Endpoints] {
-            assert_eq!(next_scale(b, true, 1, 0.9), None, "{b:?}");
+        for b in [Blame::Nobody, Blame::Endpoints] {
+            assert_eq!(next_attempt(b, true, 1, 0.9, 0), NextAttempt::Keep, "{b:?}");
         }
+        // A disturbed host gets its scenario once more at the same scale, then keeps it.
+        assert_eq!(next_attempt(Blame::Host, true, 1, 0.9, 0), NextAttempt::Again);
+        assert_eq!(next_attempt(Blame::Host, true, 2, 0.9, HOST_REPEATS), NextAttempt::Keep);
+        // After a lower scale, too (the repeat is counted apart from the scale's attempts).
+        assert_eq!(next_attempt(Blame::Host, true, AUTO_SCALE_TRIES, 0.4, 0), NextAttempt::Again);
     }
 
     #[test]
     fn no_repeat_without_rescaling_or_attempts_left() {
-        assert_eq!(next_scale(Blame::Emulator, false, 1, 0.9), None);
-        assert_eq!(next_scale(Blame::Emulator, true, AUTO_SCALE_TRIES, 0.4), None);
+        for b in [Blame::Emulator, Blame::Host] {
+            assert_eq!(next_attempt(b, false, 1, 0.9, 0), NextAttempt::Keep, "{b:?}");
+        }
+        assert_eq!(next_attempt(Blame::Emulator, true, AUTO_SCALE_TRIES, 0.4, 0), NextAttempt::Keep);
     }
 }

@@ -9,4 +9,7 @@ pub mod cotag_link;
 pub mod session;
 pub mod transport;
 
-pub use backend::{blame, next_scale, run, scale_of, Blame, Emu, EmuRun, ScaleChoice, AUTO_SCALE_STEP, AUTO_SCALE_TRIES};
+pub use backend::{
+    blame, next_attempt, run, scale_of, Blame, Emu, EmuRun, NextAttempt, ScaleChoice, AUTO_SCALE_STEP, AUTO_SCALE_TRIES,
+    HOST_REPEATS,
+};

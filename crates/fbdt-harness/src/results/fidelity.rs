@@ -108,6 +108,10 @@ pub struct RunFidelity {
     /// Scales that were tried first and found unfaithful (--auto-scale).
     #[serde(default)]
     pub rejected_scales: Vec<f64>,
+    /// Attempts at this scale discarded because the host was disturbed (busy, stolen
+    /// from) and the scenario ran again (`emu::HOST_REPEATS`).
+    #[serde(default)]
+    pub host_repeats: u32,
     /// The tolerances every run was judged with.
     pub tolerances: fbdt_emu::Tolerances,
     pub runs: Vec<RunEntry>,
@@ -185,6 +189,7 @@ impl RunFidelity {
             scale_source: source_name(source).into(),
             host: HostKey::current(),
             rejected_scales,
+            host_repeats: 0,
             tolerances: fbdt_emu::Tolerances::default(),
             runs,
         }
@@ -226,6 +231,12 @@ impl RunFidelity {
             v.push(format!(
                 "  unfaithful at scale {} first; repeated lower (--auto-scale)",
                 s.join(", ")
+            ));
+        }
+        if self.host_repeats > 0 {
+            v.push(format!(
+                "  the host was busy or stolen from at {} earlier attempt(s) at this scale; run again",
+                self.host_repeats
             ));
         }
         v
