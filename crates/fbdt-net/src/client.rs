@@ -6,8 +6,9 @@ use std::sync::Arc;
 use fbdt_core::Connection;
 use rand::RngCore;
 
-use crate::dial::connect_path;
+use crate::dial::secure_path;
 use crate::driver;
+use crate::paths::{raced_dial_tcp, FIRST_DIAL_HEAD_START};
 use crate::secure::PathStream;
 use crate::{ConfigError, Error, NetConfig, PathSpec, Session};
 
@@ -26,7 +27,11 @@ pub async fn connect(paths: Vec<PathSpec>, mut cfg: NetConfig) -> Result<Session
     let mut conn = Connection::client(cfg.core.clone()).map_err(ConfigError::from)?;
     conn.set_local_key(os_key());
     let cfg = Arc::new(cfg);
-    let dials = paths.iter().map(|p| connect_path(p, &cfg));
+    // A lost first SYN costs a fresh one after FIRST_DIAL_HEAD_START, not the kernel's 1 s.
+    let dials = paths.iter().enumerate().map(|(i, p)| {
+        let cfg = &cfg;
+        async move { secure_path(raced_dial_tcp(p, cfg, i, FIRST_DIAL_HEAD_START).await?, p, cfg).await }
+    });
     let results: Vec<io::Result<PathStream>> = futures_join_all(dials).await;
     let mut streams = Vec::with_capacity(paths.len());
     for (i, r) in results.into_iter().enumerate() {
@@ -84,4 +89,63 @@ async fn futures_join_all<F: std::future::Future>(futs: impl Iterator<Item = F>)
     .await;
     out.extend(results.into_iter().map(|r| r.expect("all ready")));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::time::Duration;
+
+    /// A session's first SYN dropped (a full listen queue drops SYNs without a word, as a
+    /// flooded server's does) does not cost the kernel's 1-s retransmission: with the
+    /// connect timeout at 600 ms only a fresh SYN can open the connection that carries the
+    /// HELLO.
+    #[tokio::test]
+    async fn a_lost_first_syn_is_replaced_by_a_fresh_one() {
+        let (listener, filler) = crate::paths::full_listen_queue();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            std::thread::sleep(FIRST_DIAL_HEAD_START / 2);
+            let (first, _) = listener.accept().unwrap();
+            assert_eq!(first.peer_addr().unwrap(), filler.local_addr().unwrap());
+            // Nothing more comes if the client waits for the kernel's retransmission.
+            listener.set_nonblocking(true).unwrap();
+            let until = std::time::Instant::now() + Duration::from_secs(5);
+            let mut client = loop {
+                match listener.accept() {
+                    Ok((c, _)) => break c,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        assert!(std::time::Instant::now() < until, "the client never connected");
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(e) => panic!("accept: {e}"),
+                }
+            };
+            client.set_nonblocking(false).unwrap();
+            client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 512];
+            loop {
+                match fbdt_core::handshake::first_frame(&buf) {
+                    Ok(f) => return f,
+                    Err(fbdt_core::wire::Error::Incomplete { .. }) => {}
+                    Err(e) => panic!("not a first frame: {e}"),
+                }
+                let n = client.read(&mut chunk).unwrap();
+                assert!(n > 0, "closed before its HELLO");
+                buf.extend_from_slice(&chunk[..n]);
+            }
+        });
+        let cfg = NetConfig {
+            connect_timeout: Duration::from_millis(600),
+            handshake_timeout: Duration::from_secs(2),
+            ..NetConfig::default()
+        };
+        let spec: PathSpec = addr.to_string().parse().unwrap();
+        // The test's server never answers the HELLO: the session itself fails, later.
+        let _ = tokio::time::timeout(Duration::from_secs(5), connect(vec![spec], cfg)).await;
+        let first = tokio::task::spawn_blocking(move || server.join()).await.unwrap();
+        assert!(matches!(first, Ok(fbdt_core::handshake::FirstFrame::Hello)), "{first:?}");
+    }
 }

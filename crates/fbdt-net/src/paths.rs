@@ -26,6 +26,12 @@ const PROBE_PERIOD: StdDuration = StdDuration::from_millis(50);
 /// retransmitted by the kernel only after 1 s, and a path with RTTs up to this still
 /// connects (at most `PROBE_CONNECT / PROBE_PERIOD` = 6 attempts open at once).
 const PROBE_CONNECT: StdDuration = StdDuration::from_millis(300);
+/// A session's first dial sends fresh SYNs beside its first one only after this: its
+/// path's RTT is not known yet, and a path slower than this to answer would otherwise
+/// open two connections (the first answers too). Shorter than the kernel's 1-s SYN
+/// retransmission, which a lossy radio or a server whose listen queue is full under a
+/// connection flood (docs/security.md) would make the client wait.
+pub(crate) const FIRST_DIAL_HEAD_START: StdDuration = StdDuration::from_millis(250);
 /// First re-dial after a connection died.
 const FIRST_REDIAL: StdDuration = StdDuration::from_millis(10);
 /// Re-dials after failed ones wait this, doubling up to `NetConfig::max_backoff` (1 s by
@@ -136,7 +142,7 @@ impl PathManager {
         };
         slot.dialing = Some(Box::pin(async move {
             tokio::time::sleep(delay).await;
-            let tcp = redial_tcp(&spec, &cfg, i).await?;
+            let tcp = raced_dial_tcp(&spec, &cfg, i, PROBE_PERIOD).await?;
             secure_path(tcp, &spec, &cfg).await
         }));
     }
@@ -323,18 +329,25 @@ async fn first_syn_ack(spec: &PathSpec, cfg: &NetConfig, i: usize) -> tokio::net
     }
 }
 
-/// A re-dial's TCP connect: one attempt that waits as long as [`dial_tcp`] does (a path of
-/// any RTT connects), raced by the probe's fresh SYNs ([`first_syn_ack`]). A connection
+/// A path's TCP connect: one attempt that waits as long as [`dial_tcp`] does (a path of
+/// any RTT connects), raced after `head_start` by the probe's fresh SYNs
+/// ([`first_syn_ack`]). Re-dials start them a `PROBE_PERIOD` after: a connection
 /// dies with its path more often than not, so the re-dial's first SYN is often lost in
 /// the outage, and the kernel sends it again only after a second (issue 41's testbed
 /// campaign: 257–817 ms from a reset path's return to its first byte); the fresh SYNs
 /// reach the path within `PROBE_PERIOD` of its return. The first attempt's failure
 /// (refused, no route, its timeout) is the dial's: the re-dial then backs off as before.
-async fn redial_tcp(spec: &PathSpec, cfg: &NetConfig, i: usize) -> io::Result<tokio::net::TcpStream> {
+/// A session's first dials start them [`FIRST_DIAL_HEAD_START`] after.
+pub(crate) async fn raced_dial_tcp(
+    spec: &PathSpec,
+    cfg: &NetConfig,
+    i: usize,
+    head_start: StdDuration,
+) -> io::Result<tokio::net::TcpStream> {
     let patient = dial_tcp(spec, cfg, false);
     let fresh = async {
-        // The patient attempt's SYN goes first; the fresh ones follow a period later.
-        tokio::time::sleep(PROBE_PERIOD).await;
+        // The patient attempt's SYN goes first.
+        tokio::time::sleep(head_start).await;
         first_syn_ack(spec, cfg, i).await
     };
     tokio::select! {
@@ -355,6 +368,19 @@ fn first_done(attempts: &mut [ConnectAttempt]) -> impl Future<Output = (<Connect
     })
 }
 
+/// A loopback listener whose accept queue is full (backlog 0 and one connection waiting,
+/// the second returned): Linux drops further SYNs without a word.
+#[cfg(test)]
+pub(crate) fn full_listen_queue() -> (std::net::TcpListener, std::net::TcpStream) {
+    use socket2::{Domain, Socket, Type};
+    let listener = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    listener.bind(&"127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
+    listener.listen(0).unwrap();
+    let listener: std::net::TcpListener = listener.into();
+    let filler = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    (listener, filler)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -364,23 +390,18 @@ mod tests {
     /// is full drops SYNs without a word (Linux), as a path in an outage does.
     #[tokio::test]
     async fn a_redial_whose_first_syn_is_lost_connects_with_a_fresh_one() {
-        use socket2::{Domain, Socket, Type};
-        let listener = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-        listener.bind(&"127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
-        // Backlog 0: one connection waiting to be accepted fills the queue.
-        listener.listen(0).unwrap();
-        let listener: std::net::TcpListener = listener.into();
+        let head_start = PROBE_PERIOD;
+        let (listener, filler) = full_listen_queue();
         let addr = listener.local_addr().unwrap();
-        let filler = std::net::TcpStream::connect(addr).unwrap();
         let spec: PathSpec = addr.to_string().parse().unwrap();
         let cfg = NetConfig::default();
         // The queue opens again a while after the re-dial's first SYN was dropped.
         let reopen = std::thread::spawn(move || {
-            std::thread::sleep(PROBE_PERIOD * 2);
+            std::thread::sleep(head_start + PROBE_PERIOD);
             let (first, _) = listener.accept().unwrap();
             (listener, first)
         });
-        let tcp = tokio::time::timeout(StdDuration::from_secs(60), redial_tcp(&spec, &cfg, 0))
+        let tcp = tokio::time::timeout(StdDuration::from_secs(60), raced_dial_tcp(&spec, &cfg, 0, head_start))
             .await
             .expect("the re-dial connected")
             .expect("the re-dial connected");
