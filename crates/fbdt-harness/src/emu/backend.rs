@@ -115,7 +115,7 @@ pub enum NextAttempt {
     Again,
 }
 
-/// After attempt number `attempt` (from 1) at `scale`, with `host_repeats` repeats for a
+/// After attempt number `attempt` (from 1; the scales tried) at `scale`, with `host_repeats` repeats for a
 /// disturbed host made so far: lower by [`AUTO_SCALE_STEP`] when rescaling is on, the
 /// emulator was blamed and attempts are left; the same scale again when the host was
 /// blamed and [`HOST_REPEATS`] are not used up; otherwise keep.
@@ -235,6 +235,7 @@ pub fn run(
                     scenario.name
                 ));
                 scale = lower;
+                attempt += 1;
             }
             NextAttempt::Again => {
                 host_repeats += 1;
@@ -269,7 +270,6 @@ pub fn run(
                 return Ok(EmuRun { fidelity, ..out.0 });
             }
         }
-        attempt += 1;
     }
 }
 
