@@ -183,7 +183,14 @@ impl Setup {
         if schemes.is_empty() {
             bail!("--schemes is empty");
         }
+        // rrul and the browser's runs take an fbdt scheme through `fbdt serve`/`fbdt proxy`,
+        // which have options of their own (`sessions=N`): checked as the binaries take them.
+        let through_binaries = args.kind == Kind::Rrul || args.browser.is_some();
         for s in &schemes {
+            if through_binaries && (s == "fbdt" || s.starts_with("fbdt+")) {
+                fbdt_harness::scheme::binary::flags(s, &scenario)?;
+                continue;
+            }
             let parsed = scheme::parse(s, &scenario, seed)?;
             match args.backend {
                 BackendKind::Sim => {

@@ -1,7 +1,8 @@
 //! `fbdt proxy` → `fbdt serve` on loopback (TLS, token, two paths), with real clients:
 //! curl through SOCKS5 (names resolved at the server) and as an HTTP proxy (absolute URI
 //! and CONNECT), content checked by SHA-256; refusals answered in each protocol; 200
-//! concurrent connections; a stalled reader beside busy ones; `fbdt status --json`.
+//! concurrent connections; a stalled reader beside busy ones; `fbdt status --json`; a pool
+//! of two sessions.
 
 mod common;
 
@@ -461,6 +462,76 @@ async fn status_reports_every_path_and_the_open_streams() {
         .unwrap();
     assert!(String::from_utf8_lossy(&text.stdout).contains("streams open: 1"));
     drop(held);
+}
+
+/// Each session's open streams, as `fbdt status --json` lists them.
+fn streams_per_session(control: &str) -> Vec<u64> {
+    let v = status_json(control);
+    v["each_session"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no each_session in {v}"))
+        .iter()
+        .map(|s| s["streams_open"].as_u64().unwrap())
+        .collect()
+}
+
+async fn until_streams(control: &str, want: &[u64]) {
+    for _ in 0..100 {
+        if streams_per_session(control) == want {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("streams per session {:?}, want {want:?}", streams_per_session(control));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_two_sessions_a_new_connection_avoids_the_busy_one() {
+    let r = rig_with("pool", &["--sessions", "2"]).await;
+    assert_eq!(status_json(&r.control)["sessions"], 2);
+    // From idle, connections spread by their count: one on each session.
+    let (code, first) = socks_connect(&r.proxy_addr, "127.0.0.1", r.origin).await;
+    assert_eq!(code, 0);
+    let (code, idle) = socks_connect(&r.proxy_addr, "127.0.0.1", r.origin).await;
+    assert_eq!(code, 0);
+    until_streams(&r.control, &[1, 1]).await;
+    drop(first);
+    until_streams(&r.control, &[0, 1]).await;
+
+    // A download read at a steady ≈ 64 MB/s opens on the session without a stream...
+    let (code, mut bulk) = socks_connect(&r.proxy_addr, "127.0.0.1", r.origin).await;
+    assert_eq!(code, 0);
+    bulk.write_all(b"GET /200000000/5 HTTP/1.1\r\nHost: t\r\n\r\n").await.unwrap();
+    let reader = tokio::spawn(async move {
+        let mut b = vec![0u8; 64 * 1024];
+        while let Ok(n) = bulk.read(&mut b).await {
+            if n == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    until_streams(&r.control, &[1, 1]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // ...and with one stream on each, the next connection goes by bytes moved, not by
+    // count or order: to the idle stream's session. Its content is intact.
+    let (code, small) = socks_connect(&r.proxy_addr, "127.0.0.1", r.origin).await;
+    assert_eq!(code, 0);
+    assert_eq!(streams_per_session(&r.control), [1, 2]);
+    get_through(small, 1_000_000, 3).await;
+    // (Counters are refreshed every 10 ms by each session's driver.)
+    let mut v = status_json(&r.control);
+    for _ in 0..40 {
+        if v["each_session"][1]["bytes_received"].as_u64().unwrap() >= 1_000_000 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        v = status_json(&r.control);
+    }
+    assert!(v["each_session"][1]["bytes_received"].as_u64().unwrap() >= 1_000_000, "{v}");
+    assert!(!reader.is_finished(), "the download ended before the check: it proves nothing");
+    reader.abort();
+    drop(idle);
 }
 
 #[test]

@@ -8,13 +8,43 @@ use anyhow::{bail, Result};
 use fbdt_scenario::Scenario;
 
 /// The options the binaries take, as a scheme names them (for the error message).
-const TAKEN: &str = "cc, rtofloor, window, budget, unsent, wake, tls";
+const TAKEN: &str = "cc, rtofloor, window, budget, unsent, wake, tls, sessions";
 
-/// The flags of `fbdt serve` and `fbdt proxy` (the same for both) that run scheme `name`;
-/// empty for the bare `fbdt` (the binary's defaults: among them a 5-ms unsent budget and
-/// TLS, which the pair always runs, so `+tls` adds nothing). Values are checked as
-/// [`super::parse`] checks them.
-pub fn flags(name: &str, scenario: &Scenario) -> Result<Vec<String>> {
+/// The flags that run a scheme through the `fbdt serve`/`fbdt proxy` pair.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PairFlags {
+    /// For both ends.
+    pub both: Vec<String>,
+    /// For `fbdt proxy` only (`sessions=N` → `--sessions N`).
+    pub proxy: Vec<String>,
+}
+
+/// The flags of `fbdt serve` and `fbdt proxy` that run scheme `name`; empty for the bare
+/// `fbdt` (the binary's defaults: among them a 5-ms unsent budget, two sessions and TLS,
+/// which the pair always runs, so `+tls` adds nothing). Values are checked as
+/// [`super::parse`] checks them. `sessions=N` is the proxy's alone (the library has no
+/// sessions to pool), so it is taken out before the rest is parsed.
+pub fn flags(name: &str, scenario: &Scenario) -> Result<PairFlags> {
+    let mut proxy = Vec::new();
+    let mut kept = Vec::new();
+    for part in name.trim().split('+') {
+        match part.strip_prefix("sessions=") {
+            Some(v) => {
+                // 1..=8: the range `fbdt proxy --sessions` takes (its `MAX_SESSIONS`).
+                let n: usize = v.parse().ok().filter(|n| (1..=8).contains(n)).ok_or_else(|| {
+                    anyhow::anyhow!("scheme `{name}`: sessions=`{v}`: expected a whole number from 1 to 8")
+                })?;
+                proxy = vec!["--sessions".to_string(), n.to_string()];
+            }
+            None => kept.push(part),
+        }
+    }
+    // Errors below name the scheme without its `sessions=` part.
+    let both = both_flags(&kept.join("+"), scenario)?;
+    Ok(PairFlags { both, proxy })
+}
+
+fn both_flags(name: &str, scenario: &Scenario) -> Result<Vec<String>> {
     let (base, opts) = super::runtime_options(name, scenario)?;
     if base != "fbdt" && !base.starts_with("fbdt+") {
         bail!("scheme `{name}`: only fbdt[+option…] runs through `fbdt serve`/`fbdt proxy`");
@@ -69,7 +99,7 @@ mod tests {
     #[test]
     fn options_with_a_flag_become_flags() {
         let s = los();
-        let f = |n: &str| flags(n, &s).unwrap();
+        let f = |n: &str| flags(n, &s).unwrap().both;
         assert!(f("fbdt").is_empty());
         assert!(f("fbdt+tls").is_empty());
         assert_eq!(f("fbdt+unsent=off"), ["--unsent-budget", "off"]);
@@ -85,6 +115,21 @@ mod tests {
             f("fbdt+unsent=off+rtofloor=on"),
             ["--rto-floor", "--unsent-budget", "off"]
         );
+    }
+
+    #[test]
+    fn sessions_go_to_the_proxy_alone() {
+        let s = los();
+        let f = flags("fbdt+sessions=2+unsent=off", &s).unwrap();
+        assert_eq!(f.proxy, ["--sessions", "2"]);
+        assert_eq!(f.both, ["--unsent-budget", "off"]);
+        assert!(flags("fbdt", &s).unwrap().proxy.is_empty());
+        for bad in ["fbdt+sessions=0", "fbdt+sessions=9", "fbdt+sessions=two"] {
+            let e = format!("{:#}", flags(bad, &s).unwrap_err());
+            assert!(e.contains("from 1 to 8") && e.contains(bad), "{e}");
+        }
+        // The library runs refuse it: a bulk run has no proxy to pool sessions in.
+        assert!(super::super::parse("fbdt+sessions=2", &s, 0).is_err());
     }
 
     #[test]

@@ -8,15 +8,16 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Context, Result};
 use fbdt_emu::{Side, Testbed};
 use fbdt_harness::process::{Children, FBDT_PORT, HTTP_PORT, PROXY_PORT};
+use fbdt_harness::scheme::binary::PairFlags;
 
 use crate::setup::Setup;
 
 /// How a scheme reaches the server.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Route {
-    /// Through `fbdt proxy` (SOCKS5) and `fbdt serve`, both started with these flags (the
+    /// Through `fbdt proxy` (SOCKS5) and `fbdt serve`, started with these flags (the
     /// scheme's options, `fbdt_harness::scheme::binary::flags`).
-    Fbdt(Vec<String>),
+    Fbdt(PairFlags),
     /// Straight to this path's server address: its connected route takes that radio.
     Tcp(usize),
     /// Browser and server under `mptcpize run`; subflows by the testbed's endpoints.
@@ -196,13 +197,13 @@ pub fn start_servers(tb: &Testbed, route: &Route, plan: &ServePlan, children: &m
 }
 
 /// `fbdt serve` in the server namespace (serving the origins `allow`) and `fbdt proxy`
-/// (SOCKS5) in the client's, over every path, TLS with a pinned key and a token, both with
+/// (SOCKS5) in the client's, over every path, TLS with a pinned key and a token, with
 /// `flags` (the scheme's options); the proxy's address.
 pub fn start_fbdt_pair(
     tb: &Testbed,
     allow: &[SocketAddr],
     fbdt: &Path,
-    flags: &[String],
+    flags: &PairFlags,
     dir: &Path,
     children: &mut Children,
 ) -> Result<SocketAddr> {
@@ -214,7 +215,7 @@ pub fn start_fbdt_pair(
     for a in allow {
         serve.args(["--allow", &a.to_string()]);
     }
-    serve.args(&serve_security).args(flags);
+    serve.args(&serve_security).args(&flags.both);
     children.spawn("serve", serve, &dir.join("serve.log"))?;
     fbdt_harness::process::wait_listening(
         tb,
@@ -229,7 +230,12 @@ pub fn start_fbdt_pair(
     for p in &paths {
         proxy.args(["--path", &format!("{}={}:{FBDT_PORT}", p.client_ip, p.server_ip)]);
     }
-    proxy.arg("--control").arg(dir.join("proxy.sock")).args(&security).args(flags);
+    proxy
+        .arg("--control")
+        .arg(dir.join("proxy.sock"))
+        .args(&security)
+        .args(&flags.both)
+        .args(&flags.proxy);
     children.spawn("proxy", proxy, &dir.join("proxy.log"))?;
     fbdt_harness::process::wait_listening(tb, Side::Client, proxy_addr, children, dir)?;
     Ok(proxy_addr)

@@ -1,7 +1,7 @@
 //! `fbdt proxy`: the client side. One local port speaks SOCKS5 and HTTP proxy requests
 //! (told apart by the first byte) and, with `--transparent`, takes connections redirected
 //! to it by nftables (their destination from SO_ORIGINAL_DST). Every accepted connection
-//! becomes one stream of the one FBDT session to `fbdt serve`.
+//! becomes one stream of an FBDT session to `fbdt serve` (one session, or `--sessions N`).
 
 pub mod autopath;
 pub mod http;
@@ -71,6 +71,12 @@ pub struct ProxyArgs {
     /// HTTP 403/502.
     #[arg(long)]
     early_reply: bool,
+    /// Keep N sessions to the server over the same paths and open each connection on the
+    /// one that moved the fewest bytes lately: a session delivers its streams' bytes in one
+    /// order, so on one session a small answer waits behind a bulk download's bytes sent
+    /// before it. Each session is one TCP connection per path (1 to 8; 2 by default).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    sessions: usize,
     /// Control socket `fbdt status` reads (default: $XDG_RUNTIME_DIR/fbdt-proxy.sock or
     /// proxy.sock in ~/.local/share/fbdt).
     #[arg(long, value_name = "PATH")]
@@ -102,7 +108,7 @@ pub async fn run(a: ProxyArgs) -> anyhow::Result<()> {
         }
         None => a.paths.clone(),
     };
-    let upstream = Upstream::connect(paths.clone(), a.net.client_config()?).await?;
+    let upstream = Upstream::connect(paths.clone(), a.net.client_config()?, a.sessions).await?;
     let _watch = a.auto_paths.map(|server| {
         AbortOnDrop(tokio::spawn(autopath::follow(
             server,

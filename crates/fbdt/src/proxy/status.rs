@@ -1,5 +1,6 @@
 //! The proxy's control socket (a unix socket, mode 0600) and `fbdt status`: per path its
-//! state, rate, RTT and bytes, and the session's redundant bytes and open streams.
+//! state, rate, RTT and bytes, and the session's redundant bytes and open streams (with
+//! `fbdt proxy --sessions N`, summed over the sessions).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -31,12 +32,23 @@ pub fn default_socket() -> anyhow::Result<PathBuf> {
 pub struct Status {
     pub connected: bool,
     pub error: Option<String>,
+    /// Sessions live (`fbdt proxy --sessions`); the figures below are their sums.
+    pub sessions: usize,
+    /// Each live session on its own, in the proxy's order.
+    pub each_session: Vec<SessionSummary>,
     pub streams_open: usize,
     pub bytes_sent: u64,
     pub bytes_received: u64,
     pub redundant_bytes_sent: u64,
     pub redundant_bytes_received: u64,
     pub paths: Vec<PathStatus>,
+}
+
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct SessionSummary {
+    pub streams_open: usize,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
 }
 
 #[derive(Serialize, Clone, Debug, Default)]
@@ -130,13 +142,11 @@ struct PathRates {
 async fn sample_rates(up: Arc<Upstream>, latest: Arc<Mutex<Vec<PathRates>>>) {
     let mut prev: Option<(Instant, fbdt_net::SessionStats)> = None;
     loop {
-        let link = up.status.lock().ok().and_then(|l| l.clone());
-        let Some((_, stats)) = link else {
+        let Some((s, _, _)) = merged(&up) else {
             tokio::time::sleep(SAMPLE).await;
             continue;
         };
         let now = Instant::now();
-        let s = stats.stats();
         let dt = prev.as_ref().map_or(0.0, |(t, _)| now.duration_since(*t).as_secs_f64());
         let unacked = s.bytes_written > s.bytes_acked;
         let rates: Vec<(f64, f64)> = s
@@ -175,11 +185,25 @@ async fn sample_rates(up: Arc<Upstream>, latest: Arc<Mutex<Vec<PathRates>>>) {
 
 /// The session's status now, with the rates of the last sampled interval.
 fn snapshot(up: &Upstream, rates: &[PathRates]) -> Status {
-    let link = up.status.lock().ok().and_then(|l| l.clone());
-    let Some((mux, stats)) = link else {
+    let Some((s, error, streams_open)) = merged(up) else {
         return Status::default();
     };
-    let s = stats.stats();
+    let each_session: Vec<SessionSummary> = up
+        .status
+        .lock()
+        .map(|l| {
+            l.iter()
+                .map(|(mux, stats)| {
+                    let s = stats.stats();
+                    SessionSummary {
+                        streams_open: mux.open_streams(),
+                        bytes_sent: s.bytes_written,
+                        bytes_received: s.bytes_delivered,
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let paths = s
         .paths
         .iter()
@@ -203,17 +227,54 @@ fn snapshot(up: &Upstream, rates: &[PathRates]) -> Status {
             }
         })
         .collect();
-    let error = stats.error().or_else(|| mux.closed());
     Status {
         connected: error.is_none(),
         error,
-        streams_open: mux.open_streams(),
+        sessions: each_session.len(),
+        each_session,
+        streams_open,
         bytes_sent: s.bytes_written,
         bytes_received: s.bytes_delivered,
         redundant_bytes_sent: s.redundant_bytes_sent,
         redundant_bytes_received: s.redundant_bytes_received,
         paths,
     }
+}
+
+/// The proxy's live sessions as one: counters summed per path index (the sessions share
+/// the paths), a path connected only if it is in every session, joining or probing if it is
+/// in any, its RTT the largest; the first session error; the open streams of all.
+fn merged(up: &Upstream) -> Option<(fbdt_net::SessionStats, Option<String>, usize)> {
+    let links = up.status.lock().ok()?.clone();
+    let (first, rest) = links.split_first()?;
+    let mut sum = first.1.stats();
+    let mut error = first.1.error().or_else(|| first.0.closed());
+    let mut streams = first.0.open_streams();
+    for (mux, stats) in rest {
+        let s = stats.stats();
+        sum.bytes_written += s.bytes_written;
+        sum.bytes_acked += s.bytes_acked;
+        sum.bytes_delivered += s.bytes_delivered;
+        sum.redundant_bytes_sent += s.redundant_bytes_sent;
+        sum.redundant_bytes_received += s.redundant_bytes_received;
+        for (i, p) in s.paths.iter().enumerate() {
+            match sum.paths.get_mut(i) {
+                Some(q) => {
+                    q.connected &= p.connected;
+                    q.joining |= p.joining;
+                    q.probing |= p.probing;
+                    q.bytes_sent += p.bytes_sent;
+                    q.bytes_received += p.bytes_received;
+                    q.srtt_us = q.srtt_us.max(p.srtt_us);
+                    q.reconnects += p.reconnects;
+                }
+                None => sum.paths.push(p.clone()),
+            }
+        }
+        error = error.or_else(|| stats.error().or_else(|| mux.closed()));
+        streams += mux.open_streams();
+    }
+    Some((sum, error, streams))
 }
 
 /// A path's state: `down` (no connection; the runtime re-dials it), `probing` (a
@@ -256,7 +317,11 @@ pub async fn run(a: StatusArgs) -> anyhow::Result<()> {
     let s: serde_json::Value = serde_json::from_str(&text).context("the proxy's status is not JSON")?;
     let v = |k: &str| s.get(k).cloned().unwrap_or_default();
     println!(
-        "session: {}  streams open: {}  sent {} B  received {} B  redundant sent {} B",
+        "session{}: {}  streams open: {}  sent {} B  received {} B  redundant sent {} B",
+        match v("sessions").as_u64() {
+            Some(n) if n > 1 => format!("s ({n}, summed)"),
+            _ => String::new(),
+        },
         if v("connected").as_bool() == Some(true) {
             "up".to_string()
         } else {
