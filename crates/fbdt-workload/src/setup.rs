@@ -283,6 +283,12 @@ impl Setup {
         runs.push(RunVerdict::new(run, scheme, seed, fidelity));
     }
 
+    /// The mean stack CPU (cores) of `scheme`'s faithful emulated runs so far; None without one.
+    pub fn stack_cpu(&self, scheme: &str) -> Option<f64> {
+        let runs = self.fidelity.lock().expect("not poisoned");
+        fbdt_harness::results::fidelity::faithful_stack_cpu(&runs, scheme)
+    }
+
     /// Runs `one` on every item, `jobs` at a time, with a progress bar; results in order.
     pub fn run_all<T: Sync, R: Send>(&self, items: &[T], one: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
         let bar = fbdt_harness::progress::bar(items.len() as u64);

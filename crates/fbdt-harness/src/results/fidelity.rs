@@ -60,6 +60,10 @@ pub struct RunVerdict {
     pub seed: u64,
     pub faithful: bool,
     pub reasons: Vec<String>,
+    /// The monitors' `stack_cpu` over the run, cores: the host's busy cores less the
+    /// emulator's and other programs' — both ends (with every process they started) and the
+    /// kernel's work for them, wherever booked.
+    pub stack_cpu_cores: f64,
 }
 
 impl RunVerdict {
@@ -70,8 +74,19 @@ impl RunVerdict {
             seed,
             faithful: f.faithful,
             reasons: f.reasons,
+            stack_cpu_cores: f.stack_cpu,
         }
     }
+}
+
+/// The mean `stack_cpu_cores` of `scheme`'s faithful runs; None without one.
+pub fn faithful_stack_cpu(runs: &[RunVerdict], scheme: &str) -> Option<f64> {
+    let cpu: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.scheme == scheme && r.faithful)
+        .map(|r| r.stack_cpu_cores)
+        .collect();
+    (!cpu.is_empty()).then(|| cpu.iter().sum::<f64>() / cpu.len() as f64)
 }
 
 /// Top-level `fidelity` of an emulated results JSON.
@@ -240,5 +255,36 @@ impl RunFidelity {
             ));
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(scheme: &str, faithful: bool, cpu: f64) -> RunVerdict {
+        RunVerdict {
+            run: 0,
+            scheme: scheme.into(),
+            seed: 1,
+            faithful,
+            reasons: Vec::new(),
+            stack_cpu_cores: cpu,
+        }
+    }
+
+    #[test]
+    fn stack_cpu_is_the_mean_of_the_schemes_faithful_runs() {
+        let runs = [
+            verdict("fbdt", true, 0.4),
+            verdict("fbdt", false, 1.9),
+            verdict("fbdt", true, 0.6),
+            verdict("mptcp", true, 0.2),
+            verdict("tcp:wifi", false, 0.1),
+        ];
+        assert!((faithful_stack_cpu(&runs, "fbdt").unwrap() - 0.5).abs() < 1e-12);
+        assert_eq!(faithful_stack_cpu(&runs, "mptcp"), Some(0.2));
+        assert_eq!(faithful_stack_cpu(&runs, "tcp:wifi"), None);
+        assert_eq!(faithful_stack_cpu(&runs, "fbdt+sessions=1"), None);
     }
 }

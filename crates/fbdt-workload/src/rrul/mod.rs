@@ -71,6 +71,10 @@ pub struct RrulResult {
     pub fetches_unfinished: usize,
     /// The bulk download's goodput while the interactive flows ran.
     pub bulk_mbps: f64,
+    /// What the runs cost: the testbed monitors' stack CPU (both ends, the processes they
+    /// started — `fbdt serve`/`proxy`, the origin — and the kernel's work for them), cores,
+    /// mean over the scheme's faithful runs; null if none was faithful.
+    pub stack_cpu_cores: Option<f64>,
     /// Per seed: (seed, ping p99 ms, bulk Mbit/s), to see the spread between runs.
     pub runs: Vec<(u64, f64, f64)>,
     /// The distribution `interactive_added_ms` summarises: its quantiles at 0, 0.5, 1, …,
@@ -162,6 +166,7 @@ pub fn run(setup: &Setup, args: &WorkloadArgs) -> Result<Vec<RrulResult>> {
             fetches: all.fetch_ms.len(),
             fetches_unfinished: all.fetches_unfinished,
             bulk_mbps: mbps(all.bulk_bytes, all.bulk_s),
+            stack_cpu_cores: setup.stack_cpu(scheme),
             runs,
             interactive_added_quantiles_ms: quantiles,
         });
@@ -281,17 +286,27 @@ fn one_run(
 
 fn print_table(results: &[RrulResult]) {
     println!(
-        "{:<16} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}",
-        "scheme", "added p50", "p90", "p99", "fetch p50", "fetch p99", "bulk Mb/s"
+        "{:<16} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9}",
+        "scheme", "added p50", "p90", "p99", "fetch p50", "fetch p99", "bulk Mb/s", "stack CPU"
     );
     for r in results {
         let a = r.interactive_added_ms;
         println!(
-            "{:<16} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>10.1} {:>10.1}",
-            r.scheme, a.p50, a.p90, a.p99, r.fetch_ms.p50, r.fetch_ms.p99, r.bulk_mbps
+            "{:<16} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>10.1} {:>10.1} {:>9}",
+            r.scheme,
+            a.p50,
+            a.p90,
+            a.p99,
+            r.fetch_ms.p50,
+            r.fetch_ms.p99,
+            r.bulk_mbps,
+            r.stack_cpu_cores.map_or("-".to_string(), |c| format!("{c:.2}"))
         );
     }
     if let Some(r) = results.first() {
-        println!("(ms over the best path's base RTT, {:.1} ms)", r.base_rtt_ms);
+        println!(
+            "(ms over the best path's base RTT, {:.1} ms; stack CPU in cores, faithful runs only)",
+            r.base_rtt_ms
+        );
     }
 }
