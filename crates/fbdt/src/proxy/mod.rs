@@ -75,8 +75,8 @@ pub struct ProxyArgs {
     /// one that moved the fewest bytes lately: a session delivers its streams' bytes in one
     /// order, so on one session a small answer waits behind a bulk download's bytes sent
     /// before it. Each session is one TCP connection per path (1 to 8; 2 by default).
-    #[arg(long, value_name = "N", default_value_t = 2)]
-    sessions: usize,
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=upstream::MAX_SESSIONS as i64))]
+    sessions: u8,
     /// Control socket `fbdt status` reads (default: $XDG_RUNTIME_DIR/fbdt-proxy.sock or
     /// proxy.sock in ~/.local/share/fbdt).
     #[arg(long, value_name = "PATH")]
@@ -108,7 +108,7 @@ pub async fn run(a: ProxyArgs) -> anyhow::Result<()> {
         }
         None => a.paths.clone(),
     };
-    let upstream = Upstream::connect(paths.clone(), a.net.client_config()?, a.sessions).await?;
+    let upstream = Upstream::connect(paths.clone(), a.net.client_config()?, usize::from(a.sessions)).await?;
     let _watch = a.auto_paths.map(|server| {
         AbortOnDrop(tokio::spawn(autopath::follow(
             server,
