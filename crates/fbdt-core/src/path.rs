@@ -71,7 +71,7 @@ pub struct PathStats {
     pub delivery_rate_bps: Option<f64>,
     pub cwnd_bytes: Option<u64>,
     /// Bytes the connection's transport holds that its peer has not acknowledged: unsent in
-    /// the socket plus in flight (TCP_INFO's `notsent_bytes` + `unacked` × MSS; the link
+    /// the socket plus in flight (TCP_INFO's `notsent_bytes` + (`unacked` − `sacked`) × MSS; the link
     /// model's backlog and window). With `FbdtConfig::in_flight_from_transport`, the send
     /// limit counts a path's payload as delivered once TCP acknowledged it, instead of
     /// when FBDT's sparser ACKs say so.
