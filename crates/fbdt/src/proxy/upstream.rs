@@ -24,6 +24,11 @@ pub const MAX_SESSIONS: usize = 8;
 /// this old (two openings close together see the same rates, not a rate over microseconds).
 const LOAD_SAMPLE: Duration = Duration::from_millis(20);
 
+/// Below this a session counts as idle (bytes per second; four 16-KiB frames): a SOCKS
+/// reply, a ping every 20 ms or the mux's own frames must not decide between two sessions
+/// that carry nothing a new stream could wait behind — the streams' count does.
+const IDLE_RATE: f64 = 64.0 * 1024.0;
+
 pub struct Upstream {
     /// The paths a new session is connected over (`--auto-paths` changes them).
     paths: std::sync::Mutex<Vec<PathSpec>>,
@@ -53,7 +58,8 @@ impl Link {
         s.bytes_written + s.bytes_delivered
     }
 
-    /// The session's rate, re-read if the last reading is older than [`LOAD_SAMPLE`].
+    /// The session's rate, re-read if the last reading is older than [`LOAD_SAMPLE`]; 0
+    /// below [`IDLE_RATE`].
     fn load(&mut self, now: Instant) -> f64 {
         let dt = now.duration_since(self.read_at);
         if dt >= LOAD_SAMPLE {
@@ -62,7 +68,11 @@ impl Link {
             self.bytes_then = bytes;
             self.read_at = now;
         }
-        self.rate
+        if self.rate < IDLE_RATE {
+            0.0
+        } else {
+            self.rate
+        }
     }
 }
 
@@ -176,7 +186,8 @@ impl Upstream {
 
     /// A stream without waiting for the server's answer (the caller reads it with
     /// [`await_reply`] when it needs it, and may send data first), on the session that
-    /// moved the fewest bytes lately (ties: the fewest open streams, then the first).
+    /// moved the fewest bytes lately (idle ones alike; ties: the fewest open streams, then
+    /// the first).
     pub async fn open(&self, dest: &Destination) -> Result<MuxStream, OpenError> {
         let mut pool = self.pool.lock().await;
         let now = Instant::now();
