@@ -11,6 +11,13 @@
 //! empty: retransmissions without RTT inflation. Such a path is moved to the loss-tolerant
 //! controller, and back once its losses come with an inflated RTT again (BBR keeps its
 //! queue short, so inflation under BBR means something else is filling the queue).
+//!
+//! Except where BBR itself queues: on a path of a few packets' BDP (tens of Mbit/s at a
+//! millisecond) Linux's BBR keeps well over a BDP in flight, the RTT inflates under it and
+//! not under a collapsed Cubic, and the choice flapped (issue 40, `rats4-loss2` at scale
+//! 0.1: 20 switches per 10 s on one path, half the time on each controller, a quarter of
+//! the goodput lost). So each return to the default controller doubles the windows the
+//! next return needs: a real change of the path still moves it back, a flap dies out.
 
 use crate::time::{Duration, Instant};
 
@@ -51,7 +58,10 @@ const INFLATION: f64 = 1.5;
 const INFLATION_SLACK: Duration = Duration::from_millis(1);
 /// Windows in a row that must point to the other controller before it is switched to: a
 /// switch restarts the controller's estimates, so it should not flap on one noisy window.
-const STREAK: u8 = 2;
+const STREAK: u32 = 2;
+/// Returns from the loss-tolerant controller to the default double the streak the next
+/// return needs, up to this many times (2 × 2⁴ windows: 8 s at the shortest window).
+const MAX_RETURN_DOUBLINGS: u32 = 4;
 
 /// The `auto` choice for one connection.
 #[derive(Clone, Debug, Default)]
@@ -59,8 +69,10 @@ pub struct AutoCc {
     current: CcClass,
     window: Option<Window>,
     /// Consecutive windows whose verdict pointed away from `current`.
-    streak: u8,
+    streak: u32,
     switches: u32,
+    /// Switches from the loss-tolerant controller back to the default so far.
+    returns: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -116,7 +128,10 @@ impl AutoCc {
         match verdict {
             Some(v) if v != self.current => {
                 self.streak += 1;
-                if self.streak >= STREAK {
+                if self.streak >= self.streak_to_leave() {
+                    if self.current == CcClass::LossTolerant {
+                        self.returns += 1;
+                    }
                     self.current = v;
                     self.streak = 0;
                     self.switches += 1;
@@ -126,6 +141,14 @@ impl AutoCc {
             Some(_) | None => self.streak = 0,
         }
         self.current
+    }
+
+    /// Windows in a row that must point away from the current class to leave it.
+    fn streak_to_leave(&self) -> u32 {
+        match self.current {
+            CcClass::Default => STREAK,
+            CcClass::LossTolerant => STREAK << self.returns.min(MAX_RETURN_DOUBLINGS),
+        }
     }
 }
 
@@ -202,6 +225,41 @@ mod tests {
         });
         assert_eq!(class, CcClass::LossTolerant);
         assert_eq!(c.switches(), 1);
+    }
+
+    /// Linux's BBR on a path of a few packets' BDP queues more than a BDP: the RTT
+    /// inflates under BBR and falls back once Cubic has collapsed, losses throughout.
+    /// Returns `(switches, ms on the loss-tolerant class)` over 30 s; `forget` clears the
+    /// count of returns before every sample (the rule without damping).
+    fn self_inflating(forget: bool) -> (u32, u64) {
+        let mut c = AutoCc::default();
+        let mut on_bbr_ms = 0;
+        for t in (0..30_000u64).step_by(10) {
+            let bbr = c.current() == CcClass::LossTolerant;
+            let s = CcSample {
+                total_retrans: (t / 20) as u32,
+                srtt: Duration::from_micros(if bbr { 6000 } else { 1200 }),
+                min_rtt: Duration::from_millis(1),
+            };
+            if forget {
+                c.returns = 0;
+            }
+            c.on_sample(&s, Instant::from_micros(t * 1000));
+            on_bbr_ms += if bbr { 10 } else { 0 };
+        }
+        (c.switches(), on_bbr_ms)
+    }
+
+    #[test]
+    fn a_controller_that_inflates_the_rtt_itself_does_not_make_it_flap() {
+        // Undamped: two windows each way, a switch every half second, half the time on BBR.
+        let (switches, on_bbr) = self_inflating(true);
+        assert!(switches >= 55 && (14_000..16_000).contains(&on_bbr), "{switches} {on_bbr}");
+        // Damped: 0.5 s to BBR, then 1, 2, 4, 8, 8 s on it between half-second visits to
+        // Cubic.
+        let (switches, on_bbr) = self_inflating(false);
+        assert!(switches <= 14, "{switches} switches");
+        assert!(on_bbr >= 25_000, "{on_bbr} ms of 30 s on BBR");
     }
 
     #[test]
