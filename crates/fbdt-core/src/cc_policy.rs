@@ -12,12 +12,13 @@
 //! controller, and back once its losses come with an inflated RTT again (BBR keeps its
 //! queue short, so inflation under BBR means something else is filling the queue).
 //!
-//! Except where BBR itself queues: on a path of a few packets' BDP (tens of Mbit/s at a
-//! millisecond) Linux's BBR keeps well over a BDP in flight, the RTT inflates under it and
-//! not under a collapsed Cubic, and the choice flapped (issue 40, `rats4-loss2` at scale
-//! 0.1: 20 switches per 10 s on one path, half the time on each controller, a quarter of
-//! the goodput lost). So each return to the default controller doubles the windows the
-//! next return needs: a real change of the path still moves it back, a flap dies out.
+//! Except where BBR itself queues. On slow lossy paths (issue 40, `rats4-loss2` at scale
+//! 0.1: 94 Mbit/s at 1 ms) the choice flapped — 20 switches per 10 s on one path, half the
+//! time on each controller, a quarter of the goodput lost — most likely (inferred, not
+//! traced) because on a path of a few packets' BDP Linux's BBR keeps its window floor and
+//! quantization budget in flight, well over a BDP, so the RTT inflates under BBR and not
+//! under a collapsed Cubic. So each return to the default controller doubles the windows
+//! the next return needs: a real change of the path still moves it back, a flap dies out.
 
 use crate::time::{Duration, Instant};
 
@@ -227,8 +228,8 @@ mod tests {
         assert_eq!(c.switches(), 1);
     }
 
-    /// Linux's BBR on a path of a few packets' BDP queues more than a BDP: the RTT
-    /// inflates under BBR and falls back once Cubic has collapsed, losses throughout.
+    /// A path whose RTT inflates under BBR itself (as Linux's BBR may on a path of a few
+    /// packets' BDP) and falls back once Cubic has collapsed, losses throughout.
     /// Returns `(switches, ms on the loss-tolerant class)` over 30 s; `forget` clears the
     /// count of returns before every sample (the rule without damping).
     fn self_inflating(forget: bool) -> (u32, u64) {
