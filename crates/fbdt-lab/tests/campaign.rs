@@ -108,6 +108,54 @@ fn a_paper_campaign_merges_to_the_one_process_summary() {
     assert_eq!(stamps["stamps"][3]["verdict"]["label"], "simulator");
 }
 
+/// The one-process `paper` is its own campaign: the manifest and each case's result in
+/// --out, beside the report. An interrupted run resumed with --resume runs only the cases
+/// it lacks and ends with the same report; --resume into another campaign is refused, and a
+/// run without it measures everything again.
+#[test]
+fn an_interrupted_paper_resumes_where_it_stopped() {
+    let (_tmp, out, _) = scratch("paper");
+    let paper = words("paper --backend sim --quick --scenarios los,blockage --duration 1 --skip-workloads --out", &[p(&out)]);
+    ok(&paper);
+    let m = json(&out.join("manifest.json"));
+    assert_eq!(m["kind"], "paper");
+    assert_eq!(m["cases"].as_array().unwrap().len(), 2);
+    let stamps = json(&out.join("campaign.json"));
+    assert_eq!(stamps["complete"], true);
+    assert_eq!(stamps["stamps"][1]["label"], "blockage");
+    let first = steady(json(&out.join("summary.json")));
+    let case0 = std::fs::read_to_string(out.join("cases/0.json")).unwrap();
+
+    // As if stopped during blockage: its case result and JSON absent.
+    std::fs::remove_file(out.join("cases/1.json")).unwrap();
+    std::fs::remove_file(out.join("blockage.json")).unwrap();
+    let stderr = ok(&[&paper[..], &["--resume"]].concat());
+    assert!(stderr.contains("continuing the campaign"), "{stderr}");
+    assert!(
+        stderr.contains("[1/8] los") && stderr.contains("--resume continues, skipped"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("skipped").count(), 1, "blockage runs again: {stderr}");
+    assert_eq!(std::fs::read_to_string(out.join("cases/0.json")).unwrap(), case0, "los kept");
+    assert!(out.join("blockage.json").exists());
+    assert_eq!(steady(json(&out.join("summary.json"))), first, "the simulator is deterministic");
+    // The folder is a campaign like any other: `merge` rebuilds the same report from it.
+    ok(&["merge", p(&out)]);
+    assert_eq!(steady(json(&out.join("summary.json"))), first);
+
+    // Another command line is another campaign: --resume refuses it; without --resume the
+    // folder's earlier results go and every case runs.
+    let other = words("paper --backend sim --quick --scenarios los --duration 1 --skip-workloads --out", &[p(&out)]);
+    let o = lab(&[&other[..], &["--resume"]].concat());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && stderr.contains("holds another campaign"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(out.join("cases/0.json")).unwrap(), case0);
+    let stderr = ok(&other);
+    assert!(!stderr.contains("skipped"), "{stderr}");
+    assert_eq!(json(&out.join("manifest.json"))["cases"].as_array().unwrap().len(), 1);
+    assert!(!out.join("cases/1.json").exists());
+}
+
 #[test]
 fn a_fault_campaign_in_parts_merges_to_the_one_process_campaign() {
     let (_tmp, one, dir) = scratch("one.json");

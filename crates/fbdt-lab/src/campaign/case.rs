@@ -2,7 +2,7 @@
 //! command runs from a shell, and writes its result (stamped with the host and the
 //! fidelity verdict) atomically; a case already done is skipped.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
@@ -33,6 +33,39 @@ fn with_scale(command: &[String], scale: f64) -> Vec<String> {
     out
 }
 
+/// Runs case `i` (at the scale `requeue` gives it, if any) and writes its result into `dir`.
+pub(crate) fn run_one(dir: &Path, manifest: &Manifest, requeue: &[Requeue], i: usize) -> Result<CaseResult> {
+    let case = manifest.case(i)?;
+    let rescaled = requeue.iter().find(|r| r.index == i).and_then(|r| r.scale);
+    let command = match rescaled {
+        Some(s) if case.command.iter().any(|a| a == "run") => {
+            eprintln!("case {i} ({}): the emulator was at fault last time: at scale {s} now", case.label);
+            with_scale(&case.command, s)
+        }
+        _ => case.command.clone(),
+    };
+    let started = Instant::now();
+    let out = crate::stored::run_case_command(&command)?;
+    let mut host = HostStamp::current();
+    host.testbed_reference = out.testbed_reference;
+    let result = CaseResult {
+        manifest_hash: manifest.hash.clone(),
+        case_hash: case.hash.clone(),
+        index: i,
+        label: case.label.clone(),
+        host,
+        verdict: out.verdict,
+        finished_unix_s: SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        wall_s: started.elapsed().as_secs_f64(),
+        rescaled,
+        output: out.json,
+    };
+    result.write(dir)?;
+    Ok(result)
+}
+
 pub fn case(args: CaseArgs) -> Result<()> {
     let dir = &args.dir;
     let manifest = Manifest::load(dir).with_context(|| format!("campaign {}", dir.display()))?;
@@ -58,47 +91,18 @@ pub fn case(args: CaseArgs) -> Result<()> {
             }
             Existing::Missing => eprintln!("{head}: {}", case.command.join(" ")),
         }
-        let rescaled = requeue.iter().find(|r| r.index == i).and_then(|r| r.scale);
-        let command = match rescaled {
-            Some(s) if case.command.iter().any(|a| a == "run") => {
-                eprintln!("{head}: the emulator was at fault last time: at scale {s} now");
-                with_scale(&case.command, s)
-            }
-            _ => case.command.clone(),
-        };
-        let started = Instant::now();
-        let out = match crate::stored::run_case_command(&command) {
-            Ok(o) => o,
+        match run_one(dir, &manifest, &requeue, i) {
+            Ok(result) => eprintln!(
+                "{head}: {} in {:.1} s → {}",
+                result.verdict.label,
+                result.wall_s,
+                Manifest::case_path(dir, i).display()
+            ),
             Err(e) => {
                 eprintln!("error: case {i} ({}): {e:#}", case.label);
                 failed.push(i);
-                continue;
             }
-        };
-        let mut host = HostStamp::current();
-        host.testbed_reference = out.testbed_reference;
-        let verdict = out.verdict;
-        let result = CaseResult {
-            manifest_hash: manifest.hash.clone(),
-            case_hash: case.hash.clone(),
-            index: i,
-            label: case.label.clone(),
-            host,
-            verdict,
-            finished_unix_s: SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-            wall_s: started.elapsed().as_secs_f64(),
-            rescaled,
-            output: out.json,
-        };
-        result.write(dir)?;
-        eprintln!(
-            "{head}: {} in {:.1} s → {}",
-            result.verdict.label,
-            result.wall_s,
-            Manifest::case_path(dir, i).display()
-        );
+        }
     }
     if !failed.is_empty() {
         bail!(

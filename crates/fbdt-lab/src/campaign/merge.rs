@@ -68,8 +68,14 @@ fn cotag_points<'a>(done: impl Iterator<Item = &'a CaseResult>) -> Result<Vec<fb
     Ok(points)
 }
 
-/// A paper campaign's results sorted into its sections by the command each case ran.
-fn paper_parts(manifest: &Manifest, done: &[CaseResult]) -> Result<crate::paper::CampaignParts> {
+/// A paper campaign's results sorted into its sections by the command each case ran; it
+/// started when its earliest case did.
+pub(crate) fn paper_parts(manifest: &Manifest, done: &[CaseResult]) -> Result<crate::paper::CampaignParts> {
+    let started = done
+        .iter()
+        .map(|r| r.finished_unix_s.saturating_sub(r.wall_s.ceil() as u64))
+        .min()
+        .map(|s| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s));
     let mut parts = crate::paper::CampaignParts {
         reports: Vec::new(),
         workloads: Vec::new(),
@@ -77,6 +83,9 @@ fn paper_parts(manifest: &Manifest, done: &[CaseResult]) -> Result<crate::paper:
         wall_s: done.iter().map(|r| r.wall_s).sum(),
         workloads_wall_s: 0.0,
         cotag_wall_s: 0.0,
+        started,
+        cases: manifest.cases.len(),
+        failures: Vec::new(),
     };
     for r in done {
         let (command, _) = crate::stored::parse_stored(&manifest.cases[r.index].command)?;
@@ -127,10 +136,9 @@ fn build(manifest: &Manifest, dir: &Path, done: &[CaseResult]) -> Result<()> {
     }
 }
 
-pub fn merge(args: MergeArgs) -> Result<()> {
-    let dir = &args.dir;
-    let manifest = Manifest::load(dir).with_context(|| format!("campaign {}", dir.display()))?;
-    let c = Collected::of(dir, &manifest)?;
+/// Lists the campaign's missing and unfaithful cases and writes DIR/campaign.json (every
+/// done case's host and fidelity stamp).
+pub(crate) fn stamp(dir: &Path, manifest: &Manifest, c: &Collected) -> Result<()> {
     eprintln!(
         "campaign {} ({}, manifest {}): {} cases, {} done, {} missing, {} unfaithful",
         dir.display(),
@@ -173,6 +181,14 @@ pub fn merge(args: MergeArgs) -> Result<()> {
             .collect(),
     };
     fbdt_harness::campaign::write_json_atomic(&dir.join("campaign.json"), &stamps)?;
+    Ok(())
+}
+
+pub fn merge(args: MergeArgs) -> Result<()> {
+    let dir = &args.dir;
+    let manifest = Manifest::load(dir).with_context(|| format!("campaign {}", dir.display()))?;
+    let c = Collected::of(dir, &manifest)?;
+    stamp(dir, &manifest, &c)?;
     if c.complete() {
         build(&manifest, dir, &c.done)?;
     }

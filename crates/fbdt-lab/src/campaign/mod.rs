@@ -3,11 +3,15 @@
 //! manifest and result files; docs/campaigns.md).
 
 mod case;
+pub(crate) mod local;
 mod merge;
 mod plan;
 
 pub use case::{case, CaseArgs};
+pub(crate) use case::run_one;
+pub(crate) use merge::{paper_parts, stamp};
 pub use merge::{merge, MergeArgs};
+pub(crate) use plan::paper_campaign;
 pub use plan::{plan, PlanArgs};
 
 /// Parses `3`, `0-9`, `1,4,7-9` into indices (each at most once, in the order given).

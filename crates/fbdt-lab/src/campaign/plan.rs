@@ -100,6 +100,17 @@ fn paper_cases(args: &PaperArgs, gso_units: Option<u32>) -> Result<(PathBuf, Vec
     if args.workloads_only {
         bail!("plan paper: --workloads-only is a case's own option; plan the whole paper");
     }
+    if args.resume {
+        bail!("plan paper: --resume is the one-process command's; `fbdt-lab case DIR` skips the cases already done");
+    }
+    let (cases, command) = paper_campaign(args, gso_units)?;
+    Ok((out, cases, command))
+}
+
+/// Every case of `paper` with these arguments, and the one-process command they split (as
+/// typed, without `--resume`: resuming must not make it another campaign). The first cases
+/// are the throughput suite's scenarios in the plan's order.
+pub(crate) fn paper_campaign(args: &PaperArgs, gso_units: Option<u32>) -> Result<(Vec<Case>, Vec<String>)> {
     let crate::paper::Planned { backend, plan, .. } = crate::paper::planned(args)?;
     let bname = crate::paper::backend_name(backend);
     let scale_rule = match (backend, args.scale) {
@@ -163,10 +174,11 @@ fn paper_cases(args: &PaperArgs, gso_units: Option<u32>) -> Result<(PathBuf, Vec
         }
     }
     let mut one = one_process_command(&[]);
+    one.retain(|a| a != "--resume");
     if args.backend.is_none() {
         one.extend(["--backend".to_string(), bname.to_string()]);
     }
-    Ok((out, cases, one))
+    Ok((cases, one))
 }
 
 /// The paper's workloads section: one case per scenario (every workload over it).

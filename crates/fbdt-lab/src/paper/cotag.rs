@@ -64,20 +64,8 @@ pub fn plan(quick: bool, scale: Option<f64>) -> Vec<Grid> {
     }
 }
 
-/// Runs the section's grids into one report.
-pub fn run(quick: bool, scale: Option<f64>, testbed: &fbdt_emu::TestbedOptions) -> Result<CotagSection> {
-    let started = std::time::Instant::now();
-    let grids = plan(quick, scale);
-    let mut points = Vec::new();
-    for g in &grids {
-        points.extend(fbdt_harness::cotag_grid::run_grid(g, testbed, |_| Ok(()))?);
-    }
-    Ok(section(quick, &grids, points, started.elapsed().as_secs_f64()))
-}
-
 /// The section of `grids`' `points` (every grid's, in order): one grid that spans them
-/// all, the claims judged over every point. The one-process run and the merge of a
-/// campaign (one case per point) alike.
+/// all, the claims judged over every point (one campaign case per point).
 pub fn section(quick: bool, grids: &[Grid], points: Vec<Point>, wall_s: f64) -> CotagSection {
     let mut grid = grids[0].clone();
     for g in &grids[1..] {

@@ -18,7 +18,6 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use fbdt_scenario::Scenario;
 
-use crate::run::{self, RunArgs};
 use fbdt_harness::results::RunReport;
 use fbdt_harness::scheme;
 use fbdt_harness::BackendKind;
@@ -88,6 +87,11 @@ pub struct PaperArgs {
     /// Only the workloads section, into --out/workloads.json (a campaign's workloads case).
     #[arg(long, hide = true)]
     pub workloads_only: bool,
+    /// Keep the cases an interrupted run of this very command finished in --out (their
+    /// results are in --out/cases/) and run only the others. Without it every case runs
+    /// again and earlier results in --out are removed.
+    #[arg(long, conflicts_with = "render_only")]
+    pub resume: bool,
 }
 
 /// Where the workloads section is kept between `paper` and `paper --render-only`.
@@ -200,25 +204,6 @@ pub(crate) fn rescales(args: &PaperArgs, backend: BackendKind) -> bool {
     backend == BackendKind::Emu && (args.auto_scale || args.scale.is_none())
 }
 
-/// The `fbdt-lab run` arguments of one planned scenario, as the suite runs it.
-pub(crate) fn run_args(args: &PaperArgs, backend: BackendKind, p: &suite::Planned, json: Option<PathBuf>) -> RunArgs {
-    RunArgs {
-        scenario: p.arg.clone(),
-        backend,
-        model: args.model,
-        // The paper suite keeps the exact pipe (its figures are the reference).
-        grain: 0,
-        schemes: p.schemes.clone(),
-        duration: Some(p.duration_s),
-        seed: None,
-        repeat: args.repeat,
-        scale: args.scale,
-        json,
-        auto_scale: rescales(args, backend),
-        traffic: fbdt_harness::traffic::Traffic::Bulk,
-    }
-}
-
 /// The scenarios of the workloads section.
 pub(crate) fn workload_scenarios(args: &PaperArgs) -> Vec<String> {
     if args.workload_scenarios.is_empty() {
@@ -242,7 +227,8 @@ pub(crate) fn workloads_section(
     )
 }
 
-pub fn run(args: PaperArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
+pub fn run(args: PaperArgs, gso_units: Option<u32>) -> Result<()> {
+    let testbed = &crate::stored::testbed_options(gso_units);
     if args.workloads_backend == BackendKind::Emu && !args.skip_workloads && !args.render_only {
         if let Some(why) = fbdt_emu::skip_reason() {
             bail!("--workloads-backend emu needs the emulated testbed, which needs root ({why})");
@@ -275,8 +261,25 @@ pub fn run(args: PaperArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
         return render_existing(&args, backend, &out, &plan, scenarios, notes.as_deref());
     }
 
+    run_campaign(&args, gso_units, &out, &plan, backend)
+}
+
+/// The suite as the campaign `plan paper` writes, planned into `out` and run here case by
+/// case (one code path with a cluster's run: the same cases, the same merge). A failed case
+/// is reported in the summary and the page, and the command fails at the end: one broken
+/// scenario must not throw away the others' minutes.
+fn run_campaign(
+    args: &PaperArgs,
+    gso_units: Option<u32>,
+    out: &Path,
+    plan: &[suite::Planned],
+    backend: BackendKind,
+) -> Result<()> {
+    use fbdt_harness::campaign::{CaseResult, Collected, Existing, Manifest};
     let started_at = SystemTime::now();
     let started = Instant::now();
+    let (cases, command) = crate::campaign::paper_campaign(args, gso_units)?;
+    let manifest = crate::campaign::local::start(out, Manifest::new("paper", command, cases), args.resume)?;
     let repeat = args.repeat as usize;
     let total_runs: usize = plan.iter().map(|p| p.schemes.len() * repeat).sum();
     // Work = traffic seconds; the ETA scales the wall time per traffic second so far.
@@ -284,142 +287,84 @@ pub fn run(args: PaperArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<()> {
         .iter()
         .map(|p| p.duration_s * (p.schemes.len() * repeat) as f64)
         .sum();
+    let cotag_cases = manifest.cases.iter().filter(|c| c.label.starts_with("cotag ")).count();
     eprintln!(
-        "fbdt-lab paper: {} backend, {} scenarios, {total_runs} runs, {:.0} s of traffic → {}",
+        "fbdt-lab paper: {} backend, {} scenarios, {total_runs} runs, {:.0} s of traffic{} → {}",
         backend_name(backend),
         plan.len(),
         total_work,
+        match (args.skip_workloads, cotag_cases) {
+            (true, 0) => String::new(),
+            (false, 0) => ", then the workloads".into(),
+            (true, n) => format!(", then {n} COTAG points"),
+            (false, n) => format!(", then the workloads and {n} COTAG points"),
+        },
         out.display()
     );
-    let (mut reports, mut failures) = (Vec::new(), Vec::new());
-    let (mut done_runs, mut done_work) = (0usize, 0.0);
-    for p in &plan {
-        let elapsed = started.elapsed().as_secs_f64();
-        let eta = if done_work > 0.0 {
-            mmss(elapsed / done_work * (total_work - done_work))
-        } else {
-            "unknown".into()
+    let mut failures = Vec::new();
+    let (mut done_runs, mut done_work, mut cotag_seen) = (0usize, 0.0, 0);
+    for (i, case) in manifest.cases.iter().enumerate() {
+        let scenario = plan.get(i);
+        let head = match scenario {
+            Some(p) => {
+                let elapsed = started.elapsed().as_secs_f64();
+                let eta = if done_work > 0.0 {
+                    mmss(elapsed / done_work * (total_work - done_work))
+                } else {
+                    "unknown".into()
+                };
+                format!(
+                    "[{}/{total_runs}] {} {} ({:.0} s each) — elapsed {}, ETA {eta}",
+                    done_runs + 1,
+                    p.name,
+                    p.schemes.join(" "),
+                    p.duration_s,
+                    mmss(elapsed)
+                )
+            }
+            None if case.label.starts_with("cotag ") => {
+                cotag_seen += 1;
+                format!("[cotag {cotag_seen}/{cotag_cases}] COTAG (paper 003), ten-flow bursts: {}", case.label)
+            }
+            None => case.label.clone(),
         };
-        eprintln!(
-            "[{}/{total_runs}] {} {} ({:.0} s each) — elapsed {}, ETA {eta}",
-            done_runs + 1,
-            p.name,
-            p.schemes.join(" "),
-            p.duration_s,
-            mmss(elapsed)
-        );
-        let outcome = run::run(run_args(&args, backend, p, Some(out.join(format!("{}.json", p.name)))), testbed);
-        match outcome {
-            Ok(r) => reports.push(r),
+        if let Some(p) = scenario {
+            done_runs += p.schemes.len() * repeat;
+            done_work += p.duration_s * (p.schemes.len() * repeat) as f64;
+        }
+        if let Existing::Done(_) = CaseResult::existing(out, &manifest, i)? {
+            eprintln!("{head}: done in the run --resume continues, skipped");
+            continue;
+        }
+        eprintln!("{head}");
+        match crate::campaign::run_one(out, &manifest, &[], i) {
+            // Each scenario's JSON as soon as it is measured, as `run --json` writes it.
+            Ok(r) if scenario.is_some() => {
+                fbdt_harness::results::write_json(&out.join(format!("{}.json", case.scenario)), &r.output)?
+            }
+            Ok(_) => {}
             Err(e) => {
-                // One broken scenario must not throw away the others' minutes; it is reported
-                // in the summary and the page, and the command fails at the end.
-                eprintln!("error: scenario {}: {e:#}", p.name);
+                eprintln!("error: {}: {e:#}", case.label);
                 failures.push(Failure {
-                    scenario: p.name.clone(),
+                    scenario: case.label.clone(),
                     error: format!("{e:#}"),
                 });
             }
         }
-        done_runs += p.schemes.len() * repeat;
-        done_work += p.duration_s * (p.schemes.len() * repeat) as f64;
     }
-
-    let workloads = if args.skip_workloads {
-        None
-    } else {
-        run_workloads(&args, testbed, &out, &mut failures)
-    };
-    let with_cotag = cotag_runs(&args, backend);
-    let cotag = if with_cotag {
-        run_cotag(&args, testbed, &out, &mut failures)
-    } else {
-        None
-    };
-    let info = run_info(&args, backend, &reports, started_at, started.elapsed().as_secs_f64());
-    let planned = plan.len() + usize::from(!args.skip_workloads) + usize::from(with_cotag);
-    write_outputs(
-        &out,
-        reports,
-        scenarios,
-        failures,
-        Sections { workloads, cotag },
-        info,
-        notes.as_deref(),
-        planned,
-    )
-}
-
-/// The COTAG section runs on the testbed only, as root, unless skipped.
-fn cotag_runs(args: &PaperArgs, backend: BackendKind) -> bool {
-    if args.skip_cotag {
-        return false;
-    }
-    match (backend, fbdt_emu::skip_reason()) {
-        (BackendKind::Emu, None) => true,
-        (BackendKind::Emu, Some(why)) => {
-            eprintln!("COTAG section skipped: it needs the testbed as root ({why})");
-            false
-        }
-        (BackendKind::Sim, _) => false,
-    }
-}
-
-/// The COTAG section, written to `out`; a failure is reported like a failed scenario.
-fn run_cotag(
-    args: &PaperArgs,
-    testbed: &fbdt_emu::TestbedOptions,
-    out: &Path,
-    failures: &mut Vec<Failure>,
-) -> Option<cotag::CotagSection> {
-    eprintln!(
-        "COTAG section (paper 003): {} points of ten-flow bursts",
-        cotag::plan(args.quick, args.scale)
-            .iter()
-            .map(|g| g.correlations.len() * g.per.len() * g.latency_ms.len())
-            .sum::<usize>()
-    );
-    let outcome = cotag::run(args.quick, args.scale, testbed)
-        .and_then(|c| fbdt_harness::results::write_json(&out.join(cotag::JSON), &c).map(|_| c));
-    match outcome {
-        Ok(c) => Some(c),
-        Err(e) => {
-            eprintln!("error: cotag: {e:#}");
-            failures.push(Failure {
-                scenario: "cotag".into(),
-                error: format!("{e:#}"),
-            });
-            None
-        }
-    }
+    let collected = Collected::of(out, &manifest)?;
+    crate::campaign::stamp(out, &manifest, &collected)?;
+    let mut parts = crate::campaign::paper_parts(&manifest, &collected.done)?;
+    parts.started = Some(started_at);
+    parts.wall_s = started.elapsed().as_secs_f64();
+    parts.failures = failures;
+    merge(args, out, parts)
 }
 
 /// The sections beside the throughput suite.
 struct Sections {
     workloads: Option<workloads::WorkloadSection>,
     cotag: Option<cotag::CotagSection>,
-}
-
-/// The workloads section, written to `out`; a failure is reported like a failed scenario.
-fn run_workloads(
-    args: &PaperArgs,
-    testbed: &fbdt_emu::TestbedOptions,
-    out: &Path,
-    failures: &mut Vec<Failure>,
-) -> Option<workloads::WorkloadSection> {
-    let outcome = workloads_section(args, testbed)
-        .and_then(|w| fbdt_harness::results::write_json(&out.join(WORKLOADS_JSON), &w).map(|_| w));
-    match outcome {
-        Ok(w) => Some(w),
-        Err(e) => {
-            eprintln!("error: workloads: {e:#}");
-            failures.push(Failure {
-                scenario: "workloads".into(),
-                error: format!("{e:#}"),
-            });
-            None
-        }
-    }
 }
 
 /// `--render-only`: the reports come from `out`, the run's description from the summary
@@ -506,17 +451,18 @@ pub(crate) struct CampaignParts {
     pub wall_s: f64,
     pub workloads_wall_s: f64,
     pub cotag_wall_s: f64,
+    /// When the campaign started (unknown: when it is merged).
+    pub started: Option<SystemTime>,
+    /// How many cases it planned, and those that failed (reported, the others still merged).
+    pub cases: usize,
+    pub failures: Vec<Failure>,
 }
 
 /// `fbdt-lab merge` of a paper campaign: its cases' results written as the one-process run
 /// writes them — per-scenario JSON, workloads.json and cotag.json, summary.json, figures,
 /// report.html.
 pub(crate) fn merge(args: &PaperArgs, out: &Path, parts: CampaignParts) -> Result<()> {
-    let Planned {
-        backend,
-        scenarios,
-        plan,
-    } = planned(args)?;
+    let Planned { backend, scenarios, .. } = planned(args)?;
     let notes = match &args.notes {
         Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("--notes {}", p.display()))?),
         None => None,
@@ -539,17 +485,22 @@ pub(crate) fn merge(args: &PaperArgs, out: &Path, parts: CampaignParts) -> Resul
     if let Some(c) = &cotag {
         fbdt_harness::results::write_json(&out.join(cotag::JSON), c)?;
     }
-    let planned = plan.len() + usize::from(workloads.is_some()) + usize::from(cotag.is_some());
-    let info = run_info(args, backend, &parts.reports, SystemTime::now(), parts.wall_s);
+    let info = run_info(
+        args,
+        backend,
+        &parts.reports,
+        parts.started.unwrap_or_else(SystemTime::now),
+        parts.wall_s,
+    );
     write_outputs(
         out,
         parts.reports,
         scenarios,
-        Vec::new(),
+        parts.failures,
         Sections { workloads, cotag },
         info,
         notes.as_deref(),
-        planned,
+        parts.cases,
     )
 }
 
@@ -595,7 +546,7 @@ fn write_outputs(
     );
     if !summary.failures.is_empty() {
         bail!(
-            "{} of {} scenario runs failed (see {})",
+            "{} of {} cases failed (see {})",
             summary.failures.len(),
             planned,
             page_path.display()
