@@ -81,12 +81,11 @@ impl RunVerdict {
 
 /// The mean `stack_cpu_cores` of `scheme`'s faithful runs; None without one.
 pub fn faithful_stack_cpu(runs: &[RunVerdict], scheme: &str) -> Option<f64> {
-    let cpu: Vec<f64> = runs
-        .iter()
-        .filter(|r| r.scheme == scheme && r.faithful)
-        .map(|r| r.stack_cpu_cores)
-        .collect();
-    (!cpu.is_empty()).then(|| cpu.iter().sum::<f64>() / cpu.len() as f64)
+    super::mean_of(
+        runs.iter()
+            .filter(|r| r.scheme == scheme && r.faithful)
+            .map(|r| r.stack_cpu_cores),
+    )
 }
 
 /// Top-level `fidelity` of an emulated results JSON.

@@ -11,6 +11,9 @@ use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 
+use fbdt_mux::Mux;
+use fbdt_net::StatsHandle;
+
 use super::upstream::Upstream;
 
 /// How often rates are computed (each rate is the bytes of the last interval).
@@ -142,7 +145,7 @@ struct PathRates {
 async fn sample_rates(up: Arc<Upstream>, latest: Arc<Mutex<Vec<PathRates>>>) {
     let mut prev: Option<(Instant, fbdt_net::SessionStats)> = None;
     loop {
-        let Some((s, _, _)) = merged(&up) else {
+        let Some((s, _, _)) = merged(&sessions(&up)) else {
             tokio::time::sleep(SAMPLE).await;
             continue;
         };
@@ -185,25 +188,22 @@ async fn sample_rates(up: Arc<Upstream>, latest: Arc<Mutex<Vec<PathRates>>>) {
 
 /// The session's status now, with the rates of the last sampled interval.
 fn snapshot(up: &Upstream, rates: &[PathRates]) -> Status {
-    let Some((s, error, streams_open)) = merged(up) else {
+    // One reading of the session list: the sum and the list then count the same sessions.
+    let links = sessions(up);
+    let Some((s, error, streams_open)) = merged(&links) else {
         return Status::default();
     };
-    let each_session: Vec<SessionSummary> = up
-        .status
-        .lock()
-        .map(|l| {
-            l.iter()
-                .map(|(mux, stats)| {
-                    let s = stats.stats();
-                    SessionSummary {
-                        streams_open: mux.open_streams(),
-                        bytes_sent: s.bytes_written,
-                        bytes_received: s.bytes_delivered,
-                    }
-                })
-                .collect()
+    let each_session: Vec<SessionSummary> = links
+        .iter()
+        .map(|(mux, stats)| {
+            let s = stats.stats();
+            SessionSummary {
+                streams_open: mux.open_streams(),
+                bytes_sent: s.bytes_written,
+                bytes_received: s.bytes_delivered,
+            }
         })
-        .unwrap_or_default();
+        .collect();
     let paths = s
         .paths
         .iter()
@@ -241,11 +241,15 @@ fn snapshot(up: &Upstream, rates: &[PathRates]) -> Status {
     }
 }
 
+/// The proxy's live sessions (their mux and counters), as they are now.
+fn sessions(up: &Upstream) -> Vec<(Mux, StatsHandle)> {
+    up.status.lock().map(|l| l.clone()).unwrap_or_default()
+}
+
 /// The proxy's live sessions as one: counters summed per path index (the sessions share
 /// the paths), a path connected only if it is in every session, joining or probing if it is
 /// in any, its RTT the largest; the first session error; the open streams of all.
-fn merged(up: &Upstream) -> Option<(fbdt_net::SessionStats, Option<String>, usize)> {
-    let links = up.status.lock().ok()?.clone();
+fn merged(links: &[(Mux, StatsHandle)]) -> Option<(fbdt_net::SessionStats, Option<String>, usize)> {
     let (first, rest) = links.split_first()?;
     let mut sum = first.1.stats();
     let mut error = first.1.error().or_else(|| first.0.closed());
