@@ -227,6 +227,10 @@ pub struct ScaleSearch {
     pub probes: Vec<Probe>,
     /// Wall time of the whole search, seconds.
     pub took_s: f64,
+    /// Scales counted as failed while the hypervisor still stole CPU after every retry:
+    /// the host decided them, not the emulator's capacity. A search with any is used but
+    /// not cached ([`ScaleSource::Disturbed`]).
+    pub decided_by_steal: Vec<f64>,
 }
 
 /// The spec every probe uses: each path constant at its [`calibration_step`], without loss
@@ -442,6 +446,43 @@ mod tests {
         assert_eq!(search.probes.len(), taken.len(), "every probe is kept, the hiccup too");
     }
 
+    /// A probe the hypervisor spoiled through every retry still counts as failed (the
+    /// search must go on) but is listed, so the caller does not cache what steal decided;
+    /// a search on a quiet host lists none.
+    #[test]
+    fn an_edge_the_hypervisor_decided_is_listed() {
+        let stolen_above = |edge: f64| {
+            move |s: f64| -> Result<Probe> {
+                let mut p = verdict(s, s <= edge);
+                if s > 0.3 {
+                    let mut f = crate::fidelity::Fidelity::quiet();
+                    f.steal = 2.0 * f.tolerances.max_steal;
+                    p.pass = false;
+                    p.loads = vec![Load {
+                        paths: vec!["a".into()],
+                        delivered_over_configured: vec![1.0],
+                        fidelity: f,
+                        idle_cores: 1.0,
+                        cpu_to_spare: true,
+                        pass: false,
+                    }];
+                }
+                Ok(p)
+            }
+        };
+        let search = search_scale(&two_paths(), 0.2, false, Duration::ZERO, stolen_above(1.0)).unwrap();
+        assert!(search.scale <= 0.3, "steal still stops the search: {}", search.scale);
+        assert!(!search.decided_by_steal.is_empty() && search.decided_by_steal.iter().all(|s| *s > 0.3));
+        let stolen_probes = search.probes.iter().filter(|p| p.stolen()).count();
+        assert_eq!(
+            stolen_probes,
+            search.decided_by_steal.len() * (1 + STEAL_RETRIES),
+            "each stolen scale was taken again before it counted"
+        );
+        let quiet = search_scale(&two_paths(), 0.2, false, Duration::ZERO, |s| Ok(verdict(s, s <= 0.3))).unwrap();
+        assert!(quiet.decided_by_steal.is_empty());
+    }
+
     /// A real ceiling fails every time: each failing scale costs two probes and the edge is
     /// where it was without the repetition.
     #[test]
@@ -512,6 +553,7 @@ fn search_scale(
     const LOWEST: f64 = 0.005;
     let t0 = Instant::now();
     let mut probes = Vec::new();
+    let mut decided_by_steal = Vec::new();
     let mut run = |s: f64, probes: &mut Vec<Probe>| -> Result<bool> {
         let mut p = take(s)?;
         // The hypervisor taking the CPU says nothing about what the host can emulate: a
@@ -556,6 +598,9 @@ fn search_scale(
             );
         }
         let pass = p.pass;
+        if !pass && p.stolen() {
+            decided_by_steal.push(s);
+        }
         probes.push(p);
         Ok(pass)
     };
@@ -605,6 +650,7 @@ fn search_scale(
         scale: round_scale(lo),
         probes,
         took_s: t0.elapsed().as_secs_f64(),
+        decided_by_steal,
     })
 }
 
@@ -622,6 +668,10 @@ pub enum ScaleSource {
     Cached,
     /// Measured now (and cached).
     Measured,
+    /// Measured now while the hypervisor stole CPU through every retry of some probe: used
+    /// for this run but not cached, so the next run on this host measures again instead of
+    /// keeping a scale a steal burst lowered.
+    Disturbed,
     /// The search found no faithful scale; the runs use this guess and their monitors say
     /// how unfaithful they were.
     Fallback,
@@ -658,6 +708,23 @@ pub fn scale_for(
     let start = crate::scenario::default_scale(unscaled.peak_total_mbps(), opts.mtu);
     let search = find_scale(unscaled, opts, start, progress, ENDPOINT_HEADROOM)?;
     let scale = round_scale(search.scale * RUN_MARGIN);
+    if !search.decided_by_steal.is_empty() {
+        if progress {
+            eprintln!(
+                "calibrate {}: scale {scale} for now, not cached: the hypervisor's steal decided {} probe(s) \
+                 (scale {}); the next run on this host measures again",
+                unscaled.name,
+                search.decided_by_steal.len(),
+                search
+                    .decided_by_steal
+                    .iter()
+                    .map(|s| format!("{s:.4}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        return Ok((scale, ScaleSource::Disturbed, Some(search)));
+    }
     ScaleCache::update(&path, |c| c.insert(host, subject, scale, search.took_s))?;
     Ok((scale, ScaleSource::Measured, Some(search)))
 }

@@ -134,6 +134,38 @@ pub struct Fidelity {
     pub tolerances: Tolerances,
 }
 
+impl Fidelity {
+    /// A run every monitor passed (tests).
+    #[cfg(test)]
+    pub(crate) fn quiet() -> Fidelity {
+        Fidelity {
+            faithful: true,
+            datapath: "rattan".into(),
+            receive_steered: false,
+            gso_unit_airtime_us: None,
+            reasons: Vec::new(),
+            secs: 1.0,
+            packets: 1000,
+            emulator_late_share: 0.0,
+            emulator_late_p99_ms: 0.1,
+            emulator_late_max_ms: 0.2,
+            emulator_drops: 0,
+            emulator_drop_share: 0.0,
+            emulator_cpu: 0.3,
+            emulator_threads: 1,
+            emulator_cpu_wait: 0.0,
+            endpoints_cpu: 0.2,
+            host_busy: 0.3,
+            endpoint_idle_cores: 1.0,
+            steal: 0.0,
+            others_cpu: 0.05,
+            stack_cpu: 0.25,
+            paths: Vec::new(),
+            tolerances: Tolerances::default(),
+        }
+    }
+}
+
 /// CPU counters at one instant.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct CpuSnapshot {
@@ -414,37 +446,10 @@ pub fn verdict(f: &Fidelity) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn quiet() -> Fidelity {
-        Fidelity {
-            faithful: true,
-            datapath: "rattan".into(),
-            receive_steered: false,
-            gso_unit_airtime_us: None,
-            reasons: Vec::new(),
-            secs: 1.0,
-            packets: 1000,
-            emulator_late_share: 0.0,
-            emulator_late_p99_ms: 0.1,
-            emulator_late_max_ms: 0.2,
-            emulator_drops: 0,
-            emulator_drop_share: 0.0,
-            emulator_cpu: 0.3,
-            emulator_threads: 1,
-            emulator_cpu_wait: 0.0,
-            endpoints_cpu: 0.2,
-            host_busy: 0.3,
-            endpoint_idle_cores: 1.0,
-            steal: 0.0,
-            others_cpu: 0.05,
-            stack_cpu: 0.25,
-            paths: Vec::new(),
-            tolerances: Tolerances::default(),
-        }
-    }
 
     #[test]
     fn other_programs_past_the_limit_are_a_reason() {
-        let mut f = quiet();
+        let mut f = Fidelity::quiet();
         assert!(verdict(&f).is_empty());
         f.others_cpu = 0.9;
         let r = verdict(&f);
@@ -454,7 +459,7 @@ mod tests {
 
     #[test]
     fn endpoints_without_idle_cpu_are_a_reason() {
-        let mut f = quiet();
+        let mut f = Fidelity::quiet();
         f.endpoint_idle_cores = 0.04;
         let r = verdict(&f);
         assert_eq!(r.len(), 1);

@@ -136,6 +136,7 @@ pub fn source_name(s: &ScaleSource) -> &'static str {
         ScaleSource::Given => "given",
         ScaleSource::Cached => "cached",
         ScaleSource::Measured => "measured",
+        ScaleSource::Disturbed => "measured under hypervisor steal (not cached)",
         ScaleSource::Fallback => "fallback (no faithful scale found)",
     }
 }
