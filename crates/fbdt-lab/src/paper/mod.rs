@@ -89,7 +89,7 @@ pub struct PaperArgs {
     pub workloads_only: bool,
     /// Keep the cases an interrupted run of this very command finished in --out (their
     /// results are in --out/cases/) and run only the others. Without it every case runs
-    /// again and earlier results in --out are removed.
+    /// again and the earlier case results in --out are removed.
     #[arg(long, conflicts_with = "render_only")]
     pub resume: bool,
 }
@@ -287,7 +287,8 @@ fn run_campaign(
         .iter()
         .map(|p| p.duration_s * (p.schemes.len() * repeat) as f64)
         .sum();
-    let cotag_cases = manifest.cases.iter().filter(|c| c.label.starts_with("cotag ")).count();
+    let is_cotag = |c: &fbdt_harness::campaign::Case| c.command.iter().any(|a| a == "--cotag");
+    let cotag_cases = manifest.cases.iter().filter(|c| is_cotag(c)).count();
     eprintln!(
         "fbdt-lab paper: {} backend, {} scenarios, {total_runs} runs, {:.0} s of traffic{} → {}",
         backend_name(backend),
@@ -302,14 +303,15 @@ fn run_campaign(
         out.display()
     );
     let mut failures = Vec::new();
-    let (mut done_runs, mut done_work, mut cotag_seen) = (0usize, 0.0, 0);
+    // Work resumed from an earlier run took no time here: the ETA leaves it out.
+    let (mut done_runs, mut done_work, mut resumed_work, mut cotag_seen) = (0usize, 0.0, 0.0, 0);
     for (i, case) in manifest.cases.iter().enumerate() {
         let scenario = plan.get(i);
         let head = match scenario {
             Some(p) => {
                 let elapsed = started.elapsed().as_secs_f64();
-                let eta = if done_work > 0.0 {
-                    mmss(elapsed / done_work * (total_work - done_work))
+                let eta = if done_work > resumed_work {
+                    mmss(elapsed / (done_work - resumed_work) * (total_work - done_work))
                 } else {
                     "unknown".into()
                 };
@@ -322,18 +324,18 @@ fn run_campaign(
                     mmss(elapsed)
                 )
             }
-            None if case.label.starts_with("cotag ") => {
+            None if is_cotag(case) => {
                 cotag_seen += 1;
                 format!("[cotag {cotag_seen}/{cotag_cases}] COTAG (paper 003), ten-flow bursts: {}", case.label)
             }
             None => case.label.clone(),
         };
-        if let Some(p) = scenario {
-            done_runs += p.schemes.len() * repeat;
-            done_work += p.duration_s * (p.schemes.len() * repeat) as f64;
-        }
+        let work = scenario.map_or(0.0, |p| p.duration_s * (p.schemes.len() * repeat) as f64);
+        done_runs += scenario.map_or(0, |p| p.schemes.len() * repeat);
+        done_work += work;
         if let Existing::Done(_) = CaseResult::existing(out, &manifest, i)? {
             eprintln!("{head}: done in the run --resume continues, skipped");
+            resumed_work += work;
             continue;
         }
         eprintln!("{head}");
