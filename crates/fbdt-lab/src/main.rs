@@ -110,7 +110,7 @@ fn real_main() -> Result<()> {
     let testbed = testbed_options(cli.gso_units);
     match cli.command {
         Command::Run(args) => run::run(args, &testbed).map(|_| ()),
-        Command::Paper(args) => paper::run(args, cli.gso_units),
+        Command::Paper(args) => campaign::local::paper(args, cli.gso_units),
         Command::Scenarios => scenarios(),
         Command::Calibrate(args) => calibrate::run_calibrate(args, &testbed),
         Command::Faults(args) => faults::run(args, &testbed),

@@ -79,7 +79,7 @@ impl Summary {
 /// The mean of `value` over the runs the monitors called faithful: a run a steal burst
 /// disturbed books its ends' time wrongly.
 fn faithful_mean(runs: &[&RunResult], value: impl Fn(&RunResult) -> Option<f64>) -> Option<f64> {
-    crate::results::mean_of(runs.iter().filter(|r| r.faithful == Some(true)).filter_map(|r| value(r)))
+    crate::results::stats::mean_of(runs.iter().filter(|r| r.faithful == Some(true)).filter_map(|r| value(r)))
 }
 
 /// The nearest-rank percentile of sorted values.

@@ -51,7 +51,7 @@ impl BurstStats {
 
     /// Mean time to the volume over the repetitions that reached it.
     pub fn time_to_volume_mean_s(&self) -> Option<f64> {
-        super::mean_of(self.time_to_volume_s.iter().flatten().copied())
+        super::stats::mean_of(self.time_to_volume_s.iter().flatten().copied())
     }
 }
 

@@ -81,7 +81,7 @@ impl RunVerdict {
 
 /// The mean `stack_cpu_cores` of `scheme`'s faithful runs; None without one.
 pub fn faithful_stack_cpu(runs: &[RunVerdict], scheme: &str) -> Option<f64> {
-    super::mean_of(
+    super::stats::mean_of(
         runs.iter()
             .filter(|r| r.scheme == scheme && r.faithful)
             .map(|r| r.stack_cpu_cores),

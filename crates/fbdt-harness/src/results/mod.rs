@@ -6,6 +6,7 @@ pub mod bottleneck;
 pub mod bursts;
 pub mod cotag;
 pub mod fidelity;
+pub mod stats;
 
 use std::collections::BTreeMap;
 
@@ -365,11 +366,6 @@ impl Meta {
     }
 }
 
-/// The mean of `values`; None for none (a figure not measured is not a zero).
-pub fn mean_of(values: impl IntoIterator<Item = f64>) -> Option<f64> {
-    let (sum, n) = values.into_iter().fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
-    (n > 0).then(|| sum / n as f64)
-}
 
 /// Linear-interpolated percentile of `values` (`q` in 0..=1); 0 for no values.
 pub fn percentile(values: &[f64], q: f64) -> f64 {

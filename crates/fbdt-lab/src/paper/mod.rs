@@ -1,18 +1,19 @@
 //! `fbdt-lab paper`: the FBDT journal paper's throughput suite (Fig. 3b, 8c–f, the blocked
-//! log, Fig. 12) in one command — every scenario through `run::run`, then `summary.json`,
-//! the figures and `report.html` in one directory.
+//! log, Fig. 12) in one command — every scenario a case of a campaign run here
+//! (`campaign::local::paper`), then `summary.json`, the figures and `report.html` in one
+//! directory.
 
 mod check;
 pub(crate) mod cotag;
 mod html;
 pub(crate) mod plot;
 pub(crate) mod suite;
-mod summary;
+pub(crate) mod summary;
 pub(crate) mod text;
 pub(crate) mod workloads;
 
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
@@ -159,7 +160,7 @@ fn check_schemes(plan: &[suite::Planned], scenarios: &[(String, Scenario)], back
     Ok(())
 }
 
-fn mmss(s: f64) -> String {
+pub(crate) fn mmss(s: f64) -> String {
     let s = s.max(0.0).round() as u64;
     format!("{}m{:02}s", s / 60, s % 60)
 }
@@ -227,8 +228,10 @@ pub(crate) fn workloads_section(
     )
 }
 
-pub fn run(args: PaperArgs, gso_units: Option<u32>) -> Result<()> {
-    let testbed = &crate::stored::testbed_options(gso_units);
+/// What `fbdt-lab paper` does before its suite runs: the options checked, the plan made,
+/// the output folder writable. `--workloads-only` and `--render-only` are done here (None);
+/// otherwise the folder and the plan the suite runs (`campaign::local::paper` runs it).
+pub(crate) fn prepare(args: &PaperArgs, testbed: &fbdt_emu::TestbedOptions) -> Result<Option<(PathBuf, Planned)>> {
     if args.workloads_backend == BackendKind::Emu && !args.skip_workloads && !args.render_only {
         if let Some(why) = fbdt_emu::skip_reason() {
             bail!("--workloads-backend emu needs the emulated testbed, which needs root ({why})");
@@ -237,17 +240,17 @@ pub fn run(args: PaperArgs, gso_units: Option<u32>) -> Result<()> {
     if args.workloads_only {
         let out = args.out.clone().context("--workloads-only needs --out DIR")?;
         prepare_out(&out)?;
-        let w = workloads_section(&args, testbed)?;
+        let w = workloads_section(args, testbed)?;
         let path = out.join(WORKLOADS_JSON);
         fbdt_harness::results::write_json(&path, &w)?;
         eprintln!("wrote {}", path.display());
-        return Ok(());
+        return Ok(None);
     }
     let Planned {
         backend,
         scenarios,
         plan,
-    } = planned(&args)?;
+    } = planned(args)?;
     let out = args
         .out
         .clone()
@@ -258,109 +261,17 @@ pub fn run(args: PaperArgs, gso_units: Option<u32>) -> Result<()> {
     };
     prepare_out(&out)?;
     if args.render_only {
-        return render_existing(&args, backend, &out, &plan, scenarios, notes.as_deref());
+        render_existing(args, backend, &out, &plan, scenarios, notes.as_deref())?;
+        return Ok(None);
     }
-
-    run_campaign(&args, gso_units, &out, &plan, backend)
-}
-
-/// The suite as the campaign `plan paper` writes, planned into `out` and run here case by
-/// case (one code path with a cluster's run: the same cases, the same merge). A failed case
-/// is reported in the summary and the page, and the command fails at the end: one broken
-/// scenario must not throw away the others' minutes.
-fn run_campaign(
-    args: &PaperArgs,
-    gso_units: Option<u32>,
-    out: &Path,
-    plan: &[suite::Planned],
-    backend: BackendKind,
-) -> Result<()> {
-    use fbdt_harness::campaign::{CaseResult, Collected, Existing, Manifest};
-    let started_at = SystemTime::now();
-    let started = Instant::now();
-    let (cases, command) = crate::campaign::paper_campaign(args, gso_units)?;
-    let manifest = crate::campaign::local::start(out, Manifest::new("paper", command, cases), args.resume)?;
-    let repeat = args.repeat as usize;
-    let total_runs: usize = plan.iter().map(|p| p.schemes.len() * repeat).sum();
-    // Work = traffic seconds; the ETA scales the wall time per traffic second so far.
-    let total_work: f64 = plan
-        .iter()
-        .map(|p| p.duration_s * (p.schemes.len() * repeat) as f64)
-        .sum();
-    let is_cotag = |c: &fbdt_harness::campaign::Case| c.command.iter().any(|a| a == "--cotag");
-    let cotag_cases = manifest.cases.iter().filter(|c| is_cotag(c)).count();
-    eprintln!(
-        "fbdt-lab paper: {} backend, {} scenarios, {total_runs} runs, {:.0} s of traffic{} → {}",
-        backend_name(backend),
-        plan.len(),
-        total_work,
-        match (args.skip_workloads, cotag_cases) {
-            (true, 0) => String::new(),
-            (false, 0) => ", then the workloads".into(),
-            (true, n) => format!(", then {n} COTAG points"),
-            (false, n) => format!(", then the workloads and {n} COTAG points"),
+    Ok(Some((
+        out,
+        Planned {
+            backend,
+            scenarios,
+            plan,
         },
-        out.display()
-    );
-    let mut failures = Vec::new();
-    // Work resumed from an earlier run took no time here: the ETA leaves it out.
-    let (mut done_runs, mut done_work, mut resumed_work, mut cotag_seen) = (0usize, 0.0, 0.0, 0);
-    for (i, case) in manifest.cases.iter().enumerate() {
-        let scenario = plan.get(i);
-        let head = match scenario {
-            Some(p) => {
-                let elapsed = started.elapsed().as_secs_f64();
-                let eta = if done_work > resumed_work {
-                    mmss(elapsed / (done_work - resumed_work) * (total_work - done_work))
-                } else {
-                    "unknown".into()
-                };
-                format!(
-                    "[{}/{total_runs}] {} {} ({:.0} s each) — elapsed {}, ETA {eta}",
-                    done_runs + 1,
-                    p.name,
-                    p.schemes.join(" "),
-                    p.duration_s,
-                    mmss(elapsed)
-                )
-            }
-            None if is_cotag(case) => {
-                cotag_seen += 1;
-                format!("[cotag {cotag_seen}/{cotag_cases}] COTAG (paper 003), ten-flow bursts: {}", case.label)
-            }
-            None => case.label.clone(),
-        };
-        let work = scenario.map_or(0.0, |p| p.duration_s * (p.schemes.len() * repeat) as f64);
-        done_runs += scenario.map_or(0, |p| p.schemes.len() * repeat);
-        done_work += work;
-        if let Existing::Done(_) = CaseResult::existing(out, &manifest, i)? {
-            eprintln!("{head}: done in the run --resume continues, skipped");
-            resumed_work += work;
-            continue;
-        }
-        eprintln!("{head}");
-        match crate::campaign::run_one(out, &manifest, &[], i) {
-            // Each scenario's JSON as soon as it is measured, as `run --json` writes it.
-            Ok(r) if scenario.is_some() => {
-                fbdt_harness::results::write_json(&out.join(format!("{}.json", case.scenario)), &r.output)?
-            }
-            Ok(_) => {}
-            Err(e) => {
-                eprintln!("error: {}: {e:#}", case.label);
-                failures.push(Failure {
-                    scenario: case.label.clone(),
-                    error: format!("{e:#}"),
-                });
-            }
-        }
-    }
-    let collected = Collected::of(out, &manifest)?;
-    crate::campaign::stamp(out, &manifest, &collected)?;
-    let mut parts = crate::campaign::paper_parts(&manifest, &collected.done)?;
-    parts.started = Some(started_at);
-    parts.wall_s = started.elapsed().as_secs_f64();
-    parts.failures = failures;
-    merge(args, out, parts)
+    )))
 }
 
 /// The sections beside the throughput suite.
