@@ -59,6 +59,8 @@ pub struct Outcome {
     pub counters: Option<(SenderStats, ReceiverStats)>,
     /// Session wake-ups per second of transfer (testbed, session-based schemes).
     pub wakeups_per_s: Option<f64>,
+    /// What the wake-ups found, per end (testbed, session-based schemes).
+    pub activity: Option<crate::results::activity::SessionActivity>,
     /// CPU cores the endpoints used (testbed).
     pub endpoint_cpu_cores: Option<f64>,
     /// The host's busy cores but the emulator's and other programs' (testbed).
@@ -139,6 +141,8 @@ pub fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Outcome)>, 
     let endpoint_cpu_cores = mean(runs.iter().filter_map(|(_, r)| r.endpoint_cpu_cores).collect());
     let stack_cpu_cores = mean(runs.iter().filter_map(|(_, r)| r.stack_cpu_cores).collect());
     let wakeups_per_s = mean(runs.iter().filter_map(|(_, r)| r.wakeups_per_s).collect());
+    let session_activity_per_s =
+        crate::results::activity::SessionActivity::mean(runs.iter().filter_map(|(_, r)| r.activity.as_ref()));
     let kernel_congestion = runs.iter().find_map(|(_, r)| r.kernel_congestion.clone());
     let bottleneck = crate::results::bottleneck::BottleneckShares::pool(runs.iter().filter_map(|(_, r)| r.bottleneck.as_ref()));
     let mut result = SchemeResult {
@@ -167,6 +171,7 @@ pub fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Outcome)>, 
         endpoint_cpu_cores,
         stack_cpu_cores,
         wakeups_per_s,
+        session_activity_per_s,
         tcp_per_path,
         congestion_control: kernel_congestion,
         bottleneck,

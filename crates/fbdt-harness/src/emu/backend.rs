@@ -452,6 +452,10 @@ fn run_one(
         wakeups_per_s: sessions
             .as_ref()
             .map(|(s, c)| (s.wakeups + c.wakeups) as f64 / secs.max(1e-9)),
+        activity: sessions.as_ref().map(|(s, c)| crate::results::activity::SessionActivity {
+            sender: crate::results::activity::EndActivity::of(s, secs),
+            receiver: crate::results::activity::EndActivity::of(c, secs),
+        }),
         endpoint_cpu_cores: Some(fidelity.endpoints_cpu),
         stack_cpu_cores: Some(fidelity.stack_cpu),
         delay,

@@ -2,6 +2,7 @@
 //! prints, plots and reads back. The top-level and per-result fields listed in DESIGN.md are
 //! stable; the rest are additions other tools may ignore. Nothing here runs a backend.
 
+pub mod activity;
 pub mod bottleneck;
 pub mod bursts;
 pub mod cotag;
@@ -103,6 +104,10 @@ pub struct SchemeResult {
     /// second of transfer, mean over repetitions. Not measured for kernel schemes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wakeups_per_s: Option<f64>,
+    /// Emulated session schemes: what each end's task did per second (wake-ups, timer
+    /// fires, reads, write batches, low-water marks, TCP_INFO reads), mean over repetitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_activity_per_s: Option<activity::SessionActivity>,
     /// Session schemes, both backends: ACK frames the receiving end sent per MB delivered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ack_frames_per_mb: Option<f64>,
@@ -205,6 +210,7 @@ impl Default for SchemeResult {
             endpoint_cpu_cores: None,
             stack_cpu_cores: None,
             wakeups_per_s: None,
+            session_activity_per_s: None,
             ack_frames_per_mb: None,
             delivery_delay_ms: None,
             series_100ms_mbps: Vec::new(),

@@ -418,6 +418,16 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
         // Wake copies (`FbdtConfig::wake_copies_after`): `off`, or the idle time in ms after
         // which the first segments sent also go to a second path.
         "wake" => fbdt(cfg)?.wake_copies_after = ms_unless(key, value, "off")?,
+        // How long a DATA frame's segments take to drain (`FbdtConfig::frame_budget`), in
+        // ms (0: one segment per frame, up to 10 ms): what frame size costs in CPU and delay.
+        "frame" => {
+            let ms: f64 = value
+                .parse()
+                .ok()
+                .filter(|ms: &f64| (0.0..=10.0).contains(ms))
+                .ok_or_else(|| anyhow!("frame=`{value}` is not a number of ms from 0 to 10"))?;
+            fbdt(cfg)?.frame_budget = fbdt_core::Duration::from_secs_f64(ms / 1e3);
+        }
         "hold" => {
             let ms: u64 = value
                 .parse()
@@ -443,7 +453,7 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             }
         },
         _ => {
-            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, inflight, factor, hold, limit, stall, unsent, wake, tls)")
+            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, inflight, factor, frame, hold, limit, stall, unsent, wake, tls)")
         }
     }
     Ok(())

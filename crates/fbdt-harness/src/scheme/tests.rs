@@ -91,6 +91,12 @@ fn parses_fbdt_options_and_tcp_paths() {
         assert!(format!("{:#}", parse(bad, &s, 1).unwrap_err()).contains("whole number of ms"), "{bad}");
     }
     assert!(parse("fbdt+limit=0.5", &s, 1).is_err());
+    assert_eq!(fbdt_of("fbdt+frame=1").frame_budget, fbdt_core::Duration::from_millis(1));
+    assert_eq!(fbdt_of("fbdt+frame=0.5").frame_budget, fbdt_core::Duration::from_micros(500));
+    assert_eq!(fbdt_of("fbdt+frame=0").frame_budget, fbdt_core::Duration::ZERO);
+    for bad in ["fbdt+frame=-1", "fbdt+frame=11", "fbdt+frame=NaN", "fbdt+frame=big"] {
+        assert!(format!("{:#}", parse(bad, &s, 1).unwrap_err()).contains("from 0 to 10"), "{bad}");
+    }
     assert!(parse("fbdt+budget=0", &s, 1).is_err());
     assert!(parse("fbdt+budget=fast", &s, 1).is_err());
 }
