@@ -89,8 +89,9 @@ impl Subject {
 
 /// What a faithful scale means: raised whenever the search's criteria change, so entries
 /// found under the old ones are measured again. 2: the endpoints need CPU to spare
-/// (`calibrate::ENDPOINT_HEADROOM`).
-const SEARCH_RULES: u32 = 2;
+/// (`calibrate::ENDPOINT_HEADROOM`). 3: the search starts at the top
+/// (`calibrate::SEARCH_START`).
+const SEARCH_RULES: u32 = 3;
 
 /// This build of the emulator: the crate version, the search's rules, and whether it is a
 /// debug build (an unoptimised emulator is several times slower).
