@@ -40,6 +40,18 @@ impl EndActivity {
         }
     }
 
+    fn values(&self) -> [f64; 7] {
+        [
+            self.wakeups,
+            self.timer_fires,
+            self.reads,
+            self.writes,
+            self.lowat_changes,
+            self.lowat_fallbacks,
+            self.transport_reports,
+        ]
+    }
+
     fn fields_mut(&mut self) -> [&mut f64; 7] {
         [
             &mut self.wakeups,
@@ -61,9 +73,8 @@ impl SessionActivity {
         for run in runs {
             n += 1;
             for (total, one) in [(&mut sum.sender, &run.sender), (&mut sum.receiver, &run.receiver)] {
-                let mut one = one.clone();
-                for (t, v) in total.fields_mut().into_iter().zip(one.fields_mut()) {
-                    *t += *v;
+                for (t, v) in total.fields_mut().into_iter().zip(one.values()) {
+                    *t += v;
                 }
             }
         }
