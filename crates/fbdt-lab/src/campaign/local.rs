@@ -74,7 +74,7 @@ pub fn paper(args: PaperArgs, gso_units: Option<u32>) -> Result<()> {
     let (args, out, plan, backend) = (&args, out.as_path(), &planned.plan, planned.backend);
     let started_at = SystemTime::now();
     let started = Instant::now();
-    let (cases, command) = super::paper_campaign(args, gso_units)?;
+    let (cases, command) = super::paper_campaign(args, &planned, gso_units)?;
     let manifest = start(out, Manifest::new("paper", command, cases), args.resume)?;
     let repeat = args.repeat as usize;
     let total_runs: usize = plan.iter().map(|p| p.schemes.len() * repeat).sum();
@@ -156,7 +156,7 @@ pub fn paper(args: PaperArgs, gso_units: Option<u32>) -> Result<()> {
     parts.started = Some(started_at);
     parts.wall_s = started.elapsed().as_secs_f64();
     parts.failures = failures;
-    crate::paper::merge(args, out, parts)
+    crate::paper::merge(args, &planned, out, parts)
 }
 
 #[cfg(test)]

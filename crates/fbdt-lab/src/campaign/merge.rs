@@ -109,7 +109,9 @@ pub(crate) fn paper_parts(manifest: &Manifest, done: &[CaseResult]) -> Result<cr
 fn build(manifest: &Manifest, dir: &Path, done: &[CaseResult]) -> Result<()> {
     let (command, _testbed) = crate::stored::parse_stored(&manifest.command)?;
     match command {
-        Stored::Paper(args) => crate::paper::merge(&args, dir, paper_parts(manifest, done)?),
+        Stored::Paper(args) => {
+            crate::paper::merge(&args, &crate::paper::planned(&args)?, dir, paper_parts(manifest, done)?)
+        }
         Stored::Sweep(args) if args.cotag => {
             let grid = crate::sweep::cotag_grid(&args)?;
             let report = fbdt_harness::cotag_grid::GridReport::of(grid, cotag_points(done.iter())?);

@@ -103,15 +103,20 @@ fn paper_cases(args: &PaperArgs, gso_units: Option<u32>) -> Result<(PathBuf, Vec
     if args.resume {
         bail!("plan paper: --resume is the one-process command's; `fbdt-lab case DIR` skips the cases already done");
     }
-    let (cases, command) = paper_campaign(args, gso_units)?;
+    let (cases, command) = paper_campaign(args, &crate::paper::planned(args)?, gso_units)?;
     Ok((out, cases, command))
 }
 
 /// Every case of `paper` with these arguments, and the one-process command they split (as
 /// typed, without `--resume`: resuming must not make it another campaign). The first cases
 /// are the throughput suite's scenarios in the plan's order.
-pub(crate) fn paper_campaign(args: &PaperArgs, gso_units: Option<u32>) -> Result<(Vec<Case>, Vec<String>)> {
-    let crate::paper::Planned { backend, plan, .. } = crate::paper::planned(args)?;
+pub(crate) fn paper_campaign(
+    args: &PaperArgs,
+    planned: &crate::paper::Planned,
+    gso_units: Option<u32>,
+) -> Result<(Vec<Case>, Vec<String>)> {
+    let crate::paper::Planned { backend, plan, .. } = planned;
+    let backend = *backend;
     let bname = crate::paper::backend_name(backend);
     let scale_rule = match (backend, args.scale) {
         (_, Some(s)) => format!("given {s}"),

@@ -343,7 +343,7 @@ fn render_existing(
     write_outputs(
         out,
         reports,
-        scenarios,
+        &scenarios,
         failures,
         Sections { workloads, cotag },
         info,
@@ -374,8 +374,9 @@ pub(crate) struct CampaignParts {
 /// `fbdt-lab merge` of a paper campaign: its cases' results written as the one-process run
 /// writes them — per-scenario JSON, workloads.json and cotag.json, summary.json, figures,
 /// report.html.
-pub(crate) fn merge(args: &PaperArgs, out: &Path, parts: CampaignParts) -> Result<()> {
-    let Planned { backend, scenarios, .. } = planned(args)?;
+pub(crate) fn merge(args: &PaperArgs, planned: &Planned, out: &Path, parts: CampaignParts) -> Result<()> {
+    let Planned { backend, scenarios, .. } = planned;
+    let backend = *backend;
     let notes = match &args.notes {
         Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("--notes {}", p.display()))?),
         None => None,
@@ -422,14 +423,14 @@ pub(crate) fn merge(args: &PaperArgs, out: &Path, parts: CampaignParts) -> Resul
 fn write_outputs(
     out: &Path,
     reports: Vec<RunReport>,
-    scenarios: Vec<(String, Scenario)>,
+    scenarios: &[(String, Scenario)],
     failures: Vec<Failure>,
     sections: Sections,
     info: RunInfo,
     notes: Option<&str>,
     planned: usize,
 ) -> Result<()> {
-    let defined: Vec<Scenario> = scenarios.into_iter().map(|(_, s)| s).collect();
+    let defined: Vec<Scenario> = scenarios.iter().map(|(_, s)| s.clone()).collect();
     let mut summary = summary::build(&reports, &defined, failures, info);
     if let Some(w) = sections.workloads {
         summary = summary.with_workloads(w);
