@@ -60,6 +60,10 @@ impl Lowat {
     pub fn on_read(&mut self, n: usize) {
         self.read_avg = self.read_avg - self.read_avg / 8 + n / 8;
         self.fell_back &= n == 0;
+        if n > 0 {
+            // Bytes came: the next wait is a new one, with a fallback of its own.
+            self.deadline = None;
+        }
     }
 
     /// The mark for a reader whose current frame lacks `missing` bytes, when its reads
@@ -73,14 +77,20 @@ impl Lowat {
     }
 
     /// The reader found nothing more to read and waits: ask to be woken after `missing`
-    /// bytes (see [`Lowat::mark_for`]). The fallback restarts with every new mark.
+    /// bytes (see [`Lowat::mark_for`]). The fallback starts with a new mark or after a read
+    /// that brought bytes — not at every step of a driver kept busy by other paths, which
+    /// would push it later for as long as they keep it busy.
     pub fn wait_for(&mut self, fd: &impl AsRawFd, missing: usize, now: Instant, fallback: Duration) -> io::Result<()> {
         let mark = if self.fell_back {
             1
         } else {
             Self::mark_for(missing, self.read_avg)
         };
-        self.deadline = (mark > 1).then(|| now + fallback);
+        if mark <= 1 {
+            self.deadline = None;
+        } else if self.deadline.is_none() || mark != self.set.max(1) {
+            self.deadline = Some(now + fallback);
+        }
         self.apply(fd, mark)
     }
 
@@ -155,6 +165,36 @@ mod tests {
             1,
             "each read completes a frame anyway"
         );
+    }
+
+    /// A driver that other paths keep busy steps again and again without reading this one:
+    /// the unmet mark still falls back at the first wait's deadline; a read that brings bytes
+    /// starts the next wait's own.
+    #[test]
+    fn steps_without_reads_do_not_push_the_fallback_later() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _peer = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (rx, _) = listener.accept().unwrap();
+        let ms = |m: u64| Instant::from_micros(m * 1000);
+        let fallback = Duration::from_millis(2);
+        let mut lowat = Lowat::default();
+        lowat.wait_for(&rx, 20_000, ms(10), fallback).unwrap();
+        for step_us in [10_100, 10_900, 11_500, 11_999] {
+            lowat.wait_for(&rx, 20_000, Instant::from_micros(step_us), fallback).unwrap();
+            assert_eq!(lowat.deadline(), Some(ms(12)), "a step at {step_us} µs");
+        }
+        assert!(!lowat.expire(&rx, Instant::from_micros(11_999)).unwrap());
+        assert!(lowat.expire(&rx, ms(12)).unwrap(), "falls back at the first wait's deadline");
+        assert_eq!(lowat.deadline(), None);
+
+        lowat.on_read(1448);
+        lowat.wait_for(&rx, 20_000, ms(20), fallback).unwrap();
+        assert_eq!(lowat.deadline(), Some(ms(22)), "a read starts a new wait");
+        lowat.wait_for(&rx, 20_000, ms(21), fallback).unwrap();
+        assert_eq!(lowat.deadline(), Some(ms(22)));
+        lowat.wait_for(&rx, 2_000, ms(21), fallback).unwrap();
+        assert_eq!(lowat.deadline(), None, "a mark of 1 has nothing to fall back from");
+        assert!(!lowat.expire(&rx, ms(30)).unwrap());
     }
 
     async fn pair() -> (TcpStream, TcpStream) {
