@@ -420,13 +420,14 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
         "wake" => fbdt(cfg)?.wake_copies_after = ms_unless(key, value, "off")?,
         // How long a DATA frame's segments take to drain (`FbdtConfig::frame_budget`), in
         // ms (0: one segment per frame, up to 10 ms): what frame size costs in CPU and delay.
-        "frame" => {
-            let ms: f64 = value
-                .parse()
-                .ok()
-                .filter(|ms: &f64| (0.0..=10.0).contains(ms))
-                .ok_or_else(|| anyhow!("frame=`{value}` is not a number of ms from 0 to 10"))?;
-            fbdt(cfg)?.frame_budget = fbdt_core::Duration::from_secs_f64(ms / 1e3);
+        "frame" => fbdt(cfg)?.frame_budget = ms_within(key, value, 0.0, 10.0)?,
+        // How long the receiver may hold a path's arrivals before it acknowledges them
+        // (`Config::max_ack_delay`), in ms from 0.1 to 50: what time-based ACKs cost where a
+        // path's rate leaves its byte rule unmet for longer (issue 37). Both ends get it:
+        // the sender's timing expects the peer's delay to be its own.
+        "ackdelay" => {
+            fbdt(cfg)?;
+            cfg.max_ack_delay = ms_within(key, value, 0.1, 50.0)?;
         }
         "hold" => {
             let ms: u64 = value
@@ -453,10 +454,20 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             }
         },
         _ => {
-            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, inflight, factor, frame, hold, limit, stall, unsent, wake, tls)")
+            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, ackdelay, inflight, factor, frame, hold, limit, stall, unsent, wake, tls)")
         }
     }
     Ok(())
+}
+
+/// `key=MS`, a number of milliseconds from `lo` to `hi`.
+fn ms_within(key: &str, value: &str, lo: f64, hi: f64) -> Result<fbdt_core::Duration> {
+    let ms: f64 = value
+        .parse()
+        .ok()
+        .filter(|ms: &f64| (lo..=hi).contains(ms))
+        .ok_or_else(|| anyhow!("{key}=`{value}` is not a number of ms from {lo} to {hi}"))?;
+    Ok(fbdt_core::Duration::from_secs_f64(ms / 1e3))
 }
 
 /// `key=WORD` (None) or `key=MS`, a whole number of milliseconds > 0.

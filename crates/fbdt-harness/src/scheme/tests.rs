@@ -97,6 +97,15 @@ fn parses_fbdt_options_and_tcp_paths() {
     for bad in ["fbdt+frame=-1", "fbdt+frame=11", "fbdt+frame=NaN", "fbdt+frame=big"] {
         assert!(format!("{:#}", parse(bad, &s, 1).unwrap_err()).contains("from 0 to 10"), "{bad}");
     }
+    let config_of = |name: &str| match parse(name, &s, 1).unwrap() {
+        Scheme::Session(c, _) => c,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(config_of("fbdt+ackdelay=5").max_ack_delay, fbdt_core::Duration::from_millis(5));
+    assert_eq!(config_of("fbdt").max_ack_delay, fbdt_core::Config::default().max_ack_delay);
+    for bad in ["fbdt+ackdelay=0", "fbdt+ackdelay=51", "fbdt+ackdelay=NaN", "mp:minrtt+ackdelay=5"] {
+        assert!(parse(bad, &s, 1).is_err(), "{bad}");
+    }
     assert!(parse("fbdt+budget=0", &s, 1).is_err());
     assert!(parse("fbdt+budget=fast", &s, 1).is_err());
 }
