@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use fbdt_scenario::Scenario;
 
 /// The options the binaries take, as a scheme names them (for the error message).
-const TAKEN: &str = "cc, rtofloor, window, budget, unsent, wake, tls, sessions";
+const TAKEN: &str = "cc, rtofloor, window, budget, unsent, wake, tls, sessions, plaintext";
 
 /// The flags that run a scheme through the `fbdt serve`/`fbdt proxy` pair.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -17,17 +17,26 @@ pub struct PairFlags {
     pub both: Vec<String>,
     /// For `fbdt proxy` only (`sessions=N` → `--sessions N`).
     pub proxy: Vec<String>,
+    /// `plaintext`: both ends without TLS (`--plaintext`, the server `--allow-anyone` on the
+    /// testbed's private namespaces), to measure what TLS costs the pair; TLS otherwise.
+    pub plaintext: bool,
 }
 
 /// The flags of `fbdt serve` and `fbdt proxy` that run scheme `name`; empty for the bare
 /// `fbdt` (the binary's defaults: among them a 5-ms unsent budget, two sessions and TLS,
-/// which the pair always runs, so `+tls` adds nothing). Values are checked as
-/// [`super::parse`] checks them. `sessions=N` is the proxy's alone (the library has no
-/// sessions to pool), so it is taken out before the rest is parsed.
+/// which the pair runs unless `+plaintext` says otherwise, so `+tls` adds nothing). Values
+/// are checked as [`super::parse`] checks them. `sessions=N` is the proxy's alone (the
+/// library has no sessions to pool) and `plaintext` the pair's alone (a library run is
+/// plaintext unless `+tls`), so both are taken out before the rest is parsed.
 pub fn flags(name: &str, scenario: &Scenario) -> Result<PairFlags> {
     let mut proxy = Vec::new();
     let mut kept = Vec::new();
+    let mut plaintext = false;
     for part in name.trim().split('+') {
+        if part == "plaintext" {
+            plaintext = true;
+            continue;
+        }
         match part.strip_prefix("sessions=") {
             Some(v) => {
                 // 1..=8: the range `fbdt proxy --sessions` takes (its `MAX_SESSIONS`).
@@ -39,9 +48,12 @@ pub fn flags(name: &str, scenario: &Scenario) -> Result<PairFlags> {
             None => kept.push(part),
         }
     }
-    // Errors below name the scheme without its `sessions=` part.
+    if plaintext && kept.contains(&"tls") {
+        bail!("scheme `{name}`: plaintext and tls contradict each other");
+    }
+    // Errors below name the scheme without its `sessions=` and `plaintext` parts.
     let both = both_flags(&kept.join("+"), scenario)?;
-    Ok(PairFlags { both, proxy })
+    Ok(PairFlags { both, proxy, plaintext })
 }
 
 fn both_flags(name: &str, scenario: &Scenario) -> Result<Vec<String>> {
@@ -130,6 +142,20 @@ mod tests {
         }
         // The library runs refuse it: a bulk run has no proxy to pool sessions in.
         assert!(super::super::parse("fbdt+sessions=2", &s, 0).is_err());
+    }
+
+    #[test]
+    fn plaintext_takes_tls_off_the_pair_alone() {
+        let s = los();
+        assert!(!flags("fbdt", &s).unwrap().plaintext, "the pair runs TLS by default");
+        let f = flags("fbdt+plaintext+unsent=off", &s).unwrap();
+        assert!(f.plaintext);
+        assert_eq!(f.both, ["--unsent-budget", "off"]);
+        assert!(flags("fbdt+sessions=1+plaintext", &s).unwrap().plaintext);
+        let e = format!("{:#}", flags("fbdt+plaintext+tls", &s).unwrap_err());
+        assert!(e.contains("contradict"), "{e}");
+        // A library run is plaintext already: the option means nothing there and is refused.
+        assert!(super::super::parse("fbdt+plaintext", &s, 0).is_err());
     }
 
     #[test]

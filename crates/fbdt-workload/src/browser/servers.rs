@@ -197,8 +197,8 @@ pub fn start_servers(tb: &Testbed, route: &Route, plan: &ServePlan, children: &m
 }
 
 /// `fbdt serve` in the server namespace (serving the origins `allow`) and `fbdt proxy`
-/// (SOCKS5) in the client's, over every path, TLS with a pinned key and a token, with
-/// `flags` (the scheme's options); the proxy's address.
+/// (SOCKS5) in the client's, over every path, TLS with a pinned key and a token (plaintext
+/// if `flags` say so), with `flags` (the scheme's options); the proxy's address.
 pub fn start_fbdt_pair(
     tb: &Testbed,
     allow: &[SocketAddr],
@@ -209,7 +209,7 @@ pub fn start_fbdt_pair(
 ) -> Result<SocketAddr> {
     let paths = tb.paths().to_vec();
     let server_ip = paths[0].server_ip;
-    let (security, serve_security) = fbdt_harness::process::security_args(dir, false)?;
+    let (security, serve_security) = fbdt_harness::process::security_args(dir, flags.plaintext)?;
     let mut serve = tb.command(Side::Server, &fbdt.display().to_string());
     serve.args(["serve", "--listen", &format!("0.0.0.0:{FBDT_PORT}")]);
     for a in allow {
