@@ -425,10 +425,7 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
         // (`Config::max_ack_delay`), in ms from 0.1 to 50: what time-based ACKs cost where a
         // path's rate leaves its byte rule unmet for longer (issue 37). Both ends get it:
         // the sender's timing expects the peer's delay to be its own.
-        "ackdelay" => {
-            fbdt(cfg)?;
-            cfg.max_ack_delay = ms_within(key, value, 0.1, 50.0)?;
-        }
+        "ackdelay" => cfg.max_ack_delay = ms_within(key, value, 0.1, 50.0)?,
         "hold" => {
             let ms: u64 = value
                 .parse()
