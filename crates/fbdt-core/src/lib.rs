@@ -44,6 +44,6 @@ pub use connection::{max_frame_len, Connection, ConnectionStats, Event, Role};
 pub use error::ProtocolError;
 pub use handshake::PathBinding;
 pub use meta::SchedulerKind;
-pub use path::{Hint, PathId, PathStats};
+pub use path::{AckSilence, Hint, PathId, PathStats};
 pub use stats::{ReceiverStats, SenderStats};
 pub use time::{Duration, Instant};

@@ -1,6 +1,6 @@
 //! Per-path identity and the statistics a driver may pass in.
 
-use crate::time::Duration;
+use crate::time::{Duration, Instant};
 use crate::wire::MAX_PATHS;
 use std::fmt;
 
@@ -76,6 +76,26 @@ pub struct PathStats {
     /// limit counts a path's payload as delivered once TCP acknowledged it, instead of
     /// when FBDT's sparser ACKs say so.
     pub unacked_bytes: Option<u64>,
+    /// The transport had data in flight and heard no ACK for it over this interval
+    /// (TCP_INFO's `last_ack_recv` with `unacked` > 0; the link model's last ACK): a
+    /// path whose link went away falls silent at once, while FBDT's own ACKs of it may
+    /// still be on their way over other paths. `None`: nothing in flight, or unknown.
+    pub ack_silence: Option<AckSilence>,
+}
+
+/// No ACK reached the transport from `since` until `until`, when it was sampled, while it
+/// had data in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckSilence {
+    pub since: Instant,
+    pub until: Instant,
+}
+
+impl AckSilence {
+    /// How long the transport stayed silent after `from` (zero if it heard an ACK then).
+    pub fn after(&self, from: Instant) -> Duration {
+        self.until.saturating_since(self.since.max(from))
+    }
 }
 
 #[cfg(test)]

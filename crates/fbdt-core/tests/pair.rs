@@ -7,7 +7,8 @@ use std::collections::VecDeque;
 use bytes::{Bytes, BytesMut};
 use fbdt_core::wire::{self, Frame, FrameBuf};
 use fbdt_core::{
-    Config, Connection, ConnectionStats, Duration, Event, Instant, PathBinding, PathId, ProtocolError, SchedulerKind,
+    AckSilence, Config, Connection, ConnectionStats, Duration, Event, Instant, PathBinding, PathId, PathStats,
+    ProtocolError, SchedulerKind,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -744,8 +745,9 @@ fn a_path_that_goes_silent_is_reported_stalled_once_and_loses_nothing() {
 
 /// Path 1 goes silent mid-transfer (a blackhole) with 10 ms of latency each way: when is
 /// it reported stalled, and what was reported before? `stall_late` None is the RTT rule
-/// alone.
-fn silent_path_stalls(stall_late: Option<Duration>) -> (Instant, Vec<(PathId, Instant)>) {
+/// alone; with `tell_silence` the driver reports the transport's silence from the freeze
+/// on, as TCP_INFO would show it.
+fn silent_path_stalls(stall_late: Option<Duration>, tell_silence: bool) -> (Instant, Vec<(PathId, Instant)>) {
     let mut cfg = Config {
         segment_size: 8192,
         ..Config::default()
@@ -771,6 +773,14 @@ fn silent_path_stalls(stall_late: Option<Duration>) -> (Instant, Vec<(PathId, In
             frozen_at = Some(p.now);
             p.pipes[1].0.latency = Duration::from_millis(5000);
         }
+        if let Some(since) = frozen_at.filter(|_| tell_silence) {
+            let until = p.now;
+            let report = PathStats {
+                ack_silence: Some(AckSilence { since, until }),
+                ..PathStats::default()
+            };
+            p.client.path_stats(PathId(1), report);
+        }
         p.server.is_recv_finished()
     });
     assert_eq!(got, a);
@@ -783,8 +793,8 @@ fn silent_path_stalls(stall_late: Option<Duration>) -> (Instant, Vec<(PathId, In
 #[test]
 fn a_silent_path_is_found_by_its_overdue_copy_before_the_rtt_rule() {
     let rtt = Duration::from_millis(20);
-    let (frozen, late) = silent_path_stalls(Some(fbdt_core::FbdtConfig::default().stall_late.unwrap()));
-    let (frozen_rtt, by_rtt) = silent_path_stalls(None);
+    let (frozen, late) = silent_path_stalls(Some(fbdt_core::FbdtConfig::default().stall_late.unwrap()), false);
+    let (frozen_rtt, by_rtt) = silent_path_stalls(None, false);
     assert_eq!(frozen, frozen_rtt, "the same run up to the freeze");
     for s in [&late, &by_rtt] {
         assert!(s.iter().all(|&(p, at)| p == PathId(1) && at > frozen), "{s:?} vs {frozen}");
@@ -1021,4 +1031,23 @@ fn a_joining_path_carries_nothing_before_the_servers_answer() {
     // A second answer on a path that is up is a violation.
     let err = pair.client.handle_recv(PathId(1), &answer, t).unwrap_err();
     assert!(matches!(err, ProtocolError::Unexpected { .. }), "{err:?}");
+}
+
+/// Issue 41: when the driver says the path's transport has heard nothing since the freeze
+/// (TCP_INFO's last ACK), that silence stands for the 1.5 ACK RTTs of quiet: the path is
+/// reported stalled once its copy is overdue and the silence has lasted the lateness
+/// floor — sooner than without the report, never before the floor.
+#[test]
+fn a_silent_transport_makes_the_overdue_copy_a_stall_sooner() {
+    let floor = fbdt_core::FbdtConfig::default().stall_late.unwrap();
+    let (frozen, told) = silent_path_stalls(Some(floor), true);
+    let (frozen_untold, untold) = silent_path_stalls(Some(floor), false);
+    assert_eq!(frozen, frozen_untold, "the same run up to the freeze");
+    for s in [&told, &untold] {
+        assert!(s.iter().all(|&(p, at)| p == PathId(1) && at > frozen), "{s:?} vs {frozen}");
+        assert_eq!(s.len(), 1, "one report per stall: {s:?}");
+    }
+    let (t_told, t_untold) = (told[0].1, untold[0].1);
+    assert!(t_told >= frozen + floor, "{t_told} vs {frozen}");
+    assert!(t_told < t_untold, "told at {t_told}, untold at {t_untold}");
 }

@@ -123,3 +123,29 @@ fn a_silent_path_is_left_within_the_bound() {
     assert!(before.max_gap_ms as f64 > bound, "the RTT rule alone: {} ms", before.max_gap_ms);
     assert_eq!((now.bytes_lost, now.bytes_duplicated), (0, 0));
 }
+
+/// Round 8 (docs/faults.md, "The transport's silence"): the same wifi cut, found once the
+/// TCP model's sender has heard no ACK for the lateness floor instead of after 1.5 ACK
+/// RTTs of quiet — the stall is reported sooner (never before the floor), and the stream
+/// delivers again sooner.
+#[test]
+fn the_silence_of_tcp_finds_the_cut_sooner() {
+    let (scenario, params, limits, plan) = campaign_case(0);
+    let cut_at = plan[0].start_s;
+    let run = |scheme: &str| {
+        let (r, log) =
+            fbdt_harness::faults::sim::run_traced(&scenario, 0.05, &params, &limits, scheme, 1, &plan).unwrap();
+        let stalled_at = log
+            .iter()
+            .find(|l| l.contains("server PathStalled(PathId(0))"))
+            .and_then(|l| l.split_whitespace().next()?.trim_end_matches('s').parse::<f64>().ok())
+            .expect("wifi reported stalled");
+        (r, stalled_at)
+    };
+    let ((told, told_at), (untold, untold_at)) = (run("fbdt"), run("fbdt+silence=off"));
+    let floor = fbdt_core::FbdtConfig::default().stall_late.unwrap().as_secs_f64();
+    assert!(told_at >= cut_at + floor, "stalled at {told_at} s, cut at {cut_at} s");
+    assert!(told_at < untold_at, "with the silence at {told_at} s, without at {untold_at} s");
+    assert!(told.max_gap_ms < untold.max_gap_ms, "{} vs {} ms", told.max_gap_ms, untold.max_gap_ms);
+    assert_eq!((told.bytes_lost, told.bytes_duplicated), (0, 0));
+}

@@ -651,7 +651,7 @@ impl Driver {
         };
         slot.info = info;
         slot.info_at = Some(now);
-        self.conn.path_stats(PathId::slot(i), info.to_path_stats());
+        self.conn.path_stats(PathId::slot(i), info.to_path_stats(now));
         true
     }
 
@@ -761,7 +761,7 @@ impl Driver {
                 self.cc.on_tick(i, s, &info, self.paths[i].connections, now);
                 self.paths[i].info = info;
                 self.paths[i].info_at = Some(now);
-                self.conn.path_stats(PathId::slot(i), info.to_path_stats());
+                self.conn.path_stats(PathId::slot(i), info.to_path_stats(now));
                 self.manager.on_tcp_info(i, &info.signals(), now, ending);
             }
         }

@@ -5,7 +5,7 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 
 use fbdt_core::path_policy::TcpSignals;
-use fbdt_core::{Duration, PathStats};
+use fbdt_core::{AckSilence, Duration, Instant, PathStats};
 
 /// Sets TCP_NOTSENT_LOWAT: the socket reports writable (and accepts writes) only while
 /// fewer than `bytes` unsent bytes sit in the kernel, so the core decides late.
@@ -223,8 +223,15 @@ impl TcpInfoSample {
         }
     }
 
-    pub fn to_path_stats(self) -> PathStats {
+    /// The core's view of this sample, taken at `now` (the core's clock).
+    pub fn to_path_stats(self, now: Instant) -> PathStats {
         PathStats {
+            // Jiffy resolution (1–10 ms with HZ), so a silence reads up to a jiffy long or
+            // short; only ones of `FbdtConfig::stall_late` (10 ms) and more count.
+            ack_silence: (self.unacked > 0).then(|| AckSilence {
+                since: now - Duration::from_millis(u64::from(self.last_ack_recv_ms)),
+                until: now,
+            }),
             srtt: (self.srtt_us > 0).then(|| Duration::from_micros(u64::from(self.srtt_us))),
             delivery_rate_bps: self.delivery_rate.filter(|r| *r > 0).map(|r| r as f64 * 8.0),
             cwnd_bytes: (self.cwnd_bytes > 0).then_some(self.cwnd_bytes),
@@ -295,7 +302,26 @@ pub fn set_dead_peer_timeout(s: &tokio::net::TcpStream, t: std::time::Duration) 
 
 #[cfg(test)]
 mod tests {
-    use super::bytes_in_path;
+    use super::{bytes_in_path, TcpInfoSample};
+    use fbdt_core::{AckSilence, Duration, Instant};
+
+    /// Issue 41: a sample tells the core how long TCP has heard no ACK only while it has
+    /// segments in flight (an idle connection's last ACK is old, and says nothing).
+    #[test]
+    fn the_silence_is_told_only_with_segments_in_flight() {
+        let now = Instant::from_micros(5_000_000);
+        let idle = TcpInfoSample {
+            last_ack_recv_ms: 900,
+            ..TcpInfoSample::default()
+        };
+        assert_eq!(idle.to_path_stats(now).ack_silence, None);
+        let busy = TcpInfoSample {
+            unacked: 12,
+            ..idle
+        };
+        let since = now - Duration::from_millis(900);
+        assert_eq!(busy.to_path_stats(now).ack_silence, Some(AckSilence { since, until: now }));
+    }
 
     #[test]
     fn selectively_acknowledged_segments_are_not_in_the_path() {

@@ -202,6 +202,11 @@ pub struct Link {
     /// The opposite direction is cut ([`Link::hold_acks`]): no TCP-level ACK comes back,
     /// so the window does not move.
     acks_held: bool,
+    /// The TCP model: when the sender last heard an ACK (s; [`Link::ack_silence_since`]),
+    /// and since when none can come (the link down, or its ACKs held).
+    heard_s: f64,
+    down_at_s: Option<f64>,
+    held_at_s: Option<f64>,
     /// The TCP model: the shared bottleneck this direction crosses and its member index
     /// ([`crate::shared`]); `None`: the path's own queue is the bottleneck.
     shared: Option<(Rc<SharedLink>, usize)>,
@@ -216,6 +221,9 @@ pub struct Link {
 struct Unacked {
     /// When the ACK arrives (s).
     ack_s: f64,
+    /// When the ACKs of its first segments arrive (s): the receiver acknowledges every
+    /// other segment, so a chunk's ACKs come over the time it takes to drain.
+    first_ack_s: f64,
     len: usize,
     /// Its round trip as measured (a retransmitted chunk's: the one it would have had;
     /// Linux takes no sample from a retransmission, Karn).
@@ -269,6 +277,9 @@ impl Link {
             next_memo: Cell::new(None),
             cruise: None,
             acks_held: false,
+            heard_s: 0.0,
+            down_at_s: None,
+            held_at_s: None,
             shared: None,
             coupler: None,
             bytes_arrived: 0,
@@ -336,6 +347,7 @@ impl Link {
         self.next_memo.set(None);
         self.cruise = None;
         self.acks_held = held;
+        self.held_at_s = held.then(|| secs(now));
         if !held {
             let back = secs(now) + self.delay_s;
             for u in &mut self.window {
@@ -512,6 +524,9 @@ impl Link {
         self.delay_s = delay_ms / 1e3;
         let was_up = self.up;
         self.up = rate_mbps > 0.0;
+        if was_up != self.up {
+            self.down_at_s = (!self.up).then_some(self.clock);
+        }
         self.released = 0;
         if was_up && !self.up && self.params.grain_us > 1 && self.tcp.is_none() {
             // On the grain, a chunk that would have arrived before the outage without one
@@ -550,6 +565,25 @@ impl Link {
         self.rate = if self.up { limited } else { 0.0 };
     }
 
+    /// The TCP model with data in flight (sent and not acknowledged, or not arrived): when
+    /// its sender last heard an ACK, as of `now` (TCP_INFO's `last_ack_recv`). `None`:
+    /// nothing in flight, or a pipe.
+    pub fn ack_silence_since(&self, now: Instant) -> Option<f64> {
+        self.tcp.as_ref()?;
+        if self.window.is_empty() && self.in_flight.is_empty() {
+            return None;
+        }
+        let stopped = match (self.down_at_s, self.held_at_s) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        // ACKs came until now, or until they stopped (the model still takes a down link's
+        // window as acknowledged; no ACK reaches the sender then).
+        let until = stopped.map_or(secs(now), |s| s.min(secs(now)));
+        let hearing = self.window.front().is_some_and(|u| u.first_ack_s <= until);
+        Some(if hearing { until } else { self.heard_s.min(until) })
+    }
+
     /// Serialises whatever the rate allows up to `now`.
     pub fn advance(&mut self, now: Instant) {
         let now_s = secs(now);
@@ -567,6 +601,7 @@ impl Link {
             while !self.acks_held && self.window.front().is_some_and(|u| u.ack_s <= self.clock) {
                 self.next_memo.set(None);
                 let u = self.window.pop_front().expect("checked");
+                self.heard_s = self.heard_s.max(u.ack_s);
                 self.window_bytes -= u.len as u64;
                 if u.dropped {
                     self.dropped_bytes -= u.len as u64;
@@ -582,6 +617,7 @@ impl Link {
             while !self.acks_held && self.window.front().is_some_and(|u| u.ack_s <= self.clock) {
                 self.next_memo.set(None);
                 let u = self.window.pop_front().expect("checked");
+                self.heard_s = self.heard_s.max(u.ack_s);
                 self.window_bytes -= u.len as u64;
                 if u.dropped {
                     self.dropped_bytes -= u.len as u64;
@@ -732,8 +768,10 @@ impl Link {
             let arrival = self.grained(exact).max(self.last_arrival);
             self.last_exact = exact;
             self.last_arrival = arrival;
+            let drain = if self.shared.is_some() { self.drain_rate() } else { self.rate };
             self.window.push_back(Unacked {
                 ack_s,
+                first_ack_s: (acked_s - len as f64 / drain).min(ack_s),
                 len,
                 rtt_s: acked_s - finish,
                 lost,
@@ -1212,6 +1250,46 @@ mod tests {
         l.advance(at_ms(50));
         l.set(at_ms(50), 80.0, 10.0, 0.0);
         assert_eq!(l.pop_arrival(at_ms(50)).map(|c| c.len()), Some(10_000));
+    }
+
+    /// Issue 41: when the TCP model's sender last heard an ACK (TCP_INFO's
+    /// `last_ack_recv`): now while a chunk's ACKs are coming back, the moment they stopped
+    /// once the link went down or its ACKs were held, and no silence with nothing in flight.
+    #[test]
+    fn the_sender_hears_acks_until_they_stop() {
+        let params = TcpParams {
+            cc: crate::tcp::CongestionControl::Cubic,
+            queue_bytes: 1_000_000,
+            seed: 1,
+        };
+        for held in [false, true] {
+            let mut l = Link::tcp(LinkParams::default(), params.clone());
+            l.set(Instant::ZERO, 10.0, 5.0, 0.0);
+            assert_eq!(l.ack_silence_since(Instant::ZERO), None, "nothing in flight");
+            for _ in 0..3 {
+                l.push(vec![0; 16_384].into());
+            }
+            // The first chunk's ACKs come back from 10 ms on; the window holds the second
+            // one back until they have.
+            l.advance(at_ms(20));
+            let heard = l.ack_silence_since(at_ms(20)).expect("in flight");
+            assert!((0.010..=0.020).contains(&heard), "held {held}: last ACK at {heard} s");
+            if held {
+                l.hold_acks(at_ms(20), true);
+            } else {
+                l.set(at_ms(20), 0.0, 5.0, 0.0);
+            }
+            l.advance(at_ms(22));
+            let stopped = l.ack_silence_since(at_ms(22)).expect("in flight");
+            assert!(stopped >= heard && stopped <= 0.020, "held {held}: {stopped} s after {heard} s");
+            if held {
+                l.advance(at_ms(60));
+                assert_eq!(l.ack_silence_since(at_ms(60)), Some(stopped), "no ACK while held");
+                l.hold_acks(at_ms(60), false);
+                l.advance(at_ms(70));
+                assert!(l.ack_silence_since(at_ms(70)).is_none_or(|t| t > 0.060), "heard again");
+            }
+        }
     }
 
     #[test]

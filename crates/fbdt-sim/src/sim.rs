@@ -10,7 +10,7 @@
 //! first); protocol events; goodput samples.
 
 use fbdt_core::delay_probe::DelayJoin;
-use fbdt_core::{Duration, Event, Hint, Instant, PathStats};
+use fbdt_core::{AckSilence, Duration, Event, Hint, Instant, PathStats};
 use fbdt_scenario::{PathTimeline, Schedule};
 
 use crate::endpoint::{FbdtEnd, Side, SimEndpoint, TcpEnd};
@@ -80,16 +80,46 @@ struct PathSim {
 }
 
 impl PathSim {
-    /// Brings `reported` up to date; whether it changed. Only a changed report is handed
-    /// to the endpoints: both schemes' senders ignore one equal to the last (FBDT's
-    /// compares bit for bit, the meta layer's stores it).
-    fn refresh_report(&mut self, max_window: u64) -> bool {
+    /// Brings `reported` up to date at `now`; the report to hand to the endpoints if it
+    /// changed. Only a changed report is handed over: both schemes' senders ignore one
+    /// equal to the last (FBDT's compares bit for bit, the meta layer's stores it).
+    fn refresh_report(&mut self, max_window: u64, now: Instant) -> Option<PathStats> {
+        // Below TCP_INFO's resolution (a millisecond at best) a silence is not one: each
+        // step would otherwise hand over a new report.
+        let ack_silence = self
+            .data
+            .ack_silence_since(now)
+            .map(|since| AckSilence {
+                since: at(since).min(now),
+                until: now,
+            })
+            .filter(|s| s.until.saturating_since(s.since) >= Duration::from_millis(1));
         if !self.data.is_up() {
-            return false;
+            // The rest stays as it was, and its transport figures are not repeated (they
+            // count from what was sent when they came); the silence grows.
+            if self.reported.ack_silence == ack_silence {
+                return None;
+            }
+            self.reported.ack_silence = ack_silence;
+            return Some(PathStats {
+                unacked_bytes: None,
+                ..self.reported
+            });
         }
+        self.refresh_up(max_window, ack_silence).then_some(self.reported)
+    }
+
+    /// [`Self::refresh_report`] while the path is up: whether `reported` changed.
+    fn refresh_up(&mut self, max_window: u64, ack_silence: Option<AckSilence>) -> bool {
         let unacked_bytes = self.report_unacked.then(|| self.data.unacked_bytes());
         let bits = |s: &PathStats| {
-            (s.srtt, s.delivery_rate_bps.map(f64::to_bits), s.cwnd_bytes, s.unacked_bytes)
+            (
+                s.srtt,
+                s.delivery_rate_bps.map(f64::to_bits),
+                s.cwnd_bytes,
+                s.unacked_bytes,
+                s.ack_silence,
+            )
         };
         if let Some(t) = self.data.tcp_info() {
             let new = PathStats {
@@ -97,6 +127,7 @@ impl PathSim {
                 delivery_rate_bps: Some(t.rate * 8.0),
                 cwnd_bytes: Some(t.cwnd_bytes),
                 unacked_bytes,
+                ack_silence,
             };
             let changed = bits(&new) != bits(&self.reported);
             self.reported = new;
@@ -121,6 +152,7 @@ impl PathSim {
             delivery_rate_bps: Some(rate * 8.0),
             cwnd_bytes: Some(((rate * rtt) as u64).min(max_window)),
             unacked_bytes,
+            ack_silence: None,
         };
         true
     }
@@ -548,9 +580,12 @@ impl<'a> Sim<'a> {
         self.out.bytes_delivered += got;
         self.in_sample += got;
         for (i, p) in self.paths.iter_mut().enumerate() {
-            if p.connected && p.refresh_report(self.params.link.max_window_bytes) {
-                self.server.path_stats(i, p.reported);
-                self.client.path_stats(i, p.reported);
+            if !p.connected {
+                continue;
+            }
+            if let Some(report) = p.refresh_report(self.params.link.max_window_bytes, now) {
+                self.server.path_stats(i, report);
+                self.client.path_stats(i, report);
             }
         }
         self.transmit();

@@ -139,6 +139,12 @@ pub struct FbdtConfig {
     /// RTTs of silence. Simulated (docs/faults.md, "The stall rule"): 1 declared such
     /// recoveries stalls on los and rats4, 1.5 none.
     pub stall_quiet_rtts: f64,
+    /// ... unless the path's transport says it heard no ACK for `stall_late` while it had
+    /// data in flight (`PathStats::ack_silence`), counted from the path's last progress:
+    /// then that silence stands for the quiet time. A fast retransmission still brings
+    /// duplicate ACKs, so it does not count as silence; a link that went away does, at
+    /// once. Off: the quiet time alone (issue 41, docs/faults.md).
+    pub stall_on_ack_silence: bool,
     /// A new forward path must score this many times the current one to take over
     /// (hysteresis against flapping, spec decision 8) ...
     pub forward_hysteresis: f64,
@@ -205,6 +211,7 @@ impl Default for FbdtConfig {
             stall_min: Duration::from_millis(30),
             stall_late: Some(DEFAULT_STALL_LATE),
             stall_quiet_rtts: 1.5,
+            stall_on_ack_silence: true,
             forward_hysteresis: 1.2,
             forward_hold: Duration::from_millis(50),
             send_limit_windows: 1.25,
@@ -219,12 +226,13 @@ impl Default for FbdtConfig {
 
 impl FbdtConfig {
     /// The paper's fixed 64 KiB window (with MSS-sized segments, see `Config::paper`),
-    /// one segment per frame, and a send limit counted from FBDT's own ACKs.
+    /// one segment per frame, and a send limit and stall rule from FBDT's own ACKs.
     pub fn paper() -> Self {
         FbdtConfig {
             window: WindowConfig::Fixed(64 * 1024),
             frame_budget: Duration::ZERO,
             in_flight_from_transport: false,
+            stall_on_ack_silence: false,
             wake_copies_after: None,
             ..FbdtConfig::default()
         }

@@ -415,6 +415,16 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
         // least 30 ms, as before issue 41's lateness rule); a number, the lateness
         // rule's floor in ms beside it.
         "stall" => fbdt(cfg)?.stall_late = ms_unless(key, value, "rtt")?,
+        // Whether the transport's silence (no ACK while data is in flight) stands for the
+        // lateness rule's quiet time (`FbdtConfig::stall_on_ack_silence`): `on` (the
+        // default) or `off`, to measure what it brings.
+        "silence" => {
+            fbdt(cfg)?.stall_on_ack_silence = match value {
+                "on" => true,
+                "off" => false,
+                _ => bail!("silence=`{value}`: expected `on` or `off`"),
+            }
+        }
         // Wake copies (`FbdtConfig::wake_copies_after`): `off`, or the idle time in ms after
         // which the first segments sent also go to a second path.
         "wake" => fbdt(cfg)?.wake_copies_after = ms_unless(key, value, "off")?,
@@ -451,7 +461,7 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             }
         },
         _ => {
-            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, ackdelay, inflight, factor, frame, hold, limit, stall, unsent, wake, tls)")
+            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, ackdelay, inflight, factor, frame, hold, limit, silence, stall, unsent, wake, tls)")
         }
     }
     Ok(())

@@ -188,16 +188,31 @@ impl FbdtSender {
     /// When `p`, holding data, counts as stalled unless its counter moves: the RTT rule
     /// (`stall_after` past its last progress) or the lateness rule (its oldest undelivered
     /// copy overdue by the path's margin, and no progress for max(`stall_quiet_rtts` ×
-    /// its ACK RTT, `stall_late`)), whichever comes first.
+    /// its ACK RTT, `stall_late`) — or for `stall_late` once its transport heard no ACK
+    /// that long, `silent_long`), whichever comes first.
     pub(super) fn stall_deadline(&self, p: PathId) -> Instant {
         let t = &self.paths[p.index()];
         let by_rtt = t.last_progress + self.stall_after(p);
         let by_lateness = self.cfg.stall_late.zip(t.copies.front()).map(|(floor, c)| {
             let overdue = c.due + t.est.overdue_margin(floor);
-            let quiet = t.est.rtt().mul_f64(self.cfg.stall_quiet_rtts).max(floor);
+            let quiet = if self.silent_long(p) {
+                floor
+            } else {
+                t.est.rtt().mul_f64(self.cfg.stall_quiet_rtts).max(floor)
+            };
             overdue.max(t.last_progress + quiet)
         });
         by_lateness.map_or(by_rtt, |l| l.min(by_rtt))
+    }
+
+    /// `p`'s transport reported no ACK for at least `stall_late` since the path last
+    /// made progress, while it had data in flight (`FbdtConfig::stall_on_ack_silence`).
+    pub(super) fn silent_long(&self, p: PathId) -> bool {
+        let t = &self.paths[p.index()];
+        let floor = self.cfg.stall_late.filter(|_| self.cfg.stall_on_ack_silence);
+        floor
+            .zip(t.ack_silence)
+            .is_some_and(|(floor, s)| s.after(t.last_progress) >= floor)
     }
 
     pub(super) fn update_stalls(&mut self, now: Instant) {

@@ -35,7 +35,7 @@ use super::config::WindowConfig;
 use super::estimate::PathEstimate;
 use super::layout::{LaneEnd, Window};
 use crate::error::ProtocolError;
-use crate::path::{PathId, PathStats};
+use crate::path::{AckSilence, PathId, PathStats};
 use crate::scheme::{SchemeSender, StreamParams};
 use crate::seq::SeqSpace;
 use crate::stats::SenderStats;
@@ -107,6 +107,9 @@ struct PathTx {
     /// The driver's last `PathStats::unacked_bytes` for this connection and `sent` when it
     /// came (`FbdtConfig::in_flight_from_transport`).
     transport_unacked: Option<(u64, u64)>,
+    /// The driver's last `PathStats::ack_silence` for this connection
+    /// (`FbdtConfig::stall_on_ack_silence`).
+    ack_silence: Option<AckSilence>,
     /// Bytes by which the send limit fell short of the next frame at the last poll of
     /// this path (0: the limit did not hold it back).
     limit_shortfall: u64,
@@ -184,6 +187,7 @@ impl PathTx {
             sent: 0,
             rx: 0,
             transport_unacked: None,
+            ack_silence: None,
             limit_shortfall: 0,
             counter_exact: false,
             copies: VecDeque::new(),
@@ -452,6 +456,7 @@ impl SchemeSender for FbdtSender {
         t.counter_exact = new_epoch;
         // The transport's last report was the old connection's.
         t.transport_unacked = None;
+        t.ack_silence = None;
         if new_epoch {
             t.epoch = epoch;
             t.sent = 0;
@@ -503,6 +508,15 @@ impl SchemeSender for FbdtSender {
             *driver = stats;
             self.changes += 1;
         }
+        if self.cfg.stall_on_ack_silence {
+            let before = self.silent_long(path);
+            self.paths[path.index()].ack_silence = stats.ack_silence;
+            if self.silent_long(path) != before {
+                // The stall deadline moved (`stall_deadline`).
+                self.changes += 1;
+            }
+        }
+        let t = &mut self.paths[path.index()];
         if let Some(unacked) = stats.unacked_bytes.filter(|_| from_transport) {
             let before = t.limited_in_flight();
             let earlier = t.transport_unacked.replace((unacked, t.sent));

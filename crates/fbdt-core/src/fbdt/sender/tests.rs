@@ -789,3 +789,52 @@ fn a_transport_report_voids_only_the_memories_that_read_its_path() {
     }
     assert!(s.paths[0].idle.is_none() && s.paths[1].idle.is_some());
 }
+
+/// Issue 41: the transport's silence stands for the lateness rule's quiet time once it
+/// has lasted `stall_late` after the path's last progress. A silence from before it (an
+/// idle path's last ACK is old) counts from the progress on; an ACK heard again, or the
+/// option off, gives the quiet time of 1.5 ACK RTTs back.
+#[test]
+fn transport_silence_after_the_last_progress_stands_for_the_quiet_time() {
+    let ms = Duration::from_millis;
+    let now = Instant::from_micros(1_000_000);
+    let params = crate::Config::default().stream_params();
+    let mut s = FbdtSender::new(&FbdtConfig::default(), params, 0, 64 << 20);
+    let p = PathId(0);
+    s.path_up(p, now);
+    assert_eq!(s.write(&data(1 << 20)), 1 << 20);
+    assert!(s.poll_transmit(p, 1 << 20, now, &mut Vec::new()) > 0);
+    s.paths[0].est.rtt_sample(ms(20), now);
+    // The oldest copy was due at once: overdue by the floor 10 ms on, before the quiet
+    // time (30 ms) or the RTT rule (60 ms).
+    s.paths[0].copies.front_mut().expect("a copy in flight").due = now;
+    let floor = s.cfg.stall_late.expect("the lateness rule is on by default");
+    assert_eq!(s.paths[0].est.overdue_margin(floor), floor);
+    let quiet = s.stall_deadline(p);
+    assert_eq!(quiet, now + ms(30), "1.5 × the 20-ms ACK RTT");
+    let silence = |since, until| PathStats {
+        ack_silence: Some(AckSilence { since, until }),
+        ..PathStats::default()
+    };
+    // Each report is followed by `poll_timeout`, whose memory must notice the move.
+    s.path_stats(p, silence(now - ms(500), now + ms(9)));
+    assert_eq!((s.stall_deadline(p), s.poll_timeout().is_some()), (quiet, true));
+    s.path_stats(p, silence(now - ms(500), now + ms(10)));
+    assert_eq!(s.stall_deadline(p), now + floor);
+    assert_eq!(s.poll_timeout(), s.next_timeout());
+    s.path_stats(p, silence(now + ms(8), now + ms(12)));
+    assert_eq!((s.stall_deadline(p), s.poll_timeout()), (quiet, s.next_timeout()));
+
+    let cfg = FbdtConfig {
+        stall_on_ack_silence: false,
+        ..FbdtConfig::default()
+    };
+    let mut off = FbdtSender::new(&cfg, params, 0, 64 << 20);
+    off.path_up(p, now);
+    off.write(&data(1 << 20));
+    off.poll_transmit(p, 1 << 20, now, &mut Vec::new());
+    off.paths[0].est.rtt_sample(ms(20), now);
+    off.paths[0].copies.front_mut().expect("a copy in flight").due = now;
+    off.path_stats(p, silence(now - ms(500), now + ms(40)));
+    assert_eq!(off.stall_deadline(p), quiet);
+}
