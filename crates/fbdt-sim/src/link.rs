@@ -573,10 +573,7 @@ impl Link {
         if self.window.is_empty() && self.in_flight.is_empty() {
             return None;
         }
-        let stopped = match (self.down_at_s, self.held_at_s) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let stopped = self.down_at_s.into_iter().chain(self.held_at_s).reduce(f64::min);
         // ACKs came until now, or until they stopped (the model still takes a down link's
         // window as acknowledged; no ACK reaches the sender then).
         let until = stopped.map_or(secs(now), |s| s.min(secs(now)));
@@ -768,7 +765,7 @@ impl Link {
             let arrival = self.grained(exact).max(self.last_arrival);
             self.last_exact = exact;
             self.last_arrival = arrival;
-            let drain = if self.shared.is_some() { self.drain_rate() } else { self.rate };
+            let drain = self.drain_rate();
             self.window.push_back(Unacked {
                 ack_s,
                 first_ack_s: (acked_s - len as f64 / drain).min(ack_s),
