@@ -9,7 +9,7 @@ use crate::time::{Duration, Instant};
 use crate::wire::{self, MAX_PATHS, MAX_SEGMENT};
 
 pub use crate::error::{ConfigError, WindowParseError};
-pub use crate::fbdt::{FbdtConfig, WindowConfig};
+pub use crate::fbdt::{AckSilenceUse, FbdtConfig, WindowConfig};
 pub use crate::meta::{MetaConfig, SchedulerKind};
 
 #[derive(Clone, Debug, PartialEq)]

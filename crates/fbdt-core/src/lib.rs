@@ -39,7 +39,7 @@ mod stream;
 pub mod time;
 pub mod wire;
 
-pub use config::{Config, ConfigError, WindowParseError, FbdtConfig, MetaConfig, SchemeConfig, WindowConfig};
+pub use config::{AckSilenceUse, Config, ConfigError, WindowParseError, FbdtConfig, MetaConfig, SchemeConfig, WindowConfig};
 pub use connection::{max_frame_len, Connection, ConnectionStats, Event, Role};
 pub use error::ProtocolError;
 pub use handshake::PathBinding;

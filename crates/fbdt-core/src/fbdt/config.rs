@@ -6,6 +6,24 @@ use crate::error::{ConfigError, WindowParseError};
 use crate::scheme::StreamParams;
 use crate::time::Duration;
 
+/// What the stall rule makes of a path's transport having heard no ACK while it had data
+/// in flight (`PathStats::ack_silence`), counted from the path's last progress (issue 41,
+/// docs/faults.md). A fast retransmission still brings duplicate ACKs, so it is no
+/// silence; a link that went away is, at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckSilenceUse {
+    /// Ignored: the lateness rule waits its quiet time.
+    Off,
+    /// A silence of `stall_late` stands for the lateness rule's quiet time; the oldest
+    /// copy must still be overdue.
+    QuietTime,
+    /// That, and a silence longer than a live connection's ACK clock leaves between two
+    /// ACKs — one round trip (TCP's smoothed RTT) — by `stall_late` is a stall by
+    /// itself, whatever the copies' due times say: those count the bytes ahead at the
+    /// path's drain rate, which an earlier outage and its slow-start recovery pull down.
+    Proof,
+}
+
 /// How the transmission window is sized (spec decision 1).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum WindowConfig {
@@ -139,12 +157,9 @@ pub struct FbdtConfig {
     /// RTTs of silence. Simulated (docs/faults.md, "The stall rule"): 1 declared such
     /// recoveries stalls on los and rats4, 1.5 none.
     pub stall_quiet_rtts: f64,
-    /// ... unless the path's transport says it heard no ACK for `stall_late` while it had
-    /// data in flight (`PathStats::ack_silence`), counted from the path's last progress:
-    /// then that silence stands for the quiet time. A fast retransmission still brings
-    /// duplicate ACKs, so it does not count as silence; a link that went away does, at
-    /// once. Off: the quiet time alone (issue 41, docs/faults.md).
-    pub stall_on_ack_silence: bool,
+    /// What the stall rule makes of the transport's silence (`PathStats::ack_silence`):
+    /// see [`AckSilenceUse`].
+    pub stall_on_ack_silence: AckSilenceUse,
     /// A new forward path must score this many times the current one to take over
     /// (hysteresis against flapping, spec decision 8) ...
     pub forward_hysteresis: f64,
@@ -211,7 +226,7 @@ impl Default for FbdtConfig {
             stall_min: Duration::from_millis(30),
             stall_late: Some(DEFAULT_STALL_LATE),
             stall_quiet_rtts: 1.5,
-            stall_on_ack_silence: true,
+            stall_on_ack_silence: AckSilenceUse::Proof,
             forward_hysteresis: 1.2,
             forward_hold: Duration::from_millis(50),
             send_limit_windows: 1.25,
@@ -232,7 +247,7 @@ impl FbdtConfig {
             window: WindowConfig::Fixed(64 * 1024),
             frame_budget: Duration::ZERO,
             in_flight_from_transport: false,
-            stall_on_ack_silence: false,
+            stall_on_ack_silence: AckSilenceUse::Off,
             wake_copies_after: None,
             ..FbdtConfig::default()
         }

@@ -7,6 +7,6 @@ mod receiver;
 mod sender;
 mod wake;
 
-pub use config::{FbdtConfig, WindowConfig, BUDGET_MAX_WINDOW, DEFAULT_BUDGET, DEFAULT_WAKE_COPIES_AFTER};
+pub use config::{AckSilenceUse, FbdtConfig, WindowConfig, BUDGET_MAX_WINDOW, DEFAULT_BUDGET, DEFAULT_WAKE_COPIES_AFTER};
 pub use receiver::FbdtReceiver;
 pub use sender::FbdtSender;

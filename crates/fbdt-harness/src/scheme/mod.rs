@@ -10,7 +10,7 @@ pub mod binary;
 pub mod cotag;
 
 use anyhow::{anyhow, bail, Context, Result};
-use fbdt_core::{Config, FbdtConfig, SchedulerKind, WindowConfig};
+use fbdt_core::{AckSilenceUse, Config, FbdtConfig, SchedulerKind, WindowConfig};
 use fbdt_scenario::Scenario;
 use fbdt_sim::SimScheme;
 
@@ -415,14 +415,16 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
         // least 30 ms, as before issue 41's lateness rule); a number, the lateness
         // rule's floor in ms beside it.
         "stall" => fbdt(cfg)?.stall_late = ms_unless(key, value, "rtt")?,
-        // Whether the transport's silence (no ACK while data is in flight) stands for the
-        // lateness rule's quiet time (`FbdtConfig::stall_on_ack_silence`): `on` (the
-        // default) or `off`, to measure what it brings.
+        // What the stall rule makes of the transport's silence (no ACK while data is in
+        // flight, `FbdtConfig::stall_on_ack_silence`): `on` (the default: it stands for
+        // the lateness rule's quiet time, and past a round trip it is a stall by itself),
+        // `quiet` (the former only) or `off`, to measure what each brings.
         "silence" => {
             fbdt(cfg)?.stall_on_ack_silence = match value {
-                "on" => true,
-                "off" => false,
-                _ => bail!("silence=`{value}`: expected `on` or `off`"),
+                "on" => AckSilenceUse::Proof,
+                "quiet" => AckSilenceUse::QuietTime,
+                "off" => AckSilenceUse::Off,
+                _ => bail!("silence=`{value}`: expected `on`, `quiet` or `off`"),
             }
         }
         // Wake copies (`FbdtConfig::wake_copies_after`): `off`, or the idle time in ms after

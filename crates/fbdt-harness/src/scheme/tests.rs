@@ -90,10 +90,11 @@ fn parses_fbdt_options_and_tcp_paths() {
     for bad in ["fbdt+wake=0", "fbdt+wake=soon", "fbdt+stall=0", "fbdt+stall=off"] {
         assert!(format!("{:#}", parse(bad, &s, 1).unwrap_err()).contains("whole number of ms"), "{bad}");
     }
-    assert!(fbdt_of("fbdt").stall_on_ack_silence);
-    assert!(!fbdt_of("fbdt+silence=off").stall_on_ack_silence);
-    assert!(fbdt_of("fbdt+silence=on").stall_on_ack_silence);
-    assert!(format!("{:#}", parse("fbdt+silence=1", &s, 1).unwrap_err()).contains("expected `on` or `off`"));
+    assert_eq!(fbdt_of("fbdt").stall_on_ack_silence, AckSilenceUse::Proof);
+    assert_eq!(fbdt_of("fbdt+silence=off").stall_on_ack_silence, AckSilenceUse::Off);
+    assert_eq!(fbdt_of("fbdt+silence=quiet").stall_on_ack_silence, AckSilenceUse::QuietTime);
+    assert_eq!(fbdt_of("fbdt+silence=on").stall_on_ack_silence, AckSilenceUse::Proof);
+    assert!(format!("{:#}", parse("fbdt+silence=1", &s, 1).unwrap_err()).contains("expected `on`, `quiet` or `off`"));
     assert!(parse("fbdt+limit=0.5", &s, 1).is_err());
     assert_eq!(fbdt_of("fbdt+frame=1").frame_budget, fbdt_core::Duration::from_millis(1));
     assert_eq!(fbdt_of("fbdt+frame=0.5").frame_budget, fbdt_core::Duration::from_micros(500));

@@ -4,6 +4,7 @@
 use super::{FbdtSender, SegState, STALE_COPY_LIMIT};
 use crate::error::ProtocolError;
 use crate::fbdt::estimate::SAMPLE_INTERVAL;
+use crate::fbdt::AckSilenceUse;
 use crate::path::PathId;
 use crate::scheme::SchemeSender;
 use crate::time::{Duration, Instant};
@@ -186,13 +187,15 @@ impl FbdtSender {
     }
 
     /// When `p`, holding data, counts as stalled unless its counter moves: the RTT rule
-    /// (`stall_after` past its last progress) or the lateness rule (its oldest undelivered
+    /// (`stall_after` past its last progress), the lateness rule (its oldest undelivered
     /// copy overdue by the path's margin, and no progress for max(`stall_quiet_rtts` ×
     /// its ACK RTT, `stall_late`) — or for `stall_late` once its transport heard no ACK
-    /// that long, `silent_long`), whichever comes first.
+    /// that long, `silent_long`) or the silence's proof (`silence_proof`), whichever
+    /// comes first.
     pub(super) fn stall_deadline(&self, p: PathId) -> Instant {
         let t = &self.paths[p.index()];
-        let by_rtt = t.last_progress + self.stall_after(p);
+        let by_rtt_rule = t.last_progress + self.stall_after(p);
+        let by_rtt = self.silence_proof(p).map_or(by_rtt_rule, |proof| proof.min(by_rtt_rule));
         let by_lateness = self.cfg.stall_late.zip(t.copies.front()).map(|(floor, c)| {
             let overdue = c.due + t.est.overdue_margin(floor);
             let quiet = if self.silent_long(p) {
@@ -209,10 +212,27 @@ impl FbdtSender {
     /// made progress, while it had data in flight (`FbdtConfig::stall_on_ack_silence`).
     pub(super) fn silent_long(&self, p: PathId) -> bool {
         let t = &self.paths[p.index()];
-        let floor = self.cfg.stall_late.filter(|_| self.cfg.stall_on_ack_silence);
+        let floor = self.cfg.stall_late.filter(|_| self.cfg.stall_on_ack_silence != AckSilenceUse::Off);
         floor
             .zip(t.ack_silence)
             .is_some_and(|(floor, s)| s.after(t.last_progress) >= floor)
+    }
+
+    /// When `p`'s transport, silent since the path's last progress, had been so for one
+    /// round trip (TCP's smoothed RTT, else the path's ACK RTT) + the receiver's ACK delay
+    /// + `stall_late`, once a report shows it was (`AckSilenceUse::Proof`). A byte sent
+    /// just before the silence began is acknowledged by TCP one round trip later, and its
+    /// frame by FBDT (the path's progress) at most the ACK delay after that. TCP's RTT,
+    /// not FBDT's ACK RTT: the silence is TCP's, and Karn's rule keeps an outage's
+    /// retransmissions out of TCP's estimate while copies that sat through it lengthen
+    /// FBDT's.
+    pub(super) fn silence_proof(&self, p: PathId) -> Option<Instant> {
+        let t = &self.paths[p.index()];
+        let floor = self.cfg.stall_late.filter(|_| self.cfg.stall_on_ack_silence == AckSilenceUse::Proof)?;
+        let silence = t.ack_silence?;
+        let round_trip = t.est.driver.srtt.unwrap_or_else(|| t.est.rtt());
+        let proof = silence.since.max(t.last_progress) + round_trip + self.params.max_ack_delay + floor;
+        (proof <= silence.until).then_some(proof)
     }
 
     pub(super) fn update_stalls(&mut self, now: Instant) {

@@ -29,7 +29,7 @@ mod window;
 use std::cell::Cell;
 use std::collections::VecDeque;
 
-use super::config::FbdtConfig;
+use super::config::{AckSilenceUse, FbdtConfig};
 #[cfg(doc)]
 use super::config::WindowConfig;
 use super::estimate::PathEstimate;
@@ -508,10 +508,10 @@ impl SchemeSender for FbdtSender {
             *driver = stats;
             self.changes += 1;
         }
-        if self.cfg.stall_on_ack_silence {
-            let before = self.silent_long(path);
+        if self.cfg.stall_on_ack_silence != AckSilenceUse::Off {
+            let before = (self.silent_long(path), self.silence_proof(path));
             self.paths[path.index()].ack_silence = stats.ack_silence;
-            if self.silent_long(path) != before {
+            if (self.silent_long(path), self.silence_proof(path)) != before {
                 // The stall deadline moved (`stall_deadline`).
                 self.changes += 1;
             }

@@ -826,7 +826,7 @@ fn transport_silence_after_the_last_progress_stands_for_the_quiet_time() {
     assert_eq!((s.stall_deadline(p), s.poll_timeout()), (quiet, s.next_timeout()));
 
     let cfg = FbdtConfig {
-        stall_on_ack_silence: false,
+        stall_on_ack_silence: AckSilenceUse::Off,
         ..FbdtConfig::default()
     };
     let mut off = FbdtSender::new(&cfg, params, 0, 64 << 20);
@@ -837,4 +837,49 @@ fn transport_silence_after_the_last_progress_stands_for_the_quiet_time() {
     off.paths[0].copies.front_mut().expect("a copy in flight").due = now;
     off.path_stats(p, silence(now - ms(500), now + ms(40)));
     assert_eq!(off.stall_deadline(p), quiet);
+}
+
+/// Issue 41, round 9: a silence longer than TCP's round trip + the ACK delay +
+/// `stall_late` after the last progress is a stall by itself, even when the oldest copy
+/// is not yet due (its due time counted the bytes ahead at a drain rate an earlier outage
+/// pulled down); shorter, or with the silence used for the quiet time only, it is not.
+#[test]
+fn a_silence_past_a_round_trip_is_a_stall_whatever_the_due_times() {
+    let ms = Duration::from_millis;
+    let now = Instant::from_micros(1_000_000);
+    let params = crate::Config::default().stream_params();
+    let loaded = |using| {
+        let cfg = FbdtConfig {
+            stall_on_ack_silence: using,
+            ..FbdtConfig::default()
+        };
+        let mut s = FbdtSender::new(&cfg, params.clone(), 0, 64 << 20);
+        s.path_up(PathId(0), now);
+        s.write(&data(1 << 20));
+        assert!(s.poll_transmit(PathId(0), 1 << 20, now, &mut Vec::new()) > 0);
+        s.paths[0].est.rtt_sample(ms(20), now);
+        s.paths[0].copies.front_mut().expect("a copy in flight").due = now + ms(500);
+        s
+    };
+    let silent_until = |until| PathStats {
+        srtt: Some(ms(15)),
+        ack_silence: Some(AckSilence { since: now - ms(500), until }),
+        ..PathStats::default()
+    };
+    let by_rtt = now + ms(60);
+    let proof = now + ms(15) + params.max_ack_delay + ms(10);
+
+    let mut s = loaded(AckSilenceUse::Proof);
+    assert_eq!(s.stall_deadline(PathId(0)), by_rtt, "3 × the 20-ms ACK RTT");
+    s.path_stats(PathId(0), silent_until(proof - ms(1)));
+    assert_eq!(s.stall_deadline(PathId(0)), by_rtt, "a millisecond short of the proof");
+    s.path_stats(PathId(0), silent_until(proof + ms(3)));
+    assert_eq!(s.stall_deadline(PathId(0)), proof);
+    assert_eq!(s.poll_timeout(), Some(proof), "the memory noticed the proof");
+    s.handle_timeout(proof + ms(3));
+    assert_eq!(s.poll_stalled_path(), Some(PathId(0)));
+
+    let mut quiet_only = loaded(AckSilenceUse::QuietTime);
+    quiet_only.path_stats(PathId(0), silent_until(proof + ms(3)));
+    assert_eq!(quiet_only.stall_deadline(PathId(0)), by_rtt, "the copy is not overdue");
 }
