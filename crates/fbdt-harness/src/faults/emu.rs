@@ -6,6 +6,7 @@
 //! client reads, checks every byte and stamps its in-order arrivals at 1 ms.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -41,6 +42,9 @@ struct Sent {
     /// Bytes the sender was told were delivered (FBDT-level acknowledgements); kernel
     /// sockets do not say.
     acked: Option<u64>,
+    /// Sessions: the core's stall count, and when it grew (s since `played`).
+    path_stalls: Option<u64>,
+    stalls_at_s: Vec<f64>,
     error: Option<String>,
 }
 
@@ -52,6 +56,8 @@ struct Received {
     corrupt_from: Option<u64>,
     /// The stream ended (the sender's shutdown arrived).
     eof: bool,
+    /// Sessions: connections dialled after each path's first.
+    reconnects: Option<u64>,
     error: Option<String>,
 }
 
@@ -193,6 +199,9 @@ pub fn run_one(
         unfaithful_reasons: fidelity.reasons.clone(),
         endpoint_cpu_cores: Some(fidelity.endpoints_cpu),
         stack_cpu_cores: Some(fidelity.stack_cpu),
+        path_stalls: sent.path_stalls,
+        reconnects: got.reconnects,
+        stalls_at_s: sent.stalls_at_s,
         ..RunResult::default()
     })
 }
@@ -343,8 +352,11 @@ fn session_traffic(
     };
     let server = tb.spawn_in(Side::Server, move || -> Result<Sent> {
         session::runtime()?.block_on(async move {
+            let every = server_net.stats_interval / 2;
             let (_listener, mut s) = session::accept_one(&listen_on, server_net, addr_tx).await?;
             let stats = s.stats_handle();
+            let stall_times = Arc::new(Mutex::new(Vec::new()));
+            let watch = tokio::spawn(watch_stalls(stats.clone(), every, played, stall_times.clone()));
             let mut sent = Sent::default();
             while Instant::now() < end {
                 let chunk = bytes::Bytes::from(pattern(sent.written, CHUNK));
@@ -362,6 +374,9 @@ fn session_traffic(
             let mut rest = [0u8; 64];
             let _ = tokio::time::timeout(Duration::from_millis(200), s.read(&mut rest)).await;
             sent.acked = Some(stats.stats().bytes_acked);
+            sent.path_stalls = Some(stats.stats().core.sender.path_stalls);
+            watch.abort();
+            sent.stalls_at_s = stall_times.lock().map(|mut t| std::mem::take(&mut *t)).unwrap_or_default();
             Ok(sent)
         })
     })?;
@@ -370,11 +385,34 @@ fn session_traffic(
     let got = tb.run_in(Side::Client, || -> Result<Received> {
         session::runtime()?.block_on(async {
             let s = fbdt_net::connect(specs, client_net).await.context("connecting")?;
-            Ok(receive(s, played, end + DRAIN).await)
+            let stats = s.stats_handle();
+            let mut got = receive(s, played, end + DRAIN).await;
+            got.reconnects = Some(stats.stats().paths.iter().map(|p| u64::from(p.reconnects)).sum());
+            Ok(got)
         })
     })?;
     let sent = joined(server)?;
     Ok((sent, got?))
+}
+
+/// Appends to `times` when the session's count of stalls grew (s since `played`), read
+/// `every`, until aborted. The session publishes its counters every
+/// `NetConfig::stats_interval` (10 ms), so a time is up to that much late.
+async fn watch_stalls(stats: fbdt_net::StatsHandle, every: Duration, played: Instant, times: Arc<Mutex<Vec<f64>>>) {
+    let mut seen = 0;
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+        let count = stats.stats().core.sender.path_stalls;
+        if count > seen {
+            let at = played.elapsed().as_secs_f64();
+            if let Ok(mut t) = times.lock() {
+                t.extend(std::iter::repeat_n(at, (count - seen) as usize));
+            }
+            seen = count;
+        }
+    }
 }
 
 /// Kernel TCP or MPTCP from path `path`'s client address: the server sends until `end`.

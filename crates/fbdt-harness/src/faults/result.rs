@@ -50,5 +50,16 @@ pub struct RunResult {
     pub endpoint_cpu_cores: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack_cpu_cores: Option<f64>,
+    /// FBDT and `mp:*` runs: times the sender's core declared a path stalled, and the
+    /// connections the client dialled after the first (probes that took over, re-dials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_stalls: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconnects: Option<u64>,
+    /// Testbed FBDT and `mp:*` runs: when the sender's count of stalls grew, s on the
+    /// plan's clock (polled every millisecond) — what the simulator's trace shows, for a
+    /// run with real stacks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stalls_at_s: Vec<f64>,
 }
 

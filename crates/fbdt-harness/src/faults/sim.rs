@@ -183,9 +183,9 @@ impl Watch {
     fn result(mut self, end: Instant, out: &fbdt_sim::SimOutcome, error: Option<SimError>) -> RunResult {
         // A stream still silent at the end is a gap too.
         self.gap_to(end.as_micros() / 1000);
-        let (acked, received) = match (&out.server, &out.client) {
-            (Some(s), Some(c)) => (s.sender.bytes_acked, c.receiver.bytes_delivered),
-            _ => (0, 0),
+        let (acked, received, path_stalls) = match (&out.server, &out.client) {
+            (Some(s), Some(c)) => (s.sender.bytes_acked, c.receiver.bytes_delivered, Some(s.sender.path_stalls)),
+            _ => (0, 0, None),
         };
         // The sender freed bytes the receiver never had: lost. The receiver checks every
         // byte's value at its stream offset (`Payload::Shared`), so a duplicate or a hole
@@ -211,6 +211,7 @@ impl Watch {
             bytes_duplicated,
             survived: error.is_none() && self.in_tail > 0,
             error: error.map(|e| e.to_string()),
+            path_stalls,
             ..RunResult::default()
         }
     }
