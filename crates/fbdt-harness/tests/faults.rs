@@ -40,6 +40,9 @@ fn every_fault_on_every_path_loses_nothing() {
         assert!(r.bytes_delivered > 0, "{what}");
         if f.kind == FaultKind::Reset {
             assert!(r.reuse_after_return_ms.is_some(), "{what}: the reset path was never used again");
+        } else {
+            // Every fault the ends are not told of is found as a stall, and counted.
+            assert!(r.path_stalls >= Some(1), "{what}: {:?} stalls", r.path_stalls);
         }
     }
 }

@@ -57,8 +57,8 @@ pub struct RunResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reconnects: Option<u64>,
     /// Testbed FBDT and `mp:*` runs: when the sender's count of stalls grew, s on the
-    /// plan's clock (polled every millisecond) — what the simulator's trace shows, for a
-    /// run with real stacks.
+    /// plan's clock, up to one session stats tick (10 ms) late — what the simulator's
+    /// trace shows, for a run with real stacks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stalls_at_s: Vec<f64>,
 }

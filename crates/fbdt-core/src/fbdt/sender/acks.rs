@@ -194,8 +194,7 @@ impl FbdtSender {
     /// comes first.
     pub(super) fn stall_deadline(&self, p: PathId) -> Instant {
         let t = &self.paths[p.index()];
-        let by_rtt_rule = t.last_progress + self.stall_after(p);
-        let by_rtt = self.silence_proof(p).map_or(by_rtt_rule, |proof| proof.min(by_rtt_rule));
+        let by_rtt = t.last_progress + self.stall_after(p);
         let by_lateness = self.cfg.stall_late.zip(t.copies.front()).map(|(floor, c)| {
             let overdue = c.due + t.est.overdue_margin(floor);
             let quiet = if self.silent_long(p) {
@@ -205,7 +204,8 @@ impl FbdtSender {
             };
             overdue.max(t.last_progress + quiet)
         });
-        by_lateness.map_or(by_rtt, |l| l.min(by_rtt))
+        let by_rules = by_lateness.map_or(by_rtt, |l| l.min(by_rtt));
+        self.silence_proof(p).map_or(by_rules, |proof| proof.min(by_rules))
     }
 
     /// `p`'s transport reported no ACK for at least `stall_late` since the path last
