@@ -373,8 +373,9 @@ fn session_traffic(
             let _ = tokio::time::timeout(DRAIN, s.shutdown()).await;
             let mut rest = [0u8; 64];
             let _ = tokio::time::timeout(Duration::from_millis(200), s.read(&mut rest)).await;
-            sent.acked = Some(stats.stats().bytes_acked);
-            sent.path_stalls = Some(stats.stats().core.sender.path_stalls);
+            let last = stats.stats();
+            sent.acked = Some(last.bytes_acked);
+            sent.path_stalls = Some(last.core.sender.path_stalls);
             watch.abort();
             sent.stalls_at_s = stall_times.lock().map(|mut t| std::mem::take(&mut *t)).unwrap_or_default();
             Ok(sent)
