@@ -98,8 +98,10 @@ pub struct NetConfig {
     pub congestion: CongestionPlan,
     /// Lower each connection's RTO floor (TCP_RTO_MIN_US, Linux ≥ 6.15) to about twice its
     /// RTT plus a delayed ACK ([`congestion::rto_floor_us`]) instead of Linux's 200 ms, so a
-    /// lossy short path recovers from a timeout in tens of ms. Kernels without the option
-    /// keep theirs.
+    /// lossy short path recovers from a timeout in tens of ms, and a link back from an
+    /// outage is used again as soon (the sender of a download cannot dial a fresh
+    /// connection; its old one waits for its timer: issue 41, docs/faults.md round 10).
+    /// On by default; kernels without the option keep theirs.
     pub rto_floor: bool,
     /// Client: a fresh connection replaces a stalled path's connection only once TCP's own
     /// timeout retransmission went unanswered (or after TCP's long silence), not while TCP
@@ -183,7 +185,7 @@ impl Default for NetConfig {
         NetConfig {
             core: fbdt_core::Config::default(),
             congestion: CongestionPlan::default(),
-            rto_floor: false,
+            rto_floor: true,
             patient_replacement: true,
             // 128 KiB: a few maximal frames, so a path never has more than ~1 ms of unsent
             // data at 1 Gbit/s queued where the scheduler can no longer move it.

@@ -13,6 +13,30 @@ fn has(cc: &str) -> bool {
     fbdt_net::congestion::available().is_some_and(|a| a.iter().any(|n| n == cc))
 }
 
+/// A session over two loopback paths, `cfg` at both ends, after the server sent the client
+/// 8 MiB: both ends, kept open so their stats stay live.
+async fn after_a_download(cfg: NetConfig) -> (fbdt_net::Session, fbdt_net::Session) {
+    let addrs: Vec<SocketAddr> = (0..2).map(|_| "127.0.0.1:0".parse().unwrap()).collect();
+    let mut l = listen(&addrs, cfg.clone()).await.expect("listen");
+    let paths: Vec<PathSpec> = l
+        .local_addrs()
+        .iter()
+        .enumerate()
+        .map(|(i, a)| format!("127.0.0.{}={a}", i + 2).parse().unwrap())
+        .collect();
+    let mut client = connect(paths, cfg).await.expect("connect");
+    let mut server = l.accept().await.expect("session");
+    let send = tokio::spawn(async move {
+        server.write_all(&vec![7u8; 8 << 20]).await.unwrap();
+        server.shutdown().await.unwrap();
+        server
+    });
+    let mut got = Vec::new();
+    client.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got.len(), 8 << 20);
+    (client, send.await.unwrap())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_path_runs_its_own_controller_on_both_ends() {
     if !has("bbr") || !has("cubic") {
@@ -25,26 +49,8 @@ async fn each_path_runs_its_own_controller_on_both_ends() {
             congestion: plan,
             ..NetConfig::default()
         };
-        let addrs: Vec<SocketAddr> = (0..2).map(|_| "127.0.0.1:0".parse().unwrap()).collect();
-        let mut l = listen(&addrs, cfg.clone()).await.expect("listen");
-        let paths: Vec<PathSpec> = l
-            .local_addrs()
-            .iter()
-            .enumerate()
-            .map(|(i, a)| format!("127.0.0.{}={a}", i + 2).parse().unwrap())
-            .collect();
-        let mut client = connect(paths, cfg).await.expect("connect");
-        let mut server = l.accept().await.expect("session");
+        let (client, server) = after_a_download(cfg).await;
         let (cs, ss) = (client.stats_handle(), server.stats_handle());
-        let send = tokio::spawn(async move {
-            server.write_all(&vec![7u8; 8 << 20]).await.unwrap();
-            server.shutdown().await.unwrap();
-            server
-        });
-        let mut got = Vec::new();
-        client.read_to_end(&mut got).await.unwrap();
-        assert_eq!(got.len(), 8 << 20);
-        let _server = send.await.unwrap();
         // The stats are refreshed on the driver's 10-ms tick.
         let want = ["cubic", "bbr"];
         loop {
@@ -81,4 +87,37 @@ async fn an_unknown_controller_fails_connect_and_listen_with_its_name() {
     let spec: PathSpec = "127.0.0.1:9".parse().unwrap();
     let e = connect(vec![spec], cfg).await.err().expect("refused");
     assert!(e.to_string().contains("nosuchcc"), "{e}");
+}
+
+/// Issue 41: by default every path's socket on both ends gets the RTO floor scaled to its
+/// RTT, so a download's sender — which cannot dial a fresh connection — uses a returned
+/// link again after ≈ 2 × RTT + 40 ms, not Linux's 200 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_session_lowers_every_sockets_rto_floor() {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let sock = std::net::TcpStream::connect(probe.local_addr().unwrap()).unwrap();
+    if fbdt_net::sockopt::set_rto_min_us(&sock, 50_000).is_err() {
+        eprintln!("SKIP: this kernel has no TCP_RTO_MIN_US");
+        return;
+    }
+    tokio::time::timeout(BOUND, async {
+        let cfg = NetConfig::default();
+        assert!(cfg.rto_floor, "the floor is the default");
+        let (client, server) = after_a_download(cfg).await;
+        let (cs, ss) = (client.stats_handle(), server.stats_handle());
+        // Loopback's RTT is microseconds: the floor is the delayed-ACK allowance, 40 ms
+        // and a little (more only if a loaded host stretches the RTT), below Linux's
+        // 200 ms. Set at the driver's 10-ms TCP_INFO reads.
+        let floors = |st: &fbdt_net::SessionStats| -> Vec<Option<u32>> { st.paths.iter().map(|p| p.cc.rto_floor_us).collect() };
+        loop {
+            let (c, s) = (floors(&cs.stats()), floors(&ss.stats()));
+            let set = |f: &[Option<u32>]| f.len() == 2 && f.iter().all(|f| f.is_some_and(|us| (40_000..200_000).contains(&us)));
+            if set(&c) && set(&s) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("every socket's floor set within the bound");
 }

@@ -11,9 +11,12 @@ pub struct NetArgs {
     /// inflation, the default controller otherwise); default: the system's.
     #[arg(long, value_name = "PLAN", value_parser = parse_congestion)]
     pub congestion: Option<fbdt_net::CongestionPlan>,
-    /// Lower each connection's RTO floor to about twice its RTT plus 40 ms (TCP_RTO_MIN_US,
-    /// Linux ≥ 6.15) instead of the system's 200 ms.
-    #[arg(long)]
+    /// Each connection's RTO floor: `on` (the default) lowers it to about twice its RTT
+    /// plus 40 ms (TCP_RTO_MIN_US, Linux ≥ 6.15), so a link that returns from an outage
+    /// carries again tens of ms sooner; `off` keeps the system's 200 ms (in a config file:
+    /// `rto_floor = "off"`). A bare `--rto-floor` still means `on`, as it did before it was the default.
+    #[arg(long, value_name = "on|off", default_value = "on", num_args = 0..=1, default_missing_value = "on",
+          action = clap::ArgAction::Set, value_parser = parse_on_off)]
     pub rto_floor: bool,
     #[command(flatten)]
     pub security: security::SecurityArgs,
@@ -69,6 +72,14 @@ fn parse_ms_or_off(s: &str) -> Result<MsOrOff, String> {
     }
 }
 
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("`{s}`: expected on or off")),
+    }
+}
+
 fn parse_congestion(s: &str) -> Result<fbdt_net::CongestionPlan, fbdt_net::CongestionError> {
     let plan = fbdt_net::CongestionPlan::parse(s, &[])?;
     plan.validate()?;
@@ -106,6 +117,26 @@ impl NetArgs {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_rto_floor_is_on_unless_turned_off() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            net: super::NetArgs,
+        }
+        let floor = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("fbdt").chain(args.iter().copied()))
+                .map(|c| c.net.rto_floor)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(floor(&[]), Ok(true));
+        assert_eq!(floor(&["--rto-floor"]), Ok(true));
+        assert_eq!(floor(&["--rto-floor", "on"]), Ok(true));
+        assert_eq!(floor(&["--rto-floor", "off"]), Ok(false));
+        assert!(floor(&["--rto-floor", "maybe"]).unwrap_err().contains("expected on or off"));
+    }
+
     #[test]
     fn window_modes_parse_and_nonsense_is_refused() {
         use fbdt_core::{Duration, WindowConfig};

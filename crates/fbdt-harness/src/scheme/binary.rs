@@ -68,8 +68,8 @@ fn both_flags(name: &str, scenario: &Scenario) -> Result<Vec<String>> {
         // By path index: the proxy's i-th --path is the scenario's i-th path.
         out.extend(["--congestion".to_string(), opts.congestion.to_string()]);
     }
-    if opts.rto_floor {
-        out.push("--rto-floor".into());
+    if let Some(on) = opts.rto_floor {
+        out.extend(["--rto-floor".to_string(), if on { "on" } else { "off" }.to_string()]);
     }
     if opts.eager_replacement {
         refused.push("replace");
@@ -118,14 +118,15 @@ mod tests {
         assert_eq!(f("fbdt+unsent=2.5"), ["--unsent-budget", "2.5"]);
         assert_eq!(f("fbdt+budget=2"), ["--window", "budget=2"]);
         assert_eq!(f("fbdt+window=64k"), ["--window", "64k"]);
-        assert_eq!(f("fbdt+rtofloor=on"), ["--rto-floor"]);
+        assert_eq!(f("fbdt+rtofloor=on"), ["--rto-floor", "on"]);
+        assert_eq!(f("fbdt+rtofloor=off"), ["--rto-floor", "off"]);
         assert_eq!(f("fbdt+wake=off"), ["--wake-copies", "off"]);
         assert_eq!(f("fbdt+wake=30"), ["--wake-copies", "30"]);
         let wigig = s.path_index("wigig").unwrap();
         assert_eq!(f("fbdt+cc=wigig:bbr"), ["--congestion".to_string(), format!("{wigig}=bbr")]);
         assert_eq!(
             f("fbdt+unsent=off+rtofloor=on"),
-            ["--rto-floor", "--unsent-budget", "off"]
+            ["--rto-floor", "on", "--unsent-budget", "off"]
         );
     }
 

@@ -132,12 +132,13 @@ pub fn buffer_parity(name: &str, core: &mut fbdt_core::Config, kernel_max: Optio
 
 /// What a scheme name asks of the runtime's sockets rather than of the protocol core:
 /// `+cc=<plan>` (repeatable: `cc=bbr` every path, `cc=wigig:bbr` one path, `cc=auto` or
-/// `cc=wigig:auto`), `+rtofloor=on`, `+replace=eager|patient` and `+batch=<bytes>` on `fbdt` and `mp:*`; `+cc=<name>` (every path) on
+/// `cc=wigig:auto`), `+rtofloor=on|off`, `+replace=eager|patient` and `+batch=<bytes>` on `fbdt` and `mp:*`; `+cc=<name>` (every path) on
 /// `mptcp` and `tcp:<path>`, where it becomes the testbed's controller for that run.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RuntimeOptions {
     pub congestion: fbdt_net::CongestionPlan,
-    pub rto_floor: bool,
+    /// `+rtofloor=on|off`; `None`: the runtime's default (on).
+    pub rto_floor: Option<bool>,
     /// `+replace=eager`: the earlier connection-replacement rule
     /// (`NetConfig::patient_replacement` off), to measure the difference.
     pub eager_replacement: bool,
@@ -152,13 +153,15 @@ pub struct RuntimeOptions {
 
 impl RuntimeOptions {
     pub fn is_empty(&self) -> bool {
-        self.congestion.is_empty() && !self.rto_floor && !self.eager_replacement && self.write_batch.is_none()
+        self.congestion.is_empty() && self.rto_floor.is_none() && !self.eager_replacement && self.write_batch.is_none()
     }
 
     /// These options on a runtime configuration.
     pub fn apply(&self, net: &mut fbdt_net::NetConfig) {
         net.congestion = self.congestion.clone();
-        net.rto_floor = self.rto_floor;
+        if let Some(on) = self.rto_floor {
+            net.rto_floor = on;
+        }
         net.patient_replacement = !self.eager_replacement;
         if let Some(b) = self.write_batch {
             net.write_batch = b;
@@ -186,11 +189,11 @@ pub fn runtime_options(name: &str, scenario: &Scenario) -> Result<(String, Runti
                 continue;
             }
             if let Some(v) = part.strip_prefix("rtofloor=") {
-                opts.rto_floor = match v {
+                opts.rto_floor = Some(match v {
                     "on" | "1" | "true" => true,
                     "off" | "0" | "false" => false,
                     _ => bail!("scheme `{name}`: rtofloor=`{v}`: expected on or off"),
-                };
+                });
                 continue;
             }
             if part == "coupled" || part.starts_with("coupled=") {
@@ -228,7 +231,7 @@ pub fn runtime_options(name: &str, scenario: &Scenario) -> Result<(String, Runti
     }
     if kernel {
         let per_path = !opts.congestion.paths.is_empty() || matches!(opts.congestion.all, Some(fbdt_net::Choice::Auto));
-        if per_path || opts.rto_floor || opts.eager_replacement || opts.write_batch.is_some() {
+        if per_path || opts.rto_floor.is_some() || opts.eager_replacement || opts.write_batch.is_some() {
             bail!("scheme `{name}`: kernel schemes take one controller for the whole run (`+cc=bbr`), no per-path or auto choice, no rtofloor and no batch");
         }
     } else if !(opts.is_empty() || base.starts_with("fbdt") || base.starts_with("mp:")) {

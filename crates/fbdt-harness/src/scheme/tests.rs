@@ -13,7 +13,7 @@ fn runtime_options_per_path_and_for_kernel_schemes() {
     let wigig = s.path_index("wigig").unwrap();
     assert_eq!(o.congestion.choice(wigig), Some(&Choice::Named("bbr".into())));
     assert_eq!(o.congestion.choice(1 - wigig), Some(&Choice::Auto));
-    assert!(o.rto_floor);
+    assert_eq!(o.rto_floor, Some(true));
     assert!(matches!(parse("fbdt+cc=wigig:bbr", &s, 1).unwrap(), Scheme::Session(..)));
     let (base, o) = runtime_options("mptcp+cc=bbr", &s).unwrap();
     assert_eq!((base.as_str(), o.kernel_congestion()), ("mptcp", Some("bbr")));
