@@ -71,7 +71,7 @@ fn assert_no_cliff(cfg: Config, model: PathModel, gaps_ms: &[f64]) {
     }
 }
 
-const SWEEP_MS: [f64; 6] = [20.0, 40.0, 65.0, 95.0, 140.0, 200.0];
+const SWEEP_MS: [f64; 7] = [20.0, 40.0, 65.0, 95.0, 140.0, 160.0, 200.0];
 
 #[test]
 fn budget_windows_get_the_sum_across_the_delay_gap_sweep_over_pipes() {

@@ -10,6 +10,10 @@ use crate::scheme::SchemeSender;
 use crate::time::{Duration, Instant};
 use crate::wire::{Ack, MAX_PATHS};
 
+/// The transport's ACK silence stands for a stall's quiet time once it lasted this
+/// fraction of its round trip (and `stall_late`): see `FbdtSender::silent_long`.
+const SILENCE_RTT_SHARE: u64 = 8;
+
 impl FbdtSender {
     pub(super) fn on_ack(&mut self, path: PathId, ack: &Ack, now: Instant) -> Result<(), ProtocolError> {
         self.ensure_path(path);
@@ -208,14 +212,20 @@ impl FbdtSender {
         self.silence_proof(p).map_or(by_rules, |proof| proof.min(by_rules))
     }
 
-    /// `p`'s transport reported no ACK for at least `stall_late` since the path last
-    /// made progress, while it had data in flight (`FbdtConfig::stall_on_ack_silence`).
+    /// `p`'s transport reported no ACK for at least `stall_late`, and an eighth of its
+    /// round trip, since the path last made progress, while it had data in flight
+    /// (`FbdtConfig::stall_on_ack_silence`). TCP's ACKs pause as long as its sending
+    /// paused one round trip before, and on a long path FBDT's sending pauses that long
+    /// between its bursts (a 290-ms path's ACKs came in bursts with 20-ms gaps and each
+    /// gap declared a false stall, docs/faults.md round 11).
     pub(super) fn silent_long(&self, p: PathId) -> bool {
         let t = &self.paths[p.index()];
         let floor = self.cfg.stall_late.filter(|_| self.cfg.stall_on_ack_silence != AckSilenceUse::Off);
+        let round_trip = t.est.driver.srtt.unwrap_or_else(|| t.est.rtt());
         floor
+            .map(|f| f.max(Duration::from_micros(round_trip.as_micros() / SILENCE_RTT_SHARE)))
             .zip(t.ack_silence)
-            .is_some_and(|(floor, s)| s.after(t.last_progress) >= floor)
+            .is_some_and(|(least, s)| s.after(t.last_progress) >= least)
     }
 
     /// When `p`'s transport, silent since the path's last progress, had been so for one

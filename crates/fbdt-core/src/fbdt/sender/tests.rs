@@ -839,6 +839,38 @@ fn transport_silence_after_the_last_progress_stands_for_the_quiet_time() {
     assert_eq!(off.stall_deadline(p), quiet);
 }
 
+/// Issue 41, round 11: on a long path TCP's ACKs pause between FBDT's bursts (the
+/// delay-gap sweep's 290-ms path: 20-ms pauses, each a false stall, 5 % redundant bytes);
+/// a silence stands for the lateness rule's quiet time only once it has lasted an eighth
+/// of TCP's round trip as well as the floor.
+#[test]
+fn a_long_paths_short_ack_pause_is_no_quiet_time() {
+    let ms = Duration::from_millis;
+    let now = Instant::from_micros(1_000_000);
+    let params = crate::Config::default().stream_params();
+    let mut s = FbdtSender::new(&FbdtConfig::default(), params, 0, 64 << 20);
+    let p = PathId(0);
+    s.path_up(p, now);
+    s.write(&data(1 << 20));
+    assert!(s.poll_transmit(p, 1 << 20, now, &mut Vec::new()) > 0);
+    s.paths[0].est.rtt_sample(ms(150), now);
+    s.paths[0].copies.front_mut().expect("a copy in flight").due = now;
+    let quiet = s.stall_deadline(p);
+    assert_eq!(quiet, now + ms(225), "1.5 × the 150-ms ACK RTT");
+    let silent_until = |until| PathStats {
+        srtt: Some(ms(290)),
+        ack_silence: Some(AckSilence { since: now - ms(500), until }),
+        ..PathStats::default()
+    };
+    s.path_stats(p, silent_until(now + ms(20)));
+    assert_eq!(s.stall_deadline(p), quiet, "20 ms of a 290-ms round trip: a pause");
+    s.path_stats(p, silent_until(now + ms(36)));
+    assert_eq!(s.stall_deadline(p), quiet, "a millisecond short of an eighth");
+    s.path_stats(p, silent_until(now + ms(37)));
+    let floor = s.cfg.stall_late.expect("the lateness rule is on by default");
+    assert_eq!(s.stall_deadline(p), now + floor, "overdue by the floor, and silent long enough");
+}
+
 /// Issue 41, round 9: a silence longer than TCP's round trip + the ACK delay +
 /// `stall_late` after the last progress is a stall by itself, even when the oldest copy
 /// is not yet due (its due time counted the bytes ahead at a drain rate an earlier outage
