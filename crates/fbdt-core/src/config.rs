@@ -37,6 +37,11 @@ pub struct Config {
     /// A fixed initial sequence number instead of a random one (tests exercise the 2^32
     /// wrap with it).
     pub initial_seq: Option<u32>,
+    /// Server: tell the client when one of the paths stalls our data (a STALLED frame on
+    /// another path), so that it opens a fresh connection for it; the server cannot. Without
+    /// the report a link that returns carries again only when the server's backed-off
+    /// retransmission timer fires (docs/faults.md, round 11).
+    pub report_stalls: bool,
     /// Which scheme the session runs, with its own knobs. Both ends must agree (HELLO's
     /// scheme byte).
     pub scheme: SchemeConfig,
@@ -62,6 +67,7 @@ impl Default for Config {
             max_ack_delay: Duration::from_millis(2),
             seed: 0,
             initial_seq: None,
+            report_stalls: true,
             scheme: SchemeConfig::Fbdt(FbdtConfig::default()),
         }
     }

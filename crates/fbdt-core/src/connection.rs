@@ -66,6 +66,11 @@ pub enum Event {
     /// TCP-level sign (TCP_INFO shows a stall only after the RTO): a driver may start
     /// opening a fresh connection for the path. Once per stall; delivery ends it.
     PathStalled(PathId),
+    /// Client: the server reported that the path stalls its data (a STALLED frame about the
+    /// path's current connection). The client's own TCP shows nothing (the stuck data sits
+    /// in the server's), and only the client can open a fresh connection: a driver may
+    /// start one as for [`Event::PathStalled`].
+    PeerStalled(PathId),
     /// The session ended, by us (`by_peer` false) or by the peer.
     Closed { code: u16, reason: String, by_peer: bool },
 }
@@ -116,6 +121,9 @@ pub struct ConnectionStats {
     pub sender: SenderStats,
     pub receiver: ReceiverStats,
     pub forward_path: Option<PathId>,
+    /// Server: STALLED reports sent. Client: reports heard about a current connection
+    /// (each an `Event::PeerStalled`).
+    pub stall_reports: u64,
 }
 
 /// One endpoint of a session (see the module's documentation for how to drive it). A clone
@@ -143,6 +151,11 @@ pub struct Connection {
     joined_epochs: Vec<Option<u32>>,
     /// Bytes of the peer's stream the application read (with `readable`, the in-order point).
     bytes_read: u64,
+    /// Server: paths whose stall the client is yet to hear of (`Config::report_stalls`),
+    /// each with the epoch of the connection that stalled.
+    stall_reports: Vec<(PathId, u32)>,
+    /// [`ConnectionStats::stall_reports`].
+    stall_reports_counted: u64,
 }
 
 impl Connection {
@@ -184,6 +197,8 @@ impl Connection {
             delay_probe: None,
             joined_epochs: Vec::new(),
             bytes_read: 0,
+            stall_reports: Vec::new(),
+            stall_reports_counted: 0,
         })
     }
 
@@ -379,6 +394,8 @@ impl Connection {
         };
         let was = std::mem::replace(&mut io.state, PathState::Down);
         io.rx.clear();
+        // The client drops that connection anyway.
+        self.stall_reports.retain(|&(p, _)| p != path);
         io.join_sent_at = None;
         if was == PathState::Joining {
             // The scheme never saw this connection: it counts the path down already.
@@ -669,6 +686,7 @@ impl Connection {
                 path,
                 what: "JOIN_OK on a path that is not joining",
             }),
+            Frame::Stalled(r) => self.on_stall_report(path, r),
             // The rest belongs to the scheme: the peer's stream to our receiver, feedback on
             // ours to our sender. Each refuses frames of another scheme.
             _ => {
@@ -683,6 +701,25 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// Client: the server's report that path `r.path_index` stalls its data. A report about
+    /// a connection the path no longer has (another epoch), or a path not up, is stale.
+    fn on_stall_report(&mut self, path: PathId, r: wire::Stalled) -> Result<(), ProtocolError> {
+        if self.role != Role::Client || !self.established || self.paths[path.index()].state != PathState::Up {
+            return Err(ProtocolError::Unexpected { path, what: "STALLED" });
+        }
+        let Some(io) = self.paths.get(usize::from(r.path_index)) else {
+            return Err(ProtocolError::Unexpected {
+                path,
+                what: "STALLED about a path never added",
+            });
+        };
+        if io.state == PathState::Up && io.binding.epoch == r.epoch {
+            self.events.push_back(Event::PeerStalled(PathId(r.path_index)));
+            self.stall_reports_counted += 1;
+        }
+        Ok(())
     }
 
     /// Client: the first frame the server sent on a joining path must be its answer, made
@@ -818,6 +855,8 @@ impl Connection {
             Some(Frame::Hello(self.hello()))
         } else if io.join_due {
             self.keys.as_ref().map(|k| Frame::Join(k.join(path.0, &io.binding)))
+        } else if io.state == PathState::Up && self.established && !self.closed {
+            stall_report_for(&self.stall_reports, path)
         } else {
             None
         };
@@ -836,6 +875,10 @@ impl Connection {
                     io.join_sent_at = Some(now);
                 }
                 Frame::JoinOk(_) => io.join_ok_due = false,
+                Frame::Stalled(r) => {
+                    self.stall_reports.retain(|&(p, _)| p.0 != r.path_index);
+                    self.stall_reports_counted += 1;
+                }
                 _ => {}
             }
             return len;
@@ -900,7 +943,12 @@ impl Connection {
         let Some(io) = self.paths.get(path.index()) else {
             return false;
         };
-        let due = io.close_due || io.hello_due || io.join_due || io.join_ok_due || io.held_ack.is_some();
+        let due = io.close_due
+            || io.hello_due
+            || io.join_due
+            || io.join_ok_due
+            || io.held_ack.is_some()
+            || stall_report_for(&self.stall_reports, path).is_some();
         if due || io.state != PathState::Up || self.closed || !self.established {
             return false;
         }
@@ -928,6 +976,12 @@ impl Connection {
     fn collect_stalled_paths(&mut self) {
         while let Some(p) = self.sender.poll_stalled_path() {
             self.events.push_back(Event::PathStalled(p));
+            let report = self.role == Role::Server && self.cfg.report_stalls;
+            if let (true, Some(io)) = (report, self.paths.get(p.index())) {
+                let epoch = io.binding.epoch;
+                self.stall_reports.retain(|&(q, _)| q != p);
+                self.stall_reports.push((p, epoch));
+            }
         }
     }
 
@@ -1026,6 +1080,7 @@ impl Connection {
             sender: self.sender.stats(),
             receiver: self.receiver.as_ref().map(|r| r.stats()).unwrap_or_default(),
             forward_path: self.sender.forward_path(),
+            stall_reports: self.stall_reports_counted,
         }
     }
 }
@@ -1045,6 +1100,15 @@ impl Out<'_> {
             }
         }
     }
+}
+
+/// A stall report due to go on `path`: one about another path (a stalled connection
+/// carries nothing, its own report least of all).
+fn stall_report_for(reports: &[(PathId, u32)], path: PathId) -> Option<Frame<'static>> {
+    reports
+        .iter()
+        .find(|&&(p, _)| p != path)
+        .map(|&(p, epoch)| Frame::Stalled(wire::Stalled { path_index: p.0, epoch }))
 }
 
 /// The runtime moves a `Connection` between worker threads: keep it `Send`.

@@ -78,9 +78,11 @@ impl TcpSignals {
     /// TCP's sign, or nothing heard since the core reported the stall at `core_stalled_at`:
     /// no ACK while data is outstanding, no data while none is (the core's stall is then
     /// its ACKs, which the peer sends as data, not arriving). The core notices within a
-    /// few RTTs; TCP's sign needs 300 ms of silence.
-    fn stalled(&self, core_stalled_at: Option<Instant>, now: Instant) -> bool {
-        let heard = if self.unacked > 0 {
+    /// few RTTs; TCP's sign needs 300 ms of silence. When the peer reported the stall
+    /// (`peer`), its data is what is stuck: only data arriving ends that stall (an ACK for
+    /// ours says the link carries our way, not that the peer's timer has fired).
+    fn stalled(&self, core_stalled_at: Option<Instant>, peer: bool, now: Instant) -> bool {
+        let heard = if self.unacked > 0 && !peer {
             self.since_last_ack
         } else {
             self.since_last_recv
@@ -127,9 +129,12 @@ pub struct Abilities {
 /// Stall state of one path.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PathPolicy {
-    /// When the core reported the current connection stalled; cleared once TCP saw an ACK
-    /// after that, or the connection changed.
+    /// When the core reported the current connection stalled (our core's report, or the
+    /// peer's); cleared once TCP heard from the peer after that, or the connection changed.
     core_stalled_at: Option<Instant>,
+    /// The peer reported the stall (`Event::PeerStalled`): its data sits in its own TCP,
+    /// whose state ours cannot show.
+    peer_stall: bool,
 }
 
 impl PathPolicy {
@@ -141,20 +146,32 @@ impl PathPolicy {
         Self::probe_if(can)
     }
 
+    /// The peer reported that the path stalls its data (`Event::PeerStalled`): as
+    /// [`Self::on_core_stalled`], and the probe replaces the old connection once it
+    /// connects unless the peer's data arrived since the report. Our TCP cannot tell
+    /// whether the peer's has given up (its timer backs off in the peer's kernel), and a
+    /// probe that connected shows the link carries: an old connection still silent then
+    /// waits for the peer's next timeout, which a fresh one does not.
+    pub fn on_peer_stalled(&mut self, now: Instant, can: Abilities) -> Decision {
+        self.peer_stall = true;
+        self.on_core_stalled(now, can)
+    }
+
     /// A TCP_INFO sample of the path's connection.
     pub fn on_tcp_info(&mut self, tcp: &TcpSignals, now: Instant, can: Abilities) -> Decision {
-        if self.core_stalled_at.is_some() && !tcp.stalled(self.core_stalled_at, now) {
-            // TCP got an ACK since the core's report: that stall is over.
+        if self.core_stalled_at.is_some() && !self.stalled(tcp, now) {
+            // TCP heard from the peer since the report: that stall is over.
             self.core_stalled_at = None;
+            self.peer_stall = false;
         }
-        if !tcp.stalled(self.core_stalled_at, now) {
+        if !self.stalled(tcp, now) {
             if can.probing || can.holding {
                 Decision::CancelProbe
             } else {
                 Decision::Keep
             }
         } else if can.holding {
-            if tcp.replaceable() && can.can_probe {
+            if self.replaceable(tcp) && can.can_probe {
                 Decision::Replace
             } else {
                 Decision::Keep
@@ -167,10 +184,10 @@ impl PathPolicy {
     /// A probe connected. `old` is the current connection's TCP_INFO (`None`: there is no
     /// connection any more, or it cannot be read); `ending`: the session is ending.
     pub fn on_probe_connected(&self, old: Option<&TcpSignals>, now: Instant, ending: bool) -> Decision {
-        let still_stalled = old.is_none_or(|t| t.stalled(self.core_stalled_at, now));
+        let still_stalled = old.is_none_or(|t| self.stalled(t, now));
         if !still_stalled || ending {
             Decision::DiscardProbe
-        } else if old.is_none_or(TcpSignals::replaceable) {
+        } else if old.is_none_or(|t| self.replaceable(t)) {
             Decision::Replace
         } else {
             Decision::Hold
@@ -181,6 +198,17 @@ impl PathPolicy {
     /// the old one.
     pub fn on_connection_changed(&mut self) {
         self.core_stalled_at = None;
+        self.peer_stall = false;
+    }
+
+    fn stalled(&self, tcp: &TcpSignals, now: Instant) -> bool {
+        tcp.stalled(self.core_stalled_at, self.peer_stall, now)
+    }
+
+    /// A stalled connection may be replaced: TCP's own signs, or the peer's report (whose
+    /// TCP we cannot read).
+    fn replaceable(&self, tcp: &TcpSignals) -> bool {
+        self.peer_stall || tcp.replaceable()
     }
 
     fn probe_if(can: Abilities) -> Decision {
@@ -289,6 +317,7 @@ mod tests {
     /// "At t, feed X, expect Y" for one path.
     enum Feed {
         CoreStalled(Abilities),
+        PeerStalled(Abilities),
         TcpInfo(TcpSignals, Abilities),
         ProbeConnected(Option<TcpSignals>, bool),
         ConnectionChanged,
@@ -300,6 +329,7 @@ mod tests {
             let now = ms(*t);
             let got = match feed {
                 Feed::CoreStalled(can) => p.on_core_stalled(now, *can),
+                Feed::PeerStalled(can) => p.on_peer_stalled(now, *can),
                 Feed::TcpInfo(tcp, can) => p.on_tcp_info(tcp, now, *can),
                 Feed::ProbeConnected(old, ending) => p.on_probe_connected(old.as_ref(), now, *ending),
                 Feed::ConnectionChanged => {
@@ -426,6 +456,66 @@ mod tests {
             (1010, ConnectionChanged, Decision::Keep),
             // 50 ms of silence on the new connection is not a stall without a report.
             (1060, TcpInfo(tcp(50), IDLE), Decision::Keep),
+        ]);
+    }
+
+    #[test]
+    fn the_peers_report_replaces_as_soon_as_the_probe_connects() {
+        use Feed::*;
+        // The client of a download: nothing of ours outstanding, the server's data stuck.
+        // Where our own core's report holds the probe (above), the peer's replaces: the
+        // probe's handshake shows the link carries, the old connection still heard nothing.
+        play(&[
+            (1000, PeerStalled(IDLE), Decision::Probe),
+            (1030, TcpInfo(drained(70), PROBING), Decision::Keep),
+            (1060, ProbeConnected(Some(drained(100)), false), Decision::Replace),
+        ]);
+    }
+
+    #[test]
+    fn the_peers_data_after_its_report_cancels_the_probe() {
+        use Feed::*;
+        play(&[
+            (1000, PeerStalled(IDLE), Decision::Probe),
+            (1020, TcpInfo(drained(4), PROBING), Decision::CancelProbe),
+        ]);
+        play(&[
+            (1000, PeerStalled(IDLE), Decision::Probe),
+            (1030, ProbeConnected(Some(drained(5)), false), Decision::DiscardProbe),
+        ]);
+    }
+
+    #[test]
+    fn after_the_peers_report_only_its_data_counts_as_heard() {
+        use Feed::*;
+        // Our own bytes outstanding and just acknowledged (the link carries our way again),
+        // but no data from the peer since its report: its timer has not fired yet.
+        let acked_not_fed = TcpSignals {
+            since_last_ack: Duration::from_millis(2),
+            since_last_recv: Duration::from_millis(80),
+            ..tcp(2)
+        };
+        play(&[
+            (1000, PeerStalled(IDLE), Decision::Probe),
+            (1040, TcpInfo(acked_not_fed, PROBING), Decision::Keep),
+            (1050, ProbeConnected(Some(acked_not_fed), false), Decision::Replace),
+        ]);
+        // Our own core's report is about our data: that ACK ends it.
+        play(&[
+            (1000, CoreStalled(IDLE), Decision::Probe),
+            (1040, TcpInfo(acked_not_fed, PROBING), Decision::CancelProbe),
+        ]);
+    }
+
+    #[test]
+    fn a_new_connection_forgets_the_peers_report() {
+        use Feed::*;
+        play(&[
+            (1000, PeerStalled(IDLE), Decision::Probe),
+            (1010, ConnectionChanged, Decision::Keep),
+            (1020, CoreStalled(IDLE), Decision::Probe),
+            // Our own report again: the probe is held as before, not replaced at once.
+            (1040, ProbeConnected(Some(drained(45)), false), Decision::Hold),
         ]);
     }
 }

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use fbdt_core::wire::{
-    Ack, Align, Close, Data, DataAck, Frame, Hello, Join, JoinOk, LaneRepr, MpData, PathRx, Scheme, NO_PATH,
+    Ack, Align, Close, Data, DataAck, Frame, Hello, Join, JoinOk, LaneRepr, MpData, PathRx, Scheme, Stalled, NO_PATH,
 };
 use fbdt_core::seq::Seq;
 
@@ -39,6 +39,10 @@ fn seeds() -> Vec<(&'static str, Frame<'static>)> {
                 epoch: 1,
                 hmac: [0x5a; 32],
             }),
+        ),
+        (
+            "stalled",
+            Frame::Stalled(Stalled { path_index: 1, epoch: 1 }),
         ),
         (
             "data",

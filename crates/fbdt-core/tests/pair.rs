@@ -1051,3 +1051,101 @@ fn a_silent_transport_makes_the_overdue_copy_a_stall_sooner() {
     assert!(t_told >= frozen + floor, "{t_told} vs {frozen}");
     assert!(t_told < t_untold, "told at {t_told}, untold at {t_untold}");
 }
+
+/// A download whose path 1 goes silent server→client: the server's stall report crosses
+/// path 0 as a STALLED frame and the client hears of it as `PeerStalled(1)` for the
+/// path's current connection; with `report_stalls` off it hears nothing. Returns the
+/// freeze, the client's events about paths, the server's stall events and both ends'
+/// report counters (server's, client's).
+fn download_with_a_silent_path(report_stalls: bool) -> (Instant, Vec<(Event, Instant)>, Vec<(PathId, Instant)>, [u64; 2]) {
+    let cfg = Config {
+        segment_size: 8192,
+        report_stalls,
+        ..Config::default()
+    };
+    let mut pair = Pair::new(2, cfg);
+    let a = data(6_000_000, 17);
+    let (mut off, mut got) = (0, Vec::new());
+    let (mut frozen_at, mut heard, mut stalled) = (None, Vec::new(), Vec::new());
+    pair.drive_bounded(2_000_000, |p| {
+        write_some(&mut p.server, &a, &mut off);
+        read_all(&mut p.client, &mut got);
+        while let Some(e) = p.server.poll_event() {
+            if let Event::PathStalled(path) = e {
+                stalled.push((path, p.now));
+            }
+        }
+        while let Some(e) = p.client.poll_event() {
+            if matches!(e, Event::PeerStalled(_) | Event::PathStalled(_)) {
+                heard.push((e, p.now));
+            }
+        }
+        let on_path_1 = p.server.stats().sender.per_path_bytes_sent.get(1).copied().unwrap_or(0);
+        if frozen_at.is_none() && on_path_1 > 0 {
+            frozen_at = Some(p.now);
+            p.pipes[1].1.latency = Duration::from_millis(2000);
+        }
+        p.client.is_recv_finished()
+    });
+    assert_eq!(got, a);
+    let counted = [pair.server.stats().stall_reports, pair.client.stats().stall_reports];
+    (frozen_at.expect("path 1 carried data"), heard, stalled, counted)
+}
+
+#[test]
+fn the_server_tells_the_client_which_path_stalls_its_data() {
+    let (frozen, heard, stalled, counted) = download_with_a_silent_path(true);
+    assert_eq!(counted, [1, 1]);
+    assert_eq!(stalled.len(), 1, "{stalled:?}");
+    let (path, at) = stalled[0];
+    assert_eq!(path, PathId(1));
+    assert!(at > frozen);
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    let (event, heard_at) = &heard[0];
+    assert_eq!(*event, Event::PeerStalled(PathId(1)));
+    // Path 0 carries the report: one way, 200 µs, behind what path 0 had queued.
+    assert!(*heard_at > at && *heard_at < at + Duration::from_millis(20), "{heard_at} vs {at}");
+
+    let (_, heard, stalled, counted) = download_with_a_silent_path(false);
+    assert_eq!(counted, [0, 0]);
+    assert_eq!(stalled.len(), 1, "the stall itself is found either way: {stalled:?}");
+    assert!(heard.is_empty(), "{heard:?}");
+}
+
+#[test]
+fn a_stall_report_is_refused_from_a_client_and_ignored_for_another_connection() {
+    // From the client: a protocol violation, the session ends.
+    let mut pair = established(2);
+    let mut frame = Vec::new();
+    Frame::Stalled(wire::Stalled { path_index: 1, epoch: 0 }).emit(&mut frame);
+    pair.inject_to_server(0, frame);
+    pair.drive_bounded(10_000, |p| p.server.is_closed());
+    assert!(pair.server.is_closed());
+    assert!(
+        pair.server_errors.iter().any(|e| e.to_string().contains("STALLED")),
+        "{:?}",
+        pair.server_errors
+    );
+
+    // From the server, about a path's earlier connection (another epoch), or about a path
+    // the session never had: the first is stale and ignored, the second a violation.
+    let mut pair = established(2);
+    pair.drive_bounded(10_000, |p| p.client.is_path_up(PathId(1)));
+    while pair.client.poll_event().is_some() {}
+    let epoch = pair.client.path_epoch(PathId(1)).unwrap();
+    let mut stale = Vec::new();
+    Frame::Stalled(wire::Stalled { path_index: 1, epoch: epoch.wrapping_add(1) }).emit(&mut stale);
+    pair.client.handle_recv(PathId(0), &stale, pair.now).unwrap();
+    let mut current = Vec::new();
+    Frame::Stalled(wire::Stalled { path_index: 1, epoch }).emit(&mut current);
+    pair.client.handle_recv(PathId(0), &current, pair.now).unwrap();
+    let mut events = Vec::new();
+    while let Some(e) = pair.client.poll_event() {
+        events.push(e);
+    }
+    assert_eq!(events, vec![Event::PeerStalled(PathId(1))]);
+    let mut unknown = Vec::new();
+    Frame::Stalled(wire::Stalled { path_index: 5, epoch: 0 }).emit(&mut unknown);
+    let err = pair.client.handle_recv(PathId(0), &unknown, pair.now).unwrap_err();
+    assert!(err.to_string().contains("never added"), "{err}");
+}

@@ -695,6 +695,14 @@ impl Driver {
                         self.manager.on_core_stalled(i, now, ending);
                     }
                 }
+                Event::PeerStalled(p) => {
+                    let i = p.index();
+                    tracing::debug!(session = %self.label, path = i, "peer: path stalls its data");
+                    if self.paths.get(i).is_some_and(|s| s.stream.is_some()) {
+                        let (now, ending) = (self.now(), self.ending());
+                        self.manager.on_peer_stalled(i, now, ending);
+                    }
+                }
                 Event::PathFailed(p) => {
                     let i = p.index();
                     tracing::warn!(session = %self.label, path = i, "core declared the path failed; reconnecting");

@@ -204,6 +204,13 @@ impl PathManager {
         self.act(i, d);
     }
 
+    /// The server reported that path `i` stalls its data (`Event::PeerStalled`).
+    pub fn on_peer_stalled(&mut self, i: usize, now: Instant, ending: bool) {
+        let can = self.abilities(i, ending);
+        let d = self.slot(i).policy.on_peer_stalled(now, can);
+        self.act(i, d);
+    }
+
     /// A TCP_INFO sample of path `i`'s connection.
     pub fn on_tcp_info(&mut self, i: usize, tcp: &TcpSignals, now: Instant, ending: bool) {
         let can = self.abilities(i, ending);

@@ -161,6 +161,34 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Reads `r` to its end; the byte count and SHA-256 of what came.
+async fn read_hashed(mut r: impl tokio::io::AsyncRead + Unpin, who: &str) -> (usize, [u8; 32]) {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut n = 0usize;
+    loop {
+        let k = r.read(&mut buf).await.unwrap_or_else(|e| panic!("{who} read: {e}"));
+        if k == 0 {
+            break;
+        }
+        h.update(&buf[..k]);
+        n += k;
+    }
+    (n, <[u8; 32]>::from(h.finalize()))
+}
+
+/// Writes `bytes` of a pattern to `w` and shuts it down (every byte acknowledged);
+/// the SHA-256 of what was sent.
+async fn write_pattern(mut w: impl tokio::io::AsyncWrite + Unpin, bytes: usize, who: &str) -> [u8; 32] {
+    let data = pattern(7, bytes);
+    let digest: [u8; 32] = Sha256::digest(&data).into();
+    for c in data.chunks(1 << 16) {
+        w.write_all(c).await.unwrap_or_else(|e| panic!("{who} write: {e}"));
+    }
+    w.shutdown().await.expect("all acknowledged");
+    digest
+}
+
 /// `FBDT_NETNS_OUTAGE_MS` (default 2000) and `FBDT_NETNS_RTO_MAX_MS` (default 1000; 0 = the
 /// kernel's 120 s) let the test measure which lever brings a path back.
 fn env_ms(name: &str, default: u64) -> u64 {
@@ -175,18 +203,51 @@ fn net_config() -> NetConfig {
     }
 }
 
-/// An upload under way (see [`upload`]).
-struct Upload {
-    /// Bytes the server received and their SHA-256.
-    server: std::thread::JoinHandle<(usize, [u8; 32])>,
-    /// The SHA-256 of what the client sent.
-    client: std::thread::JoinHandle<[u8; 32]>,
+/// Which way the bytes go.
+#[derive(Clone, Copy, PartialEq)]
+enum Direction {
+    Upload,
+    Download,
+}
+
+/// What one end of a transfer did: the SHA-256 of what it sent, or the byte count and
+/// SHA-256 of what it received.
+enum End {
+    Sent([u8; 32]),
+    Received(usize, [u8; 32]),
+}
+
+/// Sends `bytes` of a pattern over `s`, or receives to the end, as `sends` says.
+async fn run_end(s: fbdt_net::Session, sends: bool, bytes: usize, who: &'static str) -> End {
+    let (r, w) = tokio::io::split(s);
+    if sends {
+        End::Sent(write_pattern(w, bytes, who).await)
+    } else {
+        let (n, digest) = read_hashed(r, who).await;
+        End::Received(n, digest)
+    }
+}
+
+/// A transfer under way (see [`transfer`]); the client's counters in `stats`.
+struct Transfer {
+    server: std::thread::JoinHandle<End>,
+    client: std::thread::JoinHandle<End>,
     stats: fbdt_net::StatsHandle,
 }
 
+impl Transfer {
+    /// Waits for both ends: (bytes received, their SHA-256, the SHA-256 of what was sent).
+    fn finish(self) -> (usize, [u8; 32], [u8; 32]) {
+        match (self.server.join().expect("server"), self.client.join().expect("client")) {
+            (End::Received(n, got), End::Sent(sent)) | (End::Sent(sent), End::Received(n, got)) => (n, got, sent),
+            _ => unreachable!("one end sends, the other receives"),
+        }
+    }
+}
+
 /// A session from the client namespace to a server in the other over every path, with
-/// `cfg` at both ends, uploading `bytes` of a pattern.
-fn upload(ns: &Netns, cfg: NetConfig, bytes: usize) -> Upload {
+/// `cfg` at both ends, carrying `bytes` of a pattern the way `dir` says.
+fn transfer(ns: &Netns, cfg: NetConfig, bytes: usize, dir: Direction) -> Transfer {
     let (port_tx, port_rx) = std::sync::mpsc::channel();
     let server_cfg = cfg.clone();
     let server = in_netns(&ns.server, move || {
@@ -198,19 +259,7 @@ fn upload(ns: &Netns, cfg: NetConfig, bytes: usize) -> Upload {
                 .await
                 .unwrap()
                 .unwrap();
-            let (mut r, _w) = tokio::io::split(s);
-            let mut h = Sha256::new();
-            let mut buf = vec![0u8; 1 << 16];
-            let mut n = 0usize;
-            loop {
-                let k = r.read(&mut buf).await.expect("server read");
-                if k == 0 {
-                    break;
-                }
-                h.update(&buf[..k]);
-                n += k;
-            }
-            (n, <[u8; 32]>::from(h.finalize()))
+            run_end(s, dir == Direction::Download, bytes, "server").await
         })
     });
     let port = port_rx.recv_timeout(Duration::from_secs(10)).expect("server port");
@@ -222,18 +271,11 @@ fn upload(ns: &Netns, cfg: NetConfig, bytes: usize) -> Upload {
                 .collect();
             let s = connect(paths, cfg).await.expect("connect");
             stats_tx.send(s.stats_handle()).unwrap();
-            let (_r, mut w) = tokio::io::split(s);
-            let data = pattern(7, bytes);
-            let digest: [u8; 32] = Sha256::digest(&data).into();
-            for c in data.chunks(1 << 16) {
-                w.write_all(c).await.expect("client write");
-            }
-            w.shutdown().await.expect("all acknowledged");
-            digest
+            run_end(s, dir == Direction::Upload, bytes, "client").await
         })
     });
     let stats = stats_rx.recv_timeout(Duration::from_secs(10)).expect("connected");
-    Upload { server, client, stats }
+    Transfer { server, client, stats }
 }
 
 /// The shaped namespaces, or `None` (SKIP printed) without root, `ip` or `tc`.
@@ -263,7 +305,8 @@ fn link_down_then_up_completes_and_rejoins() {
     };
     // 100 Mbit/s × 3 ≈ 37 MB/s; 160 MB keeps the run going well past the outage.
     let up_bytes = (160 << 20) + (env_ms("FBDT_NETNS_OUTAGE_MS", 2000) as usize * 40_000);
-    let Upload { server, client, stats } = upload(&ns, net_config(), up_bytes);
+    let t = transfer(&ns, net_config(), up_bytes, Direction::Upload);
+    let stats = t.stats.clone();
     let t0 = Instant::now();
     let sent1 = || stats.stats().paths.get(1).map_or(0, |p| p.bytes_sent);
     std::thread::sleep(Duration::from_secs(1));
@@ -291,7 +334,7 @@ fn link_down_then_up_completes_and_rejoins() {
         t0.elapsed().as_secs_f64()
     );
     let mut resumed = None;
-    while up_at.elapsed() < Duration::from_secs(5) && !client.is_finished() {
+    while up_at.elapsed() < Duration::from_secs(5) && !t.client.is_finished() {
         if sent1() > before {
             resumed = Some(up_at.elapsed());
             break;
@@ -302,8 +345,7 @@ fn link_down_then_up_completes_and_rejoins() {
         "path 1 carried data again {resumed:?} after the link came up; reconnects {}",
         stats.stats().paths[1].reconnects
     );
-    let digest = client.join().expect("client");
-    let (n, got) = server.join().expect("server");
+    let (n, got, digest) = t.finish();
     eprintln!(
         "transfer took {:.2}s; path 1 connections opened after the first: {}",
         t0.elapsed().as_secs_f64(),
@@ -332,9 +374,9 @@ fn a_send_limit_counted_from_tcp_rereads_tcp_info_and_delivers_intact() {
     f.in_flight_from_transport = true;
     // 3 × 100 Mbit/s ≈ 37 MB/s: about 1.5 s.
     let bytes = 48 << 20;
-    let Upload { server, client, stats } = upload(&ns, cfg, bytes);
-    let digest = client.join().expect("client");
-    let (n, got) = server.join().expect("server");
+    let t = transfer(&ns, cfg, bytes, Direction::Upload);
+    let stats = t.stats.clone();
+    let (n, got, digest) = t.finish();
     let s = stats.stats();
     eprintln!(
         "TCP_INFO reads asked for by the core: {}, wake-ups {}, stats ticks' reads not counted",
@@ -343,5 +385,63 @@ fn a_send_limit_counted_from_tcp_rereads_tcp_info_and_delivers_intact() {
     assert_eq!(n, bytes);
     assert_eq!(got, digest, "hash equal");
     assert!(s.transport_reports > 0, "the send limit never waited on TCP's ACKs");
+    drop(ns);
+}
+
+/// Issue 41, round 11: in a download the server sends and sees the stall, but only the
+/// client can dial. When path 1's link goes away under the server's data, the server's
+/// STALLED report crosses another path, the client probes path 1 with fresh connections,
+/// and once the link is back the path carries again; every byte arrives once, in order.
+/// (`FBDT_NETNS_STALL_REPORT=off` runs the same without the report, to compare; the
+/// time to carry again is printed, not asserted.)
+#[test]
+fn a_download_whose_link_returns_is_probed_on_the_servers_report() {
+    let Some(ns) = namespaces() else {
+        return;
+    };
+    let report = std::env::var("FBDT_NETNS_STALL_REPORT").map_or(true, |v| v != "off");
+    let mut cfg = net_config();
+    cfg.core.report_stalls = report;
+    let outage = Duration::from_millis(env_ms("FBDT_NETNS_OUTAGE_MS", 600));
+    // 3 × 100 Mbit/s ≈ 37 MB/s for about 2 s around the outage.
+    let bytes = (72 << 20) + outage.as_millis() as usize * 40_000;
+    let t = transfer(&ns, cfg, bytes, Direction::Download);
+    let stats = t.stats.clone();
+    let t0 = Instant::now();
+    let received1 = || stats.stats().paths.get(1).map_or(0, |p| p.bytes_received);
+    std::thread::sleep(Duration::from_millis(700));
+    // The client's end goes down: the server's packets vanish at its end of the veth,
+    // without an error to its TCP, which backs its timer off.
+    sh(&["ip", "-n", &ns.client, "link", "set", "c1", "down"]).unwrap();
+    let down_at = received1();
+    std::thread::sleep(outage);
+    sh(&["ip", "-n", &ns.client, "link", "set", "c1", "up"]).unwrap();
+    let (up_at, before) = (Instant::now(), received1());
+    let mut resumed = None;
+    while up_at.elapsed() < Duration::from_secs(5) && !t.client.is_finished() {
+        if received1() > before {
+            resumed = Some(up_at.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let (n, got, digest) = t.finish();
+    let s = stats.stats();
+    eprintln!(
+        "{:.2}s: path 1 had received {down_at} bytes at the cut; carried again {resumed:?} after the link came up; \
+         reports heard {}, reconnects {}",
+        t0.elapsed().as_secs_f64(),
+        s.core.stall_reports,
+        s.paths[1].reconnects
+    );
+    assert_eq!(n, bytes);
+    assert_eq!(got, digest, "hash equal");
+    assert!(down_at > 0, "path 1 carried data before the cut");
+    assert!(resumed.is_some(), "path 1 carried data again before the transfer ended");
+    if report {
+        assert!(s.core.stall_reports >= 1, "the client heard the server's report");
+    } else {
+        assert_eq!(s.core.stall_reports, 0);
+    }
     drop(ns);
 }

@@ -816,8 +816,9 @@ impl<'a> Sim<'a> {
     }
 
     /// FBDT's runtime replacing a stalled TCP connection (fbdt-net, `fbdt_core::path_policy`,
-    /// docs/runtime.md), under the TCP model: from the core's stall report on, a SYN
-    /// every [`PROBE_PERIOD_S`]; one sent while the path is up connects one round trip
+    /// docs/runtime.md), under the TCP model: from the client's stall report on (its own
+    /// core's, or the server's STALLED arriving over another path), a SYN every
+    /// [`PROBE_PERIOD_S`]; one sent while the path is up connects one round trip
     /// later, and if the old connection is still stalled then (its path down or its
     /// backed-off retransmission timer pending) the fresh one takes the path over — the
     /// core re-sends what the old one held. The probe is dropped once the old connection
@@ -939,7 +940,14 @@ impl<'a> Sim<'a> {
         for (k, e) in events.drain(..).enumerate() {
             let side = if k < from_server { "server" } else { "client" };
             self.out.log.push(format!("{now} {side} {e:?}"));
-            if let (Event::PathStalled(p), true) = (&e, self.replaces_stalled) {
+            // Only the client dials: its own core's report or the server's STALLED
+            // (`Event::PeerStalled`, which crossed another path to get here) starts a
+            // probe; the server's report alone does not.
+            let probe_for = match &e {
+                Event::PathStalled(p) | Event::PeerStalled(p) if side == "client" => Some(p),
+                _ => None,
+            };
+            if let (Some(p), true) = (probe_for, self.replaces_stalled) {
                 if let Some(ps) = self.paths.get_mut(p.index()).filter(|ps| ps.probe.is_none()) {
                     ps.probe = Some(Probe {
                         next_syn: now,

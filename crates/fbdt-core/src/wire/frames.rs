@@ -4,6 +4,7 @@
 use super::layout::{
     be_u16, be_u32, be_u64, Error, FrameType, Header, ACK_FIXED, ACK_INLINE_PATHS, ACK_INLINE_RANGES, ALIGN_FIXED,
     CLOSE_FIXED, DATA_ACK_FIXED, DATA_FIXED, HEADER_LEN, HELLO_LEN, JOIN_LEN, JOIN_OK_LEN, LANE_LEN, MAGIC,
+    STALLED_LEN,
     MAX_ACK_RANGES, MAX_LANES, MAX_PATHS, MAX_REASON, MP_DATA_FIXED, PATH_RX_LEN, VERSION,
 };
 use super::short_list::ShortList;
@@ -177,6 +178,44 @@ impl JoinOk {
         out.extend_from_slice(&[self.path_index, 0, 0, 0]);
         out.extend_from_slice(&self.epoch.to_be_bytes());
         out.extend_from_slice(&self.hmac);
+    }
+}
+
+/// STALLED: the server's report that its data stalls in one path's connection (version 7),
+/// sent on another path.
+///
+/// ```text
+///  0 path index | 1..4 reserved | 4..8 connection epoch
+/// ```
+///
+/// The server cannot open connections; the client can. A connection whose link went away
+/// and came back carries again only when the server's retransmission timer fires, backed
+/// off through the outage; a fresh connection the client opens finds the link at once.
+/// The epoch names the connection meant: a report about one the client already replaced
+/// is stale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stalled {
+    pub path_index: u8,
+    pub epoch: u32,
+}
+
+impl Stalled {
+    pub(super) fn parse(b: &[u8]) -> Result<Self, Error> {
+        if b.len() != STALLED_LEN {
+            return Err(malformed(FrameType::Stalled, "body must be 8 bytes"));
+        }
+        if b[1..4] != [0, 0, 0] {
+            return Err(Error::ReservedNonZero);
+        }
+        Ok(Stalled {
+            path_index: b[0],
+            epoch: be_u32(&b[4..8]),
+        })
+    }
+
+    pub(super) fn emit(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&[self.path_index, 0, 0, 0]);
+        out.extend_from_slice(&self.epoch.to_be_bytes());
     }
 }
 

@@ -10,8 +10,10 @@ use thiserror::Error as ThisError;
 /// version 3 added JOIN's connection epoch and binds its HMAC to the connection; version 4
 /// tags each ACK path counter with that epoch (counters restart with each connection);
 /// version 5 does the same for the meta layer's DATA_ACK; version 6 added JOIN_OK, the
-/// server's authenticated answer to a JOIN (the client sends nothing on a path before it).
-pub const VERSION: u8 = 6;
+/// server's authenticated answer to a JOIN (the client sends nothing on a path before it);
+/// version 7 added STALLED, the server's report that one of its paths stalls (the client,
+/// the end that dials, probes it with a fresh connection).
+pub const VERSION: u8 = 7;
 /// First four bytes of every HELLO body.
 pub const MAGIC: [u8; 4] = *b"FBDT";
 /// Bytes of the fixed frame header.
@@ -37,6 +39,7 @@ pub const MAX_REASON: usize = 256;
 pub(super) const HELLO_LEN: usize = 56;
 pub(super) const JOIN_LEN: usize = 48;
 pub(super) const JOIN_OK_LEN: usize = 40;
+pub(super) const STALLED_LEN: usize = 8;
 pub(super) const DATA_FIXED: usize = 4;
 pub(super) const ACK_FIXED: usize = 12;
 pub(super) const ALIGN_FIXED: usize = 16;
@@ -63,6 +66,8 @@ pub enum FrameType {
     DataAck = 8,
     /// The server's answer to a JOIN, proving it holds the session key (version 6).
     JoinOk = 9,
+    /// The server's report that a path's connection stalls its data (version 7).
+    Stalled = 10,
 }
 
 impl FrameType {
@@ -77,6 +82,7 @@ impl FrameType {
             7 => FrameType::MpData,
             8 => FrameType::DataAck,
             9 => FrameType::JoinOk,
+            10 => FrameType::Stalled,
             _ => return None,
         })
     }
@@ -93,6 +99,7 @@ impl FrameType {
             FrameType::MpData => MP_DATA_FIXED + MAX_SEGMENT,
             FrameType::DataAck => DATA_ACK_FIXED + 8 * MAX_PATHS,
             FrameType::JoinOk => JOIN_OK_LEN,
+            FrameType::Stalled => STALLED_LEN,
         }
     }
 }

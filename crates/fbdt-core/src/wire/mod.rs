@@ -18,7 +18,7 @@ mod short_list;
 pub use buf::{
     frame_bytes_missing, prepare_recv_buf, recv_pin, FrameBuf, FrameOut, SendBuf, RECV_BLOCK, RECV_MIN_READ,
 };
-pub use frames::{Ack, Align, Close, Data, DataAck, Hello, Join, JoinOk, LaneRepr, MpData, PathRx, Scheme, NO_PATH};
+pub use frames::{Ack, Align, Close, Data, DataAck, Hello, Join, JoinOk, LaneRepr, MpData, PathRx, Scheme, Stalled, NO_PATH};
 pub use layout::{
     Error, FrameType, Header, ACK_INLINE_PATHS, ACK_INLINE_RANGES, HEADER_LEN, MAGIC, MAX_ACK_RANGES, MAX_LANES,
     MAX_PATHS, MAX_REASON, MAX_SEGMENT, VERSION,
@@ -41,6 +41,7 @@ pub enum Frame<'a> {
     MpData(MpData<'a>),
     DataAck(DataAck),
     JoinOk(JoinOk),
+    Stalled(Stalled),
 }
 
 impl<'a> Frame<'a> {
@@ -61,6 +62,7 @@ impl<'a> Frame<'a> {
             FrameType::MpData => Frame::MpData(MpData::parse(header.flags, body)?),
             FrameType::DataAck => Frame::DataAck(DataAck::parse(body)?),
             FrameType::JoinOk => Frame::JoinOk(JoinOk::parse(body)?),
+            FrameType::Stalled => Frame::Stalled(Stalled::parse(body)?),
         };
         if !matches!(header.kind, FrameType::Data | FrameType::MpData) && header.flags != 0 {
             return Err(Error::Malformed {
@@ -127,6 +129,7 @@ impl<'a> Frame<'a> {
             Frame::MpData(d) => (FrameType::MpData, d.flags()),
             Frame::DataAck(_) => (FrameType::DataAck, 0),
             Frame::JoinOk(_) => (FrameType::JoinOk, 0),
+            Frame::Stalled(_) => (FrameType::Stalled, 0),
         };
         let body_len = self.buffer_len() - HEADER_LEN;
         Header { kind, flags, body_len }.emit(out);
@@ -140,6 +143,7 @@ impl<'a> Frame<'a> {
             Frame::MpData(f) => f.emit(out),
             Frame::DataAck(f) => f.emit(out),
             Frame::JoinOk(f) => f.emit(out),
+            Frame::Stalled(f) => f.emit(out),
         }
     }
 
@@ -156,6 +160,7 @@ impl<'a> Frame<'a> {
                 Frame::MpData(d) => d.body_len(),
                 Frame::DataAck(a) => a.body_len(),
                 Frame::JoinOk(_) => layout::JOIN_OK_LEN,
+                Frame::Stalled(_) => layout::STALLED_LEN,
             }
     }
 
@@ -163,7 +168,9 @@ impl<'a> Frame<'a> {
     /// peer's stream, or the sender of ours (feedback about it).
     pub fn flow(&self) -> Flow {
         match self {
-            Frame::Hello(_) | Frame::Join(_) | Frame::JoinOk(_) | Frame::Close(_) => Flow::Control,
+            Frame::Hello(_) | Frame::Join(_) | Frame::JoinOk(_) | Frame::Close(_) | Frame::Stalled(_) => {
+                Flow::Control
+            }
             Frame::Data(_) | Frame::Align(_) | Frame::MpData(_) => Flow::Stream,
             Frame::Ack(_) | Frame::DataAck(_) => Flow::Feedback,
         }
@@ -180,6 +187,7 @@ impl<'a> Frame<'a> {
             Frame::MpData(_) => FrameType::MpData,
             Frame::DataAck(_) => FrameType::DataAck,
             Frame::JoinOk(_) => FrameType::JoinOk,
+            Frame::Stalled(_) => FrameType::Stalled,
         }
     }
 }
@@ -187,7 +195,7 @@ impl<'a> Frame<'a> {
 /// Where a received frame goes (see [`Frame::flow`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flow {
-    /// HELLO, JOIN, JOIN_OK, CLOSE: the session's own business.
+    /// HELLO, JOIN, JOIN_OK, CLOSE, STALLED: the session's own business.
     Control,
     /// The peer's stream (DATA, ALIGN, MP_DATA): for our receiver.
     Stream,

@@ -92,6 +92,10 @@ fn sample_frames() -> Vec<Frame<'static>> {
             epoch: 0x0102_0304,
             hmac: [5; 32],
         }),
+        Frame::Stalled(Stalled {
+            path_index: 2,
+            epoch: 0x0a0b_0c0d,
+        }),
     ]
 }
 
@@ -289,21 +293,37 @@ fn a_join_ok_has_one_length_and_zero_reserved_bytes() {
         epoch: 2,
         hmac: [3; 32],
     }));
+    refuses_all_but_its_one_length_and_zero_reserved_bytes(&good);
+}
+
+/// `good`, a frame of a fixed-size type whose body begins with a path index and three
+/// reserved bytes: any of those bytes set, flags set, a body a byte short (with the length
+/// saying so) or a header announcing a byte more is refused.
+fn refuses_all_but_its_one_length_and_zero_reserved_bytes(good: &[u8]) {
     for at in 1..4 {
-        let mut bad = good.clone();
+        let mut bad = good.to_vec();
         bad[HEADER_LEN + at] = 1;
         assert_eq!(Frame::parse(&bad), Err(Error::ReservedNonZero));
     }
-    let mut flags = good.clone();
+    let mut flags = good.to_vec();
     flags[1] = 1;
     assert!(matches!(Frame::parse(&flags), Err(Error::Malformed { .. })));
-    // One byte short, with the length saying so: malformed, not a shorter answer.
+    // One byte short, with the length saying so: malformed, not a shorter frame.
+    let body = (good.len() - HEADER_LEN) as u32;
     let mut short = good[..good.len() - 1].to_vec();
-    short[4..8].copy_from_slice(&39u32.to_be_bytes());
+    short[4..8].copy_from_slice(&(body - 1).to_be_bytes());
     assert!(matches!(Frame::parse(&short), Err(Error::Malformed { .. })));
-    // A header announcing more than 40 bytes is refused from the header alone.
-    let hdr = [9u8, 0, 0, 0, 0, 0, 0, 41];
+    // A header announcing more is refused from the header alone.
+    let mut hdr = good[..HEADER_LEN].to_vec();
+    hdr[4..8].copy_from_slice(&(body + 1).to_be_bytes());
     assert!(matches!(Frame::parse(&hdr), Err(Error::TooLong { .. })));
+}
+
+#[test]
+fn a_stalled_report_has_one_length_and_zero_reserved_bytes() {
+    let good = encode(&Frame::Stalled(Stalled { path_index: 1, epoch: 2 }));
+    assert_eq!(good.len(), HEADER_LEN + 8);
+    refuses_all_but_its_one_length_and_zero_reserved_bytes(&good);
 }
 
 proptest! {

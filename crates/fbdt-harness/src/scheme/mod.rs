@@ -430,6 +430,15 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
                 _ => bail!("silence=`{value}`: expected `on`, `quiet` or `off`"),
             }
         }
+        // The server's STALLED reports (`Config::report_stalls`): `off` leaves a returned
+        // link to the server's retransmission timer, as before version 7 (docs/faults.md).
+        "stallreport" => {
+            cfg.report_stalls = match value {
+                "on" => true,
+                "off" => false,
+                _ => bail!("stallreport=`{value}`: expected `on` or `off`"),
+            }
+        }
         // Wake copies (`FbdtConfig::wake_copies_after`): `off`, or the idle time in ms after
         // which the first segments sent also go to a second path.
         "wake" => fbdt(cfg)?.wake_copies_after = ms_unless(key, value, "off")?,
@@ -466,7 +475,7 @@ fn apply_option(cfg: &mut Config, opt: &str) -> Result<()> {
             }
         },
         _ => {
-            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, ackdelay, inflight, factor, frame, hold, limit, silence, stall, unsent, wake, tls)")
+            bail!("unknown option `{key}` (known: rto, window, budget, seg, rcvbuf, sndbuf, acks, ackdelay, inflight, factor, frame, hold, limit, silence, stall, stallreport, unsent, wake, tls)")
         }
     }
     Ok(())

@@ -95,6 +95,14 @@ fn parses_fbdt_options_and_tcp_paths() {
     assert_eq!(fbdt_of("fbdt+silence=quiet").stall_on_ack_silence, AckSilenceUse::QuietTime);
     assert_eq!(fbdt_of("fbdt+silence=on").stall_on_ack_silence, AckSilenceUse::Proof);
     assert!(format!("{:#}", parse("fbdt+silence=1", &s, 1).unwrap_err()).contains("expected `on`, `quiet` or `off`"));
+    let reports = |name: &str| match parse(name, &s, 1).unwrap() {
+        Scheme::Session(c, _) => c.report_stalls,
+        other => panic!("{other:?}"),
+    };
+    assert!(reports("fbdt"));
+    assert!(!reports("fbdt+stallreport=off"));
+    assert!(reports("fbdt+stallreport=on"));
+    assert!(format!("{:#}", parse("fbdt+stallreport=yes", &s, 1).unwrap_err()).contains("expected `on` or `off`"));
     assert!(parse("fbdt+limit=0.5", &s, 1).is_err());
     assert_eq!(fbdt_of("fbdt+frame=1").frame_budget, fbdt_core::Duration::from_millis(1));
     assert_eq!(fbdt_of("fbdt+frame=0.5").frame_budget, fbdt_core::Duration::from_micros(500));
