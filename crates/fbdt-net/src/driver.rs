@@ -687,20 +687,16 @@ impl Driver {
                     }
                 }
                 Event::PathJoined(p) => tracing::debug!(session = %self.label, path = p.0, "path joined"),
-                Event::PathStalled(p) => {
-                    let i = p.index();
-                    tracing::debug!(session = %self.label, path = i, "core: path stalled");
+                Event::PathStalled(p) | Event::PeerStalled(p) => {
+                    let (i, by_peer) = (p.index(), matches!(ev, Event::PeerStalled(_)));
+                    tracing::debug!(session = %self.label, path = i, by_peer, "path stalled");
                     if self.paths.get(i).is_some_and(|s| s.stream.is_some()) {
                         let (now, ending) = (self.now(), self.ending());
-                        self.manager.on_core_stalled(i, now, ending);
-                    }
-                }
-                Event::PeerStalled(p) => {
-                    let i = p.index();
-                    tracing::debug!(session = %self.label, path = i, "peer: path stalls its data");
-                    if self.paths.get(i).is_some_and(|s| s.stream.is_some()) {
-                        let (now, ending) = (self.now(), self.ending());
-                        self.manager.on_peer_stalled(i, now, ending);
+                        if by_peer {
+                            self.manager.on_peer_stalled(i, now, ending);
+                        } else {
+                            self.manager.on_core_stalled(i, now, ending);
+                        }
                     }
                 }
                 Event::PathFailed(p) => {

@@ -790,6 +790,19 @@ fn a_transport_report_voids_only_the_memories_that_read_its_path() {
     assert!(s.paths[0].idle.is_none() && s.paths[1].idle.is_some());
 }
 
+/// A sender with path 0 up at `now`, 1 MiB written and sent, an ACK RTT of `ack_rtt`
+/// learnt, and its oldest copy due at `due`.
+fn with_a_copy_due(cfg: &FbdtConfig, now: Instant, ack_rtt: Duration, due: Instant) -> FbdtSender {
+    let params = crate::Config::default().stream_params();
+    let mut s = FbdtSender::new(cfg, params, 0, 64 << 20);
+    s.path_up(PathId(0), now);
+    assert_eq!(s.write(&data(1 << 20)), 1 << 20);
+    assert!(s.poll_transmit(PathId(0), 1 << 20, now, &mut Vec::new()) > 0);
+    s.paths[0].est.rtt_sample(ack_rtt, now);
+    s.paths[0].copies.front_mut().expect("a copy in flight").due = due;
+    s
+}
+
 /// Issue 41: the transport's silence stands for the lateness rule's quiet time once it
 /// has lasted `stall_late` after the path's last progress. A silence from before it (an
 /// idle path's last ACK is old) counts from the progress on; an ACK heard again, or the
@@ -798,16 +811,10 @@ fn a_transport_report_voids_only_the_memories_that_read_its_path() {
 fn transport_silence_after_the_last_progress_stands_for_the_quiet_time() {
     let ms = Duration::from_millis;
     let now = Instant::from_micros(1_000_000);
-    let params = crate::Config::default().stream_params();
-    let mut s = FbdtSender::new(&FbdtConfig::default(), params, 0, 64 << 20);
     let p = PathId(0);
-    s.path_up(p, now);
-    assert_eq!(s.write(&data(1 << 20)), 1 << 20);
-    assert!(s.poll_transmit(p, 1 << 20, now, &mut Vec::new()) > 0);
-    s.paths[0].est.rtt_sample(ms(20), now);
     // The oldest copy was due at once: overdue by the floor 10 ms on, before the quiet
     // time (30 ms) or the RTT rule (60 ms).
-    s.paths[0].copies.front_mut().expect("a copy in flight").due = now;
+    let mut s = with_a_copy_due(&FbdtConfig::default(), now, ms(20), now);
     let floor = s.cfg.stall_late.expect("the lateness rule is on by default");
     assert_eq!(s.paths[0].est.overdue_margin(floor), floor);
     let quiet = s.stall_deadline(p);
@@ -829,12 +836,7 @@ fn transport_silence_after_the_last_progress_stands_for_the_quiet_time() {
         stall_on_ack_silence: AckSilenceUse::Off,
         ..FbdtConfig::default()
     };
-    let mut off = FbdtSender::new(&cfg, params, 0, 64 << 20);
-    off.path_up(p, now);
-    off.write(&data(1 << 20));
-    off.poll_transmit(p, 1 << 20, now, &mut Vec::new());
-    off.paths[0].est.rtt_sample(ms(20), now);
-    off.paths[0].copies.front_mut().expect("a copy in flight").due = now;
+    let mut off = with_a_copy_due(&cfg, now, ms(20), now);
     off.path_stats(p, silence(now - ms(500), now + ms(40)));
     assert_eq!(off.stall_deadline(p), quiet);
 }
@@ -847,14 +849,8 @@ fn transport_silence_after_the_last_progress_stands_for_the_quiet_time() {
 fn a_long_paths_short_ack_pause_is_no_quiet_time() {
     let ms = Duration::from_millis;
     let now = Instant::from_micros(1_000_000);
-    let params = crate::Config::default().stream_params();
-    let mut s = FbdtSender::new(&FbdtConfig::default(), params, 0, 64 << 20);
     let p = PathId(0);
-    s.path_up(p, now);
-    s.write(&data(1 << 20));
-    assert!(s.poll_transmit(p, 1 << 20, now, &mut Vec::new()) > 0);
-    s.paths[0].est.rtt_sample(ms(150), now);
-    s.paths[0].copies.front_mut().expect("a copy in flight").due = now;
+    let mut s = with_a_copy_due(&FbdtConfig::default(), now, ms(150), now);
     let quiet = s.stall_deadline(p);
     assert_eq!(quiet, now + ms(225), "1.5 × the 150-ms ACK RTT");
     let silent_until = |until| PathStats {
@@ -885,13 +881,7 @@ fn a_silence_past_a_round_trip_is_a_stall_whatever_the_due_times() {
             stall_on_ack_silence: using,
             ..FbdtConfig::default()
         };
-        let mut s = FbdtSender::new(&cfg, params.clone(), 0, 64 << 20);
-        s.path_up(PathId(0), now);
-        s.write(&data(1 << 20));
-        assert!(s.poll_transmit(PathId(0), 1 << 20, now, &mut Vec::new()) > 0);
-        s.paths[0].est.rtt_sample(ms(20), now);
-        s.paths[0].copies.front_mut().expect("a copy in flight").due = now + ms(500);
-        s
+        with_a_copy_due(&cfg, now, ms(20), now + ms(500))
     };
     let silent_until = |until| PathStats {
         srtt: Some(ms(15)),
