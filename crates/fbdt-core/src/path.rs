@@ -81,6 +81,11 @@ pub struct PathStats {
     /// path whose link went away falls silent at once, while FBDT's own ACKs of it may
     /// still be on their way over other paths. `None`: nothing in flight, or unknown.
     pub ack_silence: Option<AckSilence>,
+    /// Segments the transport has retransmitted on this connection so far (TCP_INFO's
+    /// `total_retrans`; the link model's repaired chunks, counted when they are resent).
+    /// Copies in flight when it grows may be held by the repair: FBDT's stall rule does not
+    /// learn its lateness margin from them (`FbdtSender::path_stats`).
+    pub retransmits: Option<u64>,
 }
 
 /// No ACK reached the transport from `since` until `until`, when it was sampled, while it

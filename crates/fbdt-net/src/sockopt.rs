@@ -236,6 +236,7 @@ impl TcpInfoSample {
             delivery_rate_bps: self.delivery_rate.filter(|r| *r > 0).map(|r| r as f64 * 8.0),
             cwnd_bytes: (self.cwnd_bytes > 0).then_some(self.cwnd_bytes),
             unacked_bytes: self.unacked_bytes,
+            retransmits: Some(u64::from(self.total_retrans)),
         }
     }
 }

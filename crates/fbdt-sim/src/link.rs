@@ -214,6 +214,10 @@ pub struct Link {
     coupler: Option<(Rc<Coupler>, usize)>,
     /// Bytes handed to the receiver ([`Link::pop_arrival`]).
     pub bytes_arrived: u64,
+    /// The TCP model: when lost chunks are resent (s), until [`Link::retransmits`] counts
+    /// them, and how many it has counted.
+    resends_pending: Vec<f64>,
+    resent: u64,
 }
 
 /// A serialised chunk awaiting its ACK.
@@ -283,6 +287,8 @@ impl Link {
             shared: None,
             coupler: None,
             bytes_arrived: 0,
+            resends_pending: Vec::new(),
+            resent: 0,
         }
     }
 
@@ -389,6 +395,17 @@ impl Link {
             tcp: Some(state),
             ..Link::new(params)
         }
+    }
+
+    /// The TCP model: chunks resent by `now` (TCP_INFO's `total_retrans`, which counts
+    /// at the resend, not at the loss). `None` for an ideal pipe.
+    pub fn retransmits(&mut self, now: Instant) -> Option<u64> {
+        self.tcp.as_ref()?;
+        let now_s = secs(now) + EPSILON_S;
+        let before = self.resends_pending.len();
+        self.resends_pending.retain(|&t| t > now_s);
+        self.resent += (before - self.resends_pending.len()) as u64;
+        Some(self.resent)
     }
 
     /// The TCP model's view (`None` for an ideal pipe).
@@ -748,6 +765,7 @@ impl Link {
             let (arrival_s, ack_s, lost, timed_out) = match repair {
                 None => (finish + self.delay_s + queue_s, acked_s, false, false),
                 Some((r, follow)) => {
+                    self.resends_pending.push(r.resend_s);
                     // The window moves on at the chunk's own ACK time while later
                     // segments' SACKs keep the ACK clock running; with nothing after it,
                     // or behind a timeout, the window waits for the retransmission.

@@ -106,11 +106,11 @@ impl PathSim {
                 ..self.reported
             });
         }
-        self.refresh_up(max_window, ack_silence).then_some(self.reported)
+        self.refresh_up(max_window, ack_silence, now).then_some(self.reported)
     }
 
     /// [`Self::refresh_report`] while the path is up: whether `reported` changed.
-    fn refresh_up(&mut self, max_window: u64, ack_silence: Option<AckSilence>) -> bool {
+    fn refresh_up(&mut self, max_window: u64, ack_silence: Option<AckSilence>, now: Instant) -> bool {
         let unacked_bytes = self.report_unacked.then(|| self.data.unacked_bytes());
         let bits = |s: &PathStats| {
             (
@@ -119,8 +119,10 @@ impl PathSim {
                 s.cwnd_bytes,
                 s.unacked_bytes,
                 s.ack_silence,
+                s.retransmits,
             )
         };
+        let retransmits = self.data.retransmits(now);
         if let Some(t) = self.data.tcp_info() {
             let new = PathStats {
                 srtt: Some(Duration::from_secs_f64(t.srtt_s)),
@@ -128,6 +130,7 @@ impl PathSim {
                 cwnd_bytes: Some(t.cwnd_bytes),
                 unacked_bytes,
                 ack_silence,
+                retransmits,
             };
             let changed = bits(&new) != bits(&self.reported);
             self.reported = new;
@@ -153,6 +156,7 @@ impl PathSim {
             cwnd_bytes: Some(((rate * rtt) as u64).min(max_window)),
             unacked_bytes,
             ack_silence: None,
+            retransmits: None,
         };
         true
     }

@@ -84,13 +84,16 @@ impl FbdtSender {
             }
             t.rx = rx.bytes.min(t.sent.max(t.rx));
             t.last_progress = now;
-            let stalled = std::mem::replace(&mut t.stalled, false);
+            if std::mem::replace(&mut t.stalled, false) {
+                // A stall's end says how long the outage was, not how late copies come;
+                // so do the later ACKs of copies that sat through it.
+                t.unsampled_below = t.sent;
+            }
             while let Some(c) = t.copies.front().filter(|c| c.end <= t.rx) {
                 if t.counter_exact {
                     arrived.push(c.seg);
                 }
-                // A stall's end says how long the outage was, not how late copies come.
-                if !stalled {
+                if c.end > t.unsampled_below {
                     let late = now.saturating_since(c.due).as_secs_f64() - c.due.saturating_since(now).as_secs_f64();
                     t.est.overdue_sample(late);
                 }

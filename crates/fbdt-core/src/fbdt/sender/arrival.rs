@@ -461,6 +461,7 @@ mod tests {
             delivery_rate_bps: Some(800e6),
             cwnd_bytes: Some(10 << 20),
             ack_silence: None,
+            retransmits: None,
         };
         // No transport report: the bytes between two ACKs are added (the default's
         // 128 KiB, whole segments).

@@ -119,6 +119,12 @@ struct PathTx {
     counter_exact: bool,
     /// Undelivered copies in path order.
     copies: VecDeque<HeldCopy>,
+    /// Copies that end at or below this `sent` offset were in flight when the transport
+    /// retransmitted or the path's stall ended: their lateness is the repair's or the
+    /// outage's, not the path's usual spread, and the lateness margin does not learn it.
+    unsampled_below: u64,
+    /// The transport's last `PathStats::retransmits` for this connection.
+    retransmits: Option<u64>,
     last_progress: Instant,
     stalled: bool,
     est: PathEstimate,
@@ -191,6 +197,8 @@ impl PathTx {
             limit_shortfall: 0,
             counter_exact: false,
             copies: VecDeque::new(),
+            unsampled_below: 0,
+            retransmits: None,
             last_progress: Instant::ZERO,
             stalled: false,
             est: PathEstimate::new(),
@@ -457,12 +465,14 @@ impl SchemeSender for FbdtSender {
         // The transport's last report was the old connection's.
         t.transport_unacked = None;
         t.ack_silence = None;
+        t.retransmits = None;
         if new_epoch {
             t.epoch = epoch;
             t.sent = 0;
             t.rx = 0;
             t.copies.clear();
         }
+        t.unsampled_below = t.sent;
         t.alive = true;
         t.stalled = false;
         t.last_progress = now;
@@ -517,6 +527,12 @@ impl SchemeSender for FbdtSender {
             }
         }
         let t = &mut self.paths[path.index()];
+        if let Some(count) = stats.retransmits {
+            if t.retransmits.is_some_and(|seen| count > seen) {
+                t.unsampled_below = t.sent;
+            }
+            t.retransmits = Some(count);
+        }
         if let Some(unacked) = stats.unacked_bytes.filter(|_| from_transport) {
             let before = t.limited_in_flight();
             let earlier = t.transport_unacked.replace((unacked, t.sent));

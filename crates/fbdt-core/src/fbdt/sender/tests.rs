@@ -905,3 +905,64 @@ fn a_silence_past_a_round_trip_is_a_stall_whatever_the_due_times() {
     quiet_only.path_stats(PathId(0), silent_until(proof + ms(3)));
     assert_eq!(quiet_only.stall_deadline(PathId(0)), by_rtt, "the copy is not overdue");
 }
+
+/// Issue 41, round 12: a TCP repair holds the copies in flight for about a round trip,
+/// and their lateness is the quiet time's business, not the path's usual spread: a
+/// margin that learned it stayed 30–40 ms wide for tens of milliseconds after each of
+/// Cubic's losses on the testbed, and a blockage that came then was found that much
+/// later. Copies in flight when the transport's retransmission count grows, or when a
+/// stall ends, teach the margin nothing; copies handed after that do.
+#[test]
+fn a_repairs_or_an_outages_lateness_does_not_widen_the_stall_margin() {
+    let ms = Duration::from_millis;
+    let start = Instant::from_micros(1_000_000);
+    let p = PathId(0);
+    let floor = FbdtConfig::default().stall_late.expect("the lateness rule is on by default");
+    let hand_two = |s: &mut FbdtSender, at: Instant| {
+        for _ in 0..2 {
+            assert!(s.poll_transmit(p, MAX_SEGMENT as usize, at, &mut Vec::new()) > 0);
+        }
+    };
+    // Acknowledges every copy handed so far, each `late` past its due time.
+    let deliver_late = |s: &mut FbdtSender, late: Duration| {
+        let due = s.paths[0].copies.back().expect("copies in flight").due;
+        for c in s.paths[0].copies.iter_mut() {
+            c.due = due;
+        }
+        let counters = vec![PathRx { epoch: 0, bytes: s.paths[0].sent }];
+        s.on_ack(p, &ack(s, counters), due + late).unwrap();
+        due + late
+    };
+    let fresh = || {
+        let params = crate::Config::default().stream_params();
+        let mut s = FbdtSender::new(&FbdtConfig::default(), params, 0, 64 << 20);
+        s.path_up(p, start);
+        assert_eq!(s.write(&data(1 << 20)), 1 << 20);
+        s.path_stats(p, PathStats { retransmits: Some(0), ..PathStats::default() });
+        hand_two(&mut s, start);
+        s
+    };
+
+    let mut learned = fresh();
+    deliver_late(&mut learned, ms(30));
+    assert!(learned.paths[0].est.overdue_margin(floor) > ms(30), "30 ms late is learned");
+
+    let mut repaired = fresh();
+    repaired.path_stats(p, PathStats { retransmits: Some(2), ..PathStats::default() });
+    let now = deliver_late(&mut repaired, ms(30));
+    assert_eq!(repaired.paths[0].est.overdue_margin(floor), floor, "held by the repair");
+    hand_two(&mut repaired, now);
+    deliver_late(&mut repaired, ms(30));
+    assert!(repaired.paths[0].est.overdue_margin(floor) > ms(30), "handed after the report");
+
+    let mut outage = fresh();
+    hand_two(&mut outage, start);
+    outage.update_stalls(start + ms(500));
+    assert!(outage.paths[0].stalled);
+    // The stall ends with the first copy; the others sat through it too.
+    let first = outage.paths[0].copies[0].end;
+    outage.on_ack(p, &ack(&outage, vec![PathRx { epoch: 0, bytes: first }]), start + ms(600)).unwrap();
+    assert!(!outage.paths[0].stalled);
+    deliver_late(&mut outage, ms(30));
+    assert_eq!(outage.paths[0].est.overdue_margin(floor), floor, "sat through the outage");
+}
