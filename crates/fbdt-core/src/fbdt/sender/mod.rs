@@ -471,8 +471,8 @@ impl SchemeSender for FbdtSender {
             t.sent = 0;
             t.rx = 0;
             t.copies.clear();
+            t.unsampled_below = 0;
         }
-        t.unsampled_below = t.sent;
         t.alive = true;
         t.stalled = false;
         t.last_progress = now;
