@@ -48,7 +48,7 @@ use crate::{
 
 mod direct;
 pub(crate) mod host_io;
-pub(crate) mod offload;
+pub mod offload;
 mod path_control;
 mod ring;
 

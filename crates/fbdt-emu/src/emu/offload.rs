@@ -20,18 +20,21 @@ use super::{Error, Result};
 
 /// `struct virtio_net_hdr` (linux/virtio_net.h), the 10-byte legacy header: packet sockets
 /// use it in the host's byte order (`vio_le()` is the host's endianness without vhost).
-pub(crate) const VNET_HDR_LEN: usize = 10;
+pub const VNET_HDR_LEN: usize = 10;
 /// `PACKET_VNET_HDR` (linux/if_packet.h).
 pub(crate) const PACKET_VNET_HDR: libc::c_int = 15;
 
-const F_NEEDS_CSUM: u8 = 1;
+/// `VIRTIO_NET_HDR_F_NEEDS_CSUM`: the checksum from `csum_start` is still to be completed.
+pub const F_NEEDS_CSUM: u8 = 1;
 const GSO_NONE: u8 = 0;
-const GSO_TCPV4: u8 = 1;
-const GSO_ECN: u8 = 0x80;
+/// `VIRTIO_NET_HDR_GSO_TCPV4`.
+pub const GSO_TCPV4: u8 = 1;
+/// `VIRTIO_NET_HDR_GSO_ECN`: set with the TCP type when the flow uses ECN.
+pub const GSO_ECN: u8 = 0x80;
 
 const ETH: usize = 14;
 const ETHERTYPE_IPV4: u16 = 0x0800;
-const IPPROTO_TCP: u8 = 6;
+pub const IPPROTO_TCP: u8 = 6;
 /// TCP flags that belong to one segment of a unit only (Linux `tcp_gso_segment`): FIN and
 /// PSH to the last, CWR to the first.
 const TCP_FIN: u8 = 0x01;
@@ -39,7 +42,7 @@ const TCP_PSH: u8 = 0x08;
 const TCP_CWR: u8 = 0x80;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct VnetHdr {
+pub struct VnetHdr {
     pub flags: u8,
     pub gso_type: u8,
     pub hdr_len: u16,
@@ -127,7 +130,7 @@ pub(crate) fn can_segment(hdr: &VnetHdr, eth: &[u8]) -> bool {
 }
 
 /// One's-complement sum of big-endian 16-bit words (an odd last byte padded with zero).
-fn ones_sum(mut acc: u32, bytes: &[u8]) -> u32 {
+pub fn ones_sum(mut acc: u32, bytes: &[u8]) -> u32 {
     let mut chunks = bytes.chunks_exact(2);
     for w in &mut chunks {
         acc += u32::from(u16::from_be_bytes([w[0], w[1]]));
@@ -138,7 +141,8 @@ fn ones_sum(mut acc: u32, bytes: &[u8]) -> u32 {
     acc
 }
 
-fn fold(mut acc: u32) -> u16 {
+/// Folds a one's-complement sum to 16 bits (not complemented).
+pub fn fold(mut acc: u32) -> u16 {
     while acc > 0xffff {
         acc = (acc & 0xffff) + (acc >> 16);
     }
@@ -188,31 +192,36 @@ pub(crate) fn segment_ipv4_tcp(
         let e = &mut f[VNET_HDR_LEN..];
         e[..heads].copy_from_slice(&eth[..heads]);
         e[heads..].copy_from_slice(part);
-        // IP: length, id, header checksum.
-        let ip = &mut e[ETH..ETH + ihl];
-        ip[2..4].copy_from_slice(&((ihl + thl + part.len()) as u16).to_be_bytes());
-        ip[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
-        ip[10..12].copy_from_slice(&[0, 0]);
-        let c = !fold(ones_sum(0, ip));
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
-        let (saddr, daddr) = ([ip[12], ip[13], ip[14], ip[15]], [ip[16], ip[17], ip[18], ip[19]]);
-        // TCP: sequence number, flags, pseudo-header sum for the kernel to complete.
-        let tcp = &mut e[ETH + ihl..ETH + ihl + thl];
-        let seq = seq0.wrapping_add((i * mss) as u32);
-        tcp[4..8].copy_from_slice(&seq.to_be_bytes());
-        let mut flags = flags0;
-        if i + 1 < n {
-            flags &= !(TCP_FIN | TCP_PSH);
-        }
-        if i > 0 {
-            flags &= !TCP_CWR;
-        }
-        tcp[13] = flags;
-        let tcp_len = (thl + part.len()) as u32;
-        let pseudo = ones_sum(0, &saddr) + ones_sum(0, &daddr) + u32::from(IPPROTO_TCP) + tcp_len;
-        tcp[16..18].copy_from_slice(&fold(pseudo).to_be_bytes());
+        rewrite_segment(&mut e[ETH..], ihl, i, n, id0, seq0.wrapping_add((i * mss) as u32), flags0);
         emit(f);
     }
+}
+
+/// Turns a copy of a GSO unit's IP and TCP headers, followed by segment `i`'s payload (of
+/// `n`), into that segment's headers as the kernel's `tcp_gso_segment`/`inet_gso_segment`
+/// write them: IP length, id (`id0 + i`) and header checksum; sequence number `seq`; FIN and
+/// PSH kept on the last segment only, CWR on the first only; the TCP checksum field holding
+/// the pseudo-header sum, as for any `CHECKSUM_PARTIAL` packet (complete it with
+/// `!fold(ones_sum(0, tcp))`). `ip` starts at the IP header and ends with the payload.
+pub fn rewrite_segment(ip: &mut [u8], ihl: usize, i: usize, n: usize, id0: u16, seq: u32, flags0: u8) {
+    let len = ip.len();
+    let (iph, tcp) = ip.split_at_mut(ihl);
+    iph[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+    iph[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
+    iph[10..12].copy_from_slice(&[0, 0]);
+    let c = !fold(ones_sum(0, iph));
+    iph[10..12].copy_from_slice(&c.to_be_bytes());
+    tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+    let mut flags = flags0;
+    if i + 1 < n {
+        flags &= !(TCP_FIN | TCP_PSH);
+    }
+    if i > 0 {
+        flags &= !TCP_CWR;
+    }
+    tcp[13] = flags;
+    let pseudo = ones_sum(0, &iph[12..20]) + u32::from(IPPROTO_TCP) + tcp.len() as u32;
+    tcp[16..18].copy_from_slice(&fold(pseudo).to_be_bytes());
 }
 
 /// `SIOCETHTOOL` and the legacy feature commands (linux/ethtool.h, linux/sockios.h).
