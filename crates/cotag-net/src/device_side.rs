@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use cotag::{Device, LINKS};
 
+use crate::gso::Coalescer;
 use crate::io::{drain, udp, wait_readable, Clock};
 use crate::stats::{SideStats, LABEL_LOG_CAP};
 use crate::tun::Tun;
@@ -22,6 +23,8 @@ pub(crate) struct DeviceSide {
     down: [UdpSocket; LINKS],
     up: UdpSocket,
     device: Option<Device>,
+    /// Joins the segments handed to the TUN device in one turn (GRO's merge).
+    coalescer: Coalescer,
     clock: Clock,
     stats: SideStats,
 }
@@ -43,6 +46,7 @@ impl DeviceSide {
             down: [d0?, d1?],
             up,
             device,
+            coalescer: Coalescer::default(),
             clock: setup.clock,
             stats: SideStats::default(),
         })
@@ -68,9 +72,10 @@ impl DeviceSide {
                     d.handle_timeout(now);
                 }
                 while let Some(p) = d.poll_packet() {
-                    deliver(&self.tun, &p, &mut self.stats);
+                    deliver(&self.tun, &mut self.coalescer, &p, &mut self.stats);
                 }
             }
+            flush(&self.tun, &mut self.coalescer, &mut self.stats);
             self.uplink(&mut buf)?;
             let wake = self.device.as_ref().and_then(|d| d.poll_timeout());
             let before = self.clock.now_us();
@@ -82,6 +87,8 @@ impl DeviceSide {
                 wait_readable(&fds, Some(timeout))?;
             }
         }
+        self.stats.tun_merged_writes = self.coalescer.merged_writes;
+        self.stats.tun_merged_segments = self.coalescer.merged_segments;
         self.stats.loop_cpu_us = crate::io::thread_cpu_us();
         self.stats.loop_wall_us = self.clock.now_us().saturating_sub(started);
         if let Some(d) = &self.device {
@@ -93,7 +100,7 @@ impl DeviceSide {
 
     /// Reads one batch of `link`'s datagrams; true if more may be queued.
     fn downlink(&mut self, link: usize, buf: &mut [u8], now: u64) -> Result<bool, Error> {
-        let (tun, stats, device) = (&self.tun, &mut self.stats, &mut self.device);
+        let (tun, stats, device, coalescer) = (&self.tun, &mut self.stats, &mut self.device, &mut self.coalescer);
         drain(
             buf,
             BATCH,
@@ -106,10 +113,10 @@ impl DeviceSide {
                         // Malformed datagrams are counted by the device.
                         let _ = d.handle_recv(link, datagram, now);
                         while let Some(p) = d.poll_packet() {
-                            deliver(tun, &p, stats);
+                            deliver(tun, coalescer, &p, stats);
                         }
                     }
-                    None => deliver(tun, datagram, stats),
+                    None => deliver(tun, coalescer, datagram, stats),
                 }
             },
         )
@@ -119,13 +126,15 @@ impl DeviceSide {
     /// Everything the client's kernel sends (ACKs) → path 1, uncoded.
     fn uplink(&mut self, buf: &mut [u8]) -> Result<(), Error> {
         let (up, stats) = (&self.up, &mut self.stats);
+        let skip = self.tun.header_len();
         drain(
             buf,
             BATCH,
             |b| self.tun.recv(b),
             |packet| {
                 stats.uplink_packets += 1;
-                if up.send(packet).is_err() {
+                // Whole packets behind an all-zero header: the device has no offloads on.
+                if up.send(packet.get(skip..).unwrap_or_default()).is_err() {
                     stats.send_dropped += 1;
                 }
             },
@@ -135,12 +144,22 @@ impl DeviceSide {
     }
 }
 
-fn deliver(tun: &Tun, packet: &[u8], stats: &mut SideStats) {
-    match tun.send(packet) {
-        Ok(_) => {
-            stats.tun_packets_out += 1;
-            stats.tun_bytes_out += packet.len() as u64;
-        }
-        Err(_) => stats.tun_write_errors += 1,
+/// Hands one decoded (or, for dual-rr, received) IP packet towards the client's TCP: into
+/// the current run of segments, or written with the run before it.
+fn deliver(tun: &Tun, coalescer: &mut Coalescer, packet: &[u8], stats: &mut SideStats) {
+    stats.tun_packets_out += 1;
+    stats.tun_bytes_out += packet.len() as u64;
+    coalescer.push(packet, &mut |hdr, p| write(tun, hdr, p, stats));
+}
+
+/// Writes the run of segments the coalescer holds: at the end of every batch, so a packet
+/// waits for no more than the rest of its turn.
+fn flush(tun: &Tun, coalescer: &mut Coalescer, stats: &mut SideStats) {
+    coalescer.flush(&mut |hdr, p| write(tun, hdr, p, stats));
+}
+
+fn write(tun: &Tun, hdr: &[u8; fbdt_emu::emu::offload::VNET_HDR_LEN], packet: &[u8], stats: &mut SideStats) {
+    if tun.send_with_header(hdr, packet).is_err() {
+        stats.tun_write_errors += 1;
     }
 }

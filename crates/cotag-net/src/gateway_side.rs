@@ -14,7 +14,8 @@ use std::thread::JoinHandle;
 
 use cotag::{Ap, Gateway, LINKS};
 
-use crate::io::{drain, thread_cpu_us, udp, wait_readable, Clock};
+use crate::gso::split;
+use crate::io::{drain, nothing_now, thread_cpu_us, udp, wait_readable, Clock};
 use crate::pacer::Pacer;
 use crate::stats::{QueueSample, SideStats, LABEL_LOG_CAP, QUEUE_SAMPLES_CAP, QUEUE_SAMPLE_US};
 use crate::tun::Tun;
@@ -46,6 +47,8 @@ pub(crate) struct GatewaySide {
     /// Taken by the uplink thread when the loop starts.
     up: Option<UdpSocket>,
     engine: Engine,
+    /// Where [`split`] builds each segment of a super-packet.
+    scratch: Vec<u8>,
     clock: Clock,
     stats: SideStats,
 }
@@ -64,7 +67,7 @@ impl GatewaySide {
                         ..p.ap.clone()
                     })
                 };
-                let burst = p.pace_burst_bytes;
+                let (burst, burst_us) = (p.pace_burst_bytes, p.pace_burst_us);
                 let mut gateway = Gateway::new(p.gateway.clone())?;
                 let mut aps = [ap(0)?, ap(1)?];
                 gateway.record_labels(LABEL_LOG_CAP);
@@ -74,7 +77,7 @@ impl GatewaySide {
                 Engine::Cotag(Box::new(CotagEnd {
                     gateway,
                     aps,
-                    pacers: [0, 1].map(|i| Pacer::new(setup.rates[i].clone(), p.pace_factor, burst)),
+                    pacers: [0, 1].map(|i| Pacer::with_burst_time(setup.rates[i].clone(), p.pace_factor, burst, burst_us)),
                     period_us: p.gateway.period_us,
                     datagram_bytes: setup.outer_mtu,
                     idle_release: p.idle_release,
@@ -87,6 +90,7 @@ impl GatewaySide {
             down,
             up: Some(up),
             engine,
+            scratch: Vec::with_capacity(2_048),
             clock: setup.clock,
             stats: SideStats::default(),
         })
@@ -94,7 +98,8 @@ impl GatewaySide {
 
     /// Runs until `stop` is set; returns the counters.
     pub(crate) fn run(mut self, stop: Arc<AtomicBool>) -> Result<SideStats, Error> {
-        let mut buf = vec![0u8; 65_536];
+        // A vnet header and a 64-KiB super-packet.
+        let mut buf = vec![0u8; 65_536 + 64];
         let fds = [self.tun.as_raw_fd()];
         let uplink = match self.up.take() {
             Some(up) => Some(spawn_uplink(up, self.tun.clone(), stop.clone())?),
@@ -143,14 +148,19 @@ impl GatewaySide {
         Ok(self.stats)
     }
 
-    /// TUN → gateway, or round-robin onto the paths.
+    /// TUN → gateway, or round-robin onto the paths: [`BATCH`] packets at most (the
+    /// segments of a super-packet counted), so neither direction starves.
     fn downlink_in(&mut self, buf: &mut [u8], now: u64) -> Result<(), Error> {
-        let (engine, stats, down) = (&mut self.engine, &mut self.stats, &self.down);
-        drain(
-            buf,
-            BATCH,
-            |b| self.tun.recv(b),
-            |packet| {
+        let (engine, stats, down, scratch) = (&mut self.engine, &mut self.stats, &self.down, &mut self.scratch);
+        let mut handed = 0;
+        while handed < BATCH {
+            let n = match self.tun.recv(buf) {
+                Ok(n) => n,
+                Err(e) if nothing_now(&e) => break,
+                Err(e) => return Err(Error::Io("reading the server's TUN device", e)),
+            };
+            stats.tun_reads += 1;
+            handed += split(&buf[..n], scratch, |packet| {
                 stats.tun_packets_in += 1;
                 stats.tun_bytes_in += packet.len() as u64;
                 match engine {
@@ -166,10 +176,9 @@ impl GatewaySide {
                         send(&down[link], packet, link, stats);
                     }
                 }
-            },
-        )
-        .map(drop)
-        .map_err(|e| Error::Io("reading the server's TUN device", e))
+            });
+        }
+        Ok(())
     }
 
     /// Timers, gateway → APs, paced APs → paths. Returns when it next needs to run.
@@ -177,13 +186,35 @@ impl GatewaySide {
         let Engine::Cotag(c) = &mut self.engine else {
             return Ok(None);
         };
+        let (down, stats) = (&self.down, &mut self.stats);
+        c.step(now, &mut |link, coded| send(&down[link], coded, link, stats))
+    }
+}
+
+impl CotagEnd {
+    /// Timers, gateway → APs, paced APs → `send(link, datagram)`. Returns when it next needs
+    /// to run.
+    fn step(&mut self, now: u64, send: &mut impl FnMut(usize, &[u8])) -> Result<Option<u64>, Error> {
         let CotagEnd {
             gateway,
             aps,
             pacers,
             idle_release,
             ..
-        } = &mut **c;
+        } = self;
+        // A turn that comes late to a boundary first finishes the period before it: the
+        // cohort the gateway closed meanwhile (reading the TUN device closes it) goes to the
+        // APs, and the pacers' slots earned up to the boundary go to what the APs forward —
+        // only then may the boundary close the next cohort, whose label flushes what came
+        // before. In the other order a late turn handed two labels at once and both APs
+        // flushed a whole cohort unsent (docs/cotag.md, "Round 4").
+        if let Some(b) = gateway.next_boundary().filter(|&b| b <= now) {
+            let before = b.saturating_sub(1);
+            for (link, (ap, pacer)) in aps.iter_mut().zip(pacers.iter_mut()).enumerate() {
+                hand_over(gateway, ap, link, before)?;
+                pace(ap, pacer, link, before, send)?;
+            }
+        }
         gateway.handle_timeout(now);
         if gateway.poll_idle() && *idle_release {
             for ap in aps.iter_mut() {
@@ -191,19 +222,11 @@ impl GatewaySide {
             }
         }
         for (link, ap) in aps.iter_mut().enumerate() {
-            ap.handle_timeout(now);
-            while let Some(coded) = gateway.poll_transmit(link, now)? {
-                // Only malformed input is an error here, and the gateway emits none.
-                let _ = ap.handle_recv(&coded, now);
-            }
+            hand_over(gateway, ap, link, now)?;
         }
         let mut wake = gateway.poll_timeout();
         for (link, (ap, pacer)) in aps.iter_mut().zip(pacers.iter_mut()).enumerate() {
-            while pacer.ready(now) {
-                let Some(coded) = ap.poll_transmit(now)? else { break };
-                pacer.charge(coded.len() + IP_UDP_HEADER);
-                send(&self.down[link], &coded, link, &mut self.stats);
-            }
+            pace(ap, pacer, link, now, send)?;
             let paced = (!pacer.ready(now) && ap.buffered() > 0)
                 .then(|| pacer.ready_at(now))
                 .flatten();
@@ -211,9 +234,7 @@ impl GatewaySide {
         }
         Ok(wake)
     }
-}
 
-impl CotagEnd {
     fn queues(&self, now: u64) -> QueueSample {
         QueueSample {
             t_ms: (now / 1_000) as u32,
@@ -233,6 +254,26 @@ impl CotagEnd {
             .map(|p| p.rate_bps(now) * p.factor() * self.period_us as f64 / 1e6 / (8.0 * self.datagram_bytes as f64));
         self.gateway.set_link_budget(per_period);
     }
+}
+
+/// The gateway's coded packets for `link` up to `at`, into its AP.
+fn hand_over(gateway: &mut Gateway, ap: &mut Ap, link: usize, at: u64) -> Result<(), Error> {
+    ap.handle_timeout(at);
+    while let Some(coded) = gateway.poll_transmit(link, at)? {
+        // Only malformed input is an error here, and the gateway emits none.
+        let _ = ap.handle_recv(&coded, at);
+    }
+    Ok(())
+}
+
+/// Sends what `ap` has for `link` while the pacer has slots up to `at`.
+fn pace(ap: &mut Ap, pacer: &mut Pacer, link: usize, at: u64, send: &mut impl FnMut(usize, &[u8])) -> Result<(), Error> {
+    while pacer.ready(at) {
+        let Some(coded) = ap.poll_transmit(at)? else { break };
+        pacer.charge(coded.len() + IP_UDP_HEADER);
+        send(link, &coded);
+    }
+    Ok(())
 }
 
 /// Sends one datagram on `link`; a full socket buffer drops it (counted), like a full
@@ -301,4 +342,78 @@ fn spawn_uplink(
             Ok(counts)
         })
         .map_err(|e| Error::Io("starting the server's uplink thread", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::CotagParams;
+
+    /// Two 200-Mbit/s links, T = 1 ms, cohorts of at most 32 packets, label records kept.
+    fn end() -> CotagEnd {
+        let p = CotagParams::new(1_000, 32);
+        let mut aps = [0, 1].map(|i| {
+            Ap::new(cotag::ApConfig {
+                seed: i,
+                ..p.ap.clone()
+            })
+            .expect("AP config")
+        });
+        for a in &mut aps {
+            a.record_labels(1_000);
+        }
+        CotagEnd {
+            gateway: Gateway::new(p.gateway.clone()).expect("gateway config"),
+            aps,
+            pacers: [0, 1].map(|_| Pacer::with_burst_time(vec![(0.0, 200e6)], p.pace_factor, p.pace_burst_bytes, p.pace_burst_us)),
+            period_us: 1_000,
+            datagram_bytes: 1_500,
+            idle_release: true,
+        }
+    }
+
+    #[test]
+    fn a_turn_late_past_a_boundary_lets_the_aps_forward_the_cohort_before_the_next_label() {
+        let mut c = end();
+        let packet = vec![0x45u8; 1_200];
+        let mut sent = 0u64;
+        // On time: 10 packets every 100 µs, a turn right after each read.
+        let mut t = 0;
+        while t < 10_000 {
+            c.set_budget(t);
+            for _ in 0..10 {
+                c.gateway.handle_packet(&packet, t).expect("packet");
+            }
+            c.step(t + 5, &mut |_, _| sent += 1).expect("step");
+            t += 100;
+        }
+        // The loop is held up: the reads at 10,950 µs come before the boundary at 11,000 µs,
+        // the read at 11,050 closes the cohort of that boundary, and the turn that hands it
+        // to the APs runs only at 12,020 µs, past the next boundary (before the cohort's
+        // send interval ends at 12,050).
+        for _ in 0..10 {
+            c.gateway.handle_packet(&packet, 10_950).expect("packet");
+        }
+        c.step(10_955, &mut |_, _| sent += 1).expect("step");
+        for _ in 0..10 {
+            c.gateway.handle_packet(&packet, 11_050).expect("packet");
+        }
+        c.step(12_020, &mut |_, _| sent += 1).expect("step");
+        // Back on time until every label is over.
+        let mut t = 12_100;
+        while t < 20_000 {
+            c.set_budget(t);
+            c.step(t, &mut |_, _| sent += 1).expect("step");
+            t += 100;
+        }
+        assert!(sent > 0);
+        // The slots the late turn's pacers had earned carried the cohort it released: no
+        // AP flushed anything (in the old order both flushed that cohort whole, unsent).
+        for (i, ap) in c.aps.iter().enumerate() {
+            assert!(ap.label_records().count() >= 10);
+            for r in ap.label_records() {
+                assert_eq!(r.flushed_allowed, 0, "AP {i}: label {} flushed ({r:?})", r.label);
+            }
+        }
+    }
 }

@@ -14,6 +14,7 @@
 //!
 //! The loops are plain threads (one per end) around the sans-IO core; see docs/cotag.md.
 
+pub mod gso;
 mod device_side;
 mod gateway_side;
 pub mod io;

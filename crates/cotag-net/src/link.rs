@@ -81,8 +81,17 @@ impl CotagLink {
             threads: Vec::new(),
         };
         for (side, addr) in [(Side::Server, SERVER_ADDR), (Side::Client, CLIENT_ADDR)] {
+            // Both devices carry vnet headers: the server's hands over TCP's super-packets,
+            // the client's takes merged segments (crate::gso).
+            let open = |side| {
+                let tun = Tun::open_vnet(TUN_NAME)?;
+                if side == Side::Server {
+                    tun.offload_tso()?;
+                }
+                Ok::<_, std::io::Error>(tun)
+            };
             let tun = tb
-                .run_in(side, || Tun::open(TUN_NAME))?
+                .run_in(side, || open(side))?
                 .map_err(|e| Error::Io("creating the TUN device", e))?;
             configure(tb, side, addr, mtu)?;
             let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();

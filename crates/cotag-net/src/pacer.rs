@@ -13,18 +13,26 @@ pub struct Pacer {
     /// Fraction of the scheduled rate to use: a little below 1 keeps the emulator's own
     /// queue empty despite timer jitter.
     factor: f64,
-    /// Bytes the bucket holds at most: the burst a late wake-up may send at once.
+    /// What the bucket holds at most — the burst a late wake-up may send at once: this many
+    /// bytes, or `burst_us` of the current rate if that is more.
     burst_bytes: f64,
+    burst_us: f64,
     tokens: f64,
     last_us: u64,
 }
 
 impl Pacer {
     pub fn new(steps: RateSteps, factor: f64, burst_bytes: f64) -> Pacer {
+        Pacer::with_burst_time(steps, factor, burst_bytes, 0.0)
+    }
+
+    /// A bucket that holds `burst_us` of the link's current rate, at least `burst_bytes`.
+    pub fn with_burst_time(steps: RateSteps, factor: f64, burst_bytes: f64, burst_us: f64) -> Pacer {
         Pacer {
             steps,
             factor,
             burst_bytes,
+            burst_us,
             tokens: 0.0,
             last_us: 0,
         }
@@ -49,8 +57,9 @@ impl Pacer {
         if now_us > self.last_us {
             // The rate at `now` for the whole gap: steps are 100 ms apart, wake-ups ≤ 5 ms.
             let dt = (now_us - self.last_us) as f64 / 1e6;
-            let add = self.rate_bps(now_us) * self.factor * dt / 8.0;
-            self.tokens = (self.tokens + add).min(self.burst_bytes);
+            let bytes_per_s = self.rate_bps(now_us) * self.factor / 8.0;
+            let cap = self.burst_bytes.max(bytes_per_s * self.burst_us / 1e6);
+            self.tokens = (self.tokens + bytes_per_s * dt).min(cap);
             self.last_us = now_us;
         }
     }
@@ -102,6 +111,17 @@ mod tests {
         assert!(p.tokens <= 0.0 || p.tokens < 1.0);
         p.tokens = -1.0;
         assert_eq!(p.ready_at(now), None);
+    }
+
+    #[test]
+    fn a_timed_burst_follows_the_rate_but_never_falls_below_its_floor() {
+        // 80 Mbit/s = 10 bytes/µs, then 8 Mbit/s from 1 s on; 1 ms of burst, at least 3,000 B.
+        let mut p = Pacer::with_burst_time(vec![(0.0, 80e6), (1.0, 8e6)], 1.0, 3000.0, 1_000.0);
+        assert!(p.ready(500_000));
+        assert_eq!(p.tokens, 10_000.0, "1 ms at 10 bytes/µs");
+        p.tokens = 0.0;
+        assert!(p.ready(1_600_000));
+        assert_eq!(p.tokens, 3_000.0, "1 ms at 1 byte/µs is below the floor");
     }
 
     #[test]

@@ -10,6 +10,11 @@ use cotag::{ApConfig, DeviceConfig, GatewayConfig};
 /// 8 packets (~1 ms at the scaled High rate) let the emulator's queue absorb the catch-up
 /// burst; its rate stage still enforces the link's rate.
 pub const PACE_BURST_PACKETS: f64 = 8.0;
+/// The AP pacers' bucket also holds this many periods of the link's current rate: the 8
+/// packets above are ~1 ms at scale 0.1 but 0.1 ms at 0.9, where the server loop's turns of
+/// 0.25–4 ms (4,000–9,000 per 10 s) lost the links' slots and the APs flushed the Highs they
+/// could not send (docs/cotag.md, "Round 4").
+pub const PACE_BURST_PERIODS: f64 = 1.0;
 /// The device's liveness timeout at least this long (µs): a Low link (30 Mbit/s at scale
 /// 0.1) takes 3.2 ms to carry an 8-packet burst, and with 3 T = 3 ms (1.5 ms at T = 0.5)
 /// the device gave cohorts up whose combinations were still queued in the emulator
@@ -32,8 +37,10 @@ pub struct CotagParams {
     pub device: DeviceConfig,
     /// Fraction of a path's scheduled rate its AP sends at.
     pub pace_factor: f64,
-    /// Token-bucket depth of the AP pacer, bytes.
+    /// Token-bucket depth of the AP pacer: `pace_burst_us` of the link's current rate, at
+    /// least `pace_burst_bytes`.
     pub pace_burst_bytes: f64,
+    pub pace_burst_us: f64,
     /// When the gateway closes no cohort at a period boundary, the APs release what they
     /// hold at once ([`cotag::Gateway::poll_idle`], [`cotag::Ap::handle_idle`]) instead of
     /// after their liveness timeout (3 T). One bulk flow at scale 0.9 (docs/cotag.md, "One
@@ -90,6 +97,7 @@ impl CotagParams {
             },
             pace_factor: 0.97,
             pace_burst_bytes: PACE_BURST_PACKETS * 1500.0,
+            pace_burst_us: t_us as f64 * PACE_BURST_PERIODS,
             idle_release: true,
         }
     }

@@ -6,13 +6,19 @@ use serde::Serialize;
 /// One end's runtime counters (which fields move depends on the end and the mode).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SideStats {
-    /// IP packets read from the TUN device on the downlink (server end).
+    /// IP packets read from the TUN device on the downlink (server end), and the reads that
+    /// brought them (a TSO super-packet is one read of many packets).
     pub tun_packets_in: u64,
+    pub tun_reads: u64,
     pub tun_bytes_in: u64,
     /// IP packets written into the TUN device (client end: delivered to TCP).
     pub tun_packets_out: u64,
     pub tun_bytes_out: u64,
     pub tun_write_errors: u64,
+    /// Client end: writes that carried a run of merged segments, and the segments in them
+    /// (`tun_packets_out` counts every IP packet delivered, merged or not).
+    pub tun_merged_writes: u64,
+    pub tun_merged_segments: u64,
     /// Datagrams sent / received per path (server sends, client receives the downlink).
     pub packets_out: [u64; LINKS],
     pub bytes_out: [u64; LINKS],

@@ -3,20 +3,35 @@
 //! network namespace; the device disappears when the fd is closed.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
+
+use fbdt_emu::emu::offload::VNET_HDR_LEN;
 
 /// An IP-level TUN device (no packet-information prefix), non-blocking.
 #[derive(Debug)]
 pub struct Tun {
     file: File,
     name: String,
+    vnet_hdr: bool,
 }
 
 impl Tun {
     /// Creates TUN device `name` (at most 15 bytes) in the current thread's namespace.
     pub fn open(name: &str) -> io::Result<Tun> {
+        Tun::open_with(name, false)
+    }
+
+    /// As [`Tun::open`], with a `virtio_net_hdr` in front of every packet read and written
+    /// (`IFF_VNET_HDR`), so writes may carry GSO packets ([`crate::gso`]). No offload is
+    /// turned on for reads: what the kernel sends arrives whole, checksums complete, behind
+    /// an all-zero header.
+    pub fn open_vnet(name: &str) -> io::Result<Tun> {
+        Tun::open_with(name, true)
+    }
+
+    fn open_with(name: &str, vnet_hdr: bool) -> io::Result<Tun> {
         if name.is_empty() || name.len() >= libc::IFNAMSIZ {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -33,7 +48,8 @@ impl Tun {
         for (dst, src) in req.ifr_name.iter_mut().zip(name.bytes()) {
             *dst = src as libc::c_char;
         }
-        req.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
+        let vnet = if vnet_hdr { libc::IFF_VNET_HDR } else { 0 };
+        req.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI | vnet) as libc::c_short;
         // SAFETY: TUNSETIFF reads and writes one ifreq, which lives for the call.
         let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF, &mut req) };
         if rc < 0 {
@@ -42,6 +58,7 @@ impl Tun {
         Ok(Tun {
             file,
             name: name.to_string(),
+            vnet_hdr,
         })
     }
 
@@ -49,14 +66,49 @@ impl Tun {
         &self.name
     }
 
-    /// One IP packet into `buf`; `WouldBlock` when none is queued.
+    /// Lets the kernel hand this device TCP super-packets and partial checksums
+    /// (`TUN_F_CSUM | TUN_F_TSO4`), to be cut with [`crate::gso::split`]. Needs a device opened
+    /// with [`Tun::open_vnet`].
+    pub fn offload_tso(&self) -> io::Result<()> {
+        if !self.vnet_hdr {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "TSO needs a TUN device with vnet headers"));
+        }
+        let flags = (libc::TUN_F_CSUM | libc::TUN_F_TSO4) as libc::c_ulong;
+        // SAFETY: TUNSETOFFLOAD takes the flags by value.
+        if unsafe { libc::ioctl(self.file.as_raw_fd(), libc::TUNSETOFFLOAD, flags) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Bytes in front of every packet read or written: the vnet header's, or none.
+    pub fn header_len(&self) -> usize {
+        if self.vnet_hdr {
+            VNET_HDR_LEN
+        } else {
+            0
+        }
+    }
+
+    /// One IP packet (behind [`Tun::header_len`] bytes) into `buf`; `WouldBlock` when none
+    /// is queued.
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
         (&self.file).read(buf)
     }
 
-    /// Hands one IP packet to the kernel's stack.
+    /// Hands one IP packet, checksums complete, to the kernel's stack.
     pub fn send(&self, packet: &[u8]) -> io::Result<usize> {
-        (&self.file).write(packet)
+        if self.vnet_hdr {
+            self.send_with_header(&[0; VNET_HDR_LEN], packet)
+        } else {
+            (&self.file).write(packet)
+        }
+    }
+
+    /// Hands one IP packet, or one GSO packet, behind its vnet header to the kernel's stack
+    /// (a device opened with [`Tun::open_vnet`]), in one `writev`.
+    pub fn send_with_header(&self, hdr: &[u8; VNET_HDR_LEN], packet: &[u8]) -> io::Result<usize> {
+        (&self.file).write_vectored(&[IoSlice::new(hdr), IoSlice::new(packet)])
     }
 }
 

@@ -388,6 +388,11 @@ impl Gateway {
         self.advance(now);
     }
 
+    /// The next period boundary, where a cohort closes (`None` while the queue is empty).
+    pub fn next_boundary(&self) -> Option<Instant> {
+        self.boundary
+    }
+
     /// Forms cohorts at the period boundaries passed and discards cohorts whose send interval
     /// has ended.
     fn advance(&mut self, now: Instant) {

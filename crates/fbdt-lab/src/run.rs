@@ -425,4 +425,20 @@ fn print_cotag(r: &RunReport) {
             f.missing_by_link[1]
         );
     }
+    // What the client's TCP received per write, and what it sent back.
+    for s in &r.results {
+        let Some(c) = s.cotag.as_ref().filter(|c| c.tun_packets_delivered > 0) else {
+            continue;
+        };
+        let writes = c.tun_packets_delivered - c.tun_merged_segments + c.tun_merged_writes;
+        println!(
+            "{:<26} client: {} packets in {} writes ({:.1} per write), {} uplink packets ({:.2} per packet delivered)",
+            s.scheme,
+            c.tun_packets_delivered,
+            writes,
+            c.tun_packets_delivered as f64 / writes.max(1) as f64,
+            c.uplink_packets,
+            c.uplink_packets as f64 / c.tun_packets_delivered as f64
+        );
+    }
 }

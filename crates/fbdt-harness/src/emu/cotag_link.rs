@@ -1,5 +1,5 @@
 //! COTAG (`cotag[+T=<ms>][+n=<count>][+size=peak|rate][+margin=<packets>][+split=rr|rate]
-//! [+fwd=<labels>][+low=<factor>][+burst=<packets>][+live=<ms>][+carry=0|1][+queue=<packets>][+idle=0|1]`) and uncoded dual connectivity (`dual-rr`) on the
+//! [+fwd=<labels>][+low=<factor>][+burst=<packets>][+burstms=<ms>][+live=<ms>][+carry=0|1][+queue=<packets>][+idle=0|1]`) and uncoded dual connectivity (`dual-rr`) on the
 //! emulated testbed: one kernel TCP download (the scenario's congestion control) through
 //! cotag-net's TUN link between the client and server namespaces. Testbed only, two paths.
 
@@ -38,6 +38,10 @@ pub fn counters_from_run(stats: &LinkStats, retrans: u64, params: Option<&CotagP
         c.gateway_budget_capped = g.cohorts_budget_capped;
     }
     c.failures = stats.failures();
+    c.tun_packets_delivered = stats.client.tun_packets_out;
+    c.tun_merged_writes = stats.client.tun_merged_writes;
+    c.tun_merged_segments = stats.client.tun_merged_segments;
+    c.uplink_packets = stats.client.uplink_packets;
     for (i, side) in [&stats.server, &stats.client].into_iter().enumerate() {
         c.loop_late_wakeups[i] = side.late_wakeups;
         c.loop_long_turns[i] = side.long_turns;
@@ -86,6 +90,10 @@ pub fn mode(scheme: Option<&CotagScheme>, tb: &Testbed) -> Mode {
             }
             if let Some(b) = s.pace_burst_packets {
                 p.pace_burst_bytes = b * f64::from(tb.options().mtu);
+                p.pace_burst_us = 0.0;
+            }
+            if let Some(ms) = s.pace_burst_ms {
+                p.pace_burst_us = ms * 1e3;
             }
             Mode::Cotag(Box::new(p))
         }

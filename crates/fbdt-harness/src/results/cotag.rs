@@ -40,6 +40,17 @@ pub struct CotagCounters {
     pub loop_max_wake_lag_us: [u64; 2],
     #[serde(default)]
     pub loop_max_turn_us: [u64; 2],
+    /// Client end: IP packets delivered to the client's TCP, the writes that carried runs
+    /// of merged segments and the segments in those (cotag-net's receive coalescing).
+    #[serde(default)]
+    pub tun_packets_delivered: u64,
+    #[serde(default)]
+    pub tun_merged_writes: u64,
+    #[serde(default)]
+    pub tun_merged_segments: u64,
+    /// The client's ACKs (and anything else it sent) carried back, uncoded.
+    #[serde(default)]
+    pub uplink_packets: u64,
     /// Failed cohorts by the rule that lost them (COTAG only).
     #[serde(default, skip_serializing_if = "Option::is_none", skip_deserializing)]
     pub failures: Option<cotag_net::FailureBreakdown>,
@@ -125,6 +136,10 @@ impl CotagCounters {
         self.bytes_delivered += other.bytes_delivered;
         self.gateway_high_given_up += other.gateway_high_given_up;
         self.gateway_budget_capped += other.gateway_budget_capped;
+        self.tun_packets_delivered += other.tun_packets_delivered;
+        self.tun_merged_writes += other.tun_merged_writes;
+        self.tun_merged_segments += other.tun_merged_segments;
+        self.uplink_packets += other.uplink_packets;
         for i in 0..2 {
             self.loop_late_wakeups[i] += other.loop_late_wakeups[i];
             self.loop_long_turns[i] += other.loop_long_turns[i];

@@ -1,5 +1,5 @@
 //! COTAG's scheme options (`cotag[+T=<ms>][+n=<count>][+size=peak|rate][+margin=<packets>]
-//! [+split=rr|rate][+fwd=<labels>][+low=<factor>][+burst=<packets>][+live=<ms>][+carry=0|1]
+//! [+split=rr|rate][+fwd=<labels>][+low=<factor>][+burst=<packets>][+burstms=<ms>][+live=<ms>][+carry=0|1]
 //! [+queue=<packets>][+idle=0|1]`), as the
 //! testbed's COTAG link takes them (fbdt-lab's `emu/cotag.rs` turns them into a link mode).
 
@@ -24,8 +24,12 @@ pub struct CotagScheme {
     pub forward_labels: Option<u32>,
     /// `low=<factor>`: the gateway's Low extras per cohort, × n_k.
     pub low_factor: Option<f64>,
-    /// `burst=<packets>`: the AP pacers' token-bucket depth in full-size packets.
+    /// `burst=<packets>`: the AP pacers' token-bucket depth in full-size packets, whatever
+    /// the rate (before round 4 of issue 44: 8 packets).
     pub pace_burst_packets: Option<f64>,
+    /// `burstms=<ms>`: the bucket holds this long at the link's current rate (default one
+    /// period, `cotag_net::params::PACE_BURST_PERIODS`), at least 8 packets.
+    pub pace_burst_ms: Option<f64>,
     /// `live=<ms>`: the device's liveness timeout.
     pub device_liveness_ms: Option<f64>,
     /// `carry=0|1`: carry each link's fraction of a packet per period to the next cohort
@@ -48,6 +52,7 @@ impl Default for CotagScheme {
             forward_labels: None,
             low_factor: None,
             pace_burst_packets: None,
+            pace_burst_ms: None,
             device_liveness_ms: None,
             budget_carry: None,
             gateway_queue: None,
@@ -58,7 +63,7 @@ impl Default for CotagScheme {
 
 /// Parses the options after `cotag`: `T=<ms>` (0.1–100), `n=<count>` (4–128), `size=peak|rate`,
 /// `margin=<packets>` (0–64, implies `size=rate`), `split=rr|rate`, `fwd=<labels>` (1–16),
-/// `low=<factor>` (0–16), `burst=<packets>` (1–64), `live=<ms>` (0.1–1000), `carry=0|1`,
+/// `low=<factor>` (0–16), `burst=<packets>` (1–64), `burstms=<ms>` (0–100), `live=<ms>` (0.1–1000), `carry=0|1`,
 /// `queue=<packets>` (128–65536), `idle=0|1`.
 pub fn parse(name: &str, opts: std::str::Split<'_, char>) -> Result<CotagScheme> {
     let mut s = CotagScheme::default();
@@ -126,6 +131,13 @@ pub fn parse(name: &str, opts: std::str::Split<'_, char>) -> Result<CotagScheme>
                 }
                 s.pace_burst_packets = Some(b);
             }
+            "burstms" => {
+                let b = number(value)?;
+                if !(0.0..=100.0).contains(&b) {
+                    bail!("scheme `{name}`: burstms must be 0–100 ms, got {value}");
+                }
+                s.pace_burst_ms = Some(b);
+            }
             "live" => {
                 let l = number(value)?;
                 if !(0.1..=1000.0).contains(&l) {
@@ -145,7 +157,7 @@ pub fn parse(name: &str, opts: std::str::Split<'_, char>) -> Result<CotagScheme>
             },
             // At least the largest cohort (128), which the gateway requires.
             "queue" => s.gateway_queue = Some(whole(key, value, cotag::gf::MAX_CAUCHY as u32, 65_536)? as usize),
-            _ => bail!("scheme `{name}`: unknown option `{key}` (known for cotag: T, n, size, margin, split, fwd, low, burst, live, carry, queue, idle)"),
+            _ => bail!("scheme `{name}`: unknown option `{key}` (known for cotag: T, n, size, margin, split, fwd, low, burst, burstms, live, carry, queue, idle)"),
         }
     }
     Ok(s)
