@@ -126,7 +126,6 @@ impl DeviceSide {
     /// Everything the client's kernel sends (ACKs) → path 1, uncoded.
     fn uplink(&mut self, buf: &mut [u8]) -> Result<(), Error> {
         let (up, stats) = (&self.up, &mut self.stats);
-        let skip = self.tun.header_len();
         drain(
             buf,
             BATCH,
@@ -134,7 +133,7 @@ impl DeviceSide {
             |packet| {
                 stats.uplink_packets += 1;
                 // Whole packets behind an all-zero header: the device has no offloads on.
-                if up.send(packet.get(skip..).unwrap_or_default()).is_err() {
+                if up.send(packet.get(Tun::HEADER_LEN..).unwrap_or_default()).is_err() {
                     stats.send_dropped += 1;
                 }
             },
@@ -158,7 +157,7 @@ fn flush(tun: &Tun, coalescer: &mut Coalescer, stats: &mut SideStats) {
     coalescer.flush(&mut |hdr, p| write(tun, hdr, p, stats));
 }
 
-fn write(tun: &Tun, hdr: &[u8; fbdt_emu::emu::offload::VNET_HDR_LEN], packet: &[u8], stats: &mut SideStats) {
+fn write(tun: &Tun, hdr: &[u8; Tun::HEADER_LEN], packet: &[u8], stats: &mut SideStats) {
     if tun.send_with_header(hdr, packet).is_err() {
         stats.tun_write_errors += 1;
     }

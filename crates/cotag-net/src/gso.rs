@@ -36,20 +36,12 @@ pub const PLAIN: [u8; VNET_HDR_LEN] = [0; VNET_HDR_LEN];
 
 /// Header lengths of a TCP/IPv4 data segment that may join a run, `None` for anything else.
 fn mergeable(p: &[u8]) -> Option<(usize, usize)> {
-    if p.len() < 40 || p[0] >> 4 != 4 || p[9] != IPPROTO_TCP {
-        return None;
-    }
-    let ihl = usize::from(p[0] & 0x0f) * 4;
+    let (ihl, thl) = tcp_ipv4(p)?;
     let total = usize::from(u16::from_be_bytes([p[2], p[3]]));
     // Fragments (MF or an offset) never merge.
     let fragment = u16::from_be_bytes([p[6], p[7]]) & 0x3fff != 0;
-    if ihl < 20 || total != p.len() || fragment || p.len() < ihl + 20 {
-        return None;
-    }
-    let thl = usize::from(p[ihl + 12] >> 4) * 4;
     let flags = p[ihl + 13];
-    let data = p.len().checked_sub(ihl + thl)?;
-    (thl >= 20 && data > 0 && flags & !TCP_PSH == TCP_ACK).then_some((ihl, thl))
+    (total == p.len() && !fragment && p.len() > ihl + thl && flags & !TCP_PSH == TCP_ACK).then_some((ihl, thl))
 }
 
 fn seq_of(p: &[u8], ihl: usize) -> u32 {

@@ -84,7 +84,7 @@ impl CotagLink {
             // Both devices carry vnet headers: the server's hands over TCP's super-packets,
             // the client's takes merged segments (crate::gso).
             let open = |side| {
-                let tun = Tun::open_vnet(TUN_NAME)?;
+                let tun = Tun::open(TUN_NAME)?;
                 if side == Side::Server {
                     tun.offload_tso()?;
                 }

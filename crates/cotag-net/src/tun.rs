@@ -9,29 +9,22 @@ use std::os::unix::fs::OpenOptionsExt;
 
 use fbdt_emu::emu::offload::VNET_HDR_LEN;
 
-/// An IP-level TUN device (no packet-information prefix), non-blocking.
+/// An IP-level TUN device (no packet-information prefix), non-blocking, with a
+/// `virtio_net_hdr` in front of every packet read and written (`IFF_VNET_HDR`), so writes
+/// may carry GSO packets ([`crate::gso`]). Until [`Tun::offload_tso`], what the kernel sends
+/// arrives whole, checksums complete, behind an all-zero header.
 #[derive(Debug)]
 pub struct Tun {
     file: File,
     name: String,
-    vnet_hdr: bool,
 }
 
 impl Tun {
+    /// Bytes in front of every packet read or written: the vnet header's.
+    pub const HEADER_LEN: usize = VNET_HDR_LEN;
+
     /// Creates TUN device `name` (at most 15 bytes) in the current thread's namespace.
     pub fn open(name: &str) -> io::Result<Tun> {
-        Tun::open_with(name, false)
-    }
-
-    /// As [`Tun::open`], with a `virtio_net_hdr` in front of every packet read and written
-    /// (`IFF_VNET_HDR`), so writes may carry GSO packets ([`crate::gso`]). No offload is
-    /// turned on for reads: what the kernel sends arrives whole, checksums complete, behind
-    /// an all-zero header.
-    pub fn open_vnet(name: &str) -> io::Result<Tun> {
-        Tun::open_with(name, true)
-    }
-
-    fn open_with(name: &str, vnet_hdr: bool) -> io::Result<Tun> {
         if name.is_empty() || name.len() >= libc::IFNAMSIZ {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -48,8 +41,7 @@ impl Tun {
         for (dst, src) in req.ifr_name.iter_mut().zip(name.bytes()) {
             *dst = src as libc::c_char;
         }
-        let vnet = if vnet_hdr { libc::IFF_VNET_HDR } else { 0 };
-        req.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI | vnet) as libc::c_short;
+        req.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as libc::c_short;
         // SAFETY: TUNSETIFF reads and writes one ifreq, which lives for the call.
         let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF, &mut req) };
         if rc < 0 {
@@ -58,7 +50,6 @@ impl Tun {
         Ok(Tun {
             file,
             name: name.to_string(),
-            vnet_hdr,
         })
     }
 
@@ -67,12 +58,8 @@ impl Tun {
     }
 
     /// Lets the kernel hand this device TCP super-packets and partial checksums
-    /// (`TUN_F_CSUM | TUN_F_TSO4`), to be cut with [`crate::gso::split`]. Needs a device opened
-    /// with [`Tun::open_vnet`].
+    /// (`TUN_F_CSUM | TUN_F_TSO4`), to be cut with [`crate::gso::split`].
     pub fn offload_tso(&self) -> io::Result<()> {
-        if !self.vnet_hdr {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "TSO needs a TUN device with vnet headers"));
-        }
         let flags = (libc::TUN_F_CSUM | libc::TUN_F_TSO4) as libc::c_ulong;
         // SAFETY: TUNSETOFFLOAD takes the flags by value.
         if unsafe { libc::ioctl(self.file.as_raw_fd(), libc::TUNSETOFFLOAD, flags) } < 0 {
@@ -81,16 +68,7 @@ impl Tun {
         Ok(())
     }
 
-    /// Bytes in front of every packet read or written: the vnet header's, or none.
-    pub fn header_len(&self) -> usize {
-        if self.vnet_hdr {
-            VNET_HDR_LEN
-        } else {
-            0
-        }
-    }
-
-    /// One IP packet (behind [`Tun::header_len`] bytes) into `buf`; `WouldBlock` when none
+    /// One IP packet (behind [`Tun::HEADER_LEN`] bytes) into `buf`; `WouldBlock` when none
     /// is queued.
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
         (&self.file).read(buf)
@@ -98,15 +76,11 @@ impl Tun {
 
     /// Hands one IP packet, checksums complete, to the kernel's stack.
     pub fn send(&self, packet: &[u8]) -> io::Result<usize> {
-        if self.vnet_hdr {
-            self.send_with_header(&[0; VNET_HDR_LEN], packet)
-        } else {
-            (&self.file).write(packet)
-        }
+        self.send_with_header(&[0; VNET_HDR_LEN], packet)
     }
 
-    /// Hands one IP packet, or one GSO packet, behind its vnet header to the kernel's stack
-    /// (a device opened with [`Tun::open_vnet`]), in one `writev`.
+    /// Hands one IP packet, or one GSO packet, behind its vnet header to the kernel's stack,
+    /// in one `writev`.
     pub fn send_with_header(&self, hdr: &[u8; VNET_HDR_LEN], packet: &[u8]) -> io::Result<usize> {
         (&self.file).write_vectored(&[IoSlice::new(hdr), IoSlice::new(packet)])
     }
