@@ -232,8 +232,8 @@ impl FbdtSender {
     }
 
     /// When `p`'s transport, silent since the path's last progress, had been so for one
-    /// round trip (TCP's smoothed RTT, else the path's ACK RTT) + the receiver's ACK delay
-    /// + `stall_late`, once a report shows it was (`AckSilenceUse::Proof`). A byte sent
+    /// round trip (TCP's smoothed RTT, else the path's ACK RTT) plus the receiver's ACK delay
+    /// plus `stall_late`, once a report shows it was (`AckSilenceUse::Proof`). A byte sent
     /// just before the silence began is acknowledged by TCP one round trip later, and its
     /// frame by FBDT (the path's progress) at most the ACK delay after that. TCP's RTT,
     /// not FBDT's ACK RTT: the silence is TCP's, and Karn's rule keeps an outage's
