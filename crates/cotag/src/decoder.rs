@@ -108,6 +108,10 @@ impl Decoder {
         for p in (0..self.n).rev() {
             let (head, tail) = self.rows.split_at_mut(p + 1);
             let row = head.get_mut(p)?.as_mut()?;
+            // A systematic High's row is already its source symbol.
+            if row.coeffs[p + 1..].iter().all(|&c| c == 0) {
+                continue;
+            }
             let below: Vec<&[u8]> = tail.iter().map(|r| r.as_ref().map_or(&[][..], |r| &r.payload[..])).collect();
             gf::combine_into(&row.coeffs[p + 1..], &below, &mut row.payload);
         }

@@ -18,11 +18,16 @@
 //! are given up and counted: the cohort can still decode if Low extras on the other link made
 //! up for them.
 //!
-//! Coefficients: the n_k High combinations are the rows of a random Cauchy matrix (non-zero
-//! entries, any set of rows independent), so a cohort whose Highs all arrive always decodes;
-//! with uniformly random rows, n_k combinations are dependent about once in 255 cohorts, which
-//! the harness saw as lost cohorts on loss-free links. Low extras are uniform non-zero random
-//! combinations. This is why a cohort holds at most 128 packets (2·n_k distinct elements).
+//! Coefficients ([`HighCode`]): the n_k High combinations are any n_k independent rows, so a
+//! cohort whose Highs all arrive always decodes (with uniformly random rows, n_k combinations
+//! are dependent about once in 255 cohorts, which the harness saw as lost cohorts on loss-free
+//! links). By default they are the unit rows — High `i` is source packet `i` itself, a
+//! systematic code: encoding a High is a copy and a device that gets every High has nothing
+//! to eliminate. The alternative is the rows of a random Cauchy matrix (every entry
+//! non-zero), at n_k multiply-adds per High and per High decoded. Either way each AP holds an
+//! n_k/2-dimensional span of Highs and the Lows are what cover a shortfall, so which cohorts
+//! decode is the same. Low extras are uniform non-zero random combinations. A cohort holds at
+//! most 128 packets (Cauchy's 2·n_k distinct elements; the header's n_k coefficient bytes).
 //!
 //! Round-robin: High combination `i` of label `k` goes to link `(k + i) mod 2`, so an odd
 //! cohort does not always favour link 0. A link that has sent its share of Highs sends Low
@@ -66,6 +71,8 @@ pub struct GatewayConfig {
     pub cohort_size: CohortSize,
     /// How a cohort's High combinations are divided between the links.
     pub high_split: HighSplit,
+    /// The coefficients of the High combinations.
+    pub high_code: HighCode,
     /// With link budgets: carry each link's fraction of a packet from period to period, so
     /// a link carrying 2.4 packets per period is given 2, 2, 3, 2, 3, … (2.4 on average)
     /// rather than 2 every time. Without it ([`Gateway::set_link_budget`]'s floors) a slow
@@ -96,6 +103,18 @@ pub enum HighSplit {
     Budget,
 }
 
+/// The coefficients of a cohort's n_k High combinations: both are n_k independent rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HighCode {
+    /// Unit rows: High `i` is source packet `i` (a copy to encode, nothing to decode when
+    /// every High arrives). At the paper's rate dense Highs cost the server loop a coding
+    /// pass of n_k² · L multiply-adds at each boundary (docs/cotag.md, "Round 5").
+    #[default]
+    Systematic,
+    /// Rows of a random Cauchy matrix: every coefficient non-zero.
+    Cauchy,
+}
+
 impl Default for GatewayConfig {
     fn default() -> Self {
         GatewayConfig {
@@ -108,6 +127,7 @@ impl Default for GatewayConfig {
             low_factor: 1.0,
             cohort_size: CohortSize::MaxCohort,
             high_split: HighSplit::RoundRobin,
+            high_code: HighCode::Systematic,
             budget_carry: false,
             seed: 1,
         }
@@ -183,8 +203,8 @@ pub struct GatewayLabelRecord {
 struct Cohort {
     label: u32,
     symbols: Vec<Vec<u8>>,
-    /// Coefficients of the High combinations.
-    high: Cauchy,
+    /// Coefficients of the High combinations (`None`: systematic, unit rows).
+    high: Option<Cauchy>,
     send_from: Instant,
     discard_at: Instant,
     high_quota: [usize; LINKS],
@@ -192,6 +212,12 @@ struct Cohort {
     /// Low extras each link may send: the cohort's budget split like the Highs.
     low_quota: [usize; LINKS],
     low_sent: [usize; LINKS],
+}
+
+impl Cohort {
+    fn rows(&self) -> Vec<&[u8]> {
+        self.symbols.iter().map(Vec::as_slice).collect()
+    }
 }
 
 #[derive(Debug)]
@@ -330,17 +356,26 @@ impl Gateway {
         };
         let c = &mut self.ready[i];
         self.last_label[link] = Some(c.label);
-        let rows: Vec<&[u8]> = c.symbols.iter().map(Vec::as_slice).collect();
         let (coeffs, payload) = match priority {
             Priority::High => {
-                let coeffs = c.high.row(c.high_sent.iter().sum());
+                let i: usize = c.high_sent.iter().sum();
                 c.high_sent[link] += 1;
-                let payload = gf::combine_with(&coeffs, &rows);
-                (coeffs, payload)
+                match &c.high {
+                    Some(cauchy) => {
+                        let coeffs = cauchy.row(i);
+                        let payload = gf::combine_with(&coeffs, &c.rows());
+                        (coeffs, payload)
+                    }
+                    None => {
+                        let mut coeffs = vec![0; c.symbols.len()];
+                        coeffs[i] = 1;
+                        (coeffs, c.symbols[i].clone())
+                    }
+                }
             }
             Priority::Low => {
                 c.low_sent[link] += 1;
-                gf::combine(&mut self.rng, &rows)
+                gf::combine(&mut self.rng, &c.rows())
             }
         };
         let bytes = CodedPacket {
@@ -459,8 +494,12 @@ impl Gateway {
         if n == 0 {
             return;
         }
-        let Some(high) = Cauchy::random(&mut self.rng, n) else {
-            return; // n <= max_cohort <= MAX_CAUCHY: not reached
+        let high = match self.cfg.high_code {
+            HighCode::Systematic => None,
+            HighCode::Cauchy => match Cauchy::random(&mut self.rng, n) {
+                Some(c) => Some(c),
+                None => return, // n <= max_cohort <= MAX_CAUCHY: not reached
+            },
         };
         let packets: Vec<Vec<u8>> = self.queue.drain(..n).collect();
         let symbol_len = packets.iter().map(Vec::len).max().unwrap_or(0) + wire::LEN_PREFIX;

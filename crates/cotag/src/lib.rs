@@ -27,7 +27,7 @@ pub mod wire;
 pub use ap::{Ap, ApConfig, ApLabelRecord, ApStats};
 pub use decoder::{Decoder, Insert};
 pub use device::{Device, DeviceConfig, DeviceStats, FailReason, FailedCohort};
-pub use gateway::{CohortSize, Gateway, GatewayConfig, GatewayLabelRecord, GatewayStats, HighSplit};
+pub use gateway::{CohortSize, Gateway, GatewayConfig, GatewayLabelRecord, GatewayStats, HighCode, HighSplit};
 pub use wire::{CodedPacket, Priority};
 
 /// Microseconds on the driver's clock.

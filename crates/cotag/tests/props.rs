@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use cotag::gf;
 use cotag::wire::{self, CodedPacket, Priority};
-use cotag::{Ap, ApConfig, Decoder, Device, DeviceConfig, Gateway, GatewayConfig, Insert};
+use cotag::{Ap, ApConfig, Decoder, Device, DeviceConfig, Gateway, GatewayConfig, HighCode, Insert};
 use proptest::prelude::*;
 
 fn packets(max_n: usize) -> impl Strategy<Value = Vec<Vec<u8>>> {
@@ -115,8 +115,10 @@ proptest! {
     #[test]
     fn device_releases_whole_cohorts_in_label_order(
         cohorts in prop::collection::vec((1usize..10, prop::collection::vec(any::<bool>(), 0..24)), 1..12),
+        systematic in any::<bool>(),
     ) {
-        let mut gw = Gateway::new(GatewayConfig { period_us: 1_000, low_factor: 1.0, ..GatewayConfig::default() }).unwrap();
+        let high_code = if systematic { HighCode::Systematic } else { HighCode::Cauchy };
+        let mut gw = Gateway::new(GatewayConfig { period_us: 1_000, low_factor: 1.0, high_code, ..GatewayConfig::default() }).unwrap();
         let mut dev = Device::new(DeviceConfig { liveness_us: 5_000, ..DeviceConfig::default() }).unwrap();
         let mut sent: Vec<Vec<Vec<u8>>> = Vec::new();
         let mut got: Vec<Vec<u8>> = Vec::new();
