@@ -9,7 +9,9 @@
 //!   device, 1400-byte packets at the rate that fills a T = 1 ms cohort with n_k packets
 //!   (n_k ≤ 128, the gateway's limit), each radio link 0.75 × that rate, 20 cohorts, default
 //!   extras (the gateway's Lows, the APs' re-encoded Lows in spare capacity). Its Gbit/s is
-//!   delivered source data per CPU-second, the event loop's own cost included.
+//!   delivered source data per CPU-second, the event loop's own cost included. Its Highs are
+//!   systematic (the gateway's default); `pipeline-cauchy` is the same run with dense Cauchy
+//!   Highs (`cotag+code=cauchy`).
 //!
 //! Throughput is source data (n_k × packet bytes, not symbols or headers) per second of this
 //! thread's CPU time (so a shared host's other programs do not count against it; the JSON
@@ -19,7 +21,8 @@
 //!
 //! ```text
 //! cargo run --release -p cotag --example codec_speed -- [--json] [--reps 5] [--min-ms 200]
-//!     [--n 10,50,100,200] [--len 1400] [--kernels scalar,ssse3,avx2] [--ops encode,decode,pipeline]
+//!     [--n 10,50,100,200] [--len 1400] [--kernels scalar,ssse3,avx2]
+//!     [--ops encode,decode,pipeline,pipeline-cauchy]
 //! ```
 
 use std::time::Instant;
@@ -38,6 +41,8 @@ struct Args {
     ops: Vec<&'static str>,
 }
 
+const OPS: [&str; 4] = ["encode", "decode", "pipeline", "pipeline-cauchy"];
+
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
         json: false,
@@ -46,7 +51,7 @@ fn parse_args() -> Result<Args, String> {
         sizes: vec![10, 50, 100, 200],
         len: 1400,
         kernels: Kernel::ALL.into_iter().filter(|k| k.is_supported()).collect(),
-        ops: vec!["encode", "decode", "pipeline"],
+        ops: OPS.to_vec(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -77,10 +82,9 @@ fn parse_args() -> Result<Args, String> {
                 a.ops = v
                     .split(',')
                     .map(|op| {
-                        ["encode", "decode", "pipeline"]
-                            .into_iter()
+                        OPS.into_iter()
                             .find(|o| *o == op)
-                            .ok_or(format!("op {op}: encode, decode or pipeline"))
+                            .ok_or(format!("op {op}: one of {}", OPS.join(", ")))
                     })
                     .collect::<Result<_, _>>()?
             }
@@ -157,7 +161,7 @@ impl Cohort {
 
 /// The simulated gateway → APs → device run for the pipeline op; `None` above the gateway's
 /// cohort limit.
-fn pipeline_setup(n: usize, len: usize) -> Option<cotag::sim::Setup> {
+fn pipeline_setup(n: usize, len: usize, code: cotag::HighCode) -> Option<cotag::sim::Setup> {
     if n > gf::MAX_CAUCHY {
         return None;
     }
@@ -173,6 +177,7 @@ fn pipeline_setup(n: usize, len: usize) -> Option<cotag::sim::Setup> {
     };
     setup.gateway.period_us = period_us;
     setup.gateway.max_cohort = n;
+    setup.gateway.high_code = code;
     for l in &mut setup.downlinks {
         l.rate_bps = 0.75 * rate;
     }
@@ -277,11 +282,15 @@ fn main() {
     let mut wall_share: Vec<f64> = Vec::new();
     for &n in &args.sizes {
         let cohort = Cohort::new(&mut rng, n, args.len);
-        let setup = pipeline_setup(n, args.len);
         for &op in &args.ops {
+            let setup = match op {
+                "pipeline" => pipeline_setup(n, args.len, cotag::HighCode::Systematic),
+                "pipeline-cauchy" => pipeline_setup(n, args.len, cotag::HighCode::Cauchy),
+                _ => None,
+            };
             let bits = match (op, &setup) {
-                ("pipeline", Some(s)) => pipeline(s) as f64,
-                ("pipeline", None) => continue,
+                (_, Some(s)) => pipeline(s) as f64,
+                ("pipeline" | "pipeline-cauchy", None) => continue,
                 _ => (n * args.len * 8) as f64,
             };
             let mut per_kernel: Vec<Vec<f64>> = vec![Vec::new(); args.kernels.len()];
@@ -290,7 +299,7 @@ fn main() {
                     gf::set_kernel(*k);
                     let (cpu, wall) = match (op, &setup) {
                         ("encode", _) => time_per_call(args.min_ms, || cohort.encode()),
-                        ("pipeline", Some(s)) => time_per_call(args.min_ms, || pipeline(s)),
+                        (_, Some(s)) => time_per_call(args.min_ms, || pipeline(s)),
                         _ => time_per_call(args.min_ms, || cohort.decode()),
                     };
                     out.push(bits / cpu / 1e9);
@@ -344,12 +353,12 @@ fn main() {
     } else {
         let fields: Vec<String> = meta.iter().map(|(k, v)| format!("{k}: {}", v.trim_matches('"'))).collect();
         println!("{} | kernels alternated in each rep", fields.join(" | "));
-        println!("{:>5} {:>7} {:>7} {:>26} {:>10}", "n_k", "op", "kernel", "Gbit/s median [min-max]", "x scalar");
+        println!("{:>5} {:>15} {:>7} {:>26} {:>10}", "n_k", "op", "kernel", "Gbit/s median [min-max]", "x scalar");
         for r in &rows {
             let (lo, hi) = r.gbps.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
             let ratio = if r.ratio.is_empty() { "-".to_string() } else { format!("{:.2}", median(&r.ratio)) };
             let (n, op, kernel, med) = (r.n, r.op, r.kernel.name(), median(&r.gbps));
-            println!("{n:>5} {op:>7} {kernel:>7} {med:>10.3} [{lo:.3}-{hi:.3}] {ratio:>10}");
+            println!("{n:>5} {op:>15} {kernel:>7} {med:>10.3} [{lo:.3}-{hi:.3}] {ratio:>10}");
         }
     }
 }

@@ -1,5 +1,5 @@
 //! COTAG (`cotag[+T=<ms>][+n=<count>][+size=peak|rate][+margin=<packets>][+split=rr|rate]
-//! [+fwd=<labels>][+low=<factor>][+burst=<packets>][+burstms=<ms>][+live=<ms>][+carry=0|1][+queue=<packets>][+idle=0|1]`) and uncoded dual connectivity (`dual-rr`) on the
+//! [+fwd=<labels>][+low=<factor>][+burst=<packets>][+burstms=<ms>][+live=<ms>][+carry=0|1][+queue=<packets>][+idle=0|1][+code=sys|cauchy]`) and uncoded dual connectivity (`dual-rr`) on the
 //! emulated testbed: one kernel TCP download (the scenario's congestion control) through
 //! cotag-net's TUN link between the client and server namespaces. Testbed only, two paths.
 
@@ -81,6 +81,9 @@ pub fn mode(scheme: Option<&CotagScheme>, tb: &Testbed) -> Mode {
             }
             if let Some(c) = s.budget_carry {
                 p.gateway.budget_carry = c;
+            }
+            if let Some(code) = s.high_code {
+                p.gateway.high_code = code;
             }
             if let Some(i) = s.idle_release {
                 p.idle_release = i;

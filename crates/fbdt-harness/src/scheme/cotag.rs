@@ -1,6 +1,6 @@
 //! COTAG's scheme options (`cotag[+T=<ms>][+n=<count>][+size=peak|rate][+margin=<packets>]
 //! [+split=rr|rate][+fwd=<labels>][+low=<factor>][+burst=<packets>][+burstms=<ms>][+live=<ms>][+carry=0|1]
-//! [+queue=<packets>][+idle=0|1]`), as the
+//! [+queue=<packets>][+idle=0|1][+code=sys|cauchy]`), as the
 //! testbed's COTAG link takes them (fbdt-lab's `emu/cotag.rs` turns them into a link mode).
 
 use anyhow::{anyhow, bail, Result};
@@ -40,6 +40,9 @@ pub struct CotagScheme {
     /// `idle=0|1`: the APs release held cohorts when the gateway falls idle
     /// (`cotag_net::CotagParams::idle_release`).
     pub idle_release: Option<bool>,
+    /// `code=sys|cauchy`: the High combinations' coefficients (`cotag::HighCode`; default
+    /// systematic).
+    pub high_code: Option<cotag::HighCode>,
 }
 
 impl Default for CotagScheme {
@@ -57,6 +60,7 @@ impl Default for CotagScheme {
             budget_carry: None,
             gateway_queue: None,
             idle_release: None,
+            high_code: None,
         }
     }
 }
@@ -64,7 +68,7 @@ impl Default for CotagScheme {
 /// Parses the options after `cotag`: `T=<ms>` (0.1–100), `n=<count>` (4–128), `size=peak|rate`,
 /// `margin=<packets>` (0–64, implies `size=rate`), `split=rr|rate`, `fwd=<labels>` (1–16),
 /// `low=<factor>` (0–16), `burst=<packets>` (1–64), `burstms=<ms>` (0–100), `live=<ms>` (0.1–1000), `carry=0|1`,
-/// `queue=<packets>` (128–65536), `idle=0|1`.
+/// `queue=<packets>` (128–65536), `idle=0|1`, `code=sys|cauchy`.
 pub fn parse(name: &str, opts: std::str::Split<'_, char>) -> Result<CotagScheme> {
     let mut s = CotagScheme::default();
     let number = |value: &str| -> Result<f64> {
@@ -155,9 +159,14 @@ pub fn parse(name: &str, opts: std::str::Split<'_, char>) -> Result<CotagScheme>
                 "1" => s.idle_release = Some(true),
                 _ => bail!("scheme `{name}`: idle must be 0 or 1, got `{value}`"),
             },
+            "code" => match value {
+                "sys" => s.high_code = Some(cotag::HighCode::Systematic),
+                "cauchy" => s.high_code = Some(cotag::HighCode::Cauchy),
+                _ => bail!("scheme `{name}`: code must be sys or cauchy, got `{value}`"),
+            },
             // At least the largest cohort (128), which the gateway requires.
             "queue" => s.gateway_queue = Some(whole(key, value, cotag::gf::MAX_CAUCHY as u32, 65_536)? as usize),
-            _ => bail!("scheme `{name}`: unknown option `{key}` (known for cotag: T, n, size, margin, split, fwd, low, burst, burstms, live, carry, queue, idle)"),
+            _ => bail!("scheme `{name}`: unknown option `{key}` (known for cotag: T, n, size, margin, split, fwd, low, burst, burstms, live, carry, queue, idle, code)"),
         }
     }
     Ok(s)
@@ -194,6 +203,8 @@ mod tests {
         assert_eq!((s.budget_carry, s.gateway_queue), (Some(false), Some(256)));
         assert_eq!(p("cotag+carry=1").unwrap().budget_carry, Some(true));
         assert_eq!(p("cotag+idle=0").unwrap().idle_release, Some(false));
+        assert_eq!(p("cotag+code=cauchy").unwrap().high_code, Some(cotag::HighCode::Cauchy));
+        assert_eq!(p("cotag+code=sys").unwrap().high_code, Some(cotag::HighCode::Systematic));
         for bad in [
             "cotag+T=0",
             "cotag+T=x",
@@ -209,6 +220,7 @@ mod tests {
             "cotag+margin=100",
             "cotag+carry=2",
             "cotag+idle=yes",
+            "cotag+code=dense",
             "cotag+queue=10",
             "cotag+queue=1e9",
         ] {
