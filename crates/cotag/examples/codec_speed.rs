@@ -1,8 +1,9 @@
 //! Coding throughput per core: the GF(2^8) work COTAG does for each cohort of n_k packets,
 //! once per row kernel, alternated, so a busy host slows every kernel alike.
 //!
-//! * encode — n_k coded packets (one cohort's Highs), each `gf::combine_with` of the n_k
-//!   source symbols with its own non-zero coefficients, as the gateway sends them;
+//! * encode — n_k dense coded packets, each `gf::combine_with` of the n_k source symbols
+//!   with its own non-zero coefficients: the gateway's Lows (and its Highs with
+//!   `HighCode::Cauchy`; systematic Highs are copies);
 //! * decode — a fresh `Decoder` fed random combinations until its rank is full (n_k, now
 //!   and then one or two more), as the device does;
 //! * pipeline — all of COTAG on one thread: `cotag::sim` with gateway, both APs and the
