@@ -56,10 +56,14 @@ pub fn mode(scheme: Option<&CotagScheme>, tb: &Testbed) -> Mode {
     match scheme {
         None => Mode::DualRr,
         Some(s) => {
-            let t_us = (s.period_ms * 1e3).round() as u64;
+            let peak_bps = tb.spec().peak_total_mbps() * 1e6;
+            let t_us = match s.period_ms {
+                Some(ms) => (ms * 1e3).round() as u64,
+                None => CotagParams::period_for_capacity(peak_bps),
+            };
             let mut p = match s.max_cohort {
                 Some(n) => CotagParams::new(t_us, n),
-                None => CotagParams::for_capacity(t_us, tb.spec().peak_total_mbps() * 1e6),
+                None => CotagParams::for_capacity(t_us, peak_bps),
             };
             p.gateway.cohort_size = match s.size_margin {
                 Some(margin) => cotag::CohortSize::Budget { margin },

@@ -8,8 +8,10 @@ use anyhow::{anyhow, bail, Result};
 /// The scheme string's COTAG options.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CotagScheme {
-    /// The cohort period T, ms (default 1).
-    pub period_ms: f64,
+    /// The cohort period T, ms; default (`None`): 1 ms, shorter where a period at the
+    /// scenario's peak rate holds more than the largest cohort
+    /// (`cotag_net::CotagParams::period_for_capacity`).
+    pub period_ms: Option<f64>,
     /// Cohort cap n_k; default: what both paths carry in T at the scenario's peak rate.
     pub max_cohort: Option<usize>,
     /// `size=rate` (default, `Some(margin)`): each cohort also at most what both links carry
@@ -48,7 +50,7 @@ pub struct CotagScheme {
 impl Default for CotagScheme {
     fn default() -> Self {
         CotagScheme {
-            period_ms: 1.0,
+            period_ms: None,
             max_cohort: None,
             size_margin: Some(cotag_net::link::COHORT_MARGIN),
             split_by_rate: true,
@@ -65,7 +67,8 @@ impl Default for CotagScheme {
     }
 }
 
-/// Parses the options after `cotag`: `T=<ms>` (0.1–100), `n=<count>` (4–128), `size=peak|rate`,
+/// Parses the options after `cotag`: `T=<ms>` (0.1–100; without it, see
+/// [`CotagScheme::period_ms`]), `n=<count>` (4–128), `size=peak|rate`,
 /// `margin=<packets>` (0–64, implies `size=rate`), `split=rr|rate`, `fwd=<labels>` (1–16),
 /// `low=<factor>` (0–16), `burst=<packets>` (1–64), `burstms=<ms>` (0–100), `live=<ms>` (0.1–1000), `carry=0|1`,
 /// `queue=<packets>` (128–65536), `idle=0|1`, `code=sys|cauchy`.
@@ -98,7 +101,7 @@ pub fn parse(name: &str, opts: std::str::Split<'_, char>) -> Result<CotagScheme>
                 if !(0.1..=100.0).contains(&t) {
                     bail!("scheme `{name}`: T must be 0.1–100 ms, got {t}");
                 }
-                s.period_ms = t;
+                s.period_ms = Some(t);
             }
             "n" => {
                 let n: usize = value
@@ -185,7 +188,7 @@ mod tests {
         };
         assert_eq!(p("cotag").unwrap(), CotagScheme::default());
         let s = p("cotag+T=2+n=32").unwrap();
-        assert_eq!((s.period_ms, s.max_cohort), (2.0, Some(32)));
+        assert_eq!((s.period_ms, s.max_cohort), (Some(2.0), Some(32)));
         let s = p("cotag+size=peak+split=rr+fwd=2+low=0.5+burst=3+live=3").unwrap();
         assert_eq!(
             (s.size_margin, s.split_by_rate, s.forward_labels, s.low_factor),
