@@ -183,7 +183,7 @@ impl Device {
         let packet = CodedPacket::parse(bytes).inspect_err(|_| self.stats.malformed += 1)?;
         self.stats.received += 1;
         self.stats.bytes_received += bytes.len() as u64;
-        self.stats.header_bytes_received += CodedPacket::header_len(packet.cohort_size()) as u64;
+        self.stats.header_bytes_received += packet.header_bytes() as u64;
         self.accept(link, packet);
         // Only what arrived decides here; the liveness timeout waits for `handle_timeout`,
         // so a driver that reads a backlog (several datagrams at one `now`, after its thread

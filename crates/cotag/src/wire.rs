@@ -10,17 +10,23 @@
 //! +-------+-------+---------------+-------+----------------+------------------------+
 //! ```
 //!
-//! * `flags` bit 0 is the priority (1 = High, 0 = Low); the other bits must be 0.
+//! * `flags` bit 0 is the priority (1 = High, 0 = Low); bit 1 marks a *unit row* (below);
+//!   the other bits must be 0.
 //! * `n_k` is the cohort size, 1..=[`MAX_COHORT`]; coefficient `i` multiplies source `i`.
+//! * **Unit rows.** A packet whose coefficients are the unit row e_i (source packet i itself,
+//!   as every systematic High is) carries, with bit 1 set, the 2-byte index i (big-endian,
+//!   `< n_k`) in place of the n_k coefficient bytes. [`CodedPacket::emit`] picks this form
+//!   whenever it is shorter (n_k > 2); [`CodedPacket::parse`] gives back the same
+//!   coefficients, so nothing above the wire sees the difference.
 //! * **Lengths.** Packets of one cohort may differ in length. Before coding, each source packet
 //!   becomes a *symbol*: its length as a big-endian `u16`, the packet, then zeros up to the
 //!   cohort's longest packet + 2. All symbols of a cohort (and so every coded payload of it)
 //!   have the same length `L`; the length travels *inside* the coded payload, so decoding
 //!   recovers it with the bytes and the header stays fixed-size per `n_k`.
 //!
-//! Overhead per coded packet: [`FIXED_HEADER`] (8) + `n_k` header bytes, plus 2 coded length
-//! bytes, plus the padding up to the cohort's longest packet (0 when all packets have the same
-//! length, as in a bulk TCP flow of full-size segments):
+//! Overhead per coded packet: [`FIXED_HEADER`] (8) + `n_k` header bytes (a unit row: + 2),
+//! plus 2 coded length bytes, plus the padding up to the cohort's longest packet (0 when all
+//! packets have the same length, as in a bulk TCP flow of full-size segments):
 //!
 //! | n_k | header | + length prefix | per packet |
 //! |----:|-------:|----------------:|-----------:|
@@ -47,6 +53,9 @@ pub const MAX_SYMBOL: usize = MAX_PACKET + LEN_PREFIX;
 pub const LEN_PREFIX: usize = 2;
 
 const FLAG_HIGH: u8 = 0x01;
+const FLAG_UNIT: u8 = 0x02;
+/// Bytes of a unit row's index.
+pub const UNIT_INDEX: usize = 2;
 
 mod field {
     use std::ops::Range;
@@ -66,6 +75,12 @@ pub enum Error {
     Flags(u8),
     #[error("cohort size {0} outside 1..={MAX_COHORT}")]
     CohortSize(usize),
+    #[error("unit row {index} of a cohort of {n}")]
+    UnitIndex { index: usize, n: usize },
+    /// A unit row sent as a dense row where the index is shorter, or as an index where it is
+    /// not: every packet has one encoding, so parsing and emitting give back the same bytes.
+    #[error("a unit row of a cohort of {0} in the other form than the shorter one")]
+    NonCanonical(usize),
     #[error("coded payload of {0} bytes outside 3..={MAX_SYMBOL}")]
     PayloadLen(usize),
     #[error("output buffer of {have} bytes, {need} needed")]
@@ -96,13 +111,31 @@ impl CodedPacket {
         self.coeffs.len()
     }
 
-    /// Header bytes of a packet of a cohort of `n` packets.
+    /// The largest header of a packet of a cohort of `n` packets (a dense row; a unit row's
+    /// is [`CodedPacket::header_bytes`]).
     pub fn header_len(n: usize) -> usize {
         FIXED_HEADER + n
     }
 
+    /// This packet's header bytes on the wire.
+    pub fn header_bytes(&self) -> usize {
+        match self.unit_index() {
+            Some(_) => FIXED_HEADER + UNIT_INDEX,
+            None => Self::header_len(self.coeffs.len()),
+        }
+    }
+
     pub fn buffer_len(&self) -> usize {
-        Self::header_len(self.coeffs.len()) + self.payload.len()
+        self.header_bytes() + self.payload.len()
+    }
+
+    /// `Some(i)` when the coefficients are the unit row e_i and the index form is shorter
+    /// than the row (n_k > 2).
+    fn unit_index(&self) -> Option<usize> {
+        if self.coeffs.len() <= UNIT_INDEX {
+            return None;
+        }
+        unit_row(&self.coeffs)
     }
 
     pub fn parse(buf: &[u8]) -> Result<CodedPacket, Error> {
@@ -114,7 +147,7 @@ impl CodedPacket {
             return Err(Error::Version(fixed[field::VERSION]));
         }
         let flags = fixed[field::FLAGS];
-        if flags & !FLAG_HIGH != 0 {
+        if flags & !(FLAG_HIGH | FLAG_UNIT) != 0 {
             return Err(Error::Flags(flags));
         }
         let label = u32::from_be_bytes([fixed[2], fixed[3], fixed[4], fixed[5]]);
@@ -123,11 +156,29 @@ impl CodedPacket {
         if n == 0 || n > MAX_COHORT {
             return Err(Error::CohortSize(n));
         }
-        let coeffs = buf.get(FIXED_HEADER..FIXED_HEADER + n).ok_or(Error::Truncated {
-            need: FIXED_HEADER + n,
+        let header = if flags & FLAG_UNIT != 0 { FIXED_HEADER + UNIT_INDEX } else { FIXED_HEADER + n };
+        let row = buf.get(FIXED_HEADER..header).ok_or(Error::Truncated {
+            need: header,
             have: buf.len(),
         })?;
-        let payload = &buf[FIXED_HEADER + n..];
+        let coeffs = if flags & FLAG_UNIT != 0 {
+            let index = usize::from(u16::from_be_bytes([row[0], row[1]]));
+            if index >= n {
+                return Err(Error::UnitIndex { index, n });
+            }
+            if n <= UNIT_INDEX {
+                return Err(Error::NonCanonical(n));
+            }
+            let mut unit = vec![0; n];
+            unit[index] = 1;
+            unit
+        } else {
+            if unit_row(row).is_some() && n > UNIT_INDEX {
+                return Err(Error::NonCanonical(n));
+            }
+            row.to_vec()
+        };
+        let payload = &buf[header..];
         if payload.len() <= LEN_PREFIX || payload.len() > MAX_SYMBOL {
             return Err(Error::PayloadLen(payload.len()));
         }
@@ -138,7 +189,7 @@ impl CodedPacket {
             } else {
                 Priority::Low
             },
-            coeffs: coeffs.to_vec(),
+            coeffs,
             payload: payload.to_vec(),
         })
     }
@@ -152,16 +203,22 @@ impl CodedPacket {
         if self.payload.len() <= LEN_PREFIX || self.payload.len() > MAX_SYMBOL {
             return Err(Error::PayloadLen(self.payload.len()));
         }
-        let len = self.buffer_len();
+        let unit = self.unit_index();
+        let header = if unit.is_some() { FIXED_HEADER + UNIT_INDEX } else { FIXED_HEADER + n };
+        let len = header + self.payload.len();
         let have = out.len();
         let out = out.get_mut(..len).ok_or(Error::BufferTooSmall { need: len, have })?;
+        let high = if self.priority == Priority::High { FLAG_HIGH } else { 0 };
         out[field::VERSION] = VERSION;
-        out[field::FLAGS] = if self.priority == Priority::High { FLAG_HIGH } else { 0 };
+        out[field::FLAGS] = high | if unit.is_some() { FLAG_UNIT } else { 0 };
         out[field::LABEL].copy_from_slice(&self.label.to_be_bytes());
-        // n <= MAX_COHORT < u16::MAX, checked above.
+        // n <= MAX_COHORT < u16::MAX, checked above; so is a unit row's index.
         out[field::N].copy_from_slice(&(n as u16).to_be_bytes());
-        out[FIXED_HEADER..FIXED_HEADER + n].copy_from_slice(&self.coeffs);
-        out[FIXED_HEADER + n..].copy_from_slice(&self.payload);
+        match unit {
+            Some(i) => out[FIXED_HEADER..header].copy_from_slice(&(i as u16).to_be_bytes()),
+            None => out[FIXED_HEADER..header].copy_from_slice(&self.coeffs),
+        }
+        out[header..].copy_from_slice(&self.payload);
         Ok(len)
     }
 
@@ -170,6 +227,15 @@ impl CodedPacket {
         let mut v = vec![0; self.buffer_len()];
         self.emit(&mut v)?;
         Ok(v)
+    }
+}
+
+/// `Some(i)` when `row` is the unit row e_i.
+fn unit_row(row: &[u8]) -> Option<usize> {
+    let mut nonzero = row.iter().enumerate().filter(|(_, &c)| c != 0);
+    match (nonzero.next(), nonzero.next()) {
+        (Some((i, &1)), None) => Some(i),
+        _ => None,
     }
 }
 

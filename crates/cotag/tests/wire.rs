@@ -48,7 +48,9 @@ fn malformed_headers_are_errors() {
     };
     assert_eq!(with(0, 2), Err(Error::Version(2)));
     assert_eq!(with(0, 0), Err(Error::Version(0)));
-    assert_eq!(with(1, 0x02), Err(Error::Flags(0x02)));
+    assert_eq!(with(1, 0x04), Err(Error::Flags(0x04)));
+    // The unit-row flag on a dense row: its first two coefficients read as index 0x0102.
+    assert_eq!(with(1, 0x03), Err(Error::UnitIndex { index: 0x0102, n: 3 }));
     assert_eq!(with(1, 0x81), Err(Error::Flags(0x81)));
     // n_k = 0 and n_k above the limit.
     let mut b = good.clone();
@@ -115,4 +117,70 @@ proptest! {
         }
         let _ = wire::from_symbol(&bytes);
     }
+}
+
+fn unit(n: usize, i: usize) -> CodedPacket {
+    let mut coeffs = vec![0; n];
+    coeffs[i] = 1;
+    CodedPacket {
+        label: 7,
+        priority: Priority::High,
+        coeffs,
+        payload: vec![0, 3, 1, 2, 3],
+    }
+}
+
+#[test]
+fn a_unit_row_travels_as_its_index() {
+    let p = unit(95, 42);
+    let b = p.to_bytes().unwrap();
+    assert_eq!(b.len(), wire::FIXED_HEADER + wire::UNIT_INDEX + 5);
+    assert_eq!((b[1], &b[6..10]), (0x03, &[0, 95, 0, 42][..]));
+    assert_eq!(p.header_bytes(), wire::FIXED_HEADER + wire::UNIT_INDEX);
+    assert_eq!(CodedPacket::parse(&b).unwrap(), p);
+    // A Low with a unit row is as short; the flag is the row's, not the priority's.
+    let low = CodedPacket { priority: Priority::Low, ..unit(3, 2) };
+    assert_eq!(low.to_bytes().unwrap()[1], 0x02);
+    assert_eq!(CodedPacket::parse(&low.to_bytes().unwrap()).unwrap(), low);
+}
+
+#[test]
+fn rows_the_index_would_not_shorten_or_could_not_say_stay_dense() {
+    // n_k <= 2: the row is no longer than the index.
+    for n in 1..=2 {
+        let b = unit(n, n - 1).to_bytes().unwrap();
+        assert_eq!((b[1], b.len()), (0x01, wire::FIXED_HEADER + n + 5), "n_k = {n}");
+    }
+    // One non-zero coefficient other than 1, and two non-zero ones.
+    let mut p = unit(5, 1);
+    p.coeffs[1] = 7;
+    assert_eq!(p.to_bytes().unwrap()[1], 0x01);
+    let mut p = unit(5, 1);
+    p.coeffs[4] = 1;
+    assert_eq!(p.to_bytes().unwrap().len(), wire::FIXED_HEADER + 5 + 5);
+}
+
+#[test]
+fn malformed_unit_rows_are_errors() {
+    let good = unit(10, 9).to_bytes().unwrap();
+    // The index cut short.
+    assert_eq!(
+        CodedPacket::parse(&good[..wire::FIXED_HEADER + 1]),
+        Err(Error::Truncated { need: wire::FIXED_HEADER + wire::UNIT_INDEX, have: wire::FIXED_HEADER + 1 })
+    );
+    // An index past the cohort.
+    let mut b = good.clone();
+    b[8..10].copy_from_slice(&10u16.to_be_bytes());
+    assert_eq!(CodedPacket::parse(&b), Err(Error::UnitIndex { index: 10, n: 10 }));
+    // One encoding per packet: an index where the row is as short, a row where the index is
+    // shorter.
+    let mut b = unit(2, 1).to_bytes().unwrap();
+    b[1] |= 0x02;
+    b.remove(wire::FIXED_HEADER);
+    b[wire::FIXED_HEADER] = 0;
+    b.insert(wire::FIXED_HEADER + 1, 1);
+    assert_eq!(CodedPacket::parse(&b), Err(Error::NonCanonical(2)));
+    let mut dense = vec![1, 1, 0, 0, 0, 0, 0, 3, 0, 0, 1];
+    dense.extend([0, 3, 1, 2, 3]);
+    assert_eq!(CodedPacket::parse(&dense), Err(Error::NonCanonical(3)));
 }
