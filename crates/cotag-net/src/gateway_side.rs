@@ -33,8 +33,12 @@ struct CotagEnd {
     gateway: Gateway,
     aps: [Ap; LINKS],
     pacers: [Pacer; LINKS],
-    /// The cohort period and the IP bytes of a full-size High: the links' budgets in
-    /// packets per period.
+    /// The cohort period and the IP bytes of a full-size coded datagram with a dense row:
+    /// the links' budgets in packets per period. A systematic High is shorter by its
+    /// unit-row index (n_k − 2 bytes); counting Highs at that size made cohorts fill the
+    /// links exactly and doubled the failed cohorts in ten-flow bursts at scale 0.9 (APs
+    /// flushing what a dip in the rate left unsent; docs/cotag.md, "Highs as indexes"), so
+    /// those bytes stay slack for the APs' Lows.
     period_us: u64,
     datagram_bytes: usize,
     /// Tell the APs when the gateway falls idle ([`CotagParams::idle_release`]).
@@ -79,7 +83,7 @@ impl GatewaySide {
                     aps,
                     pacers: [0, 1].map(|i| Pacer::with_burst_time(setup.rates[i].clone(), p.pace_factor, burst, burst_us)),
                     period_us: p.gateway.period_us,
-                    datagram_bytes: high_datagram_bytes(setup.outer_mtu, &p.gateway),
+                    datagram_bytes: setup.outer_mtu,
                     idle_release: p.idle_release,
                 }))
             }
@@ -256,18 +260,6 @@ impl CotagEnd {
     }
 }
 
-/// IP bytes of a full-size High: the outer MTU less what a systematic High's unit-row
-/// index saves on the dense row the inner MTU leaves room for. Budgets counted in dense
-/// datagrams gave those bytes to Low extras instead of to the flow's packets.
-fn high_datagram_bytes(outer_mtu: usize, gateway: &cotag::GatewayConfig) -> usize {
-    let dense = cotag::wire::CodedPacket::header_len(gateway.max_cohort);
-    let unit = cotag::wire::FIXED_HEADER + cotag::wire::UNIT_INDEX;
-    match gateway.high_code {
-        cotag::HighCode::Systematic if dense > unit => outer_mtu.saturating_sub(dense - unit).max(1),
-        _ => outer_mtu,
-    }
-}
-
 /// The gateway's coded packets for `link` up to `at`, into its AP.
 fn hand_over(gateway: &mut Gateway, ap: &mut Ap, link: usize, at: u64) -> Result<(), Error> {
     ap.handle_timeout(at);
@@ -360,18 +352,6 @@ fn spawn_uplink(
 mod tests {
     use super::*;
     use crate::params::CotagParams;
-
-    #[test]
-    fn budgets_count_highs_at_their_unit_row_size() {
-        let mut g = CotagParams::new(1_000, 95).gateway;
-        // 8 + 95 header bytes of a dense row against 8 + 2 of a unit row.
-        assert_eq!(high_datagram_bytes(1_500, &g), 1_500 - 93);
-        g.high_code = cotag::HighCode::Cauchy;
-        assert_eq!(high_datagram_bytes(1_500, &g), 1_500);
-        let mut g = CotagParams::new(1_000, 4).gateway;
-        g.max_cohort = 2;
-        assert_eq!(high_datagram_bytes(1_500, &g), 1_500, "no shorter form at n_k <= 2");
-    }
 
     /// Two 200-Mbit/s links, T = 1 ms, cohorts of at most 32 packets, label records kept.
     fn end() -> CotagEnd {
