@@ -22,7 +22,7 @@
 //!   becomes a *symbol*: its length as a big-endian `u16`, the packet, then zeros up to the
 //!   cohort's longest packet + 2. All symbols of a cohort (and so every coded payload of it)
 //!   have the same length `L`; the length travels *inside* the coded payload, so decoding
-//!   recovers it with the bytes and the header stays fixed-size per `n_k`.
+//!   recovers it with the bytes and the header's size depends on `n_k` and the row's form only.
 //!
 //! Overhead per coded packet: [`FIXED_HEADER`] (8) + `n_k` header bytes (a unit row: + 2),
 //! plus 2 coded length bytes, plus the padding up to the cohort's longest packet (0 when all
