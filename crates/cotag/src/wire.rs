@@ -119,23 +119,11 @@ impl CodedPacket {
 
     /// This packet's header bytes on the wire.
     pub fn header_bytes(&self) -> usize {
-        match self.unit_index() {
-            Some(_) => FIXED_HEADER + UNIT_INDEX,
-            None => Self::header_len(self.coeffs.len()),
-        }
+        header_for(self.coeffs.len(), index_form(&self.coeffs).is_some())
     }
 
     pub fn buffer_len(&self) -> usize {
         self.header_bytes() + self.payload.len()
-    }
-
-    /// `Some(i)` when the coefficients are the unit row e_i and the index form is shorter
-    /// than the row (n_k > 2).
-    fn unit_index(&self) -> Option<usize> {
-        if self.coeffs.len() <= UNIT_INDEX {
-            return None;
-        }
-        unit_row(&self.coeffs)
     }
 
     pub fn parse(buf: &[u8]) -> Result<CodedPacket, Error> {
@@ -156,7 +144,7 @@ impl CodedPacket {
         if n == 0 || n > MAX_COHORT {
             return Err(Error::CohortSize(n));
         }
-        let header = if flags & FLAG_UNIT != 0 { FIXED_HEADER + UNIT_INDEX } else { FIXED_HEADER + n };
+        let header = header_for(n, flags & FLAG_UNIT != 0);
         let row = buf.get(FIXED_HEADER..header).ok_or(Error::Truncated {
             need: header,
             have: buf.len(),
@@ -173,7 +161,7 @@ impl CodedPacket {
             unit[index] = 1;
             unit
         } else {
-            if unit_row(row).is_some() && n > UNIT_INDEX {
+            if index_form(row).is_some() {
                 return Err(Error::NonCanonical(n));
             }
             row.to_vec()
@@ -203,8 +191,8 @@ impl CodedPacket {
         if self.payload.len() <= LEN_PREFIX || self.payload.len() > MAX_SYMBOL {
             return Err(Error::PayloadLen(self.payload.len()));
         }
-        let unit = self.unit_index();
-        let header = if unit.is_some() { FIXED_HEADER + UNIT_INDEX } else { FIXED_HEADER + n };
+        let unit = index_form(&self.coeffs);
+        let header = header_for(n, unit.is_some());
         let len = header + self.payload.len();
         let have = out.len();
         let out = out.get_mut(..len).ok_or(Error::BufferTooSmall { need: len, have })?;
@@ -230,8 +218,21 @@ impl CodedPacket {
     }
 }
 
-/// `Some(i)` when `row` is the unit row e_i.
-fn unit_row(row: &[u8]) -> Option<usize> {
+/// Header bytes of a cohort of `n`, with the unit-row index or with the row.
+fn header_for(n: usize, index: bool) -> usize {
+    if index {
+        FIXED_HEADER + UNIT_INDEX
+    } else {
+        FIXED_HEADER + n
+    }
+}
+
+/// `Some(i)` when `row` travels as an index: it is the unit row e_i and the index is shorter
+/// than the row (n_k > 2). The one rule both `emit` and `parse` follow.
+fn index_form(row: &[u8]) -> Option<usize> {
+    if row.len() <= UNIT_INDEX {
+        return None;
+    }
     let mut nonzero = row.iter().enumerate().filter(|(_, &c)| c != 0);
     match (nonzero.next(), nonzero.next()) {
         (Some((i, &1)), None) => Some(i),
