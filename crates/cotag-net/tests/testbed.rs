@@ -38,6 +38,7 @@ fn spec(loss: f64) -> TestbedSpec {
             PathPlan::constant("ap1", 100.0, 2.0, 0.0),
             PathPlan::constant("ap2", 100.0, 2.0, loss),
         ],
+        bottleneck: None,
     }
 }
 

@@ -74,6 +74,7 @@ fn main() -> anyhow::Result<()> {
                 PathPlan::constant("b", r / 2.0, 1.0, 0.0),
                 PathPlan::constant("c", r / 2.0, 1.0, 0.0),
             ],
+            bottleneck: None,
         };
         let tb = Testbed::start(&spec, &opts)?;
         tb.reset_monitors();

@@ -237,6 +237,9 @@ pub struct ScaleSearch {
 /// (loss is the scenario's, not the emulator's capacity).
 fn probe_spec(unscaled: &TestbedSpec, scale: f64) -> TestbedSpec {
     let mut st = unscaled.rescaled(scale / unscaled.scale);
+    // The emulator's capacity is probed on the paths alone: a shared link only lowers the
+    // load it carries.
+    st.bottleneck = None;
     for p in &mut st.paths {
         let mut step = calibration_step(p);
         step.loss = 0.0;
@@ -410,6 +413,7 @@ mod tests {
                 PathPlan::constant("a", 400.0, 2.0, 0.0),
                 PathPlan::constant("b", 1600.0, 1.0, 0.0),
             ],
+            bottleneck: None,
         }
     }
 

@@ -38,9 +38,9 @@ pub use fidelity::{Fidelity, PathFidelity, Tolerances};
 pub use hostcache::{HostKey, ScaleCache};
 pub use ns::{IfCounters, NS_PREFIX};
 pub use scenario::{default_scale, load_spec, spec_from_schedule};
-pub use spec::{Direction, LinkMode, PathPlan, PathStep, TestbedSpec};
+pub use spec::{Direction, LinkMode, PathPlan, PathStep, SharedPlan, TestbedSpec};
 pub use testbed::{
-    AppliedStep, ArmedReset, Datapath, PathCounters, PathInfo, Side, Testbed, TestbedOptions, DEFAULT_GSO_UNIT_AIRTIME_US,
+    AppliedStep, ArmedReset, BottleneckBytes, Datapath, PathCounters, PathInfo, Side, Testbed, TestbedOptions, DEFAULT_GSO_UNIT_AIRTIME_US,
 };
 
 /// Why root tests must be skipped here, if they must (not root / no CAP_NET_ADMIN / no `ip`).

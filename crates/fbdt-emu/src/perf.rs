@@ -127,7 +127,14 @@ pub fn download(
     warmup_s: f64,
     progress: Option<&(dyn Fn(f64, f64) + Sync)>,
 ) -> Result<Transfer> {
-    transfer(tb, client, server, proto, secs, warmup_s, progress, false).map(|(t, _)| t)
+    let ends = (tb.paths()[client].client_ip, tb.paths()[server].server_ip);
+    transfer(tb, ends, proto, secs, warmup_s, progress, false).map(|(t, _)| t)
+}
+
+/// A single-path TCP download for `secs` seconds over `path`'s addresses: one of the
+/// testbed's [`Testbed::competitors`] (a competing flow at a shared bottleneck) or a path.
+pub fn download_over(tb: &Testbed, path: &crate::PathInfo, secs: f64) -> Result<Transfer> {
+    transfer(tb, (path.client_ip, path.server_ip), Proto::Tcp, secs, 0.0, None, false).map(|(t, _)| t)
 }
 
 /// [`download`] with the in-order delivery delay (µs; offsets the client never read are
@@ -141,7 +148,8 @@ pub fn download_with_delay(
     secs: f64,
     progress: Option<&(dyn Fn(f64, f64) + Sync)>,
 ) -> Result<(Transfer, DelaySamples)> {
-    let (t, d) = transfer(tb, client, server, proto, secs, 0.0, progress, true)?;
+    let ends = (tb.paths()[client].client_ip, tb.paths()[server].server_ip);
+    let (t, d) = transfer(tb, ends, proto, secs, 0.0, progress, true)?;
     Ok((t, d.unwrap_or_default()))
 }
 
@@ -183,19 +191,17 @@ fn send(s: &mut TcpStream, dur: Duration, origin: Option<Instant>) -> Sent {
     Ok((sent, stamper))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// `ends`: the client's address (its path) and the server's.
 fn transfer(
     tb: &Testbed,
-    client: usize,
-    server: usize,
+    (client_ip, server_ip): (Ipv4Addr, Ipv4Addr),
     proto: Proto,
     secs: f64,
     warmup_s: f64,
     progress: Option<&(dyn Fn(f64, f64) + Sync)>,
     stamped: bool,
 ) -> Result<(Transfer, Option<DelaySamples>)> {
-    let (cp, sp) = (&tb.paths()[client], &tb.paths()[server]);
-    let l = listen(tb, sp.server_ip, proto)?;
+    let l = listen(tb, server_ip, proto)?;
     let dst = l.local_addr().map_err(io("local_addr"))?;
     let dur = Duration::from_secs_f64(secs);
     let origin = Instant::now();
@@ -210,7 +216,7 @@ fn transfer(
         let _ = tx.send(r);
     });
     let mut reader = stamped.then(StampReader::new);
-    let (mut s, _) = connect_from(tb, cp.client_ip, dst, proto)?;
+    let (mut s, _) = connect_from(tb, client_ip, dst, proto)?;
     s.set_read_timeout(Some(Duration::from_millis(100)))
         .map_err(io("SO_RCVTIMEO"))?;
     let mut buf = vec![0u8; 256 * 1024];

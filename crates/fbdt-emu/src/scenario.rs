@@ -2,7 +2,7 @@
 
 use crate::{
     error::{Error, Result},
-    spec::{PathPlan, PathStep, TestbedSpec},
+    spec::{PathPlan, PathStep, SharedPlan, TestbedSpec},
 };
 
 /// The testbed spec of `scenario` replayed at `schedule` (rates already scaled).
@@ -10,14 +10,6 @@ pub fn spec_from_schedule(
     scenario: &fbdt_scenario::Scenario,
     schedule: &fbdt_scenario::Schedule,
 ) -> Result<TestbedSpec> {
-    if scenario.bottleneck.is_some() || schedule.bottleneck.is_some() {
-        // Not ignored: a run without the shared link would measure another scenario.
-        return Err(Error::Spec(format!(
-            "scenario `{}` has a shared bottleneck ([bottleneck]), which the testbed does not emulate yet: \
-             run it with --backend sim --model tcp",
-            scenario.name
-        )));
-    }
     let paths = schedule
         .paths
         .iter()
@@ -53,6 +45,15 @@ pub fn spec_from_schedule(
         scale: schedule.scale,
         seed: scenario.seed,
         paths,
+        bottleneck: schedule.bottleneck.as_ref().map(|b| SharedPlan {
+            paths: b.paths.clone(),
+            rate_mbps: b.rate_mbps,
+            // The schedule keeps the queue in bytes of 1500-byte packets, as the scenario
+            // gives it.
+            queue_packets: (b.queue_bytes / 1500).max(1) as usize,
+            competing_tcp: b.competing_tcp,
+            competing_delay_ms: b.competing_delay_ms,
+        }),
     };
     spec.validate()?;
     Ok(spec)

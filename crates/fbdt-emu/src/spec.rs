@@ -212,6 +212,61 @@ pub struct TestbedSpec {
     /// Seed of the emulator's loss processes (path i uses `seed + i`).
     pub seed: u64,
     pub paths: Vec<PathPlan>,
+    /// A link the data direction of some paths joins (`None`: every path is disjoint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bottleneck: Option<SharedPlan>,
+}
+
+/// A shared bottleneck: the data direction (server → client) of every path in `paths`
+/// crosses one more link of `rate_mbps` with one drop-tail queue before its own stages, as
+/// two radios behind one backhaul; `competing_tcp` single-path TCP flows cross it too, each
+/// over a path of its own that no scheme uses ([`TestbedSpec::competitor_paths`];
+/// docs/testbed.md, "Shared bottleneck").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SharedPlan {
+    /// Indices into [`TestbedSpec::paths`].
+    pub paths: Vec<usize>,
+    /// At scale, Mbit/s, constant over the run.
+    pub rate_mbps: f64,
+    pub queue_packets: usize,
+    pub competing_tcp: u32,
+    pub competing_delay_ms: f64,
+}
+
+/// Competing flows a testbed carries at most (the scenario format's limit).
+pub const MAX_COMPETING_TCP: u32 = fbdt_scenario::limits::MAX_COMPETING_TCP;
+
+impl SharedPlan {
+    fn validate(&self, paths: usize) -> Result<()> {
+        let bad = |why: String| Err(Error::Spec(format!("shared bottleneck: {why}")));
+        if self.paths.is_empty() {
+            return bad("no path joins it".into());
+        }
+        for (i, &p) in self.paths.iter().enumerate() {
+            if p >= paths {
+                return bad(format!("path index {p} out of range ({paths} paths)"));
+            }
+            if self.paths[..i].contains(&p) {
+                return bad(format!("path index {p} named twice"));
+            }
+        }
+        if !(self.rate_mbps.is_finite() && self.rate_mbps > 0.0) {
+            return bad(format!("rate {} Mbit/s must be positive", self.rate_mbps));
+        }
+        if self.queue_packets == 0 {
+            return bad("queue_packets must be > 0".into());
+        }
+        if self.competing_tcp > MAX_COMPETING_TCP {
+            return bad(format!(
+                "{} competing flows; at most {MAX_COMPETING_TCP}",
+                self.competing_tcp
+            ));
+        }
+        if !(self.competing_delay_ms.is_finite() && self.competing_delay_ms >= 0.0) {
+            return bad(format!("competing delay {} ms", self.competing_delay_ms));
+        }
+        Ok(())
+    }
 }
 
 impl TestbedSpec {
@@ -253,6 +308,9 @@ impl TestbedSpec {
                 }
             }
         }
+        if let Some(b) = &self.bottleneck {
+            b.validate(self.paths.len())?;
+        }
         if self.congestion_control.is_empty()
             || !self
                 .congestion_control
@@ -265,6 +323,29 @@ impl TestbedSpec {
             )));
         }
         Ok(())
+    }
+
+    /// A shared bottleneck's competing flows' own paths, named `tcp#1`, `tcp#2`, … (as the
+    /// results name the flows): the competing delay one way, the shared queue's size, and as
+    /// fast as the fastest path that joins the link (at least the link itself), so only the
+    /// shared link limits them and their packets are serialised as the members' are.
+    pub fn competitor_paths(&self) -> Vec<PathPlan> {
+        let Some(b) = &self.bottleneck else {
+            return Vec::new();
+        };
+        let fastest = b
+            .paths
+            .iter()
+            .filter_map(|&i| self.paths.get(i))
+            .map(PathPlan::peak_rate_mbps)
+            .fold(b.rate_mbps, f64::max);
+        (1..=b.competing_tcp)
+            .map(|k| {
+                let mut p = PathPlan::constant(&format!("tcp#{k}"), fastest, b.competing_delay_ms, 0.0);
+                p.queue_packets = b.queue_packets;
+                p
+            })
+            .collect()
     }
 
     /// Time-averaged sum of the path rates over the run, Mbit/s (at scale): the capacity.
@@ -290,6 +371,9 @@ impl TestbedSpec {
             for st in &mut p.steps {
                 st.rate_mbps *= factor;
             }
+        }
+        if let Some(b) = &mut s.bottleneck {
+            b.rate_mbps *= factor;
         }
         s
     }
@@ -326,6 +410,18 @@ mod tests {
         }
     }
 
+    fn two_paths(bottleneck: Option<SharedPlan>) -> TestbedSpec {
+        TestbedSpec {
+            name: "t".into(),
+            congestion_control: "cubic".into(),
+            duration_s: 4.0,
+            scale: 1.0,
+            seed: 1,
+            paths: vec![two_step(), PathPlan::constant("b", 10.0, 1.0, 0.0)],
+            bottleneck,
+        }
+    }
+
     #[test]
     fn one_way_outage_splits_the_steps() {
         let mut p = two_step();
@@ -354,19 +450,41 @@ mod tests {
 
     #[test]
     fn validation_names_the_path() {
-        let mut s = TestbedSpec {
-            name: "t".into(),
-            congestion_control: "cubic".into(),
-            duration_s: 4.0,
-            scale: 1.0,
-            seed: 1,
-            paths: vec![two_step(), PathPlan::constant("b", 10.0, 1.0, 0.0)],
-        };
+        let mut s = two_paths(None);
         s.validate().unwrap();
         assert_eq!(s.peak_total_mbps(), 110.0);
         s.paths[1].steps[0].loss = 2.0;
         assert!(s.validate().unwrap_err().to_string().contains("\"b\""));
         s.paths[1] = two_step();
         assert!(s.validate().unwrap_err().to_string().contains("duplicate"));
+    }
+
+    #[test]
+    fn a_shared_bottleneck_is_checked_and_scaled() {
+        let s = two_paths(Some(SharedPlan {
+            paths: vec![0, 1],
+            rate_mbps: 20.0,
+            queue_packets: 100,
+            competing_tcp: 2,
+            competing_delay_ms: 3.0,
+        }));
+        s.validate().unwrap();
+        let c = s.competitor_paths();
+        assert_eq!(c.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["tcp#1", "tcp#2"]);
+        // As fast as the fastest member (path "a" peaks at 100 Mbit/s).
+        assert_eq!((c[1].steps[0].rate_mbps, c[1].steps[0].delay_ms, c[1].queue_packets), (100.0, 3.0, 100));
+        assert_eq!(s.rescaled(0.5).bottleneck.unwrap().rate_mbps, 10.0);
+        for (edit, words) in [
+            (&(|b: &mut SharedPlan| b.paths = vec![0, 2]) as &dyn Fn(&mut SharedPlan), "out of range"),
+            (&|b: &mut SharedPlan| b.paths = vec![1, 1], "twice"),
+            (&|b: &mut SharedPlan| b.paths.clear(), "no path"),
+            (&|b: &mut SharedPlan| b.rate_mbps = 0.0, "positive"),
+            (&|b: &mut SharedPlan| b.competing_tcp = MAX_COMPETING_TCP + 1, "at most"),
+        ] {
+            let mut bad = s.clone();
+            edit(bad.bottleneck.as_mut().unwrap());
+            let e = bad.validate().unwrap_err().to_string();
+            assert!(e.contains("shared bottleneck") && e.contains(words), "{e}");
+        }
     }
 }

@@ -49,6 +49,7 @@ fn spec(paths: Vec<PathPlan>) -> TestbedSpec {
         scale: 1.0,
         seed: 7,
         paths,
+        bottleneck: None,
     }
 }
 
@@ -771,4 +772,80 @@ fn direct_gso_units_carry_a_lossy_tcp_stream_intact() {
     );
     drop(tb);
     assert_gone(&ns_names);
+}
+
+/// A shared link of `rate_mbps` that `paths` join, with `competing` flows of 2 ms one way.
+fn shared_link(paths: Vec<usize>, rate_mbps: f64, queue_packets: usize, competing: u32) -> fbdt_emu::SharedPlan {
+    fbdt_emu::SharedPlan {
+        paths,
+        rate_mbps,
+        queue_packets,
+        competing_tcp: competing,
+        competing_delay_ms: 2.0,
+    }
+}
+
+#[test]
+fn a_shared_bottleneck_carries_its_members_and_the_competitor_and_no_more() {
+    let _g = root_or_skip!();
+    // Path 0 is disjoint (16 Mbit/s of its own); path 1 (60 Mbit/s) joins a 12 Mbit/s link
+    // that one competing flow crosses too.
+    let mut s = spec(vec![
+        PathPlan::constant("eth", 16.0, 2.0, 0.0),
+        PathPlan::constant("wigig", 60.0, 1.0, 0.0),
+    ]);
+    s.bottleneck = Some(shared_link(vec![1], 12.0, 100, 1));
+    let tb = Testbed::start(&s, &direct()).unwrap();
+    let ns_names = names(&tb);
+    let comp = tb.competitors();
+    assert_eq!(comp.len(), 1);
+    assert_eq!((comp[0].name.as_str(), comp[0].client_if.as_str()), ("tcp#1", "comp1"));
+    assert_eq!(comp[0].client_ip.to_string(), "10.200.3.1");
+    let comp = comp[0].clone();
+    // Nothing of kernel MPTCP's on the competitor's path.
+    let eps = ns::ip(Some(tb.netns(Side::Client)), &["mptcp", "endpoint", "show"]).unwrap();
+    assert!(!eps.contains("10.200.3.1"), "{eps}");
+    let from = tb.bottleneck_bytes().unwrap();
+    let t0 = Instant::now();
+    let secs = 3.0;
+    let (own, joined, other) = std::thread::scope(|sc| {
+        let tb = &tb;
+        let own = sc.spawn(move || perf::download(tb, 0, 0, perf::Proto::Tcp, secs, 0.0, None).unwrap());
+        let joined = sc.spawn(move || perf::download(tb, 1, 1, perf::Proto::Tcp, secs, 0.0, None).unwrap());
+        let other = perf::download_over(tb, &comp, secs).unwrap();
+        (own.join().unwrap(), joined.join().unwrap(), other)
+    });
+    let crossed = tb.bottleneck_bytes().unwrap().since(&from);
+    let elapsed = t0.elapsed().as_secs_f64();
+    eprintln!(
+        "shared bottleneck: received eth {} wigig {} tcp#1 {} bytes; crossed {crossed:?} in {elapsed:.2} s",
+        own.bytes, joined.bytes, other.bytes
+    );
+    // The link's logical clock: never more than its rate over the time it ran, plus the
+    // frame on the link.
+    let total = crossed.scheme + crossed.competing[0];
+    assert!(
+        (total as f64) <= 12e6 / 8.0 * elapsed + 1500.0,
+        "{total} bytes crossed a 12 Mbit/s link in {elapsed:.2} s"
+    );
+    // Everything the two flows behind it received crossed it (payload ≤ IP bytes).
+    assert!(joined.bytes <= crossed.scheme && other.bytes <= crossed.competing[0]);
+    // Both flows got through it, and the disjoint path was not held to its rate.
+    assert!(joined.bytes > 0 && other.bytes > 0);
+    assert!(
+        own.bytes > total,
+        "the disjoint 16 Mbit/s path carried {} bytes, less than the 12 Mbit/s link's {total}",
+        own.bytes
+    );
+    drop(tb);
+    assert_gone(&ns_names);
+}
+
+#[test]
+fn a_shared_bottleneck_needs_the_direct_datapath() {
+    let _g = root_or_skip!();
+    let mut s = spec(vec![PathPlan::constant("a", 10.0, 1.0, 0.0)]);
+    s.bottleneck = Some(shared_link(vec![0], 5.0, 10, 0));
+    let e = Testbed::start(&s, &rattan()).err().expect("rattan has no shared link").to_string();
+    assert!(e.contains("direct datapath"), "{e}");
 }

@@ -287,6 +287,7 @@ pub fn run_bench(args: BenchArgs, testbed: &TestbedOptions) -> Result<()> {
                 paths: (0..n)
                     .map(|i| PathPlan::constant(&format!("p{}", i + 1), args.path_mbps, args.delay_ms, 0.0))
                     .collect(),
+                bottleneck: None,
             };
             let start = fbdt_emu::scenario::default_scale(spec.peak_total_mbps(), mtu);
             // The emulator's ceiling: the endpoints' CPU headroom is the suite's concern.

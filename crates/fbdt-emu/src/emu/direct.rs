@@ -29,19 +29,23 @@ use rand010::{rngs::StdRng, RngExt, SeedableRng};
 use rattan_env::veth::VethCell;
 
 use super::host_io::{self, grow_socket_buffers};
-use super::offload::{self, VnetHdr, VNET_HDR_LEN};
+use super::offload::{self, VNET_HDR_LEN};
 use super::ring::{self, RxRing, StampClock};
 use crate::error::{Error, Result};
 use crate::probe::Lateness;
 use crate::radio::RadioClock;
 use crate::spec::{bps, PathStep};
 
+mod frames;
+mod shared;
+use frames::{admit, serialisation, Frame, Pool, Timed, ETH};
+use shared::Shared;
+pub(crate) use shared::SharedSetup;
+
 /// Frames read or written per system call.
 const BATCH: usize = 64;
 /// Reads of [`BATCH`] frames per socket before the stages run again.
 const BATCHES_PER_WAKE: usize = 4;
-/// Ethernet header bytes in front of each IP packet (rates count IP bytes, as rattan's cells).
-const ETH: usize = 14;
 /// `PACKET_IGNORE_OUTGOING` (linux/if_packet.h, Linux ≥ 4.20): the socket does not see the
 /// frames it sends itself.
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
@@ -226,63 +230,6 @@ fn open_port(ifindex: u32, buffer: Option<i32>, mode: PortMode) -> Result<(Owned
     Ok((fd, ring))
 }
 
-struct Frame {
-    buf: Box<[u8]>,
-    len: usize,
-    /// Where the Ethernet frame starts: after the `virtio_net_hdr`, if the socket has one.
-    head: usize,
-    /// Packets and wire bytes it stands for.
-    unit: offload::Unit,
-}
-
-impl Frame {
-    fn new(buf: Box<[u8]>, len: usize, head: usize) -> Self {
-        let unit = if head == 0 {
-            offload::Unit {
-                segments: 1,
-                wire_l3: len.saturating_sub(ETH) as u64,
-            }
-        } else {
-            offload::unit(&VnetHdr::read(&buf[..head]), &buf[head..len])
-        };
-        Self { buf, len, head, unit }
-    }
-
-    /// IP bytes on the wire (every segment's headers, for a GSO unit).
-    fn l3(&self) -> u64 {
-        self.unit.wire_l3
-    }
-
-    fn segments(&self) -> usize {
-        self.unit.segments as usize
-    }
-
-    fn eth_mut(&mut self) -> &mut [u8] {
-        &mut self.buf[self.head..self.len]
-    }
-
-    /// A GSO unit that can be cut into its segments.
-    fn divisible(&self) -> bool {
-        self.unit.segments > 1 && offload::can_segment(&VnetHdr::read(&self.buf), &self.buf[self.head..self.len])
-    }
-
-    /// The segments `keep` says to keep, as frames of their own.
-    fn split(&self, pool: &mut Pool, keep: impl FnMut(u32) -> bool, mut out: impl FnMut(Frame)) {
-        let hdr = VnetHdr::read(&self.buf);
-        offload::segment_ipv4_tcp(&hdr, &self.buf[self.head..self.len], keep, |seg| {
-            let mut buf = pool.take_for(seg.len());
-            buf[..seg.len()].copy_from_slice(seg);
-            out(Frame::new(buf, seg.len(), VNET_HDR_LEN));
-        });
-    }
-}
-
-/// A frame and the logical time it is due at the next stage.
-struct Timed {
-    frame: Frame,
-    at: Instant,
-}
-
 /// One direction of one path.
 struct Lane {
     knobs: Arc<Knobs>,
@@ -312,10 +259,6 @@ struct Lane {
     lateness: Arc<Lateness>,
 }
 
-fn serialisation(l3: u64, rate_bps: u64) -> Duration {
-    Duration::from_nanos((u128::from(l3) * 8 * 1_000_000_000 / u128::from(rate_bps.max(1))) as u64)
-}
-
 impl Lane {
     fn rate(&self) -> u64 {
         self.knobs.rate_bps[self.dir].load(Ordering::Relaxed)
@@ -333,23 +276,19 @@ impl Lane {
     /// a GSO unit only the segments that fit are queued, as a drop-tail queue of packets
     /// would (the unit is given back once they are taken out).
     fn arrive(&mut self, frame: Frame, now: Instant, pool: &mut Pool) -> Result<(), Frame> {
-        let room = self.queue_limit.saturating_sub(self.queued);
-        if room == 0 {
-            return Err(frame);
-        }
-        if frame.segments() > room {
-            if !frame.divisible() {
+        let mut parts = Vec::new();
+        match admit(frame, self.queue_limit.saturating_sub(self.queued), pool, |f| parts.push(f)) {
+            Ok(frame) => self.enqueue(frame, now),
+            Err(frame) => {
+                parts.into_iter().for_each(|f| self.enqueue(f, now));
                 return Err(frame);
             }
-            let mut parts = Vec::with_capacity(room);
-            frame.split(pool, |i| (i as usize) < room, |f| parts.push(f));
-            for part in parts {
-                if let Err(f) = self.arrive(part, now, pool) {
-                    pool.give(f.buf);
-                }
-            }
-            return Err(frame);
         }
+        Ok(())
+    }
+
+    /// Queues an admitted frame for the link (after the radio's wake-up, if it dozes).
+    fn enqueue(&mut self, frame: Frame, now: Instant) {
         self.queued += frame.segments();
         let at = match &mut self.radio {
             Some(r) => {
@@ -363,7 +302,6 @@ impl Lane {
             None => now,
         };
         self.waiting.push_back(Timed { frame, at });
-        Ok(())
     }
 
     /// A control changed: the frame on the link finishes its remaining bits at the new rate.
@@ -450,56 +388,6 @@ impl Lane {
         match (line, link) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
-        }
-    }
-}
-
-/// Buffers for received frames, reused, in two sizes: `size` fits the largest frame read
-/// (a GSO unit with GSO units on, else an MTU frame) and `small` an MTU frame with its
-/// header. A short frame read into a large buffer is copied into a small one, so a queue of
-/// ACKs does not hold 64 KB per packet.
-struct Pool {
-    size: usize,
-    small: usize,
-    free: Vec<Box<[u8]>>,
-    free_small: Vec<Box<[u8]>>,
-}
-
-impl Pool {
-    fn new(size: usize, small: usize) -> Self {
-        Self {
-            size,
-            small: small.min(size),
-            free: Vec::new(),
-            free_small: Vec::new(),
-        }
-    }
-
-    fn take(&mut self) -> Box<[u8]> {
-        self.free
-            .pop()
-            .unwrap_or_else(|| vec![0u8; self.size].into_boxed_slice())
-    }
-
-    /// A buffer for `len` bytes, small when it fits.
-    fn take_for(&mut self, len: usize) -> Box<[u8]> {
-        if len > self.small {
-            return self.take();
-        }
-        self.free_small
-            .pop()
-            .unwrap_or_else(|| vec![0u8; self.small].into_boxed_slice())
-    }
-
-    fn give(&mut self, b: Box<[u8]>) {
-        // Keep enough for a few batches; the rest are in flight in the lanes.
-        let list = if b.len() == self.size {
-            &mut self.free
-        } else {
-            &mut self.free_small
-        };
-        if list.len() < 8 * BATCH {
-            list.push(b);
         }
     }
 }
@@ -632,6 +520,37 @@ impl Batcher {
     }
 }
 
+/// A frame read at `at` for `lane`: across the shared link first if the lane crosses it.
+fn enter(
+    lanes: &mut [Lane],
+    shared: &mut Option<Shared>,
+    lane: usize,
+    frame: Frame,
+    at: Instant,
+    pool: &mut Pool,
+) -> Result<(), Frame> {
+    match shared {
+        Some(s) if s.carries(lane) => s.arrive(frame, at, lane, pool),
+        _ => lanes[lane].arrive(frame, at, pool),
+    }
+}
+
+/// Moves what leaves the shared link by `now` into the lanes, at its departure time; frames
+/// a lane's queue refused go to `spare`. Returns when the next frame departs.
+fn leave_shared(
+    shared: &mut Shared,
+    now: Instant,
+    lanes: &mut [Lane],
+    spare: &mut Vec<Frame>,
+    pool: &mut Pool,
+) -> Option<Instant> {
+    shared.advance(now, |lane, frame, at| {
+        if let Err(f) = lanes[lane].arrive(frame, at, pool) {
+            spare.push(f);
+        }
+    })
+}
+
 /// Monotonic-clock conversion for `epoll_pwait2`'s relative timeout.
 fn timeout(until: Option<Instant>, now: Instant, idle: Duration) -> libc::timespec {
     let d = until.map_or(idle, |u| u.saturating_duration_since(now).min(idle));
@@ -643,10 +562,12 @@ fn timeout(until: Option<Instant>, now: Instant, idle: Duration) -> libc::timesp
 
 /// Opens the sockets and returns the loop to run and its handles. `veths[i]` are path i's
 /// emulator-side cells (towards the client, towards the server); `macs[i]` their peers'
-/// addresses: (emu_c, cli, emu_s, srv).
+/// addresses: (emu_c, cli, emu_s, srv). `shared`: a link some paths' data direction
+/// crosses first.
 pub(super) fn prepare(
     veths: &[(Arc<VethCell>, Arc<VethCell>)],
     paths: Vec<PathSetup>,
+    shared: Option<SharedSetup>,
     mtu: u32,
     buffer: Option<i32>,
     mode: PortMode,
@@ -690,6 +611,8 @@ pub(super) fn prepare(
             });
         }
     }
+    // Path i's lanes are 2i (towards the client: the data direction) and 2i + 1.
+    let shared = shared.map(|s| Shared::new(s, lanes.len(), |path| 2 * path, start));
     let packet_fds = ports.iter().map(|p| p.fd.as_raw_fd()).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let send_drops = Arc::new(AtomicU64::new(0));
@@ -703,11 +626,17 @@ pub(super) fn prepare(
     // for the largest GSO unit (an IP packet of 64 KB) with its `virtio_net_hdr`.
     let head = if mode.vnet_hdr { VNET_HDR_LEN } else { 0 };
     let small = head + mtu as usize + ETH + 4;
-    let pool = Pool::new(if mode.vnet_hdr { head + 65_535 + ETH + 4 } else { small }, small);
+    // Free buffers for a few batches are kept; the rest are in flight in the lanes.
+    let pool = Pool::new(
+        if mode.vnet_hdr { head + 65_535 + ETH + 4 } else { small },
+        small,
+        8 * BATCH,
+    );
     Ok((
         Loop {
             ports,
             lanes,
+            shared,
             pool,
             head,
             wake,
@@ -722,6 +651,7 @@ pub(super) fn prepare(
 pub(super) struct Loop {
     ports: Vec<Port>,
     lanes: Vec<Lane>,
+    shared: Option<Shared>,
     pool: Pool,
     /// Bytes of `virtio_net_hdr` in front of every frame read and written.
     head: usize,
@@ -809,9 +739,9 @@ impl Loop {
                 // Read what is there, up to a bound so a flood on one socket cannot hold
                 // back the releases: a level-triggered fd with frames left wakes us again.
                 for _ in 0..BATCHES_PER_WAKE {
-                    let (lanes, pool) = (&mut self.lanes, &mut self.pool);
+                    let (lanes, shared, pool) = (&mut self.lanes, &mut self.shared, &mut self.pool);
                     let got = batcher.receive(fds[token], self.head, pool, |f, pool| {
-                        if let Err(f) = lanes[lane].arrive(f, now, pool) {
+                        if let Err(f) = enter(lanes, shared, lane, f, now, pool) {
                             spare.push(f);
                         }
                     });
@@ -833,7 +763,7 @@ impl Loop {
                 // Each frame is timed by the kernel's receive stamp: the time it waited in
                 // its block counts against the path's delay, as on the wire.
                 let clock = stamps.get_or_insert_with(|| StampClock::new(now));
-                let (lanes, pool) = (&mut self.lanes, &mut self.pool);
+                let (lanes, shared, pool) = (&mut self.lanes, &mut self.shared, &mut self.pool);
                 ring.drain(BATCH * BATCHES_PER_WAKE, |rf| {
                     // As `Batcher::receive`: whole unicast frames that fit a buffer.
                     let unicast = rf.pkttype == libc::PACKET_HOST || rf.pkttype == libc::PACKET_OTHERHOST;
@@ -843,7 +773,7 @@ impl Loop {
                     let mut buf = pool.take();
                     buf[..rf.data.len()].copy_from_slice(rf.data);
                     let f = Frame::new(buf, rf.data.len(), 0);
-                    if let Err(f) = lanes[lane].arrive(f, clock.arrival(rf.stamp), pool) {
+                    if let Err(f) = enter(lanes, shared, lane, f, clock.arrival(rf.stamp), pool) {
                         spare.push(f);
                     }
                 });
@@ -852,6 +782,10 @@ impl Loop {
             loop {
                 let now = Instant::now();
                 next = None;
+                // The shared link first: what leaves it by `now` is due at its lanes.
+                if let Some(s) = &mut self.shared {
+                    next = leave_shared(s, now, &mut self.lanes, &mut spare, &mut self.pool);
+                }
                 for lane in &mut self.lanes {
                     if let Some(t) = lane.advance(now, &mut out, &mut spare, &mut self.pool) {
                         next = Some(next.map_or(t, |n: Instant| n.min(t)));

@@ -84,6 +84,16 @@ pub(crate) struct PairSpec {
     pub seed: u64,
 }
 
+/// A link the data direction of some pairs crosses before their own stages (a shared
+/// bottleneck); only the `direct` datapath builds one.
+#[derive(Debug, Clone)]
+pub(crate) struct SharedLink {
+    /// Indices into the emulator's pairs.
+    pub members: Vec<usize>,
+    pub rate_bps: u64,
+    pub queue_packets: usize,
+}
+
 /// A running emulator. Dropping it stops rattan, closes its sockets and deletes the veths.
 pub(crate) struct Emulator {
     pub paths: Vec<PathControl>,
@@ -117,8 +127,15 @@ impl Emulator {
         srv: Arc<NetNs>,
         emu_name: &str,
         pairs: Vec<PairSpec>,
+        shared: Option<SharedLink>,
         opts: &TestbedOptions,
     ) -> Result<Self> {
+        if shared.is_some() && opts.datapath != Datapath::Direct {
+            return Err(Error::Emulator(format!(
+                "a shared bottleneck needs the direct datapath (this testbed runs {})",
+                opts.datapath.name()
+            )));
+        }
         let opts = opts.clone();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<Started>>();
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
@@ -136,7 +153,7 @@ impl Emulator {
                     return;
                 }
                 if opts.datapath == Datapath::Direct {
-                    run_direct(&cli, &emu, &srv, &pairs, &opts, ready_tx);
+                    run_direct(&cli, &emu, &srv, &pairs, shared.as_ref(), &opts, ready_tx);
                     return;
                 }
                 let guard = BUILD_LOCK.lock().unwrap_or_else(|p| p.into_inner());
@@ -432,6 +449,7 @@ fn build(
             lateness_up,
             radio_rate_bps,
             radio_wakeups,
+            crossed_bottleneck: Arc::default(),
         });
     }
     tri!(core.spawn_rattan());
@@ -482,6 +500,7 @@ fn run_direct(
     emu: &Arc<NetNs>,
     srv: &Arc<NetNs>,
     pairs: &[PairSpec],
+    shared: Option<&SharedLink>,
     opts: &TestbedOptions,
     ready_tx: mpsc::Sender<Result<Started>>,
 ) {
@@ -512,7 +531,17 @@ fn run_direct(
             qdisc_bypass: opts.qdisc_bypass,
             vnet_hdr: opts.gso_units().is_some(),
         };
-        let (lp, running) = direct::prepare(&ve, setups, opts.mtu, opts.packet_socket_buffer, mode, wake)?;
+        let shared = shared.map(|s| direct::SharedSetup {
+            members: s.members.clone(),
+            rate_bps: s.rate_bps,
+            queue_packets: s.queue_packets,
+            crossed: s
+                .members
+                .iter()
+                .filter_map(|&i| controls.get(i).map(|c: &PathControl| c.crossed_bottleneck.clone()))
+                .collect(),
+        });
+        let (lp, running) = direct::prepare(&ve, setups, shared, opts.mtu, opts.packet_socket_buffer, mode, wake)?;
         Ok::<_, Error>((lp, running, controls))
     })();
     let (lp, running, controls) = match prepared {

@@ -135,6 +135,9 @@ pub(crate) struct PathControl {
     pub(super) radio_rate_bps: Arc<AtomicU64>,
     /// Wake-ups of the radio (data direction, ACK direction); 0 without radio sleep.
     pub radio_wakeups: [Arc<AtomicU64>; 2],
+    /// IP bytes of the data direction that crossed the shared bottleneck (0 for a path
+    /// that does not join one).
+    pub crossed_bottleneck: Arc<AtomicU64>,
 }
 
 /// `rate_bps` × (1 − `loss`), never below the hold rate.
@@ -156,6 +159,7 @@ impl PathControl {
             lateness_up: Arc::new(Lateness::default()),
             radio_rate_bps: Arc::new(AtomicU64::new(bps(initial.rate_mbps))),
             radio_wakeups: [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))],
+            crossed_bottleneck: Arc::default(),
         }
     }
 

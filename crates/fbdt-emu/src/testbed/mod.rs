@@ -17,7 +17,7 @@ use crate::{
     error::{Error, Result},
     fidelity::{self, CpuSnapshot, Fidelity, Mark, PathInput, Tolerances},
     ns::{self, IfCounters, NS_PREFIX},
-    spec::{PathStep, TestbedSpec},
+    spec::{PathPlan, PathStep, TestbedSpec},
 };
 
 mod monitor;
@@ -67,6 +67,30 @@ pub struct PathCounters {
     pub radio_wakeups: [u64; 2],
 }
 
+/// What has crossed a shared bottleneck ([`Testbed::bottleneck_bytes`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BottleneckBytes {
+    /// Every scheme path that joins the link, together.
+    pub scheme: u64,
+    /// Each competing flow's path.
+    pub competing: Vec<u64>,
+}
+
+impl BottleneckBytes {
+    /// What crossed between `earlier` and this reading.
+    pub fn since(&self, earlier: &BottleneckBytes) -> BottleneckBytes {
+        BottleneckBytes {
+            scheme: self.scheme.saturating_sub(earlier.scheme),
+            competing: self
+                .competing
+                .iter()
+                .enumerate()
+                .map(|(k, b)| b.saturating_sub(earlier.competing.get(k).copied().unwrap_or(0)))
+                .collect(),
+        }
+    }
+}
+
 /// A step the player applied, with when it was applied.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AppliedStep {
@@ -93,6 +117,9 @@ pub struct Testbed {
     server_ns: String,
     emu_ns: String,
     paths: Vec<PathInfo>,
+    /// The competing flows' paths of a shared bottleneck (after `paths` in the emulator,
+    /// numbered on from them), with their plans.
+    competitors: Vec<(PathInfo, PathPlan)>,
     netns: Vec<Arc<NetNs>>,
     emu: Option<Emulator>,
     controls: Arc<Vec<PathControl>>,
@@ -139,6 +166,27 @@ impl Testbed {
                     table: 100 + n as u32,
                 }
             })
+            .collect::<Vec<_>>();
+        let competitors = spec
+            .competitor_paths()
+            .into_iter()
+            .enumerate()
+            .map(|(k, plan)| {
+                let (i, n) = (paths.len() + k, paths.len() + k + 1);
+                let own = format!("comp{}", k + 1);
+                let ifname = if used.contains(&own) { format!("path{n}") } else { own };
+                used.push(ifname.clone());
+                let info = PathInfo {
+                    index: i,
+                    name: plan.name.clone(),
+                    client_ip: Ipv4Addr::new(10, 200, n as u8, 1),
+                    server_ip: Ipv4Addr::new(10, 200, n as u8, 2),
+                    client_if: ifname.clone(),
+                    server_if: ifname,
+                    table: 100 + n as u32,
+                };
+                (info, plan)
+            })
             .collect();
         let mut tb = Testbed {
             spec: spec.clone(),
@@ -147,6 +195,7 @@ impl Testbed {
             server_ns,
             emu_ns,
             paths,
+            competitors,
             netns: Vec::new(),
             emu: None,
             controls: Arc::new(Vec::new()),
@@ -175,6 +224,28 @@ impl Testbed {
     pub fn paths(&self) -> &[PathInfo] {
         &self.paths
     }
+    /// The paths of a shared bottleneck's competing flows (`tcp#1`, …; none without one):
+    /// no scheme's path, no MPTCP endpoint; [`crate::perf::download_over`] runs a flow.
+    pub fn competitors(&self) -> Vec<&PathInfo> {
+        self.competitors.iter().map(|(p, _)| p).collect()
+    }
+
+    /// Bytes that have crossed the shared bottleneck since the start (IP bytes, headers and
+    /// retransmissions included): the scheme's paths together, then each competing flow's.
+    /// `None` without a bottleneck.
+    pub fn bottleneck_bytes(&self) -> Option<BottleneckBytes> {
+        let b = self.spec.bottleneck.as_ref()?;
+        let crossed = |i: usize| {
+            self.controls
+                .get(i)
+                .map_or(0, |c| c.crossed_bottleneck.load(Ordering::Relaxed))
+        };
+        Some(BottleneckBytes {
+            scheme: b.paths.iter().map(|&i| crossed(i)).sum(),
+            competing: self.competitors.iter().map(|(p, _)| crossed(p.index)).collect(),
+        })
+    }
+
     /// The path of that name.
     pub fn path(&self, name: &str) -> Option<&PathInfo> {
         self.paths.iter().find(|p| p.name == name)

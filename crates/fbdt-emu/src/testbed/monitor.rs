@@ -68,10 +68,12 @@ impl Testbed {
             .map(|p| p.started);
         let rel = |t: Instant| started.map_or(0.0, |s| t.saturating_duration_since(s).as_secs_f64());
         let (from, to) = (rel(a.at), rel(b.at));
+        // The competing flows' paths too: the lateness of every packet the emulator moves.
         let paths: Vec<PathInput> = self
             .spec
             .paths
             .iter()
+            .chain(self.competitors.iter().map(|(_, plan)| plan))
             .map(|p| PathInput {
                 name: p.name.clone(),
                 // With the rate in the kernel the count is taken after the loss stage.

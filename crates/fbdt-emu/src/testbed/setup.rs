@@ -31,10 +31,16 @@ impl Testbed {
             ns::sysctl(name, "net.ipv4.conf.all.rp_filter", "0")?;
             ns::sysctl(name, "net.ipv4.conf.default.rp_filter", "0")?;
         }
-        let pairs: Vec<PairSpec> = self
+        // The scheme's paths, then a shared bottleneck's competing flows' paths.
+        let all: Vec<(PathInfo, PathPlan)> = self
             .paths
             .iter()
-            .zip(&self.spec.paths)
+            .cloned()
+            .zip(self.spec.paths.iter().cloned())
+            .chain(self.competitors.iter().cloned())
+            .collect();
+        let pairs: Vec<PairSpec> = all
+            .iter()
             .map(|(pi, pp)| {
                 let n = pi.index + 1;
                 PairSpec {
@@ -58,12 +64,23 @@ impl Testbed {
                 }
             })
             .collect();
+        let shared = self.spec.bottleneck.as_ref().map(|b| crate::emu::SharedLink {
+            members: b
+                .paths
+                .iter()
+                .copied()
+                .chain(self.competitors.iter().map(|(p, _)| p.index))
+                .collect(),
+            rate_bps: crate::spec::bps(b.rate_mbps),
+            queue_packets: b.queue_packets,
+        });
         let emu = Emulator::start(
             self.netns[0].clone(),
             self.netns[1].clone(),
             self.netns[2].clone(),
             &self.emu_ns,
             pairs.clone(),
+            shared,
             &self.opts,
         )?;
         let controls = emu.take_paths(&mut self.emu);
@@ -74,7 +91,7 @@ impl Testbed {
             .receive_steered()
             .then(crate::emu::endpoint_rps_mask)
             .flatten();
-        for (pi, pair) in self.paths.clone().iter().zip(&pairs) {
+        for ((pi, plan), pair) in all.iter().zip(&pairs) {
             for (nsn, tmp, name) in [
                 (&self.client_ns, &pair.cli_tmp, &pi.client_if),
                 (&self.server_ns, &pair.srv_tmp, &pi.server_if),
@@ -94,7 +111,7 @@ impl Testbed {
                 ns::ip(Some(&self.emu_ns), &["link", "set", "dev", dev, "mtu", &mtu])?;
             }
             if let Some(us) = self.opts.gso_units() {
-                self.enable_gso_units(pi, pair, us)?;
+                self.enable_gso_units(pi, plan.peak_rate_mbps(), pair, us)?;
             }
             // ARP cannot cross the emulator (it forwards unicast only): static neighbours.
             let (c, s) = (pi.client_ip.to_string(), pi.server_ip.to_string());
@@ -249,7 +266,13 @@ impl Testbed {
                 )?;
             }
         }
-        tracing::info!(client = %self.client_ns, server = %self.server_ns, paths = self.paths.len(), "testbed up");
+        tracing::info!(
+            client = %self.client_ns,
+            server = %self.server_ns,
+            paths = self.paths.len(),
+            competing = self.competitors.len(),
+            "testbed up"
+        );
         Ok(())
     }
 }
@@ -283,9 +306,8 @@ impl Testbed {
     /// Lets path `pi`'s TSO super-packets through the emulator whole: segmentation offload on
     /// all four veth ends (an end without it would cut units in software), and the endpoints'
     /// units' payload no longer on the link than `airtime_us` at the path's peak rate.
-    fn enable_gso_units(&self, pi: &PathInfo, pair: &PairSpec, airtime_us: u32) -> Result<()> {
+    fn enable_gso_units(&self, pi: &PathInfo, peak: f64, pair: &PairSpec, airtime_us: u32) -> Result<()> {
         use crate::emu::offload;
-        let peak = self.spec.paths[pi.index].peak_rate_mbps();
         let unit = offload::gso_max_size(peak, std::time::Duration::from_micros(airtime_us.into()), self.opts.mtu);
         for (ns_name, dev) in [(&self.client_ns, &pi.client_if), (&self.server_ns, &pi.server_if)] {
             ns::run_in(ns_name, || offload::enable_segmentation_offload(dev))??;

@@ -33,7 +33,7 @@ fn frame(l3: usize) -> Frame {
 }
 
 fn pool() -> Pool {
-    Pool::new(1 << 17, 2048)
+    Pool::new(1 << 17, 2048, 8 * BATCH)
 }
 
 /// Runs the lane at every `step` from `from` to `to`; the instants at which frames left.
@@ -113,6 +113,51 @@ fn a_shorter_delay_never_reorders() {
         Some(t0 + 50 * MS + Duration::from_nanos(800))
     );
     assert!(out.is_empty());
+}
+
+#[test]
+fn a_shared_link_paces_two_lanes_together_and_counts_each() {
+    let t0 = Instant::now();
+    // Two paths of 120 Mbit/s (0.1 ms per 1500 bytes) behind one 12 Mbit/s link (1 ms),
+    // 2 ms delay each; lanes 0 and 2 are their data directions.
+    let mut lanes = vec![
+        lane(120_000_000, 2 * MS, 100, t0),
+        lane(120_000_000, 2 * MS, 100, t0),
+        lane(120_000_000, 2 * MS, 100, t0),
+    ];
+    let counts = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
+    let setup = SharedSetup {
+        members: vec![0, 1],
+        rate_bps: 12_000_000,
+        queue_packets: 3,
+        crossed: counts.to_vec(),
+    };
+    let mut shared = Some(Shared::new(setup, 4, |p| 2 * p, t0));
+    let mut p = pool();
+    assert!(shared.as_ref().unwrap().carries(2) && !shared.as_ref().unwrap().carries(1));
+    // Two frames for path 0, one for path 1, one more than the queue holds; a frame of
+    // the ACK direction (lane 1) does not cross.
+    for lane_ in [0, 2, 0] {
+        assert!(enter(&mut lanes, &mut shared, lane_, frame(1500), t0, &mut p).is_ok());
+    }
+    assert!(enter(&mut lanes, &mut shared, 2, frame(1500), t0, &mut p).is_err(), "the shared queue is full");
+    assert!(enter(&mut lanes, &mut shared, 1, frame(1500), t0, &mut p).is_ok());
+    let s = shared.as_mut().unwrap();
+    let (mut out, mut spare) = (Vec::new(), Vec::new());
+    // They leave the shared link at 1, 2 and 3 ms in arrival order (FIFO across paths)...
+    assert_eq!(leave_shared(s, t0 + 2 * MS, &mut lanes, &mut spare, &mut p), Some(t0 + 3 * MS));
+    assert_eq!(counts.each_ref().map(|c| c.load(Ordering::Relaxed)), [1500, 1500]);
+    assert_eq!(leave_shared(s, t0 + 10 * MS, &mut lanes, &mut spare, &mut p), None);
+    assert_eq!(counts.each_ref().map(|c| c.load(Ordering::Relaxed)), [3000, 1500]);
+    assert!(spare.is_empty());
+    // ...and each then takes its own link (0.1 ms) and delay (2 ms) from its departure,
+    // logical times whenever the loop ran: path 0 at 3.1 and 5.1 ms, path 1 at 4.1 ms.
+    let us = |d: Instant| (d - t0).as_micros();
+    assert_eq!(lanes[0].advance(t0 + 3 * MS, &mut out, &mut spare, &mut p).map(us), Some(3_100));
+    assert_eq!(lanes[2].advance(t0 + 3 * MS, &mut out, &mut spare, &mut p).map(us), Some(4_100));
+    lanes[0].advance(t0 + 20 * MS, &mut out, &mut spare, &mut p);
+    assert_eq!(out.len(), 2);
+    assert_eq!(lanes[0].lateness.snapshot().max_us, 20_000 - 3_100);
 }
 
 /// A namespace of our own with a veth pair `ringa` ↔ `ringb`, removed on drop.
