@@ -72,7 +72,7 @@ pub struct Outcome {
     pub bursts: Option<BurstStats>,
     /// What the testbed's fidelity monitors saw (testbed only).
     pub fidelity: Option<fbdt_emu::Fidelity>,
-    /// A shared bottleneck's bytes per flow (simulator, TCP model).
+    /// A shared bottleneck's bytes per flow (simulator's TCP model, testbed).
     pub bottleneck: Option<fbdt_sim::BottleneckOutcome>,
 }
 
@@ -135,6 +135,11 @@ pub fn aggregate(name: &str, encryption: Encryption, runs: Vec<(u64, Outcome)>, 
             seed: *seed,
             goodput_mbps: r.goodput_mbps,
             redundant_bytes: r.redundant_bytes,
+            bottleneck_scheme_to_tcp: r
+                .bottleneck
+                .as_ref()
+                .and_then(|b| crate::results::bottleneck::BottleneckShares::pool([b]))
+                .and_then(|s| s.scheme_to_tcp),
         })
         .collect();
     let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);

@@ -325,6 +325,42 @@ fn print_table(r: &RunReport) {
     }
     print_bursts(r);
     print_cotag(r);
+    print_bottleneck(r);
+}
+
+/// A shared bottleneck: what each flow took across it and how fairly (docs/results.md).
+fn print_bottleneck(r: &RunReport) {
+    if r.results.iter().all(|s| s.bottleneck.is_none()) {
+        return;
+    }
+    println!(
+        "shared bottleneck: {:<15} {:>9} {:>7} {:>9} {:>6}  {:<16} competing flows Mbit/s",
+        "", "scheme", "share", "÷ tcp", "Jain", "÷ tcp per run"
+    );
+    for s in &r.results {
+        let Some(b) = &s.bottleneck else { continue };
+        let Some(scheme) = b.flows.first() else { continue };
+        let per_run: Vec<String> = s
+            .runs
+            .iter()
+            .filter_map(|run| run.bottleneck_scheme_to_tcp)
+            .map(|x| format!("{x:.2}"))
+            .collect();
+        println!(
+            "{:<34} {:>9.1} {:>6.1}% {:>9} {:>6.3}  {:<16} {}",
+            s.scheme,
+            scheme.mbps,
+            scheme.bottleneck_share * 100.0,
+            b.scheme_to_tcp.map_or("-".into(), |x| format!("{x:.2}")),
+            b.jain_index,
+            if per_run.is_empty() { "-".into() } else { per_run.join(" ") },
+            b.flows[1..]
+                .iter()
+                .map(|f| format!("{}={:.1}", f.flow, f.mbps))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
 }
 
 /// `--traffic bursts`: one line per scheme with the burst metrics.

@@ -205,13 +205,6 @@ pub fn run(
     testbed: &TestbedOptions,
     bar: &ProgressBar,
 ) -> Result<EmuRun, HarnessError> {
-    if scenario.bottleneck.is_some() {
-        return Err(anyhow::anyhow!(
-            "scenario `{}` has a shared bottleneck ([bottleneck]), which the testbed does not emulate yet: run it with --backend sim --model tcp",
-            scenario.name
-        )
-        .into());
-    }
     if let Some(why) = fbdt_emu::skip_reason() {
         return Err(HarnessError::NeedsRoot(why));
     }
@@ -360,40 +353,48 @@ fn run_one(
     let before = tb.path_counters()?;
     tb.play()?;
     let played = WallClock::now();
-    let mut cotag = None;
-    let mut bursts = None;
     let progress = |t: f64| bar.set_position(base + ((t / 0.1) as u64).min(ticks));
-    let (transfer, sessions, delay) = match (traffic, transport) {
-        (Traffic::Bursts, transport) => {
-            let b = run_bursts(&tb, scenario, name, transport, testbed, played, &progress)?;
-            cotag = b.cotag;
-            bursts = Some(b.run.stats);
-            (b.run.transfer, None, fbdt_core::delay_probe::DelaySamples::default())
+    let competing: Vec<fbdt_emu::PathInfo> = tb.competitors().into_iter().cloned().collect();
+    let crossed_from = tb.bottleneck_bytes();
+    let (traffic_result, crossed) = std::thread::scope(|scope| {
+        let tb = &tb;
+        // A shared bottleneck's competing flows run beside the scheme for the duration.
+        let flows: Vec<_> = competing
+            .iter()
+            .map(|p| scope.spawn(move || perf::download_over(tb, p, scenario.duration_s)))
+            .collect();
+        let sampler = crossed_from.as_ref().map(|_| {
+            scope.spawn(move || {
+                let end = played + std::time::Duration::from_secs_f64(scenario.duration_s);
+                std::thread::sleep(end.saturating_duration_since(WallClock::now()));
+                (tb.bottleneck_bytes(), played.elapsed().as_secs_f64())
+            })
+        });
+        let r = run_traffic(tb, scenario, name, traffic, transport, &opts, testbed, played, &progress);
+        let flows = flows
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(fbdt_emu::Error::Emulator("a competing flow panicked".into()))))
+            .collect::<Result<Vec<_>, _>>();
+        let crossed = sampler.and_then(|h| h.join().ok());
+        (r.and_then(|r| flows.map(|_| r).context("a competing flow at the shared bottleneck")), crossed)
+    });
+    let TrafficRun {
+        transfer,
+        sessions,
+        delay,
+        cotag,
+        mut bursts,
+    } = traffic_result?;
+    let bottleneck = match (crossed_from, crossed) {
+        (Some(from), Some((Some(to), secs))) => {
+            let b = to.since(&from);
+            Some(fbdt_sim::BottleneckOutcome {
+                scheme_bytes: b.scheme,
+                competing_bytes: b.competing,
+                duration_s: secs,
+            })
         }
-        (Traffic::Bulk, Transport::Kernel(proto, path)) => {
-            let (t, delay) =
-                perf::download_with_delay(&tb, path, path, proto, scenario.duration_s, Some(&|t, _| progress(t)))?;
-            (t, None, delay)
-        }
-        (Traffic::Bulk, Transport::Session(mut core, encryption)) => {
-            scheme::buffer_parity(name, &mut core, testbed.tcp_buffer_max);
-            let mut net = NetConfig {
-                core: *core,
-                ..NetConfig::default()
-            };
-            opts.apply(&mut net);
-            let ends = crate::emu::session::Ends::new(encryption)?;
-            let s = crate::emu::session::download(&tb, net, ends, scenario.duration_s, &progress)?;
-            (s.transfer, Some((s.server, s.client)), s.delay)
-        }
-        (Traffic::Bulk, Transport::CotagLink(c)) => {
-            let mode = crate::emu::cotag_link::mode(c.as_ref(), &tb);
-            let (t, counters) =
-                crate::emu::cotag_link::download(&tb, mode, played, scenario.duration_s, scenario.seed, &progress)?;
-            cotag = Some(counters);
-            // The flow through the TUN link is not stamped yet: no delay samples.
-            (t, None, fbdt_core::delay_probe::DelaySamples::default())
-        }
+        _ => None,
     };
     let after = tb.path_counters()?;
     // The counters span the whole testbed run: connecting, the traffic and the drain after it.
@@ -461,8 +462,89 @@ fn run_one(
         delay,
         cotag,
         bursts,
+        bottleneck,
         fidelity: Some(fidelity),
         ..Outcome::default()
+    })
+}
+
+/// What one run's traffic gave, before the testbed's counters are read.
+struct TrafficRun {
+    transfer: perf::Transfer,
+    sessions: Option<(fbdt_net::SessionStats, fbdt_net::SessionStats)>,
+    delay: fbdt_core::delay_probe::DelaySamples,
+    cotag: Option<CotagCounters>,
+    bursts: Option<crate::results::bursts::BurstStats>,
+}
+
+impl TrafficRun {
+    /// A transfer and nothing else (what a transport does not fill stays empty).
+    fn of(transfer: perf::Transfer) -> Self {
+        Self {
+            transfer,
+            sessions: None,
+            delay: fbdt_core::delay_probe::DelaySamples::default(),
+            cotag: None,
+            bursts: None,
+        }
+    }
+}
+
+/// The scheme's traffic over `tb` for the scenario's duration (started at `played`).
+#[allow(clippy::too_many_arguments)]
+fn run_traffic(
+    tb: &Testbed,
+    scenario: &Scenario,
+    name: &str,
+    traffic: Traffic,
+    transport: Transport,
+    opts: &scheme::RuntimeOptions,
+    testbed: &TestbedOptions,
+    played: WallClock,
+    progress: &(dyn Fn(f64) + Sync),
+) -> Result<TrafficRun> {
+    Ok(match (traffic, transport) {
+        (Traffic::Bursts, transport) => {
+            let b = run_bursts(tb, scenario, name, transport, testbed, played, progress)?;
+            TrafficRun {
+                bursts: Some(b.run.stats),
+                cotag: b.cotag,
+                ..TrafficRun::of(b.run.transfer)
+            }
+        }
+        (Traffic::Bulk, Transport::Kernel(proto, path)) => {
+            let (t, delay) =
+                perf::download_with_delay(tb, path, path, proto, scenario.duration_s, Some(&|t, _| progress(t)))?;
+            TrafficRun {
+                delay,
+                ..TrafficRun::of(t)
+            }
+        }
+        (Traffic::Bulk, Transport::Session(mut core, encryption)) => {
+            scheme::buffer_parity(name, &mut core, testbed.tcp_buffer_max);
+            let mut net = NetConfig {
+                core: *core,
+                ..NetConfig::default()
+            };
+            opts.apply(&mut net);
+            let ends = crate::emu::session::Ends::new(encryption)?;
+            let s = crate::emu::session::download(tb, net, ends, scenario.duration_s, progress)?;
+            TrafficRun {
+                sessions: Some((s.server, s.client)),
+                delay: s.delay,
+                ..TrafficRun::of(s.transfer)
+            }
+        }
+        (Traffic::Bulk, Transport::CotagLink(c)) => {
+            let mode = crate::emu::cotag_link::mode(c.as_ref(), tb);
+            let (t, counters) =
+                crate::emu::cotag_link::download(tb, mode, played, scenario.duration_s, scenario.seed, progress)?;
+            // The flow through the TUN link is not stamped yet: no delay samples.
+            TrafficRun {
+                cotag: Some(counters),
+                ..TrafficRun::of(t)
+            }
+        }
     })
 }
 

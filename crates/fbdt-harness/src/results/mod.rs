@@ -141,7 +141,7 @@ pub struct SchemeResult {
     /// `congestion_control` is the scenario's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub congestion_control: Option<String>,
-    /// A scenario with a shared bottleneck (simulator, TCP model): each flow's share of
+    /// A scenario with a shared bottleneck (simulator's TCP model, testbed): each flow's share of
     /// the link and Jain's index between the scheme and the competing TCPs, pooled over
     /// repetitions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -318,6 +318,9 @@ pub struct RunSummary {
     pub seed: u64,
     pub goodput_mbps: f64,
     pub redundant_bytes: u64,
+    /// A shared bottleneck: this run's scheme rate across it over the mean competing flow's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bottleneck_scheme_to_tcp: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

@@ -526,6 +526,7 @@ pub(crate) mod tests {
                     seed: 1 + i as u64,
                     goodput_mbps: g,
                     redundant_bytes: 0,
+                    bottleneck_scheme_to_tcp: None,
                 })
                 .collect()
         };
@@ -581,6 +582,7 @@ pub(crate) mod tests {
                     seed: 1 + k as u64,
                     goodput_mbps: by_seed[k][i],
                     redundant_bytes: 0,
+                    bottleneck_scheme_to_tcp: None,
                 })
                 .collect();
             x.goodput_mbps = x.runs.iter().map(|run| run.goodput_mbps).sum::<f64>() / 3.0;
