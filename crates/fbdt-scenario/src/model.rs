@@ -33,8 +33,8 @@ pub struct Scenario {
 /// A shared bottleneck: the data direction of every path in `paths` passes one more link
 /// of `rate_mbps` with one drop-tail queue of `queue_packets`, and `competing_tcp`
 /// single-path TCP flows (the scenario's congestion control, backlogged for the whole run)
-/// pass it too, with a one-way delay of `competing_delay_ms`. Only the simulator's TCP
-/// model carries it (docs/scenarios.md, docs/simulator.md); other backends refuse it.
+/// pass it too, with a one-way delay of `competing_delay_ms`. The simulator's TCP model and
+/// the testbed carry it (docs/scenarios.md); the pipe model refuses it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Bottleneck {
