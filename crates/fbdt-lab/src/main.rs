@@ -94,6 +94,8 @@ fn main() {
         tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
+            // A failed write would be reported with a panicking `eprintln!` (see `fbdt`).
+            .log_internal_errors(false)
             .init();
     }
     if let Err(e) = real_main() {

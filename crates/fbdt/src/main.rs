@@ -113,6 +113,10 @@ fn run() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // With stderr gone (a supervisor's pipe closed) a failed write is reported with
+        // `eprintln!`, which panics in whatever task logged: a server would lose the
+        // session that logged a warning. Lost log lines are dropped instead, as `log!` does.
+        .log_internal_errors(false)
         .init();
     let (args, source) = config::expand(std::env::args_os().collect())?;
     let cli = match Cli::try_parse_from(args) {

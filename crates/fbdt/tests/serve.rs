@@ -5,6 +5,8 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use sha2::{Digest, Sha256};
@@ -70,6 +72,8 @@ fn start_serve_with(
         .spawn()
         .unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
+    // Killed however this ends, a failed parse below included.
+    let server = Server(child);
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
     let pin = line
@@ -90,7 +94,7 @@ fn start_serve_with(
         .map(String::from)
         .collect();
     assert_eq!(addrs.len(), 2, "{line}");
-    (Server(child), addrs, pin, err)
+    (server, addrs, pin, err)
 }
 
 fn key_dir(tag: &str) -> std::path::PathBuf {
@@ -125,7 +129,29 @@ async fn echo_through(addrs: &[String], pin: &str, n: usize, seed: u64) {
 }
 
 async fn echo_with(addrs: &[String], cfg: fbdt_net::NetConfig, n: usize, seed: u64) {
-    let session = fbdt_net::connect(two_paths(addrs), cfg).await.unwrap();
+    echo_over(two_paths(addrs), cfg, n, seed).await
+}
+
+/// How long an echo may take before the test calls it hung: minutes beyond what a few MiB
+/// need on loopback, so only a session that stopped moving reaches it.
+const HANG: std::time::Duration = std::time::Duration::from_secs(120);
+
+async fn echo_over(paths: Vec<fbdt_net::PathSpec>, cfg: fbdt_net::NetConfig, n: usize, seed: u64) {
+    let session = fbdt_net::connect(paths, cfg).await.unwrap();
+    let stats = session.stats_handle();
+    if tokio::time::timeout(HANG, echo_session(session, n, seed))
+        .await
+        .is_err()
+    {
+        panic!(
+            "echo of {n} bytes hung for {HANG:?}: error {:?}, {:#?}",
+            stats.error(),
+            stats.stats()
+        );
+    }
+}
+
+async fn echo_session(session: fbdt_net::Session, n: usize, seed: u64) {
     let (mut r, mut w) = tokio::io::split(session);
     let mut rng = rand_chacha_like(seed);
     let data: Vec<u8> = (0..n).map(|_| rng.gen()).collect();
@@ -155,6 +181,86 @@ async fn sessions_are_spliced_to_the_forward_service() {
     let b = echo_through(&addrs, &pin, 1 << 20, 2);
     tokio::join!(a, b);
     echo_through(&addrs, &pin, 100_000, 3).await;
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A TCP relay to `target` whose first connection is cut (both sides closed) once
+/// `cut_after` bytes crossed it either way; later connections are relayed whole. Returns
+/// its address and how many connections it took.
+async fn cutting_relay(target: String, cut_after: u64) -> (String, Arc<AtomicUsize>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let taken = Arc::new(AtomicUsize::new(0));
+    let count = taken.clone();
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = l.accept().await {
+            let limit = if count.fetch_add(1, Ordering::SeqCst) == 0 {
+                cut_after
+            } else {
+                u64::MAX
+            };
+            let target = target.clone();
+            tokio::spawn(async move {
+                let Ok(outbound) = tokio::net::TcpStream::connect(&target).await else {
+                    return;
+                };
+                let crossed = Arc::new(AtomicU64::new(0));
+                let (ri, wi) = inbound.into_split();
+                let (ro, wo) = outbound.into_split();
+                // Either direction ending, or the cut, ends both.
+                tokio::select! {
+                    () = relay_one_way(ri, wo, crossed.clone(), limit) => {}
+                    () = relay_one_way(ro, wi, crossed, limit) => {}
+                }
+            });
+        }
+    });
+    (addr, taken)
+}
+
+async fn relay_one_way(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    crossed: Arc<AtomicU64>,
+    limit: u64,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+        if crossed.fetch_add(n as u64, Ordering::SeqCst) + n as u64 >= limit {
+            return;
+        }
+    }
+}
+
+/// `fbdt serve` with its stderr closed (the reader gone, as under a supervisor that went
+/// away) loses one of a session's connections mid-transfer: the server logs the loss — a
+/// write that fails — and keeps the session; the client dials the path again and the echo
+/// comes back whole. (A failed log write once panicked the session's task: the server
+/// dropped the session and the client waited on re-JOINs it refused.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_outlives_a_lost_connection_while_the_servers_stderr_is_closed() {
+    let port = echo_service().await;
+    let dir = key_dir("stderr");
+    // start_serve drops the reader of the server's stderr once it has read the address.
+    let (server, addrs, pin) = start_serve(&format!("127.0.0.1:{port}"), &dir);
+    let (relay, taken) = cutting_relay(addrs[1].clone(), 256 * 1024).await;
+    let paths = vec![
+        format!("127.0.0.2={}", addrs[0]).parse().unwrap(),
+        format!("127.0.0.3={relay}").parse().unwrap(),
+    ];
+    echo_over(paths, client_cfg(&pin, Some(TOKEN), None), 8 << 20, 4).await;
+    assert!(
+        taken.load(Ordering::SeqCst) >= 2,
+        "the path through the relay was not dialled again after its cut"
+    );
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
