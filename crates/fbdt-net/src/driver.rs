@@ -45,8 +45,8 @@ const END_LINGER: Duration = Duration::from_millis(3000);
 /// `HalfClosed` — and from any of them to `Closing` once the core's session is closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
-    /// Data may flow. `no_path_since`: when the last connection went away (the session
-    /// gives up after `idle_timeout` without one).
+    /// Data may flow. `no_path_since`: since when no path carries the session (the
+    /// session gives up after `idle_timeout` without one).
     Running { no_path_since: Option<Instant> },
     /// Both directions delivered and acknowledged at `since`. A client lingers so its last
     /// ACKs go out, then half-closes; a server waits for the client's FIN.
@@ -853,8 +853,12 @@ impl Driver {
             Phase::Closing { since } => !live || self.flushed() || t.saturating_since(since) > END_LINGER,
             Phase::Running { no_path_since } => {
                 // Nothing to carry traffic and nothing coming back: give up after
-                // idle_timeout.
-                let no_path_since = (!live).then(|| no_path_since.unwrap_or(t));
+                // idle_timeout. Only a path whose JOIN the peer answered counts: a server
+                // that no longer knows the session refuses every re-JOIN, and connections
+                // that live a moment each back-off would otherwise keep it waiting forever.
+                let carrying = (0..self.paths.len())
+                    .any(|i| self.paths[i].stream.is_some() && self.conn.is_path_up(PathId::slot(i)));
+                let no_path_since = (!carrying).then(|| no_path_since.unwrap_or(t));
                 self.phase = Phase::Running { no_path_since };
                 let idle = Duration::from_micros(self.cfg.idle_timeout.as_micros() as u64);
                 let deadline = Duration::from_micros(self.cfg.first_data_timeout.as_micros() as u64);

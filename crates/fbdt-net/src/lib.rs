@@ -164,6 +164,8 @@ pub struct NetConfig {
     /// Client: longest wait between re-dials of a failed path.
     pub max_backoff: Duration,
     /// Time a session waits with no live path (for a re-JOIN) before it ends with an error.
+    /// A path is live once the peer answered its JOIN: connections a restarted server
+    /// refuses the moment they JOIN do not hold the session open.
     pub idle_timeout: Duration,
     /// TLS 1.3 on every path ([`Security::Client`] / [`Security::Server`]) or plaintext.
     /// The default is plaintext because TLS needs keys and trust the caller must choose;

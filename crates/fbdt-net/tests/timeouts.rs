@@ -136,3 +136,61 @@ async fn a_redial_stuck_in_a_silent_handshake_is_retried() {
     .await
     .expect("bounded");
 }
+
+/// The server restarts under a live session (its process gone, a new one on the same
+/// addresses): every re-JOIN reaches a server that never heard of the session and is
+/// refused on the spot. Such connections never carry the session, so the client ends it
+/// with an error after `idle_timeout` instead of dialling for ever.
+#[test]
+fn a_client_gives_up_on_a_session_the_restarted_server_does_not_know() {
+    let keys = Keys::new("restart");
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let server_cfg = NetConfig {
+        security: keys.server.clone(),
+        ..NetConfig::default()
+    };
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let first = runtime();
+    let addrs = first.block_on(async {
+        let l = listen(&[any, any], server_cfg.clone()).await.unwrap();
+        let addrs = l.local_addrs().to_vec();
+        common::echo_all(l);
+        addrs
+    });
+    let client_rt = runtime();
+    let mut session = client_rt.block_on(async {
+        let specs: Vec<PathSpec> = vec![
+            format!("127.0.0.2={}", addrs[0]).parse().unwrap(),
+            format!("127.0.0.3={}", addrs[1]).parse().unwrap(),
+        ];
+        let cfg = NetConfig {
+            idle_timeout: Duration::from_secs(1),
+            ..client_cfg(keys.client.clone())
+        };
+        let mut s = connect(specs, cfg).await.expect("connect");
+        s.write_all(b"before the restart").await.unwrap();
+        s
+    });
+    // The first server's tasks, its sessions and sockets go with its runtime.
+    drop(first);
+    let second = runtime();
+    second.block_on(async {
+        common::echo_all(listen(&addrs, server_cfg).await.expect("the same addresses again"));
+    });
+    let err = client_rt
+        .block_on(async {
+            let mut buf = Vec::new();
+            tokio::time::timeout(BOUND, session.read_to_end(&mut buf)).await
+        })
+        .expect("the client gives up by itself")
+        .expect_err("no echo from a server that forgot the session")
+        .to_string();
+    assert!(err.contains("no live path for 1s"), "{err}");
+    assert!(session.stats().paths.iter().map(|p| p.reconnects).sum::<u32>() > 0);
+}
