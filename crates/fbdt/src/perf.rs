@@ -317,7 +317,7 @@ async fn server(a: PerfArgs) -> anyhow::Result<()> {
                 let h = s.stats_handle();
                 tokio::spawn(async move {
                     if let Err(e) = serve_one(s, Some(h)).await {
-                        eprintln!("fbdt session: {e:#}");
+                        log!("fbdt session: {e:#}");
                         give_back_freed_memory();
                     }
                 });
@@ -327,7 +327,7 @@ async fn server(a: PerfArgs) -> anyhow::Result<()> {
                     Ok(x) => x,
                     Err(e) => {
                         // EMFILE and friends: back off, never end the server.
-                        eprintln!("tcp accept: {e}");
+                        log!("tcp accept: {e}");
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }
@@ -344,11 +344,11 @@ async fn server(a: PerfArgs) -> anyhow::Result<()> {
                     let secured = tokio::time::timeout(TCP_HANDSHAKE_TIMEOUT, fbdt_net::secure::accept(s, &security));
                     let s = match secured.await {
                         Ok(Ok(s)) => s,
-                        Ok(Err(r)) => return eprintln!("tcp {peer}: {}", r.why),
-                        Err(_) => return eprintln!("tcp {peer}: no TLS handshake within {TCP_HANDSHAKE_TIMEOUT:?}"),
+                        Ok(Err(r)) => return log!("tcp {peer}: {}", r.why),
+                        Err(_) => return log!("tcp {peer}: no TLS handshake within {TCP_HANDSHAKE_TIMEOUT:?}"),
                     };
                     if let Err(e) = serve_one(s, None).await {
-                        eprintln!("tcp {peer}: {e:#}");
+                        log!("tcp {peer}: {e:#}");
                     }
                 });
             }
