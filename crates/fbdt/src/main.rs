@@ -15,6 +15,7 @@ mod perf;
 mod proxy;
 mod security;
 mod serve;
+mod splice;
 
 use clap::{Parser, Subcommand};
 

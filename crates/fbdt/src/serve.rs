@@ -189,7 +189,7 @@ async fn splice(mut session: fbdt_net::Session, forward: &str) -> anyhow::Result
         .with_context(|| format!("connect to {forward}"))?;
     // The session already batches; small writes of interactive protocols should leave now.
     tcp.set_nodelay(true)?;
-    let (up, down) = tokio::io::copy_bidirectional(&mut session, &mut tcp)
+    let (up, down) = crate::splice::splice(&mut session, &mut tcp)
         .await
         .with_context(|| match session.error() {
             Some(e) => format!("session: {e}"),

@@ -1,0 +1,155 @@
+//! Both directions between an FBDT session and a TCP connection without a copy of our own:
+//! the session's in-order payload slices go to the socket as they are, several per
+//! `writev`, and what the socket gives is read into a buffer whose bytes the session frames
+//! in place. (`tokio::io::copy_bidirectional` copied every byte once more each way, through
+//! 8-KiB buffers: twice the system calls towards the socket.)
+
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
+
+/// Most bytes taken from the session before they are written to the socket.
+const OUT_BYTES: usize = 1 << 20;
+/// Most slices in one `writev`.
+const OUT_SLICES: usize = 64;
+/// Bytes read from the socket at most at once (one of the session's messages).
+const IN_BYTES: usize = 256 * 1024;
+
+/// Copies `session` to `tcp` and back until both directions ended; returns the bytes each
+/// way (to the socket, to the session). When one side ends its stream the other side's
+/// write half is shut down, so a half-close crosses the tunnel.
+pub async fn splice(session: &mut fbdt_net::Session, tcp: &mut TcpStream) -> io::Result<(u64, u64)> {
+    let mut s = Splice::default();
+    poll_fn(|cx| s.poll(cx, session, tcp)).await
+}
+
+#[derive(Default)]
+struct Splice {
+    /// Session → socket: slices taken and not yet written, their total, and whether the
+    /// session's stream ended (then the socket's write half is shut down).
+    out: VecDeque<Bytes>,
+    out_bytes: usize,
+    session_ended: bool,
+    socket_shut: bool,
+    to_socket: u64,
+    /// Socket → session: the read buffer, bytes read and not yet taken by the session, and
+    /// whether the socket's stream ended (then the session is shut down).
+    inbuf: BytesMut,
+    pending_in: Bytes,
+    socket_ended: bool,
+    session_shut: bool,
+    to_session: u64,
+}
+
+impl Splice {
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        session: &mut fbdt_net::Session,
+        tcp: &mut TcpStream,
+    ) -> Poll<io::Result<(u64, u64)>> {
+        let down = self.poll_to_socket(cx, session, tcp)?;
+        let up = self.poll_to_session(cx, session, tcp)?;
+        if down.is_ready() && up.is_ready() {
+            Poll::Ready(Ok((self.to_socket, self.to_session)))
+        } else {
+            Poll::Pending
+        }
+    }
+
+    /// Ready once the session's stream ended and all of it reached the socket.
+    fn poll_to_socket(
+        &mut self,
+        cx: &mut Context<'_>,
+        session: &mut fbdt_net::Session,
+        tcp: &mut TcpStream,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            while !self.session_ended && self.out_bytes < OUT_BYTES {
+                match session.poll_read_chunk(cx)? {
+                    Poll::Ready(Some(b)) => {
+                        self.out_bytes += b.len();
+                        self.out.push_back(b);
+                    }
+                    Poll::Ready(None) => self.session_ended = true,
+                    Poll::Pending => break,
+                }
+            }
+            if self.out.is_empty() {
+                if !self.session_ended {
+                    return Poll::Pending;
+                }
+                if !self.socket_shut {
+                    ready!(Pin::new(&mut *tcp).poll_shutdown(cx))?;
+                    self.socket_shut = true;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            let slices: Vec<IoSlice<'_>> = self.out.iter().take(OUT_SLICES).map(|b| IoSlice::new(b)).collect();
+            let n = ready!(Pin::new(&mut *tcp).poll_write_vectored(cx, &slices))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.consume_out(n);
+        }
+    }
+
+    fn consume_out(&mut self, mut n: usize) {
+        self.out_bytes -= n;
+        self.to_socket += n as u64;
+        while n > 0 {
+            let front = self.out.front_mut().expect("written bytes were queued");
+            let k = front.len().min(n);
+            front.advance(k);
+            n -= k;
+            if front.is_empty() {
+                self.out.pop_front();
+            }
+        }
+    }
+
+    /// Ready once the socket's stream ended, all of it went into the session, and the
+    /// session's shutdown completed (the peer acknowledged every byte).
+    fn poll_to_session(
+        &mut self,
+        cx: &mut Context<'_>,
+        session: &mut fbdt_net::Session,
+        tcp: &mut TcpStream,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            if !self.pending_in.is_empty() {
+                let before = self.pending_in.len();
+                let r = session.poll_write_chunk(cx, &mut self.pending_in);
+                self.to_session += (before - self.pending_in.len()) as u64;
+                ready!(r)?;
+            }
+            if self.socket_ended {
+                if !self.session_shut {
+                    ready!(Pin::new(&mut *session).poll_shutdown(cx))?;
+                    self.session_shut = true;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            ready!(tcp.poll_read_ready(cx))?;
+            self.inbuf.reserve(IN_BYTES);
+            match tcp.try_read_buf(&mut self.inbuf) {
+                Ok(0) => self.socket_ended = true,
+                Ok(_) => {
+                    // As the proxy's relay does (proxy/relay.rs, `ack_now`): a hop that reads
+                    // and writes one connection gets delayed ACKs, which hold a Nagle
+                    // sender's next segment.
+                    let _ = socket2::SockRef::from(&*tcp).set_quickack(true);
+                    self.pending_in = self.inbuf.split().freeze();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
