@@ -856,8 +856,11 @@ impl Driver {
                 // idle_timeout. Only a path whose JOIN the peer answered counts: a server
                 // that no longer knows the session refuses every re-JOIN, and connections
                 // that live a moment each back-off would otherwise keep it waiting forever.
-                let carrying = (0..self.paths.len())
-                    .any(|i| self.paths[i].stream.is_some() && self.conn.is_path_up(PathId::slot(i)));
+                let carrying = self
+                    .paths
+                    .iter()
+                    .enumerate()
+                    .any(|(i, p)| p.stream.is_some() && self.conn.is_path_up(PathId::slot(i)));
                 let no_path_since = (!carrying).then(|| no_path_since.unwrap_or(t));
                 self.phase = Phase::Running { no_path_since };
                 let idle = Duration::from_micros(self.cfg.idle_timeout.as_micros() as u64);
