@@ -216,14 +216,28 @@ pub fn destroy(ns: &str) -> bool {
     if !exists(ns) {
         return false;
     }
-    if ip(None, &["netns", "del", ns]).is_err() {
-        // `ip netns del` refuses when the mount is busy in odd ways; detach and unlink.
+    if ip(None, &["netns", "del", ns]).is_err() || exists(ns) {
+        // `ip netns del` refuses when the mount is busy in odd ways, and one unmount leaves
+        // a mount point that was mounted more than once: detach until nothing is mounted
+        // there, then unlink.
         let p = Path::new(NETNS_DIR).join(ns);
         if let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) {
-            // SAFETY: valid C string.
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            // SAFETY: valid C string; umount2 fails (EINVAL) once nothing is mounted there.
+            for _ in 0..8 {
+                if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+                    break;
+                }
+            }
         }
-        let _ = std::fs::remove_file(&p);
+        if let Err(e) = std::fs::remove_file(&p) {
+            if exists(ns) {
+                // Said, never panicking: this runs while a testbed is dropped, and stderr
+                // may be gone.
+                use std::io::Write as _;
+                let line = format!("fbdt-emu: namespace {ns} could not be removed: {e}\n");
+                let _ = std::io::stderr().write_all(line.as_bytes());
+            }
+        }
     }
     true
 }
