@@ -153,3 +153,67 @@ impl Splice {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn pattern(n: usize, seed: u8) -> Vec<u8> {
+        (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    }
+
+    /// The TCP side answers and half-closes while the session side still has its stream
+    /// open: its EOF reaches the session's reader, the session's bytes keep reaching the
+    /// socket until the session ends too, every byte arrives once and in order, and the
+    /// counts say so.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_half_close_from_the_socket_crosses_while_the_session_still_sends() {
+        // A splice that lost an end of stream would leave a reader waiting: fail instead.
+        tokio::time::timeout(std::time::Duration::from_secs(60), half_close_from_the_socket())
+            .await
+            .expect("a direction never ended");
+    }
+
+    async fn half_close_from_the_socket() {
+        let (up, down) = (pattern(3 << 20, 1), pattern(2 << 20, 7));
+        let cfg = fbdt_net::NetConfig::default();
+        let mut l = fbdt_net::listen(&["127.0.0.1:0".parse().unwrap()], cfg.clone())
+            .await
+            .unwrap();
+        let spec: fbdt_net::PathSpec = l.local_addrs()[0].to_string().parse().unwrap();
+        let client = tokio::spawn(fbdt_net::connect(vec![spec], cfg));
+        let mut session = l.accept().await.unwrap();
+        let client = client.await.unwrap().unwrap();
+        let tl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (mut near, (mut far, _)) =
+            tokio::try_join!(tokio::net::TcpStream::connect(tl.local_addr().unwrap()), tl.accept()).unwrap();
+        let spliced = tokio::spawn(async move { super::splice(&mut session, &mut near).await });
+
+        let answer = down.clone();
+        let origin = tokio::spawn(async move {
+            far.write_all(&answer).await.unwrap();
+            far.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            far.read_to_end(&mut got).await.unwrap();
+            got
+        });
+        let (mut r, mut w) = tokio::io::split(client);
+        let sent = up.clone();
+        // The session side ends its stream only after it saw the socket's end: that end
+        // must cross on its own, not with the splice's.
+        let (eof_tx, eof_rx) = tokio::sync::oneshot::channel::<()>();
+        let writer = tokio::spawn(async move {
+            w.write_all(&sent).await.unwrap();
+            eof_rx.await.unwrap();
+            w.shutdown().await.unwrap();
+        });
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).await.unwrap();
+        assert!(got == down, "the answer differs: {} of {} bytes", got.len(), down.len());
+        eof_tx.send(()).unwrap();
+        writer.await.unwrap();
+        assert!(origin.await.unwrap() == up, "the upload differs");
+        let counts = spliced.await.unwrap().unwrap();
+        assert_eq!(counts, (up.len() as u64, down.len() as u64));
+    }
+}
