@@ -25,12 +25,26 @@ const IN_BYTES: usize = 256 * 1024;
 /// way (to the socket, to the session). When one side ends its stream the other side's
 /// write half is shut down, so a half-close crosses the tunnel.
 pub async fn splice(session: &mut fbdt_net::Session, tcp: &mut TcpStream) -> io::Result<(u64, u64)> {
-    let mut s = Splice::default();
-    poll_fn(|cx| s.poll(cx, session, tcp)).await
+    let mut s = Splice {
+        session,
+        tcp,
+        out: VecDeque::new(),
+        out_bytes: 0,
+        session_ended: false,
+        socket_shut: false,
+        to_socket: 0,
+        inbuf: BytesMut::new(),
+        pending_in: Bytes::new(),
+        socket_ended: false,
+        session_shut: false,
+        to_session: 0,
+    };
+    poll_fn(|cx| s.poll(cx)).await
 }
 
-#[derive(Default)]
-struct Splice {
+struct Splice<'a> {
+    session: &'a mut fbdt_net::Session,
+    tcp: &'a mut TcpStream,
     /// Session → socket: slices taken and not yet written, their total, and whether the
     /// session's stream ended (then the socket's write half is shut down).
     out: VecDeque<Bytes>,
@@ -47,15 +61,10 @@ struct Splice {
     to_session: u64,
 }
 
-impl Splice {
-    fn poll(
-        &mut self,
-        cx: &mut Context<'_>,
-        session: &mut fbdt_net::Session,
-        tcp: &mut TcpStream,
-    ) -> Poll<io::Result<(u64, u64)>> {
-        let down = self.poll_to_socket(cx, session, tcp)?;
-        let up = self.poll_to_session(cx, session, tcp)?;
+impl Splice<'_> {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<(u64, u64)>> {
+        let down = self.poll_to_socket(cx)?;
+        let up = self.poll_to_session(cx)?;
         if down.is_ready() && up.is_ready() {
             Poll::Ready(Ok((self.to_socket, self.to_session)))
         } else {
@@ -64,15 +73,10 @@ impl Splice {
     }
 
     /// Ready once the session's stream ended and all of it reached the socket.
-    fn poll_to_socket(
-        &mut self,
-        cx: &mut Context<'_>,
-        session: &mut fbdt_net::Session,
-        tcp: &mut TcpStream,
-    ) -> Poll<io::Result<()>> {
+    fn poll_to_socket(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
             while !self.session_ended && self.out_bytes < OUT_BYTES {
-                match session.poll_read_chunk(cx)? {
+                match self.session.poll_read_chunk(cx)? {
                     Poll::Ready(Some(b)) => {
                         self.out_bytes += b.len();
                         self.out.push_back(b);
@@ -86,13 +90,13 @@ impl Splice {
                     return Poll::Pending;
                 }
                 if !self.socket_shut {
-                    ready!(Pin::new(&mut *tcp).poll_shutdown(cx))?;
+                    ready!(Pin::new(&mut *self.tcp).poll_shutdown(cx))?;
                     self.socket_shut = true;
                 }
                 return Poll::Ready(Ok(()));
             }
             let slices: Vec<IoSlice<'_>> = self.out.iter().take(OUT_SLICES).map(|b| IoSlice::new(b)).collect();
-            let n = ready!(Pin::new(&mut *tcp).poll_write_vectored(cx, &slices))?;
+            let n = ready!(Pin::new(&mut *self.tcp).poll_write_vectored(cx, &slices))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
@@ -116,35 +120,27 @@ impl Splice {
 
     /// Ready once the socket's stream ended, all of it went into the session, and the
     /// session's shutdown completed (the peer acknowledged every byte).
-    fn poll_to_session(
-        &mut self,
-        cx: &mut Context<'_>,
-        session: &mut fbdt_net::Session,
-        tcp: &mut TcpStream,
-    ) -> Poll<io::Result<()>> {
+    fn poll_to_session(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
             if !self.pending_in.is_empty() {
                 let before = self.pending_in.len();
-                let r = session.poll_write_chunk(cx, &mut self.pending_in);
+                let r = self.session.poll_write_chunk(cx, &mut self.pending_in);
                 self.to_session += (before - self.pending_in.len()) as u64;
                 ready!(r)?;
             }
             if self.socket_ended {
                 if !self.session_shut {
-                    ready!(Pin::new(&mut *session).poll_shutdown(cx))?;
+                    ready!(Pin::new(&mut *self.session).poll_shutdown(cx))?;
                     self.session_shut = true;
                 }
                 return Poll::Ready(Ok(()));
             }
-            ready!(tcp.poll_read_ready(cx))?;
+            ready!(self.tcp.poll_read_ready(cx))?;
             self.inbuf.reserve(IN_BYTES);
-            match tcp.try_read_buf(&mut self.inbuf) {
+            match self.tcp.try_read_buf(&mut self.inbuf) {
                 Ok(0) => self.socket_ended = true,
                 Ok(_) => {
-                    // As the proxy's relay does (proxy/relay.rs, `ack_now`): a hop that reads
-                    // and writes one connection gets delayed ACKs, which hold a Nagle
-                    // sender's next segment.
-                    let _ = socket2::SockRef::from(&*tcp).set_quickack(true);
+                    crate::proxy::relay::ack_now(self.tcp);
                     self.pending_in = self.inbuf.split().freeze();
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
