@@ -17,13 +17,15 @@
 //! - [`config`]: the session's configuration, which builds the chosen scheme;
 //! - [`handshake`], [`connection`]: session keys; handshake, per-path framing, one endpoint;
 //!   [`delay_probe`]: the sampled in-order delivery delay a connection can record;
-//! - [`path_policy`], [`cc_policy`]: clock-free policies a runtime consults about each
-//!   path's TCP connection (stall probes; the `auto` congestion-controller choice).
+//! - [`path_policy`], [`cc_policy`], [`coupling`]: clock-free policies a runtime consults
+//!   about each path's TCP connection (stall probes; the `auto` congestion-controller choice;
+//!   the coupled windows of RFC 6356 LIA as pacing ceilings).
 
 #![forbid(unsafe_code)]
 
 pub mod cc_policy;
 pub mod config;
+pub mod coupling;
 pub mod connection;
 pub mod delay_probe;
 pub mod error;

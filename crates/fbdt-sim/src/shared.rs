@@ -168,43 +168,7 @@ impl Coupler {
     }
 }
 
-/// RFC 6356 §3's `alpha` for windows `(cwnd_i, rtt_i)` (bytes, s):
-/// `cwnd_total · max_i(cwnd_i / rtt_i²) / (Σ_i cwnd_i / rtt_i)²`. 1 for a single path.
-pub fn lia_alpha(windows: &[(f64, f64)]) -> f64 {
-    let total: f64 = windows.iter().map(|w| w.0).sum();
-    let best = windows
-        .iter()
-        .map(|&(c, r)| c / (r * r))
-        .fold(0.0, f64::max);
-    let sum: f64 = windows.iter().map(|&(c, r)| c / r).sum();
-    if sum <= 0.0 {
-        return 1.0;
-    }
-    total * best / (sum * sum)
-}
-
-/// RFC 6356 §3's increase of member `i` for an ACK of `acked` bytes (MSS `mss`):
-/// `min(alpha · acked · mss / cwnd_total, acked · mss / cwnd_i)` bytes — the coupled
-/// increase, never more than the member's own uncoupled (Reno) increase.
-pub fn lia_increase(windows: &[(f64, f64)], i: usize, acked: f64, mss: f64) -> f64 {
-    let total: f64 = windows.iter().map(|w| w.0).sum();
-    let own = windows[i].0;
-    (lia_alpha(windows) * acked * mss / total).min(acked * mss / own)
-}
-
-/// The ratio of the coupled increase to the member's uncoupled one,
-/// `min(alpha · cwnd_i / cwnd_total, 1)`: what [`crate::tcp`] scales a coupled path's
-/// Reno increase (`acked · mss / cwnd_i`) by, which makes it exactly [`lia_increase`].
-pub fn lia_factor(windows: &[(f64, f64)], i: usize) -> f64 {
-    let Some(&(own, _)) = windows.get(i) else {
-        return 1.0;
-    };
-    let total: f64 = windows.iter().map(|w| w.0).sum();
-    if total <= 0.0 || own <= 0.0 {
-        return 1.0;
-    }
-    (lia_alpha(windows) * own / total).min(1.0)
-}
+pub use fbdt_core::coupling::{lia_alpha, lia_factor, lia_increase};
 
 /// Jain's fairness index of `rates`: `(Σx)² / (n · Σx²)`, 1 when all are equal, 1/n when
 /// one takes everything. `None` without rates or when all are zero.
@@ -217,43 +181,6 @@ pub fn jain_index(rates: &[f64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MSS: f64 = 1448.0;
-
-    /// RFC 6356 §3 by hand on two paths: 10 segments over 10 ms and 20 segments over
-    /// 40 ms. cwnd/rtt² is 10/1e-4 = 100 000 and 20/16e-4 = 12 500 segments/s², the
-    /// sum of cwnd/rtt is 1000 + 500 = 1500 segments/s, so
-    /// alpha = 30 · 100 000 / 1500² = 4/3. An ACK of one segment on the first path adds
-    /// min(4/3 · 1/30, 1/10) = 2/45 segment; on the second, min(2/45, 1/20) = 2/45.
-    #[test]
-    fn lia_follows_rfc_6356_on_two_paths() {
-        let w = [(10.0 * MSS, 0.010), (20.0 * MSS, 0.040)];
-        assert!((lia_alpha(&w) - 4.0 / 3.0).abs() < 1e-12, "{}", lia_alpha(&w));
-        let inc0 = lia_increase(&w, 0, MSS, MSS) / MSS;
-        let inc1 = lia_increase(&w, 1, MSS, MSS) / MSS;
-        assert!((inc0 - 2.0 / 45.0).abs() < 1e-12, "{inc0}");
-        assert!((inc1 - 2.0 / 45.0).abs() < 1e-12, "{inc1}");
-        // The factor on Reno's own increase (1/10 and 1/20 segment).
-        assert!((lia_factor(&w, 0) - (2.0 / 45.0) / 0.1).abs() < 1e-12);
-        assert!((lia_factor(&w, 1) - (2.0 / 45.0) / 0.05).abs() < 1e-12);
-    }
-
-    /// Two equal paths through one bottleneck: alpha = 1/2, and the pair grows by half a
-    /// segment per round trip in all — with each loss halving only one path's window
-    /// (a quarter of the total), the aggregate's equilibrium is one Reno flow's.
-    #[test]
-    fn two_equal_paths_grow_together_as_one_flow() {
-        let w = [(50.0 * MSS, 0.02), (50.0 * MSS, 0.02)];
-        assert!((lia_alpha(&w) - 0.5).abs() < 1e-12);
-        // One round trip: 50 ACKs of one segment on each path.
-        let per_rtt: f64 = (0..2).map(|i| 50.0 * lia_increase(&w, i, MSS, MSS)).sum::<f64>() / MSS;
-        assert!((per_rtt - 0.5).abs() < 1e-12, "{per_rtt}");
-        // A single path is plain Reno: one segment per round trip.
-        let one = [(50.0 * MSS, 0.02)];
-        assert!((lia_alpha(&one) - 1.0).abs() < 1e-12);
-        assert!((50.0 * lia_increase(&one, 0, MSS, MSS) / MSS - 1.0).abs() < 1e-12);
-        assert_eq!(lia_factor(&one, 0), 1.0);
-    }
 
     /// The fluid queue: two windows of 1.5 BDP each over a link of rate R and base round
     /// trip d hold 2 BDP in the queue (q = 2d), and each drains at R/2; a window of half a
