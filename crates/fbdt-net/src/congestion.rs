@@ -6,12 +6,18 @@
 //! first frame), so they start with the plan's all-paths controller; the driver's periodic
 //! TCP_INFO pass ([`CcState::on_tick`]) then puts each connection on its path's controller.
 //! TCP_CONGESTION works on established sockets, which is also how `auto` switches.
+//!
+//! Coupled mode (`NetConfig::coupled`) adds RFC 6356 LIA across the paths: the same tick
+//! feeds each path's sample to `fbdt_core::coupling::LiaPacer` and sets the coupled window
+//! over the RTT as the socket's `SO_MAX_PACING_RATE`. Paths on BBR are not coupled (BBR
+//! paces itself by its own model; Linux couples only loss-based windows either).
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::os::fd::AsRawFd;
 
 use fbdt_core::cc_policy::{AutoCc, CcClass, CcSample};
+use fbdt_core::coupling::{CoupledSample, LiaPacer};
 use fbdt_core::{Duration, Instant};
 
 use crate::sockopt::{self, TcpInfoSample};
@@ -202,6 +208,49 @@ impl fmt::Display for CongestionPlan {
     }
 }
 
+/// Coupled mode on path `i`: its sample into the pacer, the pacer's ceiling onto the socket.
+/// A BBR path leaves the coupling and loses any ceiling set before.
+fn couple(pacer: &mut LiaPacer, i: usize, p: &mut PathCc, fd: &impl AsRawFd, info: &TcpInfoSample, connection: u32, now: Instant) {
+    let ceiling = if p.report.in_force == LOSS_TOLERANT {
+        pacer.leave(i);
+        None
+    } else {
+        let sample = CoupledSample {
+            bytes_acked: info.bytes_acked,
+            retransmits: info.total_retrans,
+            // TCP_CA_Recovery, TCP_CA_Loss.
+            in_recovery: info.ca_state >= 3,
+            srtt: Duration::from_micros(u64::from(info.srtt_us)),
+            mss: info.mss,
+            in_flight_bytes: u64::from(info.unacked) * u64::from(info.mss),
+            cwnd_bytes: info.cwnd_bytes,
+        };
+        let ceiling = pacer.on_sample(i, connection, &sample, now);
+        tracing::trace!(path = i, ?sample, window = ?pacer.window(i), ?ceiling, "coupled sample");
+        ceiling
+    };
+    p.report.coupled_window_bytes = pacer.window(i);
+    let bps = ceiling.map(|b| b as f64 * 8.0);
+    let moved = match (p.report.pacing_ceiling_bps, bps) {
+        (Some(old), Some(new)) => (new - old).abs() > old * CEILING_STEP,
+        (old, new) => old.is_some() != new.is_some(),
+    };
+    if !moved || p.pacing_refused {
+        return;
+    }
+    match sockopt::set_max_pacing_rate(fd, ceiling.unwrap_or(u64::MAX)) {
+        Ok(()) => {
+            tracing::trace!(path = i, window = ?p.report.coupled_window_bytes, ceiling_bps = ?bps, "coupled pacing");
+            p.report.pacing_ceiling_bps = bps;
+            p.report.pacing_updates += 1;
+        }
+        Err(e) => {
+            tracing::warn!(path = i, "SO_MAX_PACING_RATE: {e}; this connection runs uncoupled");
+            p.pacing_refused = true;
+        }
+    }
+}
+
 /// The controllers this kernel has; `None` when that cannot be read.
 pub fn available() -> Option<Vec<String>> {
     let s = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").ok()?;
@@ -233,7 +282,17 @@ pub struct PathCcReport {
     pub switches: u32,
     /// The RTO floor set on the current connection (µs); `None`: the system's.
     pub rto_floor_us: Option<u32>,
+    /// Coupled mode: the pacing ceiling set on the current connection (bit/s); `None`: none.
+    pub pacing_ceiling_bps: Option<f64>,
+    /// Coupled mode: the path's coupled (LIA) window (bytes).
+    pub coupled_window_bytes: Option<u64>,
+    /// Coupled mode: pacing ceilings set (one setsockopt each), over the path's connections.
+    pub pacing_updates: u32,
 }
+
+/// A ceiling is set again only when it moved by more than this fraction: every setsockopt
+/// is a syscall, and the tick comes every 10 ms.
+const CEILING_STEP: f64 = 1.0 / 32.0;
 
 /// The per-path state behind [`CcState`].
 #[derive(Default)]
@@ -247,6 +306,7 @@ struct PathCc {
     auto: AutoCc,
     switches_before: u32,
     floor_refused: bool,
+    pacing_refused: bool,
     last_tick: Option<Instant>,
     /// Counters of the connections before the current one.
     retrans_before: u64,
@@ -261,14 +321,27 @@ pub(crate) struct CcState {
     plan: CongestionPlan,
     rto_floor: bool,
     paths: Vec<PathCc>,
+    /// Coupled mode's windows; `None`: paths uncoupled.
+    pacer: Option<LiaPacer>,
 }
 
 impl CcState {
-    pub fn new(plan: CongestionPlan, rto_floor: bool) -> Self {
+    pub fn new(plan: CongestionPlan, rto_floor: bool, coupled: bool) -> Self {
         CcState {
             plan,
             rto_floor,
             paths: Vec::new(),
+            pacer: coupled.then(LiaPacer::new),
+        }
+    }
+
+    /// Path `i` has no connection now: its coupled window leaves the others' alpha.
+    pub fn no_connection(&mut self, i: usize) {
+        if let Some(pacer) = self.pacer.as_mut() {
+            pacer.leave(i);
+        }
+        if let Some(p) = self.paths.get_mut(i) {
+            p.report.coupled_window_bytes = None;
         }
     }
 
@@ -293,6 +366,7 @@ impl CcState {
                 last_tick: p.last_tick,
                 report: PathCcReport {
                     rto_floor_us: None,
+                    pacing_ceiling_bps: None,
                     ..std::mem::take(&mut p.report)
                 },
                 ..PathCc::default()
@@ -352,6 +426,9 @@ impl CcState {
                     }
                 }
             }
+        }
+        if let Some(pacer) = self.pacer.as_mut() {
+            couple(pacer, i, p, fd, info, connection, now);
         }
         p.report.retransmits = p.retrans_before + u64::from(info.total_retrans);
         p.report.rto_count = info.total_rto.map(|r| p.rto_before + u64::from(r));

@@ -165,7 +165,7 @@ fn build(mut conn: fbdt_core::Connection, cfg: Arc<NetConfig>, specs: Option<Vec
         shared: shared.clone(),
         on_end: None,
         label,
-        cc: CcState::new(cfg.congestion.clone(), cfg.rto_floor),
+        cc: CcState::new(cfg.congestion.clone(), cfg.rto_floor, cfg.coupled),
         cfg,
         useful: false,
         liveness: None,
@@ -759,6 +759,7 @@ impl Driver {
         self.expire_joins(now);
         for i in 0..self.paths.len() {
             let Some(s) = self.paths[i].stream.as_ref() else {
+                self.cc.no_connection(i);
                 continue;
             };
             if let Ok(info) = sockopt::tcp_info(s) {

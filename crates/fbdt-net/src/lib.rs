@@ -103,6 +103,12 @@ pub struct NetConfig {
     /// connection; its old one waits for its timer: issue 41, docs/faults.md round 10).
     /// On by default; kernels without the option keep theirs.
     pub rto_floor: bool,
+    /// Couple the paths' congestion control (RFC 6356 LIA, `fbdt_core::coupling`): each
+    /// path's socket gets the pacing ceiling (SO_MAX_PACING_RATE) of its coupled window over
+    /// its RTT, so the paths as a whole take about one TCP flow's share at a bottleneck they
+    /// share. It acts where this end sends. Off by default: on disjoint paths it costs
+    /// throughput (14–50 % on tc-normal, docs/congestion.md round 7).
+    pub coupled: bool,
     /// Client: a fresh connection replaces a stalled path's connection only once TCP's own
     /// timeout retransmission went unanswered (or after TCP's long silence), not while TCP
     /// may still recover it (`fbdt_core::path_policy`, `Decision::Hold`). `false`: the
@@ -188,6 +194,7 @@ impl Default for NetConfig {
             core: fbdt_core::Config::default(),
             congestion: CongestionPlan::default(),
             rto_floor: true,
+            coupled: false,
             patient_replacement: true,
             // 128 KiB: a few maximal frames, so a path never has more than ~1 ms of unsent
             // data at 1 Gbit/s queued where the scheduler can no longer move it.

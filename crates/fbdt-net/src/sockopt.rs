@@ -1,5 +1,6 @@
 //! Socket options the runtime sets and reads: TCP_NODELAY, TCP_NOTSENT_LOWAT,
-//! TCP_CONGESTION, SO_RCVLOWAT, SO_BINDTODEVICE (via socket2), and TCP_INFO.
+//! TCP_CONGESTION, SO_RCVLOWAT, SO_MAX_PACING_RATE, SO_BINDTODEVICE (via socket2), and
+//! TCP_INFO.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -80,6 +81,46 @@ pub fn set_rto_min_us(fd: &impl AsRawFd, us: u32) -> io::Result<()> {
 /// the driver's `lowat` module for what else wakes it).
 pub fn set_rcvlowat(fd: &impl AsRawFd, bytes: u32) -> io::Result<()> {
     setsockopt_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, bytes)
+}
+
+/// Sets SO_MAX_PACING_RATE (bytes/s; `u64::MAX`: no ceiling). Without the fq qdisc TCP
+/// then paces itself (the socket's pacing status becomes "needed"), so the ceiling holds on
+/// any interface.
+pub fn set_max_pacing_rate(fd: &impl AsRawFd, bytes_per_s: u64) -> io::Result<()> {
+    // SAFETY: valid fd, pointer/length of a live u64 (the kernel reads 64 bits when given 8).
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            (&bytes_per_s as *const u64).cast(),
+            std::mem::size_of::<u64>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Reads SO_MAX_PACING_RATE back (bytes/s).
+pub fn max_pacing_rate(fd: &impl AsRawFd) -> io::Result<u64> {
+    let mut v: u64 = 0;
+    let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+    // SAFETY: valid fd; the kernel writes at most `len` bytes into `v`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            (&mut v as *mut u64).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v)
 }
 
 fn setsockopt_u32(fd: RawFd, opt: libc::c_int, v: u32) -> io::Result<()> {
@@ -178,6 +219,11 @@ struct TcpInfo {
 pub struct TcpInfoSample {
     pub srtt_us: u32,
     pub cwnd_bytes: u64,
+    /// The sender's MSS (bytes).
+    pub mss: u32,
+    /// TCP's congestion state (`tcpi_ca_state`): 0 open, 1 disorder, 2 CWR, 3 recovery,
+    /// 4 loss (after a timeout).
+    pub ca_state: u8,
     /// Bytes/s; `None` on kernels without it or before a sample exists.
     pub delivery_rate: Option<u64>,
     pub notsent_bytes: u32,
@@ -264,6 +310,8 @@ pub fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfoSample> {
     Ok(TcpInfoSample {
         srtt_us: info.rtt,
         cwnd_bytes: u64::from(info.snd_cwnd) * u64::from(info.snd_mss),
+        mss: info.snd_mss,
+        ca_state: info.ca_state,
         delivery_rate: full.then_some(info.delivery_rate),
         notsent_bytes: if full { info.notsent_bytes } else { 0 },
         min_rtt_us: if full { info.min_rtt } else { 0 },
@@ -332,5 +380,15 @@ mod tests {
         assert_eq!(bytes_in_path(0, 40, 30, 1448), 10 * 1448);
         // Counters read at slightly different moments never go below nothing in flight.
         assert_eq!(bytes_in_path(500, 3, 5, 1448), 500);
+    }
+
+    /// Coupled mode's ceiling reaches the socket as set, and `u64::MAX` lifts it.
+    #[test]
+    fn a_pacing_ceiling_is_set_and_lifted() {
+        let s = std::net::TcpListener::bind("127.0.0.1:0").expect("loopback socket");
+        super::set_max_pacing_rate(&s, 12_500_000).expect("SO_MAX_PACING_RATE");
+        assert_eq!(super::max_pacing_rate(&s).unwrap(), 12_500_000);
+        super::set_max_pacing_rate(&s, u64::MAX).unwrap();
+        assert_eq!(super::max_pacing_rate(&s).unwrap(), u64::MAX);
     }
 }

@@ -121,3 +121,49 @@ async fn a_default_session_lowers_every_sockets_rto_floor() {
     .await
     .expect("every socket's floor set within the bound");
 }
+
+/// Issue 40, coupled mode: the sender paces each loss-based path at its coupled (LIA)
+/// window over its RTT (SO_MAX_PACING_RATE), leaves a BBR path alone, and the data still
+/// arrives whole (`after_a_download` checks it). Uncoupled, no socket gets a ceiling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coupled_sender_paces_its_loss_based_paths_and_leaves_bbr_alone() {
+    if !has("bbr") || !has("cubic") {
+        eprintln!("SKIP: this kernel lacks bbr or cubic");
+        return;
+    }
+    tokio::time::timeout(BOUND, async {
+        let cfg = NetConfig {
+            congestion: CongestionPlan::parse("0=cubic,1=bbr", &[]).unwrap(),
+            coupled: true,
+            ..NetConfig::default()
+        };
+        let (_client, server) = after_a_download(cfg).await;
+        let ss = server.stats_handle();
+        loop {
+            let s = ss.stats();
+            let cubic = s.paths.first().map(|p| &p.cc);
+            if let Some(cc) = cubic.filter(|cc| cc.pacing_ceiling_bps.is_some()) {
+                let window = cc.coupled_window_bytes.expect("a paced path has a coupled window");
+                assert!(window >= 2 * 1448, "{cc:?}");
+                assert!(cc.pacing_ceiling_bps.unwrap() > 0.0, "{cc:?}");
+                assert!(cc.pacing_updates >= 1, "{cc:?}");
+                let bbr = &s.paths[1].cc;
+                assert_eq!(bbr.in_force, "bbr", "{bbr:?}");
+                assert_eq!((bbr.pacing_ceiling_bps, bbr.coupled_window_bytes, bbr.pacing_updates), (None, None, 0), "{bbr:?}");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the cubic path paced within the bound");
+
+    let (_client, server) = tokio::time::timeout(BOUND, after_a_download(NetConfig::default()))
+        .await
+        .expect("uncoupled download within the bound");
+    // Two ticks after the download at least, so a ceiling would have been set by now.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    for p in server.stats_handle().stats().paths {
+        assert_eq!((p.cc.pacing_ceiling_bps, p.cc.coupled_window_bytes, p.cc.pacing_updates), (None, None, 0), "{:?}", p.cc);
+    }
+}
