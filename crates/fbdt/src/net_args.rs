@@ -18,6 +18,13 @@ pub struct NetArgs {
     #[arg(long, value_name = "on|off", default_value = "on", num_args = 0..=1, default_missing_value = "on",
           action = clap::ArgAction::Set, value_parser = parse_on_off)]
     pub rto_floor: bool,
+    /// Couple the paths' congestion control (RFC 6356 LIA) where this end sends: each
+    /// path is paced at its coupled window over its RTT, so the paths together take about
+    /// one TCP flow's share of a bottleneck they share (two radios behind one backhaul).
+    /// Paths on BBR stay uncoupled. Off by default: on disjoint paths it costs throughput
+    /// (14–50 % on tc-normal, docs/congestion.md).
+    #[arg(long)]
+    pub coupled: bool,
     #[command(flatten)]
     pub security: security::SecurityArgs,
     /// Server: most sessions at once (further HELLOs are refused).
@@ -91,6 +98,7 @@ impl NetArgs {
         let mut cfg = fbdt_net::NetConfig {
             congestion: self.congestion.clone().unwrap_or_default(),
             rto_floor: self.rto_floor,
+            coupled: self.coupled,
             security,
             max_sessions: self.max_sessions,
             recv_lowat: !self.wake_per_packet,

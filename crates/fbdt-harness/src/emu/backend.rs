@@ -572,6 +572,7 @@ fn path_transport(
                 rto_count: s.cc.rto_count,
                 reconnects: u64::from(s.reconnects.max(c.reconnects)),
                 cc_switches: u64::from(s.cc.switches),
+                pacing_updates: u64::from(s.cc.pacing_updates),
             };
             (name, t)
         })

@@ -22,10 +22,10 @@ pub enum Transport {
 }
 
 pub fn transport(name: &str, scenario: &Scenario) -> Result<Transport> {
-    if scheme::runtime_options(name, scenario)?.1.coupling != fbdt_sim::Coupling::Off {
+    if scheme::runtime_options(name, scenario)?.1.coupling == fbdt_sim::Coupling::Cubic {
         anyhow::bail!(
-            "scheme `{name}`: `+coupled` runs only in the simulator's TCP model (--backend sim --model tcp) in this round: \
-             the testbed would enforce it through per-path pacing (SO_MAX_PACING_RATE), which is not built yet"
+            "scheme `{name}`: `+coupled=cubic` runs only in the simulator's TCP model (--backend sim --model tcp); \
+             the testbed couples with LIA (`+coupled`), as per-path pacing ceilings"
         );
     }
     Ok(match scheme::parse(name, scenario, scenario.seed)? {
@@ -73,4 +73,28 @@ pub fn kernel_connect(src: Ipv4Addr, dst: SocketAddr, proto: Proto) -> Result<to
     s.set_nodelay(true)?;
     s.set_nonblocking(true)?;
     Ok(tokio::net::TcpStream::from_std(s.into())?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The testbed runs LIA coupling (as pacing ceilings in the runtime) and refuses the
+    /// simulator-only coupled Cubic by name.
+    #[test]
+    fn the_testbed_takes_lia_coupling_and_refuses_coupled_cubic() {
+        let s = fbdt_scenario::builtin("shared-bottleneck").expect("built-in");
+        for name in ["fbdt+coupled", "mp:minrtt+coupled=lia", "fbdt+window=paper+coupled"] {
+            let t = transport(name, &s).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            assert!(matches!(t, Transport::Session(..)), "{name}");
+            let mut net = fbdt_net::NetConfig::default();
+            scheme::runtime_options(name, &s).unwrap().1.apply(&mut net);
+            assert!(net.coupled, "{name}");
+        }
+        let e = transport("fbdt+coupled=cubic", &s).err().map(|e| format!("{e:#}")).unwrap_or_default();
+        assert!(e.contains("`+coupled=cubic` runs only in the simulator"), "{e}");
+        let mut net = fbdt_net::NetConfig::default();
+        scheme::runtime_options("fbdt", &s).unwrap().1.apply(&mut net);
+        assert!(!net.coupled);
+    }
 }

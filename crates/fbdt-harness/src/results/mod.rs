@@ -161,6 +161,10 @@ pub struct PathTransport {
     pub reconnects: u64,
     /// `auto`: controller switches.
     pub cc_switches: u64,
+    /// Coupled mode (`+coupled`): pacing ceilings the data sender set on the path (each a
+    /// setsockopt of SO_MAX_PACING_RATE); 0 uncoupled.
+    #[serde(default)]
+    pub pacing_updates: u64,
 }
 
 impl PathTransport {
@@ -177,6 +181,7 @@ impl PathTransport {
         };
         self.reconnects += o.reconnects;
         self.cc_switches += o.cc_switches;
+        self.pacing_updates += o.pacing_updates;
     }
 
     pub fn normalise(&mut self) {

@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use fbdt_scenario::Scenario;
 
 /// The options the binaries take, as a scheme names them (for the error message).
-const TAKEN: &str = "cc, rtofloor, window, budget, unsent, wake, tls, sessions, plaintext";
+const TAKEN: &str = "cc, rtofloor, coupled, window, budget, unsent, wake, tls, sessions, plaintext";
 
 /// The flags that run a scheme through the `fbdt serve`/`fbdt proxy` pair.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -71,6 +71,11 @@ fn both_flags(name: &str, scenario: &Scenario) -> Result<Vec<String>> {
     if let Some(on) = opts.rto_floor {
         out.extend(["--rto-floor".to_string(), if on { "on" } else { "off" }.to_string()]);
     }
+    match opts.coupling {
+        fbdt_sim::Coupling::Off => {}
+        fbdt_sim::Coupling::Lia => out.push("--coupled".to_string()),
+        fbdt_sim::Coupling::Cubic => refused.push("coupled=cubic"),
+    }
     if opts.eager_replacement {
         refused.push("replace");
     }
@@ -122,6 +127,8 @@ mod tests {
         assert_eq!(f("fbdt+rtofloor=off"), ["--rto-floor", "off"]);
         assert_eq!(f("fbdt+wake=off"), ["--wake-copies", "off"]);
         assert_eq!(f("fbdt+wake=30"), ["--wake-copies", "30"]);
+        assert_eq!(f("fbdt+coupled"), ["--coupled"]);
+        assert!(f("fbdt+coupled=off").is_empty());
         let wigig = s.path_index("wigig").unwrap();
         assert_eq!(f("fbdt+cc=wigig:bbr"), ["--congestion".to_string(), format!("{wigig}=bbr")]);
         assert_eq!(
@@ -168,6 +175,7 @@ mod tests {
         assert!(err("fbdt+replace=eager").contains("replace has no flag"));
         assert!(err("fbdt+batch=256k").contains("batch has no flag"));
         assert!(err("fbdt+window=paper").contains("window=paper has no flag"));
+        assert!(err("fbdt+coupled=cubic").contains("coupled=cubic has no flag"));
         assert!(err("fbdt+unsent=0").contains("0.1..=10000"));
         assert!(err("fbdt+unsent=never").contains("unsent=`never`"));
         assert!(err("mp:minrtt").contains("only fbdt"));

@@ -143,8 +143,8 @@ pub struct RuntimeOptions {
     /// (`NetConfig::patient_replacement` off), to measure the difference.
     pub eager_replacement: bool,
     /// `+coupled` (`=lia`) / `+coupled=off`: RFC 6356 LIA coupling of the per-path
-    /// windows. The simulator's TCP model only, in this round: the testbed refuses it
-    /// (enforcing it there needs per-path pacing, `SO_MAX_PACING_RATE`).
+    /// windows — in the simulator's TCP model per ACK, on the testbed as per-path pacing
+    /// ceilings (`NetConfig::coupled`). `+coupled=cubic` runs in the simulator only.
     pub coupling: fbdt_sim::Coupling,
     /// `+batch=<bytes>`: the runtime's `writev` batch per path (`NetConfig::write_batch`),
     /// to measure its CPU and delay price on the testbed; the simulator makes no syscalls.
@@ -159,6 +159,7 @@ impl RuntimeOptions {
     /// These options on a runtime configuration.
     pub fn apply(&self, net: &mut fbdt_net::NetConfig) {
         net.congestion = self.congestion.clone();
+        net.coupled = self.coupling == fbdt_sim::Coupling::Lia;
         if let Some(on) = self.rto_floor {
             net.rto_floor = on;
         }
