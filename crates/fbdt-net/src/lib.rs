@@ -107,7 +107,7 @@ pub struct NetConfig {
     /// path's socket gets the pacing ceiling (SO_MAX_PACING_RATE) of its coupled window over
     /// its RTT, so the paths as a whole take about one TCP flow's share at a bottleneck they
     /// share. It acts where this end sends. Off by default: on disjoint paths it costs
-    /// throughput (14–50 % on tc-normal, docs/congestion.md round 7).
+    /// throughput (14–47 % on tc-normal, docs/congestion.md round 7).
     pub coupled: bool,
     /// Client: a fresh connection replaces a stalled path's connection only once TCP's own
     /// timeout retransmission went unanswered (or after TCP's long silence), not while TCP

@@ -22,7 +22,7 @@ pub struct NetArgs {
     /// path is paced at its coupled window over its RTT, so the paths together take about
     /// one TCP flow's share of a bottleneck they share (two radios behind one backhaul).
     /// Paths on BBR stay uncoupled. Off by default: on disjoint paths it costs throughput
-    /// (14–50 % on tc-normal, docs/congestion.md).
+    /// (14–47 % on tc-normal, docs/congestion.md).
     #[arg(long)]
     pub coupled: bool,
     #[command(flatten)]
