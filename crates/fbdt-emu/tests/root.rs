@@ -605,7 +605,13 @@ fn rate_step_try(opts: &TestbedOptions) -> Result<(), Vec<String>> {
             "{} at {rate} Mbit/s: delivered {:.2} Mbit/s, flagged for {:?}",
             f.datapath, p.delivered_mbps, f.reasons
         );
-        assert!((p.configured_mbps - rate).abs() < 1e-9, "{p:?}");
+        if (p.configured_mbps - rate).abs() > 1e-9 {
+            // The interval ran into the step: only a host the monitors flag is that slow
+            // (a CI run under 35-41 % steal took the 40-Mbit/s interval past 3 s).
+            assert!(!f.faithful, "{rate} Mbit/s interval crossed the step, not flagged: {p:?}");
+            outcome = Err(f.reasons.clone());
+            break;
+        }
         let within = p.delivered_over_configured > 0.85 && p.delivered_over_configured < 1.05;
         if !within {
             assert!(!f.faithful, "{rate} Mbit/s, not flagged: {p:?}");
