@@ -36,6 +36,7 @@ pub mod path;
 pub mod path_policy;
 pub mod scheme;
 pub mod seq;
+pub mod shared_bottleneck;
 pub mod stats;
 mod stream;
 pub mod time;
