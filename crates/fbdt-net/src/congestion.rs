@@ -11,6 +11,8 @@
 //! feeds each path's sample to `fbdt_core::coupling::LiaPacer` and sets the coupled window
 //! over the RTT as the socket's `SO_MAX_PACING_RATE`. Paths on BBR are not coupled (BBR
 //! paces itself by its own model; Linux couples only loss-based windows either).
+//! [`CoupledMode::WhenShared`] couples a path only while `fbdt_core::shared_bottleneck`
+//! finds it behind one queue with another path.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -18,12 +20,48 @@ use std::os::fd::AsRawFd;
 
 use fbdt_core::cc_policy::{AutoCc, CcClass, CcSample};
 use fbdt_core::coupling::{CoupledSample, LiaPacer};
+use fbdt_core::shared_bottleneck::SharedBottleneck;
 use fbdt_core::{Duration, Instant};
 
 use crate::sockopt::{self, TcpInfoSample};
 
 /// The controller `auto` moves a path to when its losses are not congestion.
 pub const LOSS_TOLERANT: &str = "bbr";
+
+/// When the paths' congestion control is coupled (RFC 6356 LIA as pacing ceilings).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CoupledMode {
+    /// Each path's TCP on its own.
+    #[default]
+    Off,
+    /// Every path not on BBR, all the time.
+    Always,
+    /// Only paths that share a bottleneck with another path, while they do
+    /// (`fbdt_core::shared_bottleneck`).
+    WhenShared,
+}
+
+impl std::str::FromStr for CoupledMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(CoupledMode::Off),
+            "always" | "on" => Ok(CoupledMode::Always),
+            "shared" => Ok(CoupledMode::WhenShared),
+            _ => Err(format!("`{s}`: expected always, shared or off")),
+        }
+    }
+}
+
+impl fmt::Display for CoupledMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CoupledMode::Off => "off",
+            CoupledMode::Always => "always",
+            CoupledMode::WhenShared => "shared",
+        })
+    }
+}
 
 /// What one path runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -208,10 +246,39 @@ impl fmt::Display for CongestionPlan {
     }
 }
 
+/// Coupled mode's state: the windows, and in [`CoupledMode::WhenShared`] the detector.
+struct Coupling {
+    pacer: LiaPacer,
+    detector: Option<SharedBottleneck>,
+    /// A path ran BBR without being asked to (the system's default): said once.
+    warned_default_bbr: bool,
+}
+
 /// Coupled mode on path `i`: its sample into the pacer, the pacer's ceiling onto the socket.
-/// A BBR path leaves the coupling and loses any ceiling set before.
-fn couple(pacer: &mut LiaPacer, i: usize, p: &mut PathCc, fd: &impl AsRawFd, info: &TcpInfoSample, connection: u32, now: Instant) {
-    let ceiling = if p.report.in_force == LOSS_TOLERANT {
+/// A BBR path, or one not behind a shared bottleneck in [`CoupledMode::WhenShared`], leaves
+/// the coupling and loses any ceiling set before.
+#[allow(clippy::too_many_arguments)]
+fn couple(c: &mut Coupling, i: usize, p: &mut PathCc, fd: &impl AsRawFd, info: &TcpInfoSample, connection: u32, asked_bbr: bool, now: Instant) {
+    if let Some(d) = c.detector.as_mut() {
+        let us = |v: u32| Duration::from_micros(u64::from(v));
+        d.on_sample(i, us(info.srtt_us), us(info.min_rtt_us), now);
+    }
+    let bbr = p.report.in_force == LOSS_TOLERANT;
+    if bbr && !asked_bbr && !c.warned_default_bbr {
+        c.warned_default_bbr = true;
+        tracing::warn!(
+            path = i,
+            "coupled mode: this path runs bbr, the system's default controller, and stays uncoupled; \
+             `--congestion cubic` couples it"
+        );
+    }
+    let engaged = !bbr && c.detector.as_ref().is_none_or(|d| d.shared(i, now));
+    if engaged != p.coupled_now {
+        tracing::debug!(path = i, engaged, "coupled mode");
+    }
+    p.coupled_now = engaged;
+    let pacer = &mut c.pacer;
+    let ceiling = if !engaged {
         pacer.leave(i);
         None
     } else {
@@ -288,6 +355,10 @@ pub struct PathCcReport {
     pub coupled_window_bytes: Option<u64>,
     /// Coupled mode: pacing ceilings set (one setsockopt each), over the path's connections.
     pub pacing_updates: u32,
+    /// Coupled mode: seconds this path was coupled (all of its time on a loss-based
+    /// controller with [`CoupledMode::Always`]; while a shared bottleneck was detected
+    /// with [`CoupledMode::WhenShared`]).
+    pub coupled_seconds: f64,
 }
 
 /// A ceiling is set again only when it moved by more than this fraction: every setsockopt
@@ -307,6 +378,8 @@ struct PathCc {
     switches_before: u32,
     floor_refused: bool,
     pacing_refused: bool,
+    /// Coupled at the last tick.
+    coupled_now: bool,
     last_tick: Option<Instant>,
     /// Counters of the connections before the current one.
     retrans_before: u64,
@@ -321,27 +394,36 @@ pub(crate) struct CcState {
     plan: CongestionPlan,
     rto_floor: bool,
     paths: Vec<PathCc>,
-    /// Coupled mode's windows; `None`: paths uncoupled.
-    pacer: Option<LiaPacer>,
+    /// `None`: paths uncoupled.
+    coupling: Option<Coupling>,
 }
 
 impl CcState {
-    pub fn new(plan: CongestionPlan, rto_floor: bool, coupled: bool) -> Self {
+    pub fn new(plan: CongestionPlan, rto_floor: bool, coupled: CoupledMode) -> Self {
         CcState {
             plan,
             rto_floor,
             paths: Vec::new(),
-            pacer: coupled.then(LiaPacer::new),
+            coupling: (coupled != CoupledMode::Off).then(|| Coupling {
+                pacer: LiaPacer::new(),
+                detector: (coupled == CoupledMode::WhenShared).then(SharedBottleneck::new),
+                warned_default_bbr: false,
+            }),
         }
     }
 
-    /// Path `i` has no connection now: its coupled window leaves the others' alpha.
+    /// Path `i` has no connection now: its coupled window leaves the others' alpha, and its
+    /// queueing-delay history the detector.
     pub fn no_connection(&mut self, i: usize) {
-        if let Some(pacer) = self.pacer.as_mut() {
-            pacer.leave(i);
+        if let Some(c) = self.coupling.as_mut() {
+            c.pacer.leave(i);
+            if let Some(d) = c.detector.as_mut() {
+                d.leave(i);
+            }
         }
         if let Some(p) = self.paths.get_mut(i) {
             p.report.coupled_window_bytes = None;
+            p.coupled_now = false;
         }
     }
 
@@ -374,8 +456,12 @@ impl CcState {
         }
         // Time since the last tick goes to what was in force during it.
         if let Some(t) = p.last_tick {
+            let dt = now.saturating_since(t).as_secs_f64();
             if !p.report.in_force.is_empty() {
-                *p.report.seconds.entry(p.report.in_force.clone()).or_default() += now.saturating_since(t).as_secs_f64();
+                *p.report.seconds.entry(p.report.in_force.clone()).or_default() += dt;
+            }
+            if p.coupled_now {
+                p.report.coupled_seconds += dt;
             }
         }
         p.last_tick = Some(now);
@@ -427,8 +513,9 @@ impl CcState {
                 }
             }
         }
-        if let Some(pacer) = self.pacer.as_mut() {
-            couple(pacer, i, p, fd, info, connection, now);
+        if let Some(c) = self.coupling.as_mut() {
+            let asked_bbr = matches!(&choice, Some(Choice::Named(n)) if n == LOSS_TOLERANT) || matches!(choice, Some(Choice::Auto));
+            couple(c, i, p, fd, info, connection, asked_bbr, now);
         }
         p.report.retransmits = p.retrans_before + u64::from(info.total_retrans);
         p.report.rto_count = info.total_rto.map(|r| p.rto_before + u64::from(r));

@@ -38,7 +38,7 @@ use std::time::Duration;
 
 pub use admission::{connection_cap, FD_RESERVE};
 pub use client::connect;
-pub use congestion::{Choice, CongestionError, CongestionPlan, PathCcReport};
+pub use congestion::{Choice, CongestionError, CongestionPlan, CoupledMode, PathCcReport};
 pub use dial::{connect_path, dial_tcp};
 pub use memory::keep_freed_memory;
 pub use secure::{ClientCert, FingerprintError, PathStream, Security, ServerIdentity, TlsClient, TlsServer, Trust};
@@ -106,9 +106,11 @@ pub struct NetConfig {
     /// Couple the paths' congestion control (RFC 6356 LIA, `fbdt_core::coupling`): each
     /// path's socket gets the pacing ceiling (SO_MAX_PACING_RATE) of its coupled window over
     /// its RTT, so the paths as a whole take about one TCP flow's share at a bottleneck they
-    /// share. It acts where this end sends. Off by default: on disjoint paths it costs
-    /// throughput (14–47 % on tc-normal, docs/congestion.md round 7).
-    pub coupled: bool,
+    /// share. It acts where this end sends. [`CoupledMode::WhenShared`] couples only the
+    /// paths found behind one queue (`fbdt_core::shared_bottleneck`). Off by default:
+    /// always coupled, disjoint paths lose throughput (14–47 % on tc-normal,
+    /// docs/congestion.md round 7).
+    pub coupled: CoupledMode,
     /// Client: a fresh connection replaces a stalled path's connection only once TCP's own
     /// timeout retransmission went unanswered (or after TCP's long silence), not while TCP
     /// may still recover it (`fbdt_core::path_policy`, `Decision::Hold`). `false`: the
@@ -194,7 +196,7 @@ impl Default for NetConfig {
             core: fbdt_core::Config::default(),
             congestion: CongestionPlan::default(),
             rto_floor: true,
-            coupled: false,
+            coupled: CoupledMode::Off,
             patient_replacement: true,
             // 128 KiB: a few maximal frames, so a path never has more than ~1 ms of unsent
             // data at 1 Gbit/s queued where the scheduler can no longer move it.

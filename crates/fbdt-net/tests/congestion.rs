@@ -134,7 +134,7 @@ async fn a_coupled_sender_paces_its_loss_based_paths_and_leaves_bbr_alone() {
     tokio::time::timeout(BOUND, async {
         let cfg = NetConfig {
             congestion: CongestionPlan::parse("0=cubic,1=bbr", &[]).unwrap(),
-            coupled: true,
+            coupled: fbdt_net::CoupledMode::Always,
             ..NetConfig::default()
         };
         let (_client, server) = after_a_download(cfg).await;
@@ -142,7 +142,8 @@ async fn a_coupled_sender_paces_its_loss_based_paths_and_leaves_bbr_alone() {
         loop {
             let s = ss.stats();
             let cubic = s.paths.first().map(|p| &p.cc);
-            if let Some(cc) = cubic.filter(|cc| cc.pacing_ceiling_bps.is_some()) {
+            // Coupled time is counted from the tick after the first ceiling.
+            if let Some(cc) = cubic.filter(|cc| cc.pacing_ceiling_bps.is_some() && cc.coupled_seconds > 0.0) {
                 let window = cc.coupled_window_bytes.expect("a paced path has a coupled window");
                 assert!(window >= 2 * 1448, "{cc:?}");
                 assert!(cc.pacing_ceiling_bps.unwrap() > 0.0, "{cc:?}");
@@ -150,6 +151,7 @@ async fn a_coupled_sender_paces_its_loss_based_paths_and_leaves_bbr_alone() {
                 let bbr = &s.paths[1].cc;
                 assert_eq!(bbr.in_force, "bbr", "{bbr:?}");
                 assert_eq!((bbr.pacing_ceiling_bps, bbr.coupled_window_bytes, bbr.pacing_updates), (None, None, 0), "{bbr:?}");
+                assert_eq!(bbr.coupled_seconds, 0.0, "{bbr:?}");
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;

@@ -21,10 +21,13 @@ pub struct NetArgs {
     /// Couple the paths' congestion control (RFC 6356 LIA) where this end sends: each
     /// path is paced at its coupled window over its RTT, so the paths together take about
     /// one TCP flow's share of a bottleneck they share (two radios behind one backhaul).
-    /// Paths on BBR stay uncoupled. Off by default: on disjoint paths it costs throughput
-    /// (14–47 % on tc-normal, docs/congestion.md).
-    #[arg(long)]
-    pub coupled: bool,
+    /// Paths on BBR stay uncoupled. `always` (a bare `--coupled`) couples every other path;
+    /// `shared` only the paths found behind one queue with another path, while they are
+    /// (their queueing delays match and move together). Off by default: always coupled,
+    /// disjoint paths lose throughput (14–47 % on tc-normal, docs/congestion.md).
+    #[arg(long, value_name = "always|shared|off", default_value = "off", num_args = 0..=1,
+          default_missing_value = "always", action = clap::ArgAction::Set)]
+    pub coupled: fbdt_net::CoupledMode,
     #[command(flatten)]
     pub security: security::SecurityArgs,
     /// Server: most sessions at once (further HELLOs are refused).
@@ -143,6 +146,27 @@ mod tests {
         assert_eq!(floor(&["--rto-floor", "on"]), Ok(true));
         assert_eq!(floor(&["--rto-floor", "off"]), Ok(false));
         assert!(floor(&["--rto-floor", "maybe"]).unwrap_err().contains("expected on or off"));
+    }
+
+    #[test]
+    fn coupled_mode_is_off_unless_asked_and_a_bare_flag_means_always() {
+        use clap::Parser;
+        use fbdt_net::CoupledMode;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            net: super::NetArgs,
+        }
+        let mode = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("fbdt").chain(args.iter().copied()))
+                .map(|c| c.net.coupled)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(mode(&[]), Ok(CoupledMode::Off));
+        assert_eq!(mode(&["--coupled"]), Ok(CoupledMode::Always));
+        assert_eq!(mode(&["--coupled=shared"]), Ok(CoupledMode::WhenShared));
+        assert_eq!(mode(&["--coupled", "off"]), Ok(CoupledMode::Off));
+        assert!(mode(&["--coupled", "sometimes"]).unwrap_err().contains("expected always, shared or off"));
     }
 
     #[test]

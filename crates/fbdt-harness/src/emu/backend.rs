@@ -573,6 +573,7 @@ fn path_transport(
                 reconnects: u64::from(s.reconnects.max(c.reconnects)),
                 cc_switches: u64::from(s.cc.switches),
                 pacing_updates: u64::from(s.cc.pacing_updates),
+                coupled: s.cc.coupled_seconds,
             };
             (name, t)
         })

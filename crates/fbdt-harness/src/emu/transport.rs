@@ -89,12 +89,16 @@ mod tests {
             assert!(matches!(t, Transport::Session(..)), "{name}");
             let mut net = fbdt_net::NetConfig::default();
             scheme::runtime_options(name, &s).unwrap().1.apply(&mut net);
-            assert!(net.coupled, "{name}");
+            assert_eq!(net.coupled, fbdt_net::CoupledMode::Always, "{name}");
         }
+        let mut net = fbdt_net::NetConfig::default();
+        scheme::runtime_options("fbdt+coupled=shared", &s).unwrap().1.apply(&mut net);
+        assert_eq!(net.coupled, fbdt_net::CoupledMode::WhenShared);
+        assert!(transport("fbdt+coupled=shared", &s).is_ok());
         let e = transport("fbdt+coupled=cubic", &s).err().map(|e| format!("{e:#}")).unwrap_or_default();
         assert!(e.contains("`+coupled=cubic` runs only in the simulator"), "{e}");
         let mut net = fbdt_net::NetConfig::default();
         scheme::runtime_options("fbdt", &s).unwrap().1.apply(&mut net);
-        assert!(!net.coupled);
+        assert_eq!(net.coupled, fbdt_net::CoupledMode::Off);
     }
 }

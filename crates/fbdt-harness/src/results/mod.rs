@@ -165,6 +165,11 @@ pub struct PathTransport {
     /// setsockopt of SO_MAX_PACING_RATE); 0 uncoupled.
     #[serde(default)]
     pub pacing_updates: u64,
+    /// Coupled mode: share of the path's time it was coupled (1 with `+coupled` on a
+    /// loss-based controller; with `+coupled=shared` the time a shared bottleneck was
+    /// detected); 0 uncoupled. Seconds until [`PathTransport::normalise`].
+    #[serde(default)]
+    pub coupled: f64,
 }
 
 impl PathTransport {
@@ -182,12 +187,14 @@ impl PathTransport {
         self.reconnects += o.reconnects;
         self.cc_switches += o.cc_switches;
         self.pacing_updates += o.pacing_updates;
+        self.coupled += o.coupled;
     }
 
     pub fn normalise(&mut self) {
         let total: f64 = self.congestion_control.values().sum();
         if total > 0.0 {
             self.congestion_control.values_mut().for_each(|v| *v /= total);
+            self.coupled = (self.coupled / total).min(1.0);
         }
     }
 }

@@ -73,7 +73,8 @@ fn both_flags(name: &str, scenario: &Scenario) -> Result<Vec<String>> {
     }
     match opts.coupling {
         fbdt_sim::Coupling::Off => {}
-        fbdt_sim::Coupling::Lia => out.push("--coupled".to_string()),
+        fbdt_sim::Coupling::Lia if opts.coupled_when_shared => out.push("--coupled=shared".to_string()),
+        fbdt_sim::Coupling::Lia => out.push("--coupled=always".to_string()),
         fbdt_sim::Coupling::Cubic => refused.push("coupled=cubic"),
     }
     if opts.eager_replacement {
@@ -127,7 +128,8 @@ mod tests {
         assert_eq!(f("fbdt+rtofloor=off"), ["--rto-floor", "off"]);
         assert_eq!(f("fbdt+wake=off"), ["--wake-copies", "off"]);
         assert_eq!(f("fbdt+wake=30"), ["--wake-copies", "30"]);
-        assert_eq!(f("fbdt+coupled"), ["--coupled"]);
+        assert_eq!(f("fbdt+coupled"), ["--coupled=always"]);
+        assert_eq!(f("fbdt+coupled=shared"), ["--coupled=shared"]);
         assert!(f("fbdt+coupled=off").is_empty());
         let wigig = s.path_index("wigig").unwrap();
         assert_eq!(f("fbdt+cc=wigig:bbr"), ["--congestion".to_string(), format!("{wigig}=bbr")]);

@@ -103,7 +103,7 @@ pub fn parse_sim_coupled(
 ) -> Result<(SimScheme, fbdt_sim::Coupling)> {
     let (_, opts) = runtime_options(name, scenario)?;
     if !opts.is_empty() {
-        bail!("scheme `{name}`: `+cc=`, `+rtofloor=`, `+replace=` and `+batch=` run only on the emulated testbed (--backend emu) in this round: the simulator's TCP model has one controller per run and makes no system calls");
+        bail!("scheme `{name}`: `+cc=`, `+rtofloor=`, `+replace=`, `+batch=` and `+coupled=shared` run only on the emulated testbed (--backend emu) in this round: the simulator's TCP model has one controller per run and makes no system calls");
     }
     let mut parsed = parse(name, scenario, seed)?;
     if let Scheme::Session(cfg, _) = &mut parsed {
@@ -146,6 +146,9 @@ pub struct RuntimeOptions {
     /// windows — in the simulator's TCP model per ACK, on the testbed as per-path pacing
     /// ceilings (`NetConfig::coupled`). `+coupled=cubic` runs in the simulator only.
     pub coupling: fbdt_sim::Coupling,
+    /// `+coupled=shared`: LIA only on the paths the runtime finds behind one queue
+    /// (`CoupledMode::WhenShared`), on the testbed only: the simulator has no detector.
+    pub coupled_when_shared: bool,
     /// `+batch=<bytes>`: the runtime's `writev` batch per path (`NetConfig::write_batch`),
     /// to measure its CPU and delay price on the testbed; the simulator makes no syscalls.
     pub write_batch: Option<usize>,
@@ -153,13 +156,21 @@ pub struct RuntimeOptions {
 
 impl RuntimeOptions {
     pub fn is_empty(&self) -> bool {
-        self.congestion.is_empty() && self.rto_floor.is_none() && !self.eager_replacement && self.write_batch.is_none()
+        self.congestion.is_empty()
+            && self.rto_floor.is_none()
+            && !self.eager_replacement
+            && self.write_batch.is_none()
+            && !self.coupled_when_shared
     }
 
     /// These options on a runtime configuration.
     pub fn apply(&self, net: &mut fbdt_net::NetConfig) {
         net.congestion = self.congestion.clone();
-        net.coupled = self.coupling == fbdt_sim::Coupling::Lia;
+        net.coupled = match (self.coupling, self.coupled_when_shared) {
+            (fbdt_sim::Coupling::Lia, false) => fbdt_net::CoupledMode::Always,
+            (fbdt_sim::Coupling::Lia, true) => fbdt_net::CoupledMode::WhenShared,
+            _ => fbdt_net::CoupledMode::Off,
+        };
         if let Some(on) = self.rto_floor {
             net.rto_floor = on;
         }
@@ -198,11 +209,13 @@ pub fn runtime_options(name: &str, scenario: &Scenario) -> Result<(String, Runti
                 continue;
             }
             if part == "coupled" || part.starts_with("coupled=") {
-                opts.coupling = match part.strip_prefix("coupled=").unwrap_or("lia") {
-                    "lia" | "on" => fbdt_sim::Coupling::Lia,
+                let v = part.strip_prefix("coupled=").unwrap_or("lia");
+                opts.coupled_when_shared = v == "shared";
+                opts.coupling = match v {
+                    "lia" | "on" | "shared" => fbdt_sim::Coupling::Lia,
                     "cubic" => fbdt_sim::Coupling::Cubic,
                     "off" => fbdt_sim::Coupling::Off,
-                    v => bail!("scheme `{name}`: coupled=`{v}`: expected lia, cubic or off"),
+                    v => bail!("scheme `{name}`: coupled=`{v}`: expected lia, shared, cubic or off"),
                 };
                 continue;
             }
