@@ -119,5 +119,9 @@ fn what_cannot_model_it_refuses_it() {
     let msg = format!("{:#}", anyhow::Error::from(tcp.unwrap_err()));
     assert!(msg.contains("fbdt and mp:*"), "{msg}");
     let bad = fbdt_harness::scheme::runtime_options("fbdt+coupled=olia", &los).unwrap_err();
-    assert!(format!("{bad:#}").contains("expected lia, cubic or off"));
+    assert!(format!("{bad:#}").contains("expected lia, shared, cubic or off"), "{bad:#}");
+    // The simulator has no shared-bottleneck detector: `+coupled=shared` is the testbed's.
+    let shared = backend(&s, PathModel::Tcp, 0.1).run(&s, "fbdt+coupled=shared", Traffic::Bulk, 1);
+    let msg = format!("{:#}", anyhow::Error::from(shared.unwrap_err()));
+    assert!(msg.contains("`+coupled=shared` run only on the emulated testbed"), "{msg}");
 }
