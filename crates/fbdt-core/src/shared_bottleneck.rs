@@ -136,13 +136,13 @@ impl SharedBottleneck {
             }
         }
         // A bin of path i closed: test it against every other path.
-        let passed = (0..self.paths.len()).any(|j| j != i && self.test(i, j).is_some_and(|t| t.shared()));
-        if passed {
-            for k in 0..self.paths.len() {
-                if k == i || self.test(i, k).is_some_and(|t| t.shared()) {
-                    if let Some(s) = self.paths[k].as_mut() {
-                        s.passed_at = Some(now);
-                    }
+        let partners: Vec<usize> = (0..self.paths.len())
+            .filter(|&j| j != i && self.test(i, j).is_some_and(|t| t.shared()))
+            .collect();
+        if !partners.is_empty() {
+            for k in partners.into_iter().chain([i]) {
+                if let Some(s) = self.paths[k].as_mut() {
+                    s.passed_at = Some(now);
                 }
             }
         }

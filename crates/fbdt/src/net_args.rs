@@ -128,19 +128,22 @@ impl NetArgs {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_rto_floor_is_on_unless_turned_off() {
+    /// `args` parsed as the network options of a command.
+    fn net_args(args: &[&str]) -> Result<super::NetArgs, String> {
         use clap::Parser;
         #[derive(clap::Parser)]
         struct Cli {
             #[command(flatten)]
             net: super::NetArgs,
         }
-        let floor = |args: &[&str]| {
-            Cli::try_parse_from(std::iter::once("fbdt").chain(args.iter().copied()))
-                .map(|c| c.net.rto_floor)
-                .map_err(|e| e.to_string())
-        };
+        Cli::try_parse_from(std::iter::once("fbdt").chain(args.iter().copied()))
+            .map(|c| c.net)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_rto_floor_is_on_unless_turned_off() {
+        let floor = |args: &[&str]| net_args(args).map(|n| n.rto_floor);
         assert_eq!(floor(&[]), Ok(true));
         assert_eq!(floor(&["--rto-floor"]), Ok(true));
         assert_eq!(floor(&["--rto-floor", "on"]), Ok(true));
@@ -150,18 +153,8 @@ mod tests {
 
     #[test]
     fn coupled_mode_is_off_unless_asked_and_a_bare_flag_means_always() {
-        use clap::Parser;
         use fbdt_net::CoupledMode;
-        #[derive(clap::Parser)]
-        struct Cli {
-            #[command(flatten)]
-            net: super::NetArgs,
-        }
-        let mode = |args: &[&str]| {
-            Cli::try_parse_from(std::iter::once("fbdt").chain(args.iter().copied()))
-                .map(|c| c.net.coupled)
-                .map_err(|e| e.to_string())
-        };
+        let mode = |args: &[&str]| net_args(args).map(|n| n.coupled);
         assert_eq!(mode(&[]), Ok(CoupledMode::Off));
         assert_eq!(mode(&["--coupled"]), Ok(CoupledMode::Always));
         assert_eq!(mode(&["--coupled=shared"]), Ok(CoupledMode::WhenShared));
