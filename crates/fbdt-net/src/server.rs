@@ -225,7 +225,8 @@ async fn first_frame_within(
                 return Err((1, "first frame too long".into()));
             }
             match stream.read(&mut tmp).await {
-                Ok(0) => return Err((0, "closed before sending HELLO or JOIN".into())),
+                Ok(0) if buf.is_empty() => return Err((0, "closed without sending anything".into())),
+                Ok(0) => return Err((0, "closed in the middle of its first frame".into())),
                 Ok(n) => buf.extend_from_slice(&tmp[..n]),
                 Err(e) => return Err((0, format!("read: {e}"))),
             }
@@ -233,6 +234,11 @@ async fn first_frame_within(
     };
     let first = match tokio::time::timeout_at(deadline, read_first).await {
         Ok(Ok(f)) => f,
+        // A client's stall probe that its path made unneeded, or a port check: not a fault.
+        Ok(Err((0, why))) if buf.is_empty() => {
+            tracing::debug!(%peer, "dropped connection: {why}");
+            return None;
+        }
         Ok(Err((0, why))) => {
             tracing::warn!(%peer, "dropped connection: {why}");
             return None;
