@@ -854,6 +854,9 @@ fn explain_client_error(e: io::Error, remote: SocketAddr) -> io::Error {
 pub struct Refused {
     pub why: String,
     pub tell: Option<PathStream>,
+    /// The peer closed before sending a byte: a client's probe made unneeded, or a port
+    /// check — not a fault worth a warning.
+    pub closed_silently: bool,
 }
 
 /// Server: secures an accepted connection as `security` says. A TLS server first peeks:
@@ -868,6 +871,7 @@ pub async fn accept(tcp: TcpStream, security: &Security) -> Result<PathStream, R
                     "{ip} sent {WRONG_TOKENS_PER_SOURCE} wrong tokens within {STRIKE_WINDOW:?}: refused until that passes"
                 ),
                 tell: None,
+                closed_silently: false,
             });
         }
     }
@@ -879,6 +883,7 @@ pub async fn accept(tcp: TcpStream, security: &Security) -> Result<PathStream, R
             return Err(Refused {
                 why: "the client spoke TLS to a --plaintext server (both ends must agree)".into(),
                 tell: Some(PathStream::Plain(tcp)),
+                closed_silently: false,
             })
         }
         // `listen` refuses client settings; plaintext is the only other choice.
@@ -890,23 +895,27 @@ pub async fn accept(tcp: TcpStream, security: &Security) -> Result<PathStream, R
             return Err(Refused {
                 why: "closed before the TLS handshake".into(),
                 tell: None,
+                closed_silently: matches!(peeked, Ok(0)),
             });
         }
         return Err(Refused {
             why: "this server requires TLS; the client spoke plaintext (--plaintext on one end only?)".into(),
             tell: Some(PathStream::Plain(tcp)),
+            closed_silently: false,
         });
     }
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
     let s = acceptor.accept(tcp).await.map_err(|e| Refused {
         why: format!("TLS handshake: {e}"),
         tell: None,
+        closed_silently: false,
     })?;
     let mut s = PathStream::Server(Box::new(s));
     let mut proof = [0u8; TOKEN_PROOF_LEN];
     s.read_exact(&mut proof).await.map_err(|e| Refused {
         why: format!("no token proof after the TLS handshake: {e}"),
         tell: None,
+        closed_silently: false,
     })?;
     if let Some(token) = &tls.token {
         if token_proof(token, &s).verify_slice(&proof).is_err() {
@@ -916,6 +925,7 @@ pub async fn accept(tcp: TcpStream, security: &Security) -> Result<PathStream, R
             return Err(Refused {
                 why: "the client's token is wrong (--token)".into(),
                 tell: Some(s),
+                closed_silently: false,
             });
         }
     }

@@ -198,12 +198,16 @@ async fn first_frame_within(
     let deadline = tokio::time::Instant::now() + limit;
     let mut stream = match tokio::time::timeout_at(deadline, secure::accept(tcp, &cfg.security)).await {
         Ok(Ok(s)) => s,
-        Ok(Err(secure::Refused { why, tell: Some(s) })) => {
+        Ok(Err(secure::Refused { why, tell: Some(s), .. })) => {
             refuse(s, peer, 1, why).await;
             return None;
         }
-        Ok(Err(secure::Refused { why, tell: None })) => {
-            tracing::warn!(%peer, "dropped connection: {why}");
+        Ok(Err(secure::Refused { why, tell: None, closed_silently })) => {
+            if closed_silently {
+                tracing::debug!(%peer, "dropped connection: {why}");
+            } else {
+                tracing::warn!(%peer, "dropped connection: {why}");
+            }
             return None;
         }
         Err(_) => {
