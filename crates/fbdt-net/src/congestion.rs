@@ -380,6 +380,9 @@ struct PathCc {
     pacing_refused: bool,
     /// Coupled at the last tick.
     coupled_now: bool,
+    /// The controller in force was read back since the connection began and since the last
+    /// TCP_CONGESTION set (only a set changes it): no getsockopt per tick.
+    in_force_known: bool,
     last_tick: Option<Instant>,
     /// Counters of the connections before the current one.
     retrans_before: u64,
@@ -492,9 +495,13 @@ impl CcState {
                 tracing::warn!(path = i, "TCP_CONGESTION {name:?}: {e}");
             }
             p.asked = want;
+            p.in_force_known = false;
         }
-        if let Ok(n) = sockopt::congestion(fd) {
-            p.report.in_force = n;
+        if !p.in_force_known {
+            if let Ok(n) = sockopt::congestion(fd) {
+                p.report.in_force = n;
+                p.in_force_known = true;
+            }
         }
         if self.rto_floor && !p.floor_refused && info.srtt_us > 0 {
             let floor = rto_floor_us(info.srtt_us);
