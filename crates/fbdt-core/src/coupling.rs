@@ -109,9 +109,9 @@ struct Member {
 /// application, FBDT's send limit or the kernel's own window does not grow a window it
 /// does not use. What is in flight is judged by the larger of the sample's bytes in flight
 /// and what the path delivered since the previous sample, per RTT (Little's law: the
-/// average in flight). A point sample alone misses a path paced at its ceiling whose bursts
-/// are acknowledged between samples: on the testbed such windows regrew about four times
-/// slower than LIA after a halving (docs/congestion.md, round 7).
+/// average in flight). A point sample alone can miss a path paced at its ceiling whose
+/// bursts are acknowledged between samples, or one whose sample came late (docs/congestion.md,
+/// rounds 7 and 9).
 #[derive(Clone, Debug, Default)]
 pub struct LiaPacer {
     members: Vec<Option<Member>>,
