@@ -529,6 +529,15 @@ impl CcState {
         p.report.switches = p.switches_before + p.auto.switches();
     }
 
+    /// Path `i`'s coupled window while it is coupled: the window the path may fill, which
+    /// the core must see in place of the kernel's larger one. Otherwise a scheduler that
+    /// fills the lowest-RTT path up to its cwnd (`mp:minrtt`) keeps queueing on a path paced
+    /// far below it and leaves the others idle (round 9's trace: WiFi without a byte in
+    /// flight for 10 s while WiGig sat at its ceiling).
+    pub fn coupled_window(&self, i: usize) -> Option<u64> {
+        self.paths.get(i).filter(|p| p.coupled_now).and_then(|p| p.report.coupled_window_bytes)
+    }
+
     /// What ran on path `i` so far.
     pub fn report(&self, i: usize) -> PathCcReport {
         self.paths.get(i).map(|p| p.report.clone()).unwrap_or_default()

@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 
 use bytes::BytesMut;
 use fbdt_core::wire::{frame_bytes_missing, prepare_recv_buf, FrameBuf};
-use fbdt_core::{max_frame_len, Duration, Event, Instant, PathBinding, PathId, Role};
+use fbdt_core::{max_frame_len, Duration, Event, Instant, PathBinding, PathId, PathStats, Role};
 use tokio::io::AsyncWrite;
 use tokio::sync::{mpsc, oneshot};
 
@@ -24,7 +24,7 @@ use crate::lowat::Lowat;
 use crate::paths::{Opened, PathManager};
 use crate::secure::PathStream;
 use crate::session::{NewPath, PathReport, Session, SessionStats, Shared, CHANNEL_CHUNKS};
-use crate::sockopt;
+use crate::sockopt::{self, TcpInfoSample};
 use crate::{Error, NetConfig, PathSpec};
 
 /// Most chunks in one writev (a 64 KiB batch of 16 KiB segments is about 10; a longer
@@ -651,8 +651,18 @@ impl Driver {
         };
         slot.info = info;
         slot.info_at = Some(now);
-        self.conn.path_stats(PathId::slot(i), info.to_path_stats(now));
+        self.conn.path_stats(PathId::slot(i), self.core_stats(i, &info, now));
         true
+    }
+
+    /// What the core learns from path `i`'s TCP_INFO: a coupled path's window is the
+    /// coupled one where that is the smaller.
+    fn core_stats(&self, i: usize, info: &TcpInfoSample, now: Instant) -> PathStats {
+        let mut stats = info.to_path_stats(now);
+        if let Some(w) = self.cc.coupled_window(i) {
+            stats.cwnd_bytes = stats.cwnd_bytes.map(|c| c.min(w));
+        }
+        stats
     }
 
     /// Reads the transport counters the core asked for once they are due, then re-arms
@@ -766,7 +776,7 @@ impl Driver {
                 self.cc.on_tick(i, s, &info, self.paths[i].connections, now);
                 self.paths[i].info = info;
                 self.paths[i].info_at = Some(now);
-                self.conn.path_stats(PathId::slot(i), info.to_path_stats(now));
+                self.conn.path_stats(PathId::slot(i), self.core_stats(i, &info, now));
                 self.manager.on_tcp_info(i, &info.signals(), now, ending);
             }
         }
