@@ -591,6 +591,39 @@ mod tests {
         assert!(e.to_string().contains("`nosuchcc` is not available"), "{e}");
     }
 
+    /// The window the core is told of: the coupled one while a loss-based path is coupled
+    /// (here halved by a loss episode, below the kernel's), none uncoupled.
+    #[test]
+    fn a_coupled_path_reports_its_coupled_window_for_the_core() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let socket = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        if sockopt::set_congestion(&socket, "cubic").is_err() {
+            eprintln!("SKIP: this kernel lacks cubic");
+            return;
+        }
+        let sample = |total_retrans, ca_state| TcpInfoSample {
+            srtt_us: 10_000,
+            cwnd_bytes: 1_000_000,
+            mss: 1448,
+            ca_state,
+            total_retrans,
+            bytes_acked: 1,
+            ..TcpInfoSample::default()
+        };
+        let at = |ms: u64| Instant::from_micros(ms * 1000);
+        let mut coupled = CcState::new(CongestionPlan::default(), false, CoupledMode::Always);
+        coupled.on_tick(0, &socket, &sample(0, 0), 1, at(0));
+        assert_eq!(coupled.coupled_window(0), Some(1_000_000));
+        // A loss episode (retransmissions, TCP in recovery) halves the coupled window only.
+        coupled.on_tick(0, &socket, &sample(5, 3), 1, at(10));
+        assert_eq!(coupled.coupled_window(0), Some(500_000));
+        coupled.no_connection(0);
+        assert_eq!(coupled.coupled_window(0), None);
+        let mut uncoupled = CcState::new(CongestionPlan::default(), false, CoupledMode::Off);
+        uncoupled.on_tick(0, &socket, &sample(5, 3), 1, at(10));
+        assert_eq!(uncoupled.coupled_window(0), None);
+    }
+
     #[test]
     fn the_floor_follows_the_rtt_within_linux_bounds() {
         assert_eq!(rto_floor_us(0), 40_000);
