@@ -535,7 +535,8 @@ impl CcState {
     /// far below it and leaves the others idle (round 9's trace: WiFi without a byte in
     /// flight for 10 s while WiGig sat at its ceiling).
     pub fn coupled_window(&self, i: usize) -> Option<u64> {
-        self.paths.get(i).filter(|p| p.coupled_now).and_then(|p| p.report.coupled_window_bytes)
+        // `couple` clears it whenever the path is not engaged.
+        self.paths.get(i).and_then(|p| p.report.coupled_window_bytes)
     }
 
     /// What ran on path `i` so far.

@@ -859,6 +859,16 @@ pub struct Refused {
     pub closed_silently: bool,
 }
 
+impl Refused {
+    fn new(why: impl Into<String>, tell: Option<PathStream>) -> Self {
+        Refused {
+            why: why.into(),
+            tell,
+            closed_silently: false,
+        }
+    }
+}
+
 /// Server: secures an accepted connection as `security` says. A TLS server first peeks:
 /// a peer that did not start a TLS handshake is refused with an FBDT CLOSE it can read
 /// (and likewise a plaintext server answers a TLS ClientHello with a CLOSE).
@@ -866,13 +876,10 @@ pub async fn accept(tcp: TcpStream, security: &Security) -> Result<PathStream, R
     let source = tcp.peer_addr().ok().map(|a| a.ip());
     if let (Security::Server(tls), Some(ip)) = (security, source) {
         if tls.token.is_some() && tls.barred(ip) {
-            return Err(Refused {
-                why: format!(
-                    "{ip} sent {WRONG_TOKENS_PER_SOURCE} wrong tokens within {STRIKE_WINDOW:?}: refused until that passes"
-                ),
-                tell: None,
-                closed_silently: false,
-            });
+            return Err(Refused::new(
+                format!("{ip} sent {WRONG_TOKENS_PER_SOURCE} wrong tokens within {STRIKE_WINDOW:?}: refused until that passes"),
+                None,
+            ));
         }
     }
     let mut first = [0u8; 1];
@@ -880,11 +887,10 @@ pub async fn accept(tcp: TcpStream, security: &Security) -> Result<PathStream, R
     let speaks_tls = matches!(peeked, Ok(1)) && first[0] == TLS_HANDSHAKE;
     let tls = match security {
         Security::Plaintext if speaks_tls => {
-            return Err(Refused {
-                why: "the client spoke TLS to a --plaintext server (both ends must agree)".into(),
-                tell: Some(PathStream::Plain(tcp)),
-                closed_silently: false,
-            })
+            return Err(Refused::new(
+                "the client spoke TLS to a --plaintext server (both ends must agree)",
+                Some(PathStream::Plain(tcp)),
+            ))
         }
         // `listen` refuses client settings; plaintext is the only other choice.
         Security::Plaintext | Security::Client(_) => return Ok(PathStream::Plain(tcp)),
@@ -898,35 +904,27 @@ pub async fn accept(tcp: TcpStream, security: &Security) -> Result<PathStream, R
                 closed_silently: matches!(peeked, Ok(0)),
             });
         }
-        return Err(Refused {
-            why: "this server requires TLS; the client spoke plaintext (--plaintext on one end only?)".into(),
-            tell: Some(PathStream::Plain(tcp)),
-            closed_silently: false,
-        });
+        return Err(Refused::new(
+            "this server requires TLS; the client spoke plaintext (--plaintext on one end only?)",
+            Some(PathStream::Plain(tcp)),
+        ));
     }
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
-    let s = acceptor.accept(tcp).await.map_err(|e| Refused {
-        why: format!("TLS handshake: {e}"),
-        tell: None,
-        closed_silently: false,
-    })?;
+    let s = acceptor
+        .accept(tcp)
+        .await
+        .map_err(|e| Refused::new(format!("TLS handshake: {e}"), None))?;
     let mut s = PathStream::Server(Box::new(s));
     let mut proof = [0u8; TOKEN_PROOF_LEN];
-    s.read_exact(&mut proof).await.map_err(|e| Refused {
-        why: format!("no token proof after the TLS handshake: {e}"),
-        tell: None,
-        closed_silently: false,
-    })?;
+    s.read_exact(&mut proof)
+        .await
+        .map_err(|e| Refused::new(format!("no token proof after the TLS handshake: {e}"), None))?;
     if let Some(token) = &tls.token {
         if token_proof(token, &s).verify_slice(&proof).is_err() {
             if let Some(ip) = source {
                 tls.strike(ip);
             }
-            return Err(Refused {
-                why: "the client's token is wrong (--token)".into(),
-                tell: Some(s),
-                closed_silently: false,
-            });
+            return Err(Refused::new("the client's token is wrong (--token)", Some(s)));
         }
     }
     Ok(s)
