@@ -86,6 +86,9 @@ pub struct PathStats {
     /// Copies in flight when it grows may be held by the repair: FBDT's stall rule does not
     /// learn its lateness margin from them (`FbdtSender::path_stats`).
     pub retransmits: Option<u64>,
+    /// When the driver read these figures (TCP_INFO's read; the simulator's step): the
+    /// time of the transport's deliveries `unacked_bytes` tells of, to a report's spacing.
+    pub sampled_at: Option<Instant>,
 }
 
 /// No ACK reached the transport from `since` until `until`, when it was sampled, while it

@@ -283,6 +283,7 @@ impl TcpInfoSample {
             cwnd_bytes: (self.cwnd_bytes > 0).then_some(self.cwnd_bytes),
             unacked_bytes: self.unacked_bytes,
             retransmits: Some(u64::from(self.total_retrans)),
+            sampled_at: Some(now),
         }
     }
 }

@@ -131,6 +131,7 @@ impl PathSim {
                 unacked_bytes,
                 ack_silence,
                 retransmits,
+                sampled_at: Some(now),
             };
             let changed = bits(&new) != bits(&self.reported);
             self.reported = new;
@@ -147,6 +148,7 @@ impl PathSim {
             // Only what it holds moved (at most steps): the rest is made of the same rate
             // and delay, so it stays as it was made.
             self.reported.unacked_bytes = unacked_bytes;
+            self.reported.sampled_at = Some(now);
             return true;
         }
         self.reported_for = Some((rate, rtt));
@@ -157,6 +159,7 @@ impl PathSim {
             unacked_bytes,
             ack_silence: None,
             retransmits: None,
+            sampled_at: Some(now),
         };
         true
     }

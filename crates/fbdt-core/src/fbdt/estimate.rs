@@ -20,6 +20,11 @@ const OUTAGE_MEMORY: Duration = Duration::from_millis(5000);
 /// The base RTT is the least ACK RTT seen within this long (as BBR's min_rtt filter):
 /// long enough to see a queue drain, short enough to follow a route that got longer.
 const BASE_RTT_WINDOW: Duration = Duration::from_millis(10_000);
+/// A burst is remembered for at least this many base RTTs, and this long: the pauses of a
+/// busy host or a radio's scheduler come tens of milliseconds apart, and a send limit that
+/// forgot them between two would throttle the path again.
+const BURST_MEMORY_RTTS: f64 = 5.0;
+const BURST_MEMORY: Duration = Duration::from_millis(100);
 
 #[derive(Clone, Debug)]
 pub(super) struct PathEstimate {
@@ -45,6 +50,7 @@ pub(super) struct PathEstimate {
     pub last_outage: Option<Instant>,
     /// What a transfer after idleness costs (sleep-aware arrival).
     pub wake: WakeCost,
+    burst: Burst,
     sample_rx: u64,
     sample_sent: u64,
 }
@@ -62,6 +68,7 @@ impl PathEstimate {
             driver: PathStats::default(),
             last_outage: None,
             wake: WakeCost::default(),
+            burst: Burst::default(),
             sample_rx: 0,
             sample_sent: 0,
         }
@@ -186,6 +193,25 @@ impl PathEstimate {
         .filter(|&r| r > 0.0)
     }
 
+    /// The transport acknowledged `bytes` more by `now` (its report's time): how far its
+    /// deliveries run ahead of the drain rate is a burst (`burst_bytes`).
+    pub fn delivered(&mut self, bytes: u64, now: Instant) {
+        let Some(rate) = self.drain_rate_bps() else {
+            return;
+        };
+        let base = self.base_rtt();
+        let memory = base.mul_f64(BURST_MEMORY_RTTS).max(BURST_MEMORY);
+        self.burst.delivered(bytes, now, rate, base, memory);
+    }
+
+    /// The most bytes the path recently delivered ahead of its drain rate in one round
+    /// trip (as BBR's `extra_acked`): a path that delivers in bursts — a radio's aggregation
+    /// and scheduling, a host that pauses — holds that much more undelivered than its rate
+    /// × base RTT while it runs at its rate.
+    pub fn burst_bytes(&self) -> u64 {
+        self.burst.max()
+    }
+
     /// Reliability score (spec decision 8): rate × delivered ratio, halved after an outage.
     pub fn score(&self, now: Instant) -> f64 {
         let penalty = match self.last_outage {
@@ -193,5 +219,50 @@ impl PathEstimate {
             _ => 1.0,
         };
         self.rate_bps().unwrap_or(1.0) * self.ratio * penalty
+    }
+}
+
+/// Deliveries ahead of the drain rate (`PathEstimate::burst_bytes`), from the transport's
+/// cumulative reports: what a report adds arrived after the one before. An epoch
+/// starts when deliveries fall behind the rate and lasts at most a base RTT (a burst comes
+/// within one; a rate estimate that lags a ramp-up must not add up for longer). What an
+/// epoch ran ahead is kept, the largest of the current and the previous memory span.
+#[derive(Clone, Debug, Default)]
+struct Burst {
+    epoch: Option<(Instant, u64)>,
+    last_report: Option<Instant>,
+    span_start: Option<Instant>,
+    current: u64,
+    previous: u64,
+}
+
+impl Burst {
+    fn delivered(&mut self, bytes: u64, now: Instant, rate: f64, base_rtt: Duration, memory: Duration) {
+        // The first report's bytes arrived over a time unknown.
+        let Some(last_report) = self.last_report.replace(now) else {
+            return;
+        };
+        let expected = |start: Instant| rate * now.saturating_since(start).as_secs_f64();
+        let (start, sum) = match self.epoch {
+            Some((start, sum)) if (sum as f64) > expected(start) && now.saturating_since(start) <= base_rtt => {
+                (start, sum + bytes)
+            }
+            // The report's bytes arrived since the one before.
+            _ => (last_report.min(now), bytes),
+        };
+        self.epoch = Some((start, sum));
+        let ahead = (sum as f64 - expected(start)).max(0.0) as u64;
+        let span_start = *self.span_start.get_or_insert(now);
+        let elapsed = now.saturating_since(span_start);
+        if elapsed >= memory {
+            self.previous = if elapsed >= memory + memory { 0 } else { self.current };
+            self.current = 0;
+            self.span_start = Some(now);
+        }
+        self.current = self.current.max(ahead);
+    }
+
+    fn max(&self) -> u64 {
+        self.current.max(self.previous)
     }
 }

@@ -462,6 +462,7 @@ mod tests {
             cwnd_bytes: Some(10 << 20),
             ack_silence: None,
             retransmits: None,
+            sampled_at: None,
         };
         // No transport report: the bytes between two ACKs are added (the default's
         // 128 KiB, whole segments).
@@ -480,6 +481,63 @@ mod tests {
             s.path_send_limit(PathId(0)),
             Some((1.25 * (10 << 20) as f64) as u64 + between_acks)
         );
+    }
+
+    /// A path whose transport delivers in bursts (a radio's aggregation, a paused host)
+    /// holds a burst more than its BDP: capped at the BDP, each round trip would deliver
+    /// less than the rate measured, and the measure and the limit fall round after round.
+    /// Steady deliveries add nothing, one faster than the rate estimate (a ramp) at most
+    /// its excess over one base RTT, and a burst is forgotten after two memory spans.
+    #[test]
+    fn a_bursty_path_holds_a_burst_more_than_its_bdp() {
+        let mut s = near_and_far(Duration::from_millis(100), [100e6, 100e6], 64 << 20);
+        let rate = 100e6; // bytes/s, × the 2-ms base RTT = 200 kB
+        let mut now = Instant::ZERO + Duration::from_millis(1000);
+        let report = |s: &mut FbdtSender, now: Instant, acked_more: u64| {
+            // 200 kB stay unacknowledged; what the transport acknowledged grows.
+            s.paths[0].sent += acked_more;
+            let stats = crate::path::PathStats {
+                srtt: Some(Duration::from_millis(40)),
+                delivery_rate_bps: Some(rate * 8.0),
+                cwnd_bytes: Some(10 << 20),
+                unacked_bytes: Some(200_000),
+                sampled_at: Some(now),
+                ..Default::default()
+            };
+            s.path_stats(PathId(0), stats);
+        };
+        let step = Duration::from_micros(500);
+        let steady = |s: &mut FbdtSender, now: &mut Instant, until: Duration, k: f64| {
+            let end = *now + until;
+            while *now < end {
+                *now = *now + step;
+                report(s, *now, (k * rate * step.as_secs_f64()) as u64);
+            }
+        };
+        steady(&mut s, &mut now, Duration::from_millis(50), 1.0);
+        let between = 2 * s.frame_segments(PathId(0)) * s.params.segment_size as u64;
+        assert!(s.paths[0].est.burst_bytes() <= between, "{}", s.paths[0].est.burst_bytes());
+        assert_eq!(s.path_send_limit(PathId(0)), Some(250_000 + between));
+        // 3 ms without an acknowledgement, then what the path held arrives within 0.2 ms.
+        let paused = now + Duration::from_millis(3);
+        report(&mut s, paused, 100_000);
+        report(&mut s, paused + Duration::from_micros(100), 150_000);
+        report(&mut s, paused + Duration::from_micros(200), 150_000);
+        // 300 kB within 0.2 ms of the report that ended the pause, 20 kB of which the
+        // rate explains.
+        let burst = s.paths[0].est.burst_bytes();
+        assert!(burst.abs_diff(280_000) <= 1, "{burst}");
+        assert_eq!(s.path_send_limit(PathId(0)), Some(250_000 + burst));
+        // Two memory spans (100 ms each at this base RTT) of steady deliveries forget it.
+        now = paused + Duration::from_micros(200);
+        steady(&mut s, &mut now, Duration::from_millis(201), 1.0);
+        assert!(s.paths[0].est.burst_bytes() <= between);
+        // Deliveries half again faster than the rate estimate for 50 ms (a lagging estimate
+        // in a ramp-up) count at most their excess over one base RTT (100 kB), not over
+        // the 50 ms (1.25 MB).
+        steady(&mut s, &mut now, Duration::from_millis(50), 1.5);
+        let ramp = s.paths[0].est.burst_bytes();
+        assert!(ramp <= 100_000, "{ramp}");
     }
 
     /// With a receive window smaller than that lead, the far path sends nothing: its

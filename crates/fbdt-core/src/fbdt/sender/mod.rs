@@ -536,6 +536,13 @@ impl SchemeSender for FbdtSender {
         if let Some(unacked) = stats.unacked_bytes.filter(|_| from_transport) {
             let before = t.limited_in_flight();
             let earlier = t.transport_unacked.replace((unacked, t.sent));
+            if let (Some((unacked_then, sent_then)), Some(at)) = (earlier, stats.sampled_at) {
+                let acked = |unacked: u64, sent: u64| sent.saturating_sub(unacked);
+                let newly = acked(unacked, t.sent).saturating_sub(acked(unacked_then, sent_then));
+                if newly > 0 {
+                    t.est.delivered(newly, at);
+                }
+            }
             if t.limited_in_flight() != before {
                 if driver_changed || earlier.is_none() {
                     self.changes += 1;

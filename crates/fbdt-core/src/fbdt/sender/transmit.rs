@@ -228,7 +228,7 @@ impl FbdtSender {
     pub(super) fn path_send_limit(&self, p: PathId) -> Option<u64> {
         let d = &self.paths[p.index()].est.driver;
         let bdp = d.delivery_rate_bps.zip(d.srtt).map(|(r, s)| r / 8.0 * s.as_secs_f64());
-        let window = match (d.cwnd_bytes, bdp) {
+        let transport_window = match (d.cwnd_bytes, bdp) {
             (Some(c), Some(b)) => (c as f64).max(b),
             (Some(c), None) => c as f64,
             (None, Some(b)) => b,
@@ -240,9 +240,10 @@ impl FbdtSender {
         // probes: the path then delivers up to 1.25 × the rate measured, so the measure
         // (and the limit) grows each round trip until the path's capacity.
         let t = &self.paths[p.index()];
-        let window = match t.est.drain_rate_bps().filter(|_| self.meets_by_arrival()) {
-            Some(rate) => window.min(rate * t.est.base_rtt().as_secs_f64()),
-            None => window,
+        let rate_capped = t.est.drain_rate_bps().filter(|_| self.meets_by_arrival());
+        let window = match rate_capped {
+            Some(rate) => transport_window.min(rate * t.est.base_rtt().as_secs_f64()),
+            None => transport_window,
         };
         // Counted from the transport's ACKs, delivered bytes do not wait for FBDT's.
         let between_acks = if self.cfg.in_flight_from_transport && t.transport_unacked.is_some() {
@@ -250,7 +251,15 @@ impl FbdtSender {
         } else {
             self.bytes_per_ack(p)
         };
-        Some((self.cfg.send_limit_windows * window) as u64 + between_acks)
+        // A path that delivers in bursts holds a burst more than its BDP while it runs at
+        // its rate; capped below that, each round trip delivers less than the rate measured
+        // and the measure (and the limit) falls round after round (docs/congestion.md,
+        // "Bursty paths"). No burst beyond the transport's window: it would not send it.
+        let undelivered_extra = match rate_capped {
+            Some(_) => between_acks.max(t.est.burst_bytes().min(transport_window as u64)),
+            None => between_acks,
+        };
+        Some((self.cfg.send_limit_windows * window) as u64 + undelivered_extra)
     }
 
     /// The send limit (`allowed` bytes more) held back a frame of `want` payload bytes on
