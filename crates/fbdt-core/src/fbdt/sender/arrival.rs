@@ -486,8 +486,9 @@ mod tests {
     /// A path whose transport delivers in bursts (a radio's aggregation, a paused host)
     /// holds a burst more than its BDP: capped at the BDP, each round trip would deliver
     /// less than the rate measured, and the measure and the limit fall round after round.
-    /// Steady deliveries add nothing, one faster than the rate estimate (a ramp) at most
-    /// its excess over one base RTT, and a burst is forgotten after two memory spans.
+    /// Steady deliveries add nothing, nor does a burst the limit's probing margin absorbs;
+    /// one faster than the rate estimate (a ramp) counts at most its excess over one base
+    /// RTT, and a burst is forgotten after two memory spans.
     #[test]
     fn a_bursty_path_holds_a_burst_more_than_its_bdp() {
         let mut s = near_and_far(Duration::from_millis(100), [100e6, 100e6], 64 << 20);
@@ -532,6 +533,17 @@ mod tests {
         now = paused + Duration::from_micros(200);
         steady(&mut s, &mut now, Duration::from_millis(201), 1.0);
         assert!(s.paths[0].est.burst_bytes() <= between);
+        // A burst larger than the bytes between two ACKs but within them and the limit's
+        // probing quarter (50 kB) adds nothing: 1.1 ms without an acknowledgement, then
+        // 50 kB and 0.1 ms later 50 kB more, 40 kB ahead of the rate.
+        let paused = now + Duration::from_micros(1100);
+        report(&mut s, paused, 50_000);
+        report(&mut s, paused + Duration::from_micros(100), 50_000);
+        let small = s.paths[0].est.burst_bytes();
+        assert!(small.abs_diff(40_000) <= 1 && small > between, "{small} vs {between}");
+        assert_eq!(s.path_send_limit(PathId(0)), Some(250_000 + between));
+        now = paused + Duration::from_micros(100);
+        steady(&mut s, &mut now, Duration::from_millis(201), 1.0);
         // Deliveries half again faster than the rate estimate for 50 ms (a lagging estimate
         // in a ramp-up) count at most their excess over one base RTT (100 kB), not over
         // the 50 ms (1.25 MB).

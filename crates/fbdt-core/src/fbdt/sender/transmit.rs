@@ -254,10 +254,14 @@ impl FbdtSender {
         // A path that delivers in bursts holds a burst more than its BDP while it runs at
         // its rate; capped below that, each round trip delivers less than the rate measured
         // and the measure (and the limit) falls round after round (docs/congestion.md,
-        // "Bursty paths"). No burst beyond the transport's window: it would not send it.
+        // "Bursty paths"). A burst the probing margin and the bytes between two ACKs absorb
+        // needs nothing more; none counts beyond the transport's window, which it would not
+        // send.
+        let burst = t.est.burst_bytes().min(transport_window as u64);
+        let absorbed = between_acks as f64 + (self.cfg.send_limit_windows - 1.0) * window;
         let undelivered_extra = match rate_capped {
-            Some(_) => between_acks.max(t.est.burst_bytes().min(transport_window as u64)),
-            None => between_acks,
+            Some(_) if burst as f64 > absorbed => burst.max(between_acks),
+            _ => between_acks,
         };
         Some((self.cfg.send_limit_windows * window) as u64 + undelivered_extra)
     }
