@@ -195,7 +195,7 @@ impl PathEstimate {
 
     /// The transport acknowledged `bytes` more by `now` (its report's time): how far its
     /// deliveries run ahead of the drain rate is a burst (`burst_bytes`).
-    pub fn delivered(&mut self, bytes: u64, now: Instant) {
+    pub fn transport_acked(&mut self, bytes: u64, now: Instant) {
         let Some(rate) = self.drain_rate_bps() else {
             return;
         };

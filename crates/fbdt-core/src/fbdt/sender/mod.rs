@@ -540,7 +540,7 @@ impl SchemeSender for FbdtSender {
                 let acked = |unacked: u64, sent: u64| sent.saturating_sub(unacked);
                 let newly = acked(unacked, t.sent).saturating_sub(acked(unacked_then, sent_then));
                 if newly > 0 {
-                    t.est.delivered(newly, at);
+                    t.est.transport_acked(newly, at);
                 }
             }
             if t.limited_in_flight() != before {

@@ -260,7 +260,7 @@ impl FbdtSender {
         let burst = t.est.burst_bytes().min(transport_window as u64);
         let absorbed = between_acks as f64 + (self.cfg.send_limit_windows - 1.0) * window;
         let undelivered_extra = match rate_capped {
-            Some(_) if burst as f64 > absorbed => burst.max(between_acks),
+            Some(_) if burst as f64 > absorbed => burst,
             _ => between_acks,
         };
         Some((self.cfg.send_limit_windows * window) as u64 + undelivered_extra)
