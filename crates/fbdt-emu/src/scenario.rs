@@ -23,6 +23,7 @@ pub fn spec_from_schedule(
                 name: t.name.clone(),
                 queue_packets: path.queue_packets as usize,
                 radio: t.radio,
+                bursts: t.bursts,
                 steps: t
                     .steps
                     .iter()

@@ -102,6 +102,9 @@ pub struct PathPlan {
     /// The radio dozes when idle (the scenario's `radio`); `None`: always awake.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub radio: Option<fbdt_scenario::RadioSleep>,
+    /// The path delivers in bursts (the scenario's `bursts`); `None`: as it goes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bursts: Option<fbdt_scenario::Bursts>,
 }
 
 impl PathPlan {
@@ -111,6 +114,7 @@ impl PathPlan {
             queue_packets: 1000,
             steps: vec![PathStep::constant(rate_mbps, delay_ms, loss)],
             radio: None,
+            bursts: None,
         }
     }
 
@@ -388,6 +392,7 @@ mod tests {
             name: "a".into(),
             queue_packets: 100,
             radio: None,
+            bursts: None,
             steps: vec![
                 PathStep::constant(100.0, 5.0, 0.0),
                 PathStep {

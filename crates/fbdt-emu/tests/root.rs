@@ -640,6 +640,24 @@ fn rate_step_try(opts: &TestbedOptions) -> Result<(), Vec<String>> {
     outcome
 }
 
+/// A UDP socket in the client namespace (reads time out after 3 s) and one in the server
+/// namespace, on the addresses of the testbed's first path.
+fn udp_over_first_path(tb: &Testbed) -> (UdpSocket, UdpSocket) {
+    let p = tb.paths()[0].clone();
+    let rx = tb
+        .run_in(Side::Client, || {
+            UdpSocket::bind(SocketAddr::new(p.client_ip.into(), 0)).unwrap()
+        })
+        .unwrap();
+    let tx = tb
+        .run_in(Side::Server, || {
+            UdpSocket::bind(SocketAddr::new(p.server_ip.into(), 0)).unwrap()
+        })
+        .unwrap();
+    rx.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    (rx, tx)
+}
+
 on_rattan_and_direct!(
     a_dozing_radio_holds_the_first_packet_after_idle,
     direct_a_dozing_radio_holds_the_first_packet_after_idle,
@@ -655,18 +673,7 @@ fn radio_on(opts: &TestbedOptions) {
     });
     let tb = Testbed::start(&spec(vec![a]), opts).unwrap();
     tb.play().unwrap();
-    let p = tb.paths()[0].clone();
-    let rx = tb
-        .run_in(Side::Client, || {
-            UdpSocket::bind(SocketAddr::new(p.client_ip.into(), 0)).unwrap()
-        })
-        .unwrap();
-    let tx = tb
-        .run_in(Side::Server, || {
-            UdpSocket::bind(SocketAddr::new(p.server_ip.into(), 0)).unwrap()
-        })
-        .unwrap();
-    rx.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let (rx, tx) = udp_over_first_path(&tb);
     let dst = rx.local_addr().unwrap();
     let receiver = std::thread::spawn(move || {
         let mut got = Vec::new();
@@ -870,4 +877,55 @@ fn a_shared_bottleneck_needs_the_direct_datapath() {
     s.bottleneck = Some(shared_link(vec![0], 5.0, 10, 0));
     let e = Testbed::start(&s, &rattan()).err().expect("rattan has no shared link").to_string();
     assert!(e.contains("direct datapath"), "{e}");
+}
+
+/// A path that delivers in bursts (`bursts = { every_ms, hold_ms }`, direct datapath): a
+/// steady stream of datagrams arrives in bunches with gaps as long as the hold, none lost and
+/// none reordered; the other datapaths refuse such a path.
+#[test]
+fn direct_a_bursty_path_holds_deliveries_and_releases_them_together() {
+    let _g = root_or_skip!();
+    // 5 ms each way; nothing is delivered for the first 100 ms of every 200 ms.
+    let mut a = PathPlan::constant("wifi", 20.0, 5.0, 0.0);
+    a.bursts = Some(fbdt_scenario::Bursts {
+        every_ms: 200.0,
+        hold_ms: 100.0,
+    });
+    let refused = Testbed::start(&spec(vec![a.clone()]), &rattan()).err().expect("rattan refuses bursts");
+    assert!(refused.to_string().contains("needs the direct datapath"), "{refused}");
+    let tb = Testbed::start(&spec(vec![a]), &direct()).unwrap();
+    let ns_names = names(&tb);
+    tb.play().unwrap();
+    let (rx, tx) = udp_over_first_path(&tb);
+    let dst = rx.local_addr().unwrap();
+    const N: usize = 80;
+    let receiver = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 512];
+        for _ in 0..N {
+            let (n, _) = rx.recv_from(&mut buf).expect("every datagram arrives");
+            assert_eq!(n, 200);
+            got.push((buf[0], Instant::now()));
+        }
+        got
+    });
+    // One datagram every 10 ms for 800 ms: four holds.
+    let start = Instant::now();
+    for i in 0..N {
+        std::thread::sleep((start + Duration::from_millis(10 * i as u64)).saturating_duration_since(Instant::now()));
+        tx.send_to(&[i as u8; 200], dst).unwrap();
+    }
+    let got = receiver.join().unwrap();
+    let order: Vec<usize> = got.iter().map(|&(i, _)| usize::from(i)).collect();
+    assert_eq!(order, (0..N).collect::<Vec<_>>(), "in order, none lost");
+    let gaps_ms: Vec<f64> = got.windows(2).map(|w| (w[1].1 - w[0].1).as_secs_f64() * 1e3).collect();
+    let long = gaps_ms.iter().filter(|&&g| g >= 80.0).count();
+    let bunched = gaps_ms.iter().filter(|&&g| g < 2.0).count();
+    eprintln!("gaps between arrivals, ms: {gaps_ms:.1?}");
+    // Sent every 10 ms, a path without holds leaves no gap near 80 ms and bunches none.
+    // With a hold the ~10 datagrams that reach the end during it arrive together when it ends.
+    assert!(long >= 3, "{long} gaps ≥ 80 ms: {gaps_ms:.1?}");
+    assert!(bunched >= 3 * 7, "{bunched} arrivals within 2 ms of the one before: {gaps_ms:.1?}");
+    drop(tb);
+    assert_gone(&ns_names);
 }

@@ -30,6 +30,7 @@ builtin_files!(
     "cotag-corr-zero",
     "cotag-corr-neg",
     "shared-bottleneck",
+    "tc-bursty",
 );
 
 pub fn builtin_names() -> Vec<&'static str> {

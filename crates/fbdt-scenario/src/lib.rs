@@ -18,7 +18,8 @@
 //   builtin_names() -> Vec<&'static str>;   builtin(name) -> Option<Scenario>
 //   Scenario::schedule(&self, scale) -> Result<Schedule, ScenarioError>
 //   Schedule { duration_s, scale, paths: Vec<PathTimeline>, bottleneck: Option<SharedLink> }, Schedule::capacity_mbps()
-//   PathTimeline { name, steps: Vec<Step>, radio: Option<RadioSleep> }, PathTimeline::at(t_s) -> Step,
+//   PathTimeline { name, steps: Vec<Step>, radio: Option<RadioSleep>, bursts: Option<Bursts> },
+//   PathTimeline::at(t_s) -> Step,
 //   PathTimeline::mean_rate_mbps(duration_s)
 //   Step { t_s, rate_mbps, delay_ms, loss, scan }
 
@@ -38,7 +39,7 @@ use std::path::Path;
 
 pub use builtins::{builtin, builtin_names, builtin_text};
 pub use error::{Origin, ScenarioError};
-pub use model::{Bottleneck, Event, EventKind, PathSpec, RadioSleep, RateSpec, RateStep, Scenario};
+pub use model::{Bottleneck, Bursts, Event, EventKind, PathSpec, RadioSleep, RateSpec, RateStep, Scenario};
 pub use schedule::{PathTimeline, Schedule, SharedLink, Step};
 
 impl Scenario {

@@ -70,6 +70,32 @@ pub struct PathSpec {
     /// Radio power saving (off when absent): see [`RadioSleep`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub radio: Option<RadioSleep>,
+    /// Delivery in bursts (off when absent): see [`Bursts`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bursts: Option<Bursts>,
+}
+
+/// A path that delivers in bursts, as a radio's frame aggregation or scheduler slots or a
+/// host that is paused now and then make it: for the first `hold_ms` of every `every_ms`
+/// (counted from the start of the run) the path delivers nothing, in either direction, and
+/// what reached its end in that time is delivered together when the hold ends. The rate is
+/// unchanged: a hold adds delay (at most `hold_ms`), it takes no capacity away.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bursts {
+    /// The period, > 0.
+    pub every_ms: f64,
+    /// The hold at the start of each period, > 0 and < `every_ms`.
+    pub hold_ms: f64,
+}
+
+impl Bursts {
+    /// When something that reaches the path's end `t_s` after the start is delivered.
+    pub fn release_s(&self, t_s: f64) -> f64 {
+        let (every, hold) = (self.every_ms / 1e3, self.hold_ms / 1e3);
+        let phase = t_s.rem_euclid(every);
+        if phase < hold { t_s - phase + hold } else { t_s }
+    }
 }
 
 /// A radio that dozes when idle (802.11 power save; a WiGig chipset also drops its beam):

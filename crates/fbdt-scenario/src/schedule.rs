@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Origin, ScenarioError};
 use crate::events::{self, Instance};
-use crate::model::{EventKind, PathSpec, RadioSleep, Scenario};
+use crate::model::{Bursts, EventKind, PathSpec, RadioSleep, Scenario};
 use crate::sample;
 use crate::validate;
 
@@ -36,6 +36,9 @@ pub struct PathTimeline {
     /// The path's radio power saving, if modelled (not scaled: it is a time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub radio: Option<RadioSleep>,
+    /// The path's delivery in bursts, if modelled (not scaled: it is a time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bursts: Option<Bursts>,
 }
 
 impl PathTimeline {
@@ -262,6 +265,7 @@ fn timeline(s: &Scenario, idx: usize, p: &PathSpec, scale: f64) -> Result<PathTi
         name: p.name.clone(),
         steps,
         radio: p.radio,
+        bursts: p.bursts,
     })
 }
 

@@ -162,6 +162,19 @@ fn path(i: usize, p: &PathSpec, duration_s: f64) -> Check {
         )?;
         range(Loc::Path(i, "wake_ms"), "wake_ms", r.wake_ms, 0.0, MAX_RADIO_MS, false)?;
     }
+    if let Some(b) = &p.bursts {
+        positive(Loc::Path(i, "every_ms"), "every_ms", b.every_ms, MAX_RADIO_MS)?;
+        positive(Loc::Path(i, "hold_ms"), "hold_ms", b.hold_ms, MAX_RADIO_MS)?;
+        if b.hold_ms >= b.every_ms {
+            return Err(bad(
+                Loc::Path(i, "hold_ms"),
+                format!(
+                    "`hold_ms` ({}) must be shorter than `every_ms` ({}): a path that holds for a whole period never delivers",
+                    b.hold_ms, b.every_ms
+                ),
+            ));
+        }
+    }
     rate(i, &p.rate, duration_s)
 }
 

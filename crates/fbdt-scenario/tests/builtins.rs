@@ -31,7 +31,7 @@ fn close(a: f64, b: f64) -> bool {
 #[test]
 fn every_builtin_parses_schedules_and_keeps_invariants() {
     let names = builtin_names();
-    assert_eq!(names.len(), 17);
+    assert_eq!(names.len(), 18);
     for name in names {
         let s = builtin(name).expect(name);
         assert_eq!(s.name, name);

@@ -35,6 +35,6 @@ fn docs_error_examples_are_real() {
     let e = Scenario::from_toml_str(&format!("{base}bandwidth = 3\n"), "my.toml").unwrap_err();
     assert_eq!(
         e.to_string(),
-        "my.toml:5: unknown field `bandwidth`, expected one of `name`, `rate`, `delay_ms`, `loss`, `queue_packets`, `radio`"
+        "my.toml:5: unknown field `bandwidth`, expected one of `name`, `rate`, `delay_ms`, `loss`, `queue_packets`, `radio`, `bursts`"
     );
 }

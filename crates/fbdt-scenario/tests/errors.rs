@@ -165,6 +165,26 @@ fn path_errors() {
         "unknown field `sleep`",
     );
     fails(
+        &edit("queue_packets = 500", "bursts = { every_ms = 10, hold_ms = 10 }"),
+        "bursts",
+        "`hold_ms` (10) must be shorter than `every_ms` (10)",
+    );
+    fails(
+        &edit("queue_packets = 500", "bursts = { every_ms = 0, hold_ms = 3 }"),
+        "bursts",
+        "`every_ms` must be",
+    );
+    fails(
+        &edit("queue_packets = 500", "bursts = { every_ms = 10, hold_ms = -3 }"),
+        "bursts",
+        "`hold_ms` must be",
+    );
+    fails(
+        &edit("queue_packets = 500", "bursts = { every_ms = 10 }"),
+        "bursts",
+        "missing field `hold_ms`",
+    );
+    fails(
         &edit("queue_packets = 500", "queue_packets = 0"),
         "queue_packets",
         "`queue_packets` must be in [1,",
@@ -496,4 +516,14 @@ fn radio_sleep_is_optional_and_reaches_the_schedule() {
     assert_eq!(sched.paths[0].radio, None);
     let radio = sched.paths[1].radio.expect("wigig sleeps");
     assert_eq!((radio.idle_timeout_ms, radio.wake_ms), (200.0, 30.0));
+}
+
+#[test]
+fn bursts_are_optional_and_reach_the_schedule_unscaled() {
+    let s = Scenario::from_toml_str(&edit("queue_packets = 500", "bursts = { every_ms = 10, hold_ms = 3 }"), "t.toml")
+        .unwrap();
+    let sched = s.schedule(0.1).unwrap();
+    assert_eq!(sched.paths[0].bursts, None);
+    let b = sched.paths[1].bursts.expect("wigig delivers in bursts");
+    assert_eq!((b.every_ms, b.hold_ms), (10.0, 3.0));
 }

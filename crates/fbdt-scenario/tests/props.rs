@@ -108,7 +108,7 @@ proptest! {
         scale in 0.01f64..4.0,
     ) {
         let paths: Vec<PathSpec> = rates.into_iter().enumerate().map(|(i, rate)| PathSpec {
-            name: format!("p{i}"), rate, delay_ms: delays[i], loss: 0.0, queue_packets: 1000, radio: None,
+            name: format!("p{i}"), rate, delay_ms: delays[i], loss: 0.0, queue_packets: 1000, radio: None, bursts: None,
         }).collect();
         let s = scenario(paths, ev.into_iter().collect(), duration_s, seed);
         let sched = s.schedule(scale).unwrap();
@@ -141,10 +141,34 @@ proptest! {
 
     #[test]
     fn scale_multiplies_capacity(rate in rate(), scale in 0.01f64..4.0) {
-        let p = PathSpec { name: "a".into(), rate, delay_ms: 1.0, loss: 0.0, queue_packets: 10, radio: None };
+        let p = PathSpec { name: "a".into(), rate, delay_ms: 1.0, loss: 0.0, queue_packets: 10, radio: None, bursts: None };
         let s = scenario(vec![p], vec![], 10.0, 3);
         let one = s.schedule(1.0).unwrap().capacity_mbps();
         let k = s.schedule(scale).unwrap().capacity_mbps();
         prop_assert!((k - one * scale).abs() <= 1e-9 * (one * scale).max(1.0));
+    }
+}
+
+proptest! {
+    /// A hold delays by less than `hold_ms`, keeps order, and leaves what reaches the end
+    /// after it alone.
+    #[test]
+    fn a_hold_delays_within_itself_and_keeps_order(
+        every_ms in 0.1f64..100.0,
+        hold_share in 0.01f64..0.99,
+        t_s in 0.0f64..100.0,
+        dt_s in 0.0f64..0.05,
+    ) {
+        let b = fbdt_scenario::Bursts { every_ms, hold_ms: every_ms * hold_share };
+        let (r, later) = (b.release_s(t_s), b.release_s(t_s + dt_s));
+        prop_assert!(r >= t_s && r - t_s <= b.hold_ms / 1e3 + 1e-9, "{t_s} released at {r}");
+        prop_assert!(later >= r, "order: {t_s} → {r}, {} → {later}", t_s + dt_s);
+        let phase_ms = (t_s * 1e3).rem_euclid(every_ms);
+        if phase_ms > b.hold_ms + 1e-6 {
+            prop_assert_eq!(r, t_s);
+        } else if phase_ms + 1e-6 < b.hold_ms {
+            let end_ms = (r * 1e3).rem_euclid(every_ms);
+            prop_assert!((end_ms - b.hold_ms).abs() < 1e-6, "released at the hold's end, phase {end_ms} ms");
+        }
     }
 }

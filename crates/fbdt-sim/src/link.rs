@@ -25,7 +25,7 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use fbdt_core::Instant;
-use fbdt_scenario::RadioSleep;
+use fbdt_scenario::{Bursts, RadioSleep};
 
 use crate::shared::{Coupler, SharedLink};
 use crate::tcp::{Ack, TcpParams, TcpState};
@@ -182,6 +182,8 @@ pub struct Link {
     tcp: Option<TcpState>,
     /// Radio power saving, in seconds: (idle timeout, wake-up time).
     radio: Option<(f64, f64)>,
+    /// Delivery in bursts: arrivals (and the TCP model's ACKs) wait for the end of a hold.
+    bursts: Option<Bursts>,
     /// When the last chunk finished serialising (s); −∞ before the first.
     last_sent_s: f64,
     /// A wake-up in progress: serialisation starts at this time (s).
@@ -275,6 +277,7 @@ impl Link {
             loss: 0.0,
             tcp: None,
             radio: None,
+            bursts: None,
             last_sent_s: f64::NEG_INFINITY,
             waking_until_s: None,
             lazy_until: Instant::ZERO,
@@ -365,6 +368,12 @@ impl Link {
     /// The same link whose radio sleeps when idle (`None`: always awake).
     pub fn with_radio(mut self, radio: Option<RadioSleep>) -> Self {
         self.radio = radio.map(|r| (r.idle_timeout_ms / 1e3, r.wake_ms / 1e3));
+        self
+    }
+
+    /// The same link delivering in bursts (`None`: as it goes).
+    pub fn with_bursts(mut self, bursts: Option<Bursts>) -> Self {
+        self.bursts = bursts;
         self
     }
 
@@ -506,6 +515,12 @@ impl Link {
     /// Current one-way delay in seconds.
     pub fn delay_s(&self) -> f64 {
         self.delay_s
+    }
+
+    /// The longest round trip without a queue: both delays and, on a path that delivers
+    /// in bursts, one hold (an ideal transport's window must span it to keep the link busy).
+    pub fn round_trip_s(&self) -> f64 {
+        2.0 * self.delay_s + self.bursts.map_or(0.0, |b| b.hold_ms / 1e3)
     }
 
     /// Current effective rate in bytes/s.
@@ -761,8 +776,8 @@ impl Link {
                     (queue_s, repair)
                 }
             };
-            let acked_s = finish + base_rtt + queue_s;
-            let (arrival_s, ack_s, lost, timed_out) = match repair {
+            let mut acked_s = finish + base_rtt + queue_s;
+            let (arrival_s, mut ack_s, lost, timed_out) = match repair {
                 None => (finish + self.delay_s + queue_s, acked_s, false, false),
                 Some((r, follow)) => {
                     self.resends_pending.push(r.resend_s);
@@ -780,9 +795,16 @@ impl Link {
             };
             // In order: never before the one ahead, with the grain or without it.
             let exact = instant_ceil(arrival_s).max(self.last_exact);
-            let arrival = self.grained(exact).max(self.last_arrival);
+            let arrival = self.arrival_at(exact).max(self.last_arrival);
             self.last_exact = exact;
             self.last_arrival = arrival;
+            if let Some(b) = self.bursts {
+                // The receiver's ACK leaves when the chunk arrives and waits for the
+                // reverse direction's hold too.
+                let held = b.release_s(secs(arrival) + self.delay_s);
+                ack_s = ack_s.max(held);
+                acked_s = acked_s.max(held);
+            }
             let drain = self.drain_rate();
             self.window.push_back(Unacked {
                 ack_s,
@@ -807,12 +829,20 @@ impl Link {
         self.publish();
     }
 
-    /// An arrival instant on the pipe's grain ([`LinkParams::grain_us`]); the TCP model's
-    /// arrivals stay exact.
-    fn grained(&self, t: Instant) -> Instant {
-        match self.tcp {
+    /// When a chunk that reaches the link's end at `t` arrives: on the pipe's grain
+    /// ([`LinkParams::grain_us`]; the TCP model's arrivals stay exact), and after the
+    /// path's hold if it delivers in bursts.
+    fn arrival_at(&self, t: Instant) -> Instant {
+        let t = match self.tcp {
             None => grained(t, self.params.grain_us),
             Some(_) => t,
+        };
+        match self.bursts {
+            Some(b) => match b.release_s(secs(t)) {
+                held if held > secs(t) => t.max(instant_ceil(held)),
+                _ => t,
+            },
+            None => t,
         }
     }
 
@@ -906,9 +936,9 @@ impl Link {
         // direction keeps its wake a rounding early (a step where nothing happens), which
         // leaves its runs as they were.
         let arrival = if self.lazy_until == ALWAYS {
-            self.grained(instant_ceil(head_end + self.delay_s - EPSILON_S))
+            self.arrival_at(instant_ceil(head_end + self.delay_s - EPSILON_S))
         } else {
-            self.grained(instant_ceil(head_end + self.delay_s))
+            self.arrival_at(instant_ceil(head_end + self.delay_s))
                 .max(self.last_arrival)
         };
         let low = (self.params.backlog_bytes as f64 * LOW_WATER) as usize;

@@ -137,7 +137,7 @@ impl PathSim {
             self.reported = new;
             return changed;
         }
-        let rtt = 2.0 * self.data.delay_s();
+        let rtt = self.data.round_trip_s();
         let rate = self.data.rate();
         // A pipe's report changes only with its rate and delay (schedule steps), and with
         // what it holds.
@@ -335,8 +335,8 @@ impl<'a> Sim<'a> {
                         },
                     ),
                 };
-                let mut data = link(0).with_radio(tl.radio);
-                let mut reverse = link(1).with_radio(tl.radio).lazy();
+                let mut data = link(0).with_radio(tl.radio).with_bursts(tl.bursts);
+                let mut reverse = link(1).with_radio(tl.radio).with_bursts(tl.bursts).lazy();
                 let s = tl.steps[0];
                 let step_at = tl.steps.iter().map(|s| at(s.t_s)).collect();
                 data.set(Instant::ZERO, s.rate_mbps, s.delay_ms, s.loss);

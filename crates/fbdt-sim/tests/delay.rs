@@ -24,6 +24,7 @@ fn one_constant_path(duration_s: f64) -> Schedule {
                 scan: false,
             }],
             radio: None,
+            bursts: None,
         }],
     }
 }

@@ -25,6 +25,7 @@ fn near_and_far(gap_ms: f64) -> Schedule {
             scan: false,
         }],
         radio: None,
+        bursts: None,
     };
     Schedule {
         duration_s: 10.0,

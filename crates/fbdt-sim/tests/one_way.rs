@@ -17,6 +17,7 @@ fn schedule() -> Schedule {
             scan: false,
         }],
         radio: None,
+        bursts: None,
     };
     Schedule {
         duration_s: 20.0,

@@ -13,6 +13,7 @@ fn one_path(steps: Vec<Step>, duration_s: f64) -> Schedule {
             name: "p0".into(),
             steps,
             radio: None,
+            bursts: None,
         }],
     }
 }
@@ -123,6 +124,7 @@ fn min_rtt_over_tcp_subflows_uses_both_paths() {
             ..step(0.0, 0.0, 0.0)
         }],
         radio: None,
+        bursts: None,
     };
     let s = Schedule {
         duration_s: 5.0,
@@ -162,6 +164,7 @@ fn kernel_mptcp_is_held_back_by_its_send_buffer_behind_a_one_second_subflow() {
             ..step(0.0, 0.0, 0.0)
         }],
         radio: None,
+        bursts: None,
     };
     let s = Schedule {
         duration_s: 6.0,
@@ -305,6 +308,7 @@ fn a_reset_during_a_probe_reconnects_once_and_delivers_everything() {
         name: name.into(),
         steps,
         radio: None,
+        bursts: None,
     };
     let s = Schedule {
         duration_s: 8.0,

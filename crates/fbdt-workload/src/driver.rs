@@ -264,6 +264,7 @@ mod tests {
                     scan: false,
                 }],
                 radio: None,
+                bursts: None,
             }],
         }
     }

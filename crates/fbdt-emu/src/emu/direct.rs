@@ -100,6 +100,7 @@ pub(super) struct PathSetup {
     pub knobs: Arc<Knobs>,
     pub queue_packets: usize,
     pub radio: Option<crate::radio::Doze>,
+    pub bursts: Option<fbdt_scenario::Bursts>,
     pub lateness: [Arc<Lateness>; 2],
     pub radio_rate_bps: Arc<AtomicU64>,
     pub radio_wakeups: [Arc<AtomicU64>; 2],
@@ -251,6 +252,8 @@ struct Lane {
     link_free: Instant,
     /// The delay line: frames and their release times, in order.
     line: VecDeque<Timed>,
+    /// Releases wait for the end of the path's hold, counted from `start`.
+    bursts: Option<(Instant, fbdt_scenario::Bursts)>,
     last_release: Instant,
     generation: u64,
     rng: StdRng,
@@ -262,6 +265,18 @@ struct Lane {
 impl Lane {
     fn rate(&self) -> u64 {
         self.knobs.rate_bps[self.dir].load(Ordering::Relaxed)
+    }
+
+    /// When a frame that reaches the lane's end at `at` leaves it: at the end of the hold
+    /// if the path holds then (`Bursts`), else at once.
+    fn after_hold(&self, at: Instant) -> Instant {
+        match self.bursts {
+            Some((start, b)) => {
+                let t_s = at.saturating_duration_since(start).as_secs_f64();
+                at + Duration::from_secs_f64((b.release_s(t_s) - t_s).max(0.0))
+            }
+            None => at,
+        }
     }
 
     /// Addresses a frame to the lane's far end and queues it for writing.
@@ -350,7 +365,7 @@ impl Lane {
             self.head_done = None;
             self.link_free = done;
             let delay = Duration::from_nanos(self.knobs.delay_ns.load(Ordering::Relaxed));
-            let release = (done + delay).max(self.last_release);
+            let release = self.after_hold(done + delay).max(self.last_release);
             self.last_release = release;
             self.line.push_back(Timed {
                 frame: head.frame,
@@ -603,6 +618,7 @@ pub(super) fn prepare(
                 head_done: None,
                 link_free: start,
                 line: VecDeque::new(),
+                bursts: p.bursts.map(|b| (start, b)),
                 last_release: start,
                 generation: u64::MAX,
                 rng: StdRng::seed_from_u64(p.seeds[dir]),

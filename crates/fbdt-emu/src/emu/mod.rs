@@ -80,6 +80,8 @@ pub(crate) struct PairSpec {
     pub queue_packets: usize,
     /// Both directions doze when idle (see [`crate::radio`]).
     pub radio: Option<Doze>,
+    /// Both directions deliver in bursts (the direct datapath only).
+    pub bursts: Option<fbdt_scenario::Bursts>,
     pub initial: PathStep,
     pub seed: u64,
 }
@@ -133,6 +135,12 @@ impl Emulator {
         if shared.is_some() && opts.datapath != Datapath::Direct {
             return Err(Error::Emulator(format!(
                 "a shared bottleneck needs the direct datapath (this testbed runs {})",
+                opts.datapath.name()
+            )));
+        }
+        if pairs.iter().any(|p| p.bursts.is_some()) && opts.datapath != Datapath::Direct {
+            return Err(Error::Emulator(format!(
+                "a path that delivers in bursts needs the direct datapath (this testbed runs {})",
                 opts.datapath.name()
             )));
         }
@@ -517,6 +525,7 @@ fn run_direct(
                 knobs,
                 queue_packets: p.queue_packets,
                 radio: p.radio,
+                bursts: p.bursts,
                 lateness: [control.lateness_down.clone(), control.lateness_up.clone()],
                 radio_rate_bps: control.radio_rate_bps.clone(),
                 radio_wakeups: control.radio_wakeups.clone(),

@@ -59,6 +59,7 @@ impl Testbed {
                     emu_s_ip: Ipv4Addr::new(10, 201, n as u8, 2),
                     queue_packets: pp.queue_packets,
                     radio: pp.radio.map(Into::into),
+                    bursts: pp.bursts,
                     initial: pp.steps[0],
                     seed: self.spec.seed.wrapping_add(pi.index as u64),
                 }

@@ -41,6 +41,7 @@ pub fn timeline(i: usize, plan: &PathPlan) -> PathTimeline {
         name: format!("p{i}"),
         steps,
         radio: None,
+        bursts: None,
     }
 }
 

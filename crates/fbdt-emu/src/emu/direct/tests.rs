@@ -11,6 +11,7 @@ fn lane(rate_bps: u64, delay: Duration, queue: usize, t0: Instant) -> Lane {
         out_port: 0,
         macs: [[2; 6], [3; 6]],
         radio: None,
+        bursts: None,
         radio_rate_bps: Arc::new(AtomicU64::new(rate_bps)),
         wakeups: Arc::default(),
         queue_limit: queue,
