@@ -489,24 +489,27 @@ mod tests {
     /// Steady deliveries add nothing, nor does a burst the limit's probing margin absorbs;
     /// one faster than the rate estimate (a ramp) counts at most its excess over one base
     /// RTT, and a burst is forgotten after two memory spans.
+    /// Path 0's transport reports `acked_more` bytes more acknowledged at `now` (200 kB stay
+    /// unacknowledged), delivering at `rate` bytes/s.
+    fn transport_report(s: &mut FbdtSender, now: Instant, acked_more: u64, rate: f64) {
+        s.paths[0].sent += acked_more;
+        let stats = crate::path::PathStats {
+            srtt: Some(Duration::from_millis(40)),
+            delivery_rate_bps: Some(rate * 8.0),
+            cwnd_bytes: Some(10 << 20),
+            unacked_bytes: Some(200_000),
+            sampled_at: Some(now),
+            ..Default::default()
+        };
+        s.path_stats(PathId(0), stats);
+    }
+
     #[test]
     fn a_bursty_path_holds_a_burst_more_than_its_bdp() {
         let mut s = near_and_far(Duration::from_millis(100), [100e6, 100e6], 64 << 20);
         let rate = 100e6; // bytes/s, × the 2-ms base RTT = 200 kB
         let mut now = Instant::ZERO + Duration::from_millis(1000);
-        let report = |s: &mut FbdtSender, now: Instant, acked_more: u64| {
-            // 200 kB stay unacknowledged; what the transport acknowledged grows.
-            s.paths[0].sent += acked_more;
-            let stats = crate::path::PathStats {
-                srtt: Some(Duration::from_millis(40)),
-                delivery_rate_bps: Some(rate * 8.0),
-                cwnd_bytes: Some(10 << 20),
-                unacked_bytes: Some(200_000),
-                sampled_at: Some(now),
-                ..Default::default()
-            };
-            s.path_stats(PathId(0), stats);
-        };
+        let report = |s: &mut FbdtSender, now: Instant, acked_more: u64| transport_report(s, now, acked_more, rate);
         let step = Duration::from_micros(500);
         let steady = |s: &mut FbdtSender, now: &mut Instant, until: Duration, k: f64| {
             let end = *now + until;
@@ -550,6 +553,30 @@ mod tests {
         steady(&mut s, &mut now, Duration::from_millis(50), 1.5);
         let ramp = s.paths[0].est.burst_bytes();
         assert!(ramp <= 100_000, "{ramp}");
+    }
+
+    /// Reports of nothing new during a hold count: the transport's ACKs after it arrived
+    /// after the last of them, so a hold's deliveries handed over in one report are a
+    /// burst, not the rate at work since the last report that brought bytes.
+    #[test]
+    fn a_burst_after_reports_of_nothing_is_seen_whole() {
+        let mut s = near_and_far(Duration::from_millis(100), [100e6, 100e6], 64 << 20);
+        let rate = 100e6; // bytes/s
+        let report = |s: &mut FbdtSender, now: Instant, acked_more: u64| transport_report(s, now, acked_more, rate);
+        let step = Duration::from_micros(500);
+        let mut now = Instant::ZERO + Duration::from_millis(1000);
+        for _ in 0..100 {
+            now = now + step;
+            report(&mut s, now, (rate * step.as_secs_f64()) as u64);
+        }
+        // A 3-ms hold read every 0.5 ms, then all it held in the report after the last read.
+        for _ in 0..6 {
+            now = now + step;
+            report(&mut s, now, 0);
+        }
+        report(&mut s, now + step, 300_000);
+        let burst = s.paths[0].est.burst_bytes();
+        assert!(burst.abs_diff(250_000) <= 1, "{burst}");
     }
 
     /// With a receive window smaller than that lead, the far path sends nothing: its

@@ -538,10 +538,9 @@ impl SchemeSender for FbdtSender {
             let earlier = t.transport_unacked.replace((unacked, t.sent));
             if let (Some((unacked_then, sent_then)), Some(at)) = (earlier, stats.sampled_at) {
                 let acked = |unacked: u64, sent: u64| sent.saturating_sub(unacked);
+                // A report of nothing new counts too: what the next one adds arrived after it.
                 let newly = acked(unacked, t.sent).saturating_sub(acked(unacked_then, sent_then));
-                if newly > 0 {
-                    t.est.transport_acked(newly, at);
-                }
+                t.est.transport_acked(newly, at);
             }
             if t.limited_in_flight() != before {
                 if driver_changed || earlier.is_none() {
