@@ -483,12 +483,6 @@ mod tests {
         );
     }
 
-    /// A path whose transport delivers in bursts (a radio's aggregation, a paused host)
-    /// holds a burst more than its BDP: capped at the BDP, each round trip would deliver
-    /// less than the rate measured, and the measure and the limit fall round after round.
-    /// Steady deliveries add nothing, nor does a burst the limit's probing margin absorbs;
-    /// one faster than the rate estimate (a ramp) counts at most its excess over one base
-    /// RTT, and a burst is forgotten after two memory spans.
     /// Path 0's transport reports `acked_more` bytes more acknowledged at `now` (200 kB stay
     /// unacknowledged), delivering at `rate` bytes/s.
     fn transport_report(s: &mut FbdtSender, now: Instant, acked_more: u64, rate: f64) {
@@ -504,6 +498,12 @@ mod tests {
         s.path_stats(PathId(0), stats);
     }
 
+    /// A path whose transport delivers in bursts (a radio's aggregation, a paused host)
+    /// holds a burst more than its BDP: capped at the BDP, each round trip would deliver
+    /// less than the rate measured, and the measure and the limit fall round after round.
+    /// Steady deliveries add nothing, nor does a burst the limit's probing margin absorbs;
+    /// one faster than the rate estimate (a ramp) counts at most its excess over one base
+    /// RTT, and a burst is forgotten after two memory spans.
     #[test]
     fn a_bursty_path_holds_a_burst_more_than_its_bdp() {
         let mut s = near_and_far(Duration::from_millis(100), [100e6, 100e6], 64 << 20);
